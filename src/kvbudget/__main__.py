@@ -1,0 +1,3 @@
+from kvbudget.cli import entry
+
+entry()

@@ -1,0 +1,167 @@
+"""The cost answer: per-token growing bytes, bytes for S sequences of N tokens, fixed state, and a
+per-group breakdown that carries its own arithmetic. Bytes are integers, per GPU."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvbudget.engines import EngineRef, build_layout, parse_engine
+from kvbudget.engines.base import EngineOptions, Group, Layout
+from kvbudget.model.spec import ModelSpec
+from kvbudget.precision import CacheDType, parse_cache_dtype
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class GroupCost:
+    kind: str
+    label: str
+    layers: int
+    allocated_layers: int
+    per_token_bytes: int
+    bytes_at_tokens: int
+    slot_bytes: int
+    slot_formula: str
+    slots_rule: str
+    slots_at_tokens: int
+    state_bytes: int
+    state_formula: str
+    layer_indices: tuple[int, ...]
+
+    def explain(self) -> str:
+        """The group's arithmetic in words and numbers."""
+        parts = []
+        layers = f"{self.layers} layers" + (
+            f" (+{self.allocated_layers - self.layers} padding)" if self.allocated_layers != self.layers else ""
+        )
+        if self.slot_bytes:
+            parts.append(
+                f"{layers} x {self.slot_bytes:,} B/token [{self.slot_formula}] x {self.slots_at_tokens:,} token slots "
+                f"[{self.slots_rule}]"
+            )
+        if self.state_bytes:
+            parts.append(f"{layers} x {self.state_bytes:,} B/sequence [{self.state_formula}]")
+        if not parts:
+            parts.append(f"{layers}: {self.slot_formula or 'no per-sequence state'}")
+        return " + ".join(parts)
+
+
+@dataclass(frozen=True)
+class CostReport:
+    model: ModelSpec
+    engine: EngineRef
+    layout: Layout
+    tokens: int
+    sequences: int
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return self.layout.kv_bytes_per_token
+
+    @property
+    def sequence_bytes(self) -> int:
+        return self.layout.sequence_bytes(self.tokens)
+
+    @property
+    def state_bytes(self) -> int:
+        return self.layout.state_bytes
+
+    @property
+    def total_bytes(self) -> int:
+        return self.layout.total_bytes(self.tokens, self.sequences)
+
+    def groups(self) -> list[GroupCost]:
+        return [self._group(g) for g in self.layout.groups]
+
+    def _group(self, g: Group) -> GroupCost:
+        return GroupCost(
+            kind=g.kind,
+            label=g.label,
+            layers=g.layers,
+            allocated_layers=g.allocated_layers,
+            per_token_bytes=g.per_token_bytes,
+            bytes_at_tokens=g.bytes_at(self.tokens, self.sequences),
+            slot_bytes=g.slot_bytes,
+            slot_formula=g.slot_formula,
+            slots_rule=g.slots.text,
+            slots_at_tokens=g.slots(self.tokens, self.sequences),
+            state_bytes=g.state_bytes,
+            state_formula=g.state_formula,
+            layer_indices=g.layer_indices,
+        )
+
+    @property
+    def kv_dtype_label(self) -> str:
+        k, v = self.layout.k_dtype, self.layout.v_dtype
+        return k.name if k == v else f"{k.name}/{v.name}"
+
+    def to_json(self) -> dict[str, object]:
+        """The versioned JSON contract of ``kvbudget cost --json``."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "model": self.model.name,
+            "model_type": self.model.model_type,
+            "source": self.model.source,
+            "engine": self.engine.name,
+            "engine_version": self.engine.version,
+            "kv_dtype": self.kv_dtype_label,
+            "k_dtype": self.layout.k_dtype.name,
+            "v_dtype": self.layout.v_dtype.name,
+            "tokens": self.tokens,
+            "sequences": self.sequences,
+            "tp": self.layout.tp,
+            "block_size": self.layout.block_size,
+            "kv_bytes_per_token": self.kv_bytes_per_token,
+            "sequence_bytes": self.sequence_bytes,
+            "state_bytes": self.state_bytes,
+            "total_bytes": self.total_bytes,
+            "groups": [
+                {
+                    "kind": g.kind,
+                    "label": g.label,
+                    "layers": g.layers,
+                    "allocated_layers": g.allocated_layers,
+                    "layer_indices": list(g.layer_indices),
+                    "per_token_bytes": g.per_token_bytes,
+                    "bytes_at_tokens": g.bytes_at_tokens,
+                    "slot_bytes": g.slot_bytes,
+                    "token_slots": g.slots_at_tokens,
+                    "state_bytes": g.state_bytes,
+                    "arithmetic": g.explain(),
+                }
+                for g in self.groups()
+            ],
+            "notes": list(self.model.notes) + list(self.layout.notes),
+            "warnings": list(self.layout.warnings),
+        }
+
+
+def resolve_dtypes(
+    spec: ModelSpec, kv_dtype: str = "auto", k_dtype: str | None = None, v_dtype: str | None = None
+) -> tuple[CacheDType, CacheDType]:
+    """K and V cache dtypes; ``q8_0/q4_0`` in --kv-dtype sets K and V apart; --k-dtype/--v-dtype override."""
+    k_text, _, v_text = kv_dtype.partition("/")
+    k = parse_cache_dtype(k_dtype or k_text, model_dtype=spec.dtype, what="--k-dtype" if k_dtype else "--kv-dtype")
+    v = parse_cache_dtype(v_dtype or v_text or k_text, model_dtype=spec.dtype,
+                          what="--v-dtype" if v_dtype else "--kv-dtype")
+    return k, v
+
+
+def compute_cost(
+    spec: ModelSpec,
+    *,
+    engine: str | EngineRef = "ideal",
+    kv_dtype: str = "auto",
+    k_dtype: str | None = None,
+    v_dtype: str | None = None,
+    tokens: int = 32768,
+    sequences: int = 1,
+    tp: int = 1,
+    options: EngineOptions | None = None,
+) -> CostReport:
+    """The library entry point: what ``kvbudget cost`` prints, as a CostReport."""
+    ref = parse_engine(engine) if isinstance(engine, str) else engine
+    k, v = resolve_dtypes(spec, kv_dtype, k_dtype, v_dtype)
+    layout = build_layout(spec, ref, k, v, tp, options or EngineOptions())
+    return CostReport(spec, ref, layout, tokens, sequences)

@@ -1,0 +1,142 @@
+"""What every engine produces: a Layout of layer groups, each with its exact byte rule.
+
+An engine turns a ModelSpec's primitives into *groups* of identical layers. For each group it says:
+
+* ``slot_bytes``: bytes one token slot costs in one layer on one GPU (all KV heads of that rank);
+* ``slots``: how many token slots one layer allocates for S sequences of N tokens (blocks, windows,
+  padding, streams: this is where engines differ);
+* ``state_bytes``: fixed bytes per sequence per layer (recurrent state, cross-attention source);
+* ``alloc_layers``: how many layers the engine allocates for the group (vLLM pads groups).
+
+Bytes of a group for S sequences of N tokens = alloc_layers * (slot_bytes * slots(N, S) + state_bytes * S).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from kvbudget.precision import CacheDType
+
+MlaStorage = Literal["latent", "latent+v", "expanded"]
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division for non-negative integers."""
+    return -(-a // b)
+
+
+def pad(x: int, multiple: int) -> int:
+    """Round ``x`` up to a multiple of ``multiple``."""
+    return cdiv(x, multiple) * multiple
+
+
+@dataclass(frozen=True)
+class Slots:
+    """Token slots one layer allocates for (tokens N, sequences S), with the rule in words."""
+
+    text: str
+    fn: Callable[[int, int], int] = field(compare=False)
+
+    def __call__(self, tokens: int, sequences: int) -> int:
+        return self.fn(tokens, sequences)
+
+
+def exact_slots() -> Slots:
+    return Slots("N x S", lambda n, s: n * s)
+
+
+def capped_slots(cap: int, why: str) -> Slots:
+    return Slots(f"min(N, {cap:,}) x S  ({why})", lambda n, s: min(n, cap) * s)
+
+
+def fixed_slots(count: int, why: str) -> Slots:
+    return Slots(f"{count:,} x S  ({why})", lambda n, s: count * s)
+
+
+NO_SLOTS = Slots("0", lambda n, s: 0)
+
+
+@dataclass(frozen=True)
+class Group:
+    """A set of layers that cost the same on this engine."""
+
+    kind: str
+    label: str
+    layers: int
+    slot_bytes: int
+    slot_formula: str
+    slots: Slots
+    grows: bool
+    state_bytes: int = 0
+    state_formula: str = ""
+    alloc_layers: int = 0
+    layer_indices: tuple[int, ...] = ()
+
+    @property
+    def allocated_layers(self) -> int:
+        return self.alloc_layers or self.layers
+
+    @property
+    def per_token_bytes(self) -> int:
+        """Bytes every further token adds to this group once past any cap (0 for capped groups)."""
+        return self.allocated_layers * self.slot_bytes if self.grows else 0
+
+    def token_bytes(self, tokens: int, sequences: int) -> int:
+        return self.allocated_layers * self.slot_bytes * self.slots(tokens, sequences)
+
+    def fixed_bytes(self, sequences: int) -> int:
+        return self.allocated_layers * self.state_bytes * sequences
+
+    def bytes_at(self, tokens: int, sequences: int = 1) -> int:
+        """Bytes the group holds for ``sequences`` sequences of ``tokens`` tokens each, on one GPU."""
+        return self.token_bytes(tokens, sequences) + self.fixed_bytes(sequences)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One model on one engine, cache precision and tensor-parallel size: every group's byte rule."""
+
+    engine: str
+    version: str
+    k_dtype: CacheDType
+    v_dtype: CacheDType
+    tp: int
+    groups: tuple[Group, ...]
+    block_size: int | None = None
+    notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """Bytes each further token adds once past every window, per GPU."""
+        return sum(g.per_token_bytes for g in self.groups)
+
+    @property
+    def state_bytes(self) -> int:
+        """Fixed bytes per sequence (recurrent state, cross-attention source), per GPU."""
+        return sum(g.fixed_bytes(1) for g in self.groups)
+
+    def sequence_bytes(self, tokens: int) -> int:
+        """Bytes for one sequence of ``tokens`` tokens, windows and fixed state included, per GPU."""
+        return self.total_bytes(tokens, 1)
+
+    def total_bytes(self, tokens: int, sequences: int) -> int:
+        """Bytes for ``sequences`` sequences of ``tokens`` tokens each, per GPU."""
+        return sum(g.bytes_at(tokens, sequences) for g in self.groups)
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """Serving settings that change the cache layout. None means "the engine's default"."""
+
+    block_size: int | None = None
+    max_num_batched_tokens: int | None = None
+    image_tokens: int = 6404  # Llama 3.2 Vision: one image, 4 tiles x 1601 patches (560 px / 14 px + CLS)
+    mla_storage: MlaStorage | None = None
+    swa_full: bool = False  # llama.cpp --swa-full
+    n_ubatch: int = 512  # llama.cpp default physical batch
+    flash_attn: bool = True  # llama.cpp -fa (auto turns it on where supported)
+    kv_unified: bool = False  # llama.cpp --kv-unified
+    disable_hybrid_kv_cache_manager: bool = False  # vLLM

@@ -1,0 +1,101 @@
+"""Arithmetic shared by every engine: slot bytes of attention layers, recurrent state bytes,
+tensor-parallel head placement, and grouping identical layers."""
+
+from __future__ import annotations
+
+from kvbudget.errors import EngineRefusalError
+from kvbudget.model.spec import LatentAttention, ModelSpec, Primitive, Recurrent
+from kvbudget.precision import CacheDType, parse_cache_dtype
+
+
+def group_primitives(spec: ModelSpec) -> list[tuple[Primitive, tuple[int, ...]]]:
+    """Identical primitives with the layer indices that hold them, in order of first appearance."""
+    order: list[Primitive] = []
+    where: dict[Primitive, list[int]] = {}
+    for index, state in spec.primitives():
+        if state not in where:
+            order.append(state)
+            where[state] = []
+        where[state].append(index)
+    return [(state, tuple(where[state])) for state in order]
+
+
+def kv_heads_per_rank(total: int, tp: int, engine: str) -> tuple[int, str | None]:
+    """KV heads one rank stores, and a warning when they are replicated.
+
+    vLLM ``ModelConfig.get_num_kv_heads`` and SGLang ``get_num_kv_heads``: max(1, H // tp), with
+    replication when tp > H. Both require tp to divide H, or H to divide tp (vLLM's check).
+    """
+    if tp == 1:
+        return total, None
+    if tp >= total:
+        if tp % total:
+            raise EngineRefusalError(
+                f"{engine}: tensor-parallel size {tp} is not a multiple of the {total} KV heads; "
+                "the engine refuses this split, pick a --tp that divides or is divided by the KV heads"
+            )
+        if tp > total:
+            return 1, (
+                f"tp={tp} > {total} KV heads: each KV head is replicated on {tp // total} GPUs "
+                "(1 head per GPU), so adding GPUs beyond the KV-head count does not shrink the cache per GPU"
+            )
+        return 1, None
+    if total % tp:
+        raise EngineRefusalError(
+            f"{engine}: {total} KV heads cannot be split evenly over tensor-parallel size {tp}; "
+            "pick a --tp that divides the KV heads"
+        )
+    return total // tp, None
+
+
+def attention_slot(heads: int, k_dim: int, v_dim: int, k: CacheDType, v: CacheDType) -> tuple[int, str]:
+    """Bytes of one token in one attention layer: heads x (K row + V row)."""
+    k_row, v_row = k.row_bytes(k_dim), v.row_bytes(v_dim)
+    if k == v and k_dim == v_dim and k.block_elems == 1 and not k.row_extra_bytes:
+        text = f"2 (K,V) x {heads} kv heads x {k_dim} dims x {k.block_bytes} B ({k.name})"
+    else:
+        text = (
+            f"{heads} kv heads x (K {k_dim} dims @ {k.name} = {k_row} B + V {v_dim} dims @ {v.name} = {v_row} B)"
+        )
+    return heads * (k_row + v_row), text
+
+
+def latent_slot(mla: LatentAttention, k: CacheDType) -> tuple[int, str]:
+    """Bytes of one token's latent in one MLA layer: (kv_lora_rank + rope_dim) in the K dtype, no V."""
+    row = k.row_bytes(mla.latent_dim)
+    return row, f"({mla.kv_lora_rank} latent + {mla.rope_dim} rope) dims x {k.per_element()} ({k.name}), no V"
+
+
+def expanded_mla_slot(mla: LatentAttention, heads: int, k: CacheDType, v: CacheDType) -> tuple[int, str]:
+    """Per-head K (qk_nope + rope) and V (v_head_dim), as engines that decompress before caching store it."""
+    k_dim = mla.qk_nope_dim + mla.rope_dim
+    return attention_slot(heads, k_dim, mla.v_head_dim, k, v)
+
+
+def state_dtype(pinned: str | None, fallback: str) -> CacheDType:
+    return parse_cache_dtype(pinned or fallback, what="recurrent state dtype")
+
+
+def recurrent_bytes(
+    rec: Recurrent, *, tp: int, conv_len: int, conv_dtype: CacheDType, ssm_dtype: CacheDType
+) -> tuple[int, str]:
+    """Bytes of one sequence's state in one layer: conv (conv_len x channels) + SSM state."""
+    channels = rec.conv_channels(tp)
+    conv = conv_len * channels * conv_dtype.block_bytes
+    ssm_shape = rec.ssm_shape(tp)
+    ssm = rec.ssm_elems(tp) * ssm_dtype.block_bytes
+    shape = " x ".join(str(d) for d in ssm_shape)
+    text = (
+        f"{rec.variant}: conv {conv_len} x {channels:,} x {conv_dtype.block_bytes} B ({conv_dtype.name}) = {conv:,} B"
+        f" + state {shape} x {ssm_dtype.block_bytes} B ({ssm_dtype.name}) = {ssm:,} B"
+    )
+    return conv + ssm, text
+
+
+def check_recurrent_tp(rec: Recurrent, tp: int, engine: str) -> None:
+    """Recurrent heads must split evenly over tensor-parallel ranks."""
+    heads = rec.num_heads if rec.variant == "mamba2" else rec.num_v_heads if rec.variant == "gated_delta_net" else 0
+    if tp > 1 and heads and heads % tp:
+        raise EngineRefusalError(f"{engine}: {heads} recurrent heads cannot be split over tensor-parallel size {tp}")
+    if tp > 1 and rec.variant == "mamba1" and rec.d_inner % tp:
+        raise EngineRefusalError(f"{engine}: Mamba inner size {rec.d_inner} cannot be split over tp={tp}")

@@ -1,0 +1,31 @@
+"""The exception hierarchy. The CLI turns every KvBudgetError into one line and exit code 1."""
+
+from __future__ import annotations
+
+
+class KvBudgetError(Exception):
+    """Base class for every error a user can cause. Its message is one line: what, where, how to fix."""
+
+
+class InputError(KvBudgetError):
+    """A value given on the command line or to the API cannot be used (size, dtype, option)."""
+
+
+class ConfigError(KvBudgetError):
+    """A model config (file, GGUF, Hub) is malformed or inconsistent."""
+
+
+class UnknownArchitectureError(ConfigError):
+    """No family reader can place this config's layers; we fail closed instead of guessing."""
+
+
+class SourceError(KvBudgetError):
+    """A model reference cannot be resolved (no such catalog entry, file, or Hub unreachable)."""
+
+
+class EngineRefusalError(KvBudgetError):
+    """The chosen engine refuses this combination (the message gives the engine's reason)."""
+
+
+class MissingExtraError(KvBudgetError):
+    """An optional dependency is not installed; the message names the extra to install."""

@@ -1,0 +1,74 @@
+"""The built-in catalog: real configs of widely served models, each with its source."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    name: str
+    aliases: tuple[str, ...]
+    source: str
+    status: str
+    notes: str
+    params_total: int | None
+    config: dict[str, Any]
+
+
+def _key(text: str) -> str:
+    """Case- and punctuation-insensitive lookup key: 'Meta-Llama-3.1-70B' ~ 'meta_llama_3.1_70b'."""
+    return re.sub(r"[\s_\-]+", "-", text.strip().lower())
+
+
+@lru_cache(maxsize=1)
+def entries() -> tuple[CatalogEntry, ...]:
+    raw = json.loads(resources.files(__name__).joinpath("models.json").read_text(encoding="utf-8"))
+    out = []
+    for item in raw["models"]:
+        params = item.get("params_total")
+        out.append(
+            CatalogEntry(
+                name=item["name"],
+                aliases=tuple(item.get("aliases", ())),
+                source=item["source"],
+                status=item["status"],
+                notes=item["notes"],
+                params_total=int(params["value"]) if isinstance(params, dict) and params.get("value") else None,
+                config=item["config"],
+            )
+        )
+    return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def _index() -> dict[str, CatalogEntry]:
+    index: dict[str, CatalogEntry] = {}
+    for entry in entries():
+        for name in (entry.name, *entry.aliases):
+            index.setdefault(_key(name), entry)
+            # "org/name" ids also match by their last part ("Llama-3.1-70B").
+            index.setdefault(_key(name.split("/")[-1]), entry)
+    return index
+
+
+def lookup(name: str) -> CatalogEntry | None:
+    """The catalog entry for a name or alias, case-insensitively; None when unknown."""
+    return _index().get(_key(name))
+
+
+def suggestions(name: str, limit: int = 3) -> list[str]:
+    """Catalog names that share a word with ``name``, for 'did you mean' hints."""
+    words = {w for w in re.split(r"[^a-z0-9.]+", name.lower()) if len(w) > 1}
+    scored = []
+    for entry in entries():
+        entry_words = set(re.split(r"[^a-z0-9.]+", entry.name.lower()))
+        score = len(words & entry_words)
+        if score:
+            scored.append((-score, entry.name))
+    return [n for _, n in sorted(scored)[:limit]]

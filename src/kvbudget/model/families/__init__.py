@@ -1,0 +1,117 @@
+"""Family readers: each known ``model_type`` maps to a function that places every layer's state.
+
+Unknown architectures fail closed: the error names the model_type and the cache-shaping fields the
+readers could not place. A dense reader also refuses configs carrying fields it does not understand
+(a latent rank, a hybrid pattern, Mamba sizes) instead of silently applying the dense formula.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+
+from kvbudget.errors import ConfigError, UnknownArchitectureError
+from kvbudget.model.families.attention import read_attention_model
+from kvbudget.model.families.fields import Fields
+from kvbudget.model.families.hybrid import (
+    read_falcon_h1,
+    read_granite_hybrid,
+    read_jamba,
+    read_mamba,
+    read_nemotron_h,
+    read_qwen3_next,
+)
+from kvbudget.model.families.latent import read_latent_model
+from kvbudget.model.families.vision import read_mllama
+from kvbudget.model.spec import LayerSpec, ModelSpec
+
+Reader = Callable[[Fields, str], tuple[LayerSpec, ...]]
+
+DENSE_TYPES = (
+    "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3", "cohere", "cohere2",
+    "glm", "glm4", "glm4_moe", "glm4_shared_moe", "minimax_m2", "gemma", "gemma2", "gemma3_text",
+    "gemma3n_text", "gpt_oss", "llama4_text", "olmo", "olmo2", "granite", "granitemoe", "starcoder2",
+    "ernie4_5", "ernie4_5_moe", "seed_oss", "hunyuan_v1_dense", "smollm3", "exaone4",
+)
+
+READERS: dict[str, Reader] = {name: read_attention_model for name in DENSE_TYPES}
+READERS.update({
+    "deepseek_v2": read_latent_model,
+    "deepseek_v3": read_latent_model,
+    "kimi_k2": read_latent_model,
+    "jamba": read_jamba,
+    "nemotron_h": read_nemotron_h,
+    "falcon_h1": read_falcon_h1,
+    "granitemoehybrid": read_granite_hybrid,
+    "qwen3_next": read_qwen3_next,
+    "mamba": read_mamba,
+    "mamba2": read_mamba,
+    "mllama_text_model": read_mllama,
+})
+
+# Fields that change what a layer caches. A dense reader that meets one of these fails closed.
+_EXOTIC = (
+    "kv_lora_rank", "hybrid_override_pattern", "layers_block_type", "attn_layer_period", "mamba_d_state",
+    "ssm_state_size", "linear_num_key_heads", "cross_attention_layers", "full_attention_interval",
+    "index_head_dim", "compress_ratios",
+)
+_CACHE_FIELD = re.compile(r"(attn|attention|window|mamba|ssm|kv|layer_types|head|conv|chunk|linear|lora|state)")
+
+
+def _fields_for_error(cfg: Mapping[str, object]) -> str:
+    names = sorted(k for k in cfg if _CACHE_FIELD.search(k))
+    return ", ".join(names) if names else "(no attention or state fields found)"
+
+
+def text_config(cfg: Mapping[str, object], where: str) -> tuple[Mapping[str, object], str]:
+    """Multimodal configs keep the decoder in ``text_config``; return it and the top-level model_type."""
+    top = cfg.get("model_type")
+    inner = cfg.get("text_config")
+    if isinstance(inner, Mapping):
+        return inner, str(top) if isinstance(top, str) else ""
+    if inner is not None:
+        raise ConfigError(f"{where}: field 'text_config' must be an object")
+    return cfg, ""
+
+
+def read_spec(
+    cfg: Mapping[str, object], *, name: str, source: str, where: str | None = None,
+    notes: tuple[str, ...] = (),
+) -> ModelSpec:
+    """Turn a Hugging Face style config into a ModelSpec, or fail closed with a one-line error."""
+    where = where or source
+    decoder, top_type = text_config(cfg, where)
+    model_type = decoder.get("model_type") or (top_type if decoder is cfg else None)
+    if not isinstance(model_type, str) or not model_type:
+        raise ConfigError(f"{where}: field 'model_type' is missing; kvbudget needs it to know the architecture")
+    fields = Fields(decoder, where)
+    reader = READERS.get(model_type)
+    if reader is None:
+        raise UnknownArchitectureError(
+            f"{where}: model_type {model_type!r} is not an architecture kvbudget can read; "
+            f"fields it could not place: {_fields_for_error(decoder)}"
+        )
+    if reader is read_attention_model:
+        exotic = [k for k in _EXOTIC if decoder.get(k) is not None]
+        if model_type == "llama4_text":
+            exotic = [k for k in exotic if k != "attention_chunk_size"]
+        elif decoder.get("attention_chunk_size") is not None:
+            exotic.append("attention_chunk_size")
+        if exotic:
+            raise UnknownArchitectureError(
+                f"{where}: model_type {model_type!r} is read as plain attention, but the config has "
+                f"fields that change the cache: {', '.join(exotic)}; refusing to guess"
+            )
+    layers = reader(fields, model_type)
+    dtype = fields.dtype() or (Fields(cfg, where).dtype() if decoder is not cfg else None) or "bfloat16"
+    max_pos = decoder.get("max_position_embeddings") or decoder.get("n_ctx")
+    return ModelSpec(
+        name=name,
+        model_type=model_type,
+        layers=layers,
+        dtype=dtype,
+        max_position_embeddings=int(max_pos) if isinstance(max_pos, int) and max_pos > 0 else None,
+        source=source,
+        notes=notes,
+        config=dict(decoder),
+    )

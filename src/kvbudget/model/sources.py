@@ -1,0 +1,100 @@
+"""Where a model reference leads: a catalog name, a config.json, a model directory, a GGUF file,
+or a Hugging Face repo id (config only, through huggingface_hub, honouring HF_HUB_OFFLINE)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from kvbudget.errors import ConfigError, MissingExtraError, SourceError
+from kvbudget.model import catalog
+from kvbudget.model.families import read_spec
+from kvbudget.model.spec import ModelSpec
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
+
+
+def load_config_file(path: Path) -> dict[str, Any]:
+    """Read a config.json; malformed JSON or a non-object is a one-line ConfigError naming the file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); fix the file"
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a config must be a JSON object, found {type(data).__name__}")
+    return data
+
+
+def from_config(config: dict[str, Any], *, name: str, source: str) -> ModelSpec:
+    return read_spec(config, name=name, source=source)
+
+
+def _from_path(path: Path, ref: str) -> ModelSpec:
+    if path.is_dir():
+        config = path / "config.json"
+        if config.is_file():
+            return from_config(load_config_file(config), name=path.name, source=str(config))
+        ggufs = sorted(path.glob("*.gguf"))
+        if len(ggufs) >= 1:
+            return _from_gguf(ggufs[0])
+        raise SourceError(f"{path}: directory has no config.json or .gguf file; point at the model's config.json")
+    if path.suffix.lower() == ".gguf":
+        return _from_gguf(path)
+    return from_config(load_config_file(path), name=path.parent.name or path.stem, source=str(path))
+
+
+def _from_gguf(path: Path) -> ModelSpec:
+    from kvbudget.model.gguf import read_gguf_spec
+
+    return read_gguf_spec(path)
+
+
+def _from_hub(repo_id: str) -> ModelSpec:
+    try:
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
+    except ImportError:
+        raise MissingExtraError(
+            f"{repo_id}: reading a Hub id needs huggingface_hub; install it with: pip install 'kvbudget[hub]'"
+        ) from None
+    try:
+        local = hf_hub_download(repo_id, "config.json")
+    except (RepositoryNotFoundError, EntryNotFoundError):
+        raise SourceError(
+            f"{repo_id}: no such repository or no config.json on the Hugging Face Hub (gated repos need a token)"
+        ) from None
+    except Exception as exc:  # noqa: BLE001 - any transport failure becomes one line
+        reason = type(exc).__name__
+        raise SourceError(
+            f"{repo_id}: the Hugging Face Hub cannot be reached and the config is not in the local cache ({reason}); "
+            "pass a local config.json or model directory, or a catalog name (kvbudget models)"
+        ) from None
+    return from_config(load_config_file(Path(local)), name=repo_id, source=f"hf://{repo_id}/config.json")
+
+
+def resolve(ref: str) -> ModelSpec:
+    """Resolve a model reference to a ModelSpec, trying catalog, local path, then the Hub."""
+    entry = catalog.lookup(ref)
+    if entry is not None:
+        return read_spec(entry.config, name=entry.name, source=entry.source, where=f"catalog:{entry.name}",
+                         notes=(entry.status,))
+    path = Path(ref).expanduser()
+    if path.exists():
+        return _from_path(path, ref)
+    if ref.endswith((".json", ".gguf")) or ref.startswith((".", "/", "~")):
+        raise SourceError(f"{ref}: no such file")
+    if _REPO_ID.match(ref):
+        return _from_hub(ref)
+    hint = catalog.suggestions(ref)
+    more = f"; did you mean {', '.join(hint)}?" if hint else ""
+    raise SourceError(
+        f"{ref!r} is not a catalog model, a local file, or a Hub id (org/name); list the catalog with `kvbudget models`{more}"
+    )

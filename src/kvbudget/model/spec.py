@@ -1,0 +1,173 @@
+"""ModelSpec: one entry per decoder layer, each a tuple of *state primitives*.
+
+A primitive says what a layer keeps per sequence, independent of any engine:
+
+* ``FullAttention``: K and V for every token (``kv_heads`` heads of ``k_dim`` / ``v_dim``).
+* ``SlidingWindow``: the same, but only the last ``window`` tokens matter.
+* ``ChunkedLocal``: attention inside fixed chunks of ``chunk`` tokens (Llama 4 RoPE layers).
+* ``LatentAttention``: multi-head latent attention; a ``kv_lora_rank + rope_dim`` latent per token,
+  or, for engines that expand it, per-head K (``qk_nope + rope``) and V (``v_head_dim``).
+* ``Recurrent``: a fixed-size per-sequence state (Mamba-1, Mamba-2, gated delta net).
+* ``CrossAttention``: K and V over a fixed-length source (image tokens), independent of text length.
+* ``SharedKV``: reuses the cache of an earlier layer; stores nothing itself.
+
+A layer with no primitive holds no state (MLP/MoE-only layers). Falcon-H1 layers hold two.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class FullAttention:
+    kv_heads: int
+    k_dim: int
+    v_dim: int
+    kind: Literal["full_attention"] = "full_attention"
+
+
+@dataclass(frozen=True)
+class SlidingWindow:
+    kv_heads: int
+    k_dim: int
+    v_dim: int
+    window: int
+    kind: Literal["sliding_window"] = "sliding_window"
+
+
+@dataclass(frozen=True)
+class ChunkedLocal:
+    kv_heads: int
+    k_dim: int
+    v_dim: int
+    chunk: int
+    kind: Literal["chunked_local"] = "chunked_local"
+
+
+@dataclass(frozen=True)
+class LatentAttention:
+    kv_lora_rank: int
+    rope_dim: int
+    num_heads: int
+    qk_nope_dim: int
+    v_head_dim: int
+    kind: Literal["latent_attention"] = "latent_attention"
+
+    @property
+    def latent_dim(self) -> int:
+        """Elements of the cached latent per token per layer (576 for DeepSeek-V3)."""
+        return self.kv_lora_rank + self.rope_dim
+
+
+RecurrentVariant = Literal["mamba1", "mamba2", "gated_delta_net"]
+
+
+@dataclass(frozen=True)
+class Recurrent:
+    """Fixed per-sequence state of one linear-attention / SSM layer.
+
+    Shapes follow vLLM's MambaStateShapeCalculator (mamba_utils.py) at tp=1:
+
+    * mamba1: conv channels ``d_inner``; ssm ``(d_inner, d_state)``.
+    * mamba2: conv channels ``d_inner + 2*n_groups*d_state``; ssm ``(num_heads, head_dim, d_state)``.
+    * gated_delta_net: conv channels ``2*num_k_heads*head_k_dim + num_v_heads*head_v_dim``;
+      ssm ``(num_v_heads, head_v_dim, head_k_dim)``.
+
+    ``conv_dtype`` / ``ssm_dtype`` of None mean "the model dtype"; a config may pin the SSM state
+    (``mamba_ssm_cache_dtype: float32``).
+    """
+
+    variant: RecurrentVariant
+    conv_kernel: int
+    d_inner: int = 0
+    d_state: int = 0
+    n_groups: int = 0
+    num_heads: int = 0
+    head_dim: int = 0
+    num_k_heads: int = 0
+    head_k_dim: int = 0
+    num_v_heads: int = 0
+    head_v_dim: int = 0
+    conv_dtype: str | None = None
+    ssm_dtype: str | None = None
+    kind: Literal["recurrent"] = "recurrent"
+
+    def conv_channels(self, tp: int = 1) -> int:
+        """Channels of the conv state on one tensor-parallel rank."""
+        if self.variant == "mamba1":
+            return self.d_inner // tp
+        if self.variant == "mamba2":
+            # vLLM mamba2: groups are replicated up to tp when n_groups % tp != 0.
+            groups = self.n_groups + (tp - self.n_groups if self.n_groups % tp else 0)
+            return (self.d_inner + 2 * groups * self.d_state) // tp
+        return (2 * self.num_k_heads * self.head_k_dim + self.num_v_heads * self.head_v_dim) // tp
+
+    def ssm_shape(self, tp: int = 1) -> tuple[int, ...]:
+        """Shape of the SSM / recurrent state on one tensor-parallel rank."""
+        if self.variant == "mamba1":
+            return (self.d_inner // tp, self.d_state)
+        if self.variant == "mamba2":
+            return (self.num_heads // tp, self.head_dim, self.d_state)
+        return (self.num_v_heads // tp, self.head_v_dim, self.head_k_dim)
+
+    def ssm_elems(self, tp: int = 1) -> int:
+        out = 1
+        for dim in self.ssm_shape(tp):
+            out *= dim
+        return out
+
+
+@dataclass(frozen=True)
+class CrossAttention:
+    """K and V over a fixed-length source (vision tokens); the length is a cost-time parameter."""
+
+    kv_heads: int
+    k_dim: int
+    v_dim: int
+    kind: Literal["cross_attention"] = "cross_attention"
+
+
+@dataclass(frozen=True)
+class SharedKV:
+    """The layer reads the cache of layer ``target`` and allocates nothing."""
+
+    target: int
+    kind: Literal["shared_kv"] = "shared_kv"
+
+
+Primitive = FullAttention | SlidingWindow | ChunkedLocal | LatentAttention | Recurrent | CrossAttention | SharedKV
+
+ATTENTION_KINDS = ("full_attention", "sliding_window", "chunked_local", "latent_attention")
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """One decoder layer; ``states`` is empty for layers that keep nothing per sequence."""
+
+    index: int
+    states: tuple[Primitive, ...]
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Everything kvbudget needs to know about a model's per-sequence state, engine-independent."""
+
+    name: str
+    model_type: str
+    layers: tuple[LayerSpec, ...]
+    dtype: str = "bf16"
+    max_position_embeddings: int | None = None
+    source: str = ""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    config: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
+
+    def primitives(self) -> list[tuple[int, Primitive]]:
+        """Every (layer index, primitive) pair, in layer order."""
+        return [(layer.index, state) for layer in self.layers for state in layer.states]
+
+    def count(self, kind: str) -> int:
+        """Number of primitives of one kind."""
+        return sum(1 for _, state in self.primitives() if state.kind == kind)

@@ -1,0 +1,1 @@
+"""Renderers: text tables and JSON. They format; they never compute."""
