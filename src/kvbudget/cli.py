@@ -20,10 +20,17 @@ from kvbudget.units import UnitSystem, parse_count, parse_count_list, parse_toke
 
 def _add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="catalog name, config.json, model directory, .gguf file, or Hub id")
-    p.add_argument("--engine", default="ideal", help="ideal, vllm, sglang, llamacpp, transformers; "
-                   "optionally with a version: vllm@0.25, transformers<5 (default: ideal)")
-    p.add_argument("--kv-dtype", default="auto", help="cache dtype for K and V (auto = model dtype); "
-                   "'q8_0/q4_0' sets K and V apart")
+    p.add_argument(
+        "--engine",
+        default="ideal",
+        help="ideal, vllm, sglang, llamacpp, transformers; "
+        "optionally with a version: vllm@0.25, transformers<5 (default: ideal)",
+    )
+    p.add_argument(
+        "--kv-dtype",
+        default="auto",
+        help="cache dtype for K and V (auto = model dtype); 'q8_0/q4_0' sets K and V apart",
+    )
     p.add_argument("--k-dtype", default=None, help="K cache dtype (overrides --kv-dtype)")
     p.add_argument("--v-dtype", default=None, help="V cache dtype (overrides --kv-dtype)")
     p.add_argument("--tp", default="1", help="tensor-parallel size; bytes are per GPU (default 1)")
@@ -32,10 +39,15 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("engine settings")
     g.add_argument("--block-size", default=None, help="vLLM/SGLang block (page) size in tokens")
     g.add_argument("--max-num-batched-tokens", default=None, help="vLLM max_num_batched_tokens (window reserve)")
-    g.add_argument("--image-tokens", default="6404", help="cross-attention source tokens (default 6404: "
-                   "one image, 4 tiles x 1601)")
-    g.add_argument("--mla-storage", choices=["latent", "latent+v", "expanded"], default=None,
-                   help="override how latent attention is stored")
+    g.add_argument(
+        "--image-tokens", default="6404", help="cross-attention source tokens (default 6404: one image, 4 tiles x 1601)"
+    )
+    g.add_argument(
+        "--mla-storage",
+        choices=["latent", "latent+v", "expanded"],
+        default=None,
+        help="override how latent attention is stored",
+    )
     g.add_argument("--swa-full", action="store_true", help="llama.cpp --swa-full: full-size SWA cache")
     g.add_argument("--ubatch", default="512", help="llama.cpp -ub (default 512)")
     g.add_argument("--no-flash-attn", action="store_true", help="llama.cpp -fa off")
@@ -46,7 +58,8 @@ def _options(args: argparse.Namespace) -> EngineOptions:
     return EngineOptions(
         block_size=parse_count(args.block_size, what="--block-size") if args.block_size else None,
         max_num_batched_tokens=parse_tokens(args.max_num_batched_tokens, what="--max-num-batched-tokens")
-        if args.max_num_batched_tokens else None,
+        if args.max_num_batched_tokens
+        else None,
         image_tokens=parse_count(args.image_tokens, what="--image-tokens"),
         mla_storage=cast(MlaStorage | None, args.mla_storage),
         swa_full=args.swa_full,
@@ -92,9 +105,15 @@ def _cmd_cost(args: argparse.Namespace) -> str:
 
     spec = resolve(args.model)
     report = compute_cost(
-        spec, engine=args.engine, kv_dtype=args.kv_dtype, k_dtype=args.k_dtype, v_dtype=args.v_dtype,
-        tokens=parse_tokens(args.tokens), sequences=parse_count(args.sequences, what="--sequences"),
-        tp=parse_count(args.tp, what="--tp"), options=_options(args),
+        spec,
+        engine=args.engine,
+        kv_dtype=args.kv_dtype,
+        k_dtype=args.k_dtype,
+        v_dtype=args.v_dtype,
+        tokens=parse_tokens(args.tokens),
+        sequences=parse_count(args.sequences, what="--sequences"),
+        tp=parse_count(args.tp, what="--tp"),
+        options=_options(args),
     )
     if args.json:
         return json.dumps(report.to_json(), indent=2)
@@ -110,21 +129,38 @@ def _cmd_table(args: argparse.Namespace) -> str:
     spec = resolve(args.model)
     tokens = parse_token_list(args.tokens)
     sequences = parse_count_list(args.sequences, what="--sequences")
-    report = compute_cost(spec, engine=args.engine, kv_dtype=args.kv_dtype, k_dtype=args.k_dtype,
-                          v_dtype=args.v_dtype, tokens=tokens[0], tp=parse_count(args.tp, what="--tp"),
-                          options=_options(args))
+    report = compute_cost(
+        spec,
+        engine=args.engine,
+        kv_dtype=args.kv_dtype,
+        k_dtype=args.k_dtype,
+        v_dtype=args.v_dtype,
+        tokens=tokens[0],
+        tp=parse_count(args.tp, what="--tp"),
+        options=_options(args),
+    )
     cells = {(n, s): report.layout.total_bytes(n, s) for n in tokens for s in sequences}
     if args.json:
-        return json.dumps({
-            "schema_version": 1, "model": spec.name, "engine": report.engine.name,
-            "engine_version": report.engine.version, "kv_dtype": report.kv_dtype_label, "tp": report.layout.tp,
-            "kv_bytes_per_token": report.kv_bytes_per_token,
-            "rows": [{"tokens": n, "sequences": s, "total_bytes": cells[(n, s)]} for n in tokens for s in sequences],
-        }, indent=2)
+        return json.dumps(
+            {
+                "schema_version": 1,
+                "model": spec.name,
+                "engine": report.engine.name,
+                "engine_version": report.engine.version,
+                "kv_dtype": report.kv_dtype_label,
+                "tp": report.layout.tp,
+                "kv_bytes_per_token": report.kv_bytes_per_token,
+                "rows": [
+                    {"tokens": n, "sequences": s, "total_bytes": cells[(n, s)]} for n in tokens for s in sequences
+                ],
+            },
+            indent=2,
+        )
     from kvbudget.render.text import render_context_table
 
-    return render_context_table(spec.name, report.engine.label, report.kv_dtype_label, tokens, sequences, cells,
-                                cast(UnitSystem, args.units))
+    return render_context_table(
+        spec.name, report.engine.label, report.kv_dtype_label, tokens, sequences, cells, cast(UnitSystem, args.units)
+    )
 
 
 def _cmd_models(args: argparse.Namespace) -> str:
@@ -140,17 +176,39 @@ def _cmd_models(args: argparse.Namespace) -> str:
         spec = read_spec(entry.config, name=entry.name, source=entry.source, where=f"catalog:{entry.name}")
         report = compute_cost(spec, engine=args.engine, kv_dtype=args.kv_dtype, tokens=1)
         kinds = sorted({g.kind for g in report.layout.groups if g.kind != "shared_kv"})
-        rows.append([entry.name, spec.model_type, format_int(report.kv_bytes_per_token),
-                     format_int(report.state_bytes), ", ".join(kinds)])
-        data.append({"name": entry.name, "aliases": list(entry.aliases), "model_type": spec.model_type,
-                     "kv_bytes_per_token": report.kv_bytes_per_token, "state_bytes": report.state_bytes,
-                     "kinds": kinds, "status": entry.status, "source": entry.source})
+        rows.append(
+            [
+                entry.name,
+                spec.model_type,
+                format_int(report.kv_bytes_per_token),
+                format_int(report.state_bytes),
+                ", ".join(kinds),
+            ]
+        )
+        data.append(
+            {
+                "name": entry.name,
+                "aliases": list(entry.aliases),
+                "model_type": spec.model_type,
+                "kv_bytes_per_token": report.kv_bytes_per_token,
+                "state_bytes": report.state_bytes,
+                "kinds": kinds,
+                "status": entry.status,
+                "source": entry.source,
+            }
+        )
     if args.json:
-        return json.dumps({"schema_version": 1, "engine": args.engine, "kv_dtype": args.kv_dtype, "models": data},
-                          indent=2)
+        return json.dumps(
+            {"schema_version": 1, "engine": args.engine, "kv_dtype": args.kv_dtype, "models": data}, indent=2
+        )
     head = f"Built-in catalog · engine {args.engine} · cache {args.kv_dtype} · bytes per GPU at tp 1"
-    return head + "\n" + table(["model", "model_type", "B/token", "state B/seq", "layer kinds"], rows,
-                               [False, False, True, True, False])
+    return (
+        head
+        + "\n"
+        + table(
+            ["model", "model_type", "B/token", "state B/seq", "layer kinds"], rows, [False, False, True, True, False]
+        )
+    )
 
 
 def _cmd_measure(args: argparse.Namespace) -> str:

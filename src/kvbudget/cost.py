@@ -143,8 +143,9 @@ def resolve_dtypes(
     """K and V cache dtypes; ``q8_0/q4_0`` in --kv-dtype sets K and V apart; --k-dtype/--v-dtype override."""
     k_text, _, v_text = kv_dtype.partition("/")
     k = parse_cache_dtype(k_dtype or k_text, model_dtype=spec.dtype, what="--k-dtype" if k_dtype else "--kv-dtype")
-    v = parse_cache_dtype(v_dtype or v_text or k_text, model_dtype=spec.dtype,
-                          what="--v-dtype" if v_dtype else "--kv-dtype")
+    v = parse_cache_dtype(
+        v_dtype or v_text or k_text, model_dtype=spec.dtype, what="--v-dtype" if v_dtype else "--kv-dtype"
+    )
     return k, v
 
 

@@ -141,6 +141,4 @@ def parse_cache_dtype(text: str, *, model_dtype: str = "bf16", what: str = "--kv
             0,
             f"KIVI-style int{bits}, group {group}, {scale} scale + zero point per group",
         )
-    raise InputError(
-        f"{what}: unknown cache dtype {text!r}; choose one of: " + ", ".join(KNOWN_NAMES)
-    )
+    raise InputError(f"{what}: unknown cache dtype {text!r}; choose one of: " + ", ".join(KNOWN_NAMES))

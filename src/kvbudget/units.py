@@ -82,7 +82,7 @@ def parse_memory(text: str, *, what: str = "--memory") -> int:
     value = float(number) * base**power
     if value < 1:
         raise InputError(f"{what}: {text!r} must be a positive size")
-    return int(round(value))
+    return round(value)
 
 
 _SI = [(10**12, "TB"), (10**9, "GB"), (10**6, "MB"), (10**3, "kB")]

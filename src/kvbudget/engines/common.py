@@ -54,9 +54,7 @@ def attention_slot(heads: int, k_dim: int, v_dim: int, k: CacheDType, v: CacheDT
     if k == v and k_dim == v_dim and k.block_elems == 1 and not k.row_extra_bytes:
         text = f"2 (K,V) x {heads} kv heads x {k_dim} dims x {k.block_bytes} B ({k.name})"
     else:
-        text = (
-            f"{heads} kv heads x (K {k_dim} dims @ {k.name} = {k_row} B + V {v_dim} dims @ {v.name} = {v_row} B)"
-        )
+        text = f"{heads} kv heads x (K {k_dim} dims @ {k.name} = {k_row} B + V {v_dim} dims @ {v.name} = {v_row} B)"
     return heads * (k_row + v_row), text
 
 

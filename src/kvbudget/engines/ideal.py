@@ -15,7 +15,6 @@ from kvbudget.engines.base import (
     Layout,
     capped_slots,
     exact_slots,
-    fixed_slots,
 )
 from kvbudget.engines.common import (
     attention_slot,
@@ -43,9 +42,7 @@ NAME = "ideal"
 DEFAULT_VERSION = ""
 
 
-def layout(
-    spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions, version: str = ""
-) -> Layout:
+def layout(spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions, version: str = "") -> Layout:
     groups: list[Group] = []
     warnings: list[str] = []
     for state, indices in group_primitives(spec):
@@ -56,19 +53,50 @@ def layout(
                 warnings.append(warning)
             slot, text = attention_slot(heads, state.k_dim, state.v_dim, k, v)
             if isinstance(state, FullAttention):
-                groups.append(Group("full_attention", "full attention", n, slot, text, exact_slots(), True,
-                                    layer_indices=indices))
+                groups.append(
+                    Group("full_attention", "full attention", n, slot, text, exact_slots(), True, layer_indices=indices)
+                )
             elif isinstance(state, SlidingWindow):
-                groups.append(Group("sliding_window", f"sliding window {state.window:,}", n, slot, text,
-                                    capped_slots(state.window, "window"), False, layer_indices=indices))
+                groups.append(
+                    Group(
+                        "sliding_window",
+                        f"sliding window {state.window:,}",
+                        n,
+                        slot,
+                        text,
+                        capped_slots(state.window, "window"),
+                        False,
+                        layer_indices=indices,
+                    )
+                )
             elif isinstance(state, ChunkedLocal):
-                groups.append(Group("chunked_local", f"chunked local {state.chunk:,}", n, slot, text,
-                                    capped_slots(state.chunk, "one chunk"), False, layer_indices=indices))
+                groups.append(
+                    Group(
+                        "chunked_local",
+                        f"chunked local {state.chunk:,}",
+                        n,
+                        slot,
+                        text,
+                        capped_slots(state.chunk, "one chunk"),
+                        False,
+                        layer_indices=indices,
+                    )
+                )
             else:
-                groups.append(Group("cross_attention", f"cross attention ({options.image_tokens:,} image tokens)",
-                                    n, 0, "", NO_SLOTS, False, slot * options.image_tokens,
-                                    f"{options.image_tokens:,} image tokens x {slot:,} B ({text})",
-                                    layer_indices=indices))
+                groups.append(
+                    Group(
+                        "cross_attention",
+                        f"cross attention ({options.image_tokens:,} image tokens)",
+                        n,
+                        0,
+                        "",
+                        NO_SLOTS,
+                        False,
+                        slot * options.image_tokens,
+                        f"{options.image_tokens:,} image tokens x {slot:,} B ({text})",
+                        layer_indices=indices,
+                    )
+                )
         elif isinstance(state, LatentAttention):
             if tp > 1:
                 warnings.append(f"latent attention: the latent is replicated on all {tp} GPUs, not split")
@@ -78,18 +106,32 @@ def layout(
             else:
                 slot, text = latent_slot(state, k)
                 label = "latent attention (MLA)"
-            groups.append(Group("latent_attention", label, n, slot, text, exact_slots(), True,
-                                layer_indices=indices))
+            groups.append(Group("latent_attention", label, n, slot, text, exact_slots(), True, layer_indices=indices))
         elif isinstance(state, Recurrent):
             check_recurrent_tp(state, tp, NAME)
             size, text = recurrent_bytes(
-                state, tp=tp, conv_len=state.conv_kernel - 1,
+                state,
+                tp=tp,
+                conv_len=state.conv_kernel - 1,
                 conv_dtype=state_dtype(state.conv_dtype, spec.dtype),
                 ssm_dtype=state_dtype(state.ssm_dtype, spec.dtype),
             )
-            groups.append(Group("recurrent", f"{state.variant} state", n, 0, "", NO_SLOTS, False, size, text,
-                                layer_indices=indices))
+            groups.append(
+                Group(
+                    "recurrent", f"{state.variant} state", n, 0, "", NO_SLOTS, False, size, text, layer_indices=indices
+                )
+            )
         elif isinstance(state, SharedKV):
-            groups.append(Group("shared_kv", f"shares layer {state.target}'s KV", n, 0, "reuses another layer",
-                                NO_SLOTS, False, layer_indices=indices))
+            groups.append(
+                Group(
+                    "shared_kv",
+                    f"shares layer {state.target}'s KV",
+                    n,
+                    0,
+                    "reuses another layer",
+                    NO_SLOTS,
+                    False,
+                    layer_indices=indices,
+                )
+            )
     return Layout(NAME, version, k, v, tp, tuple(groups), None, (), tuple(dict.fromkeys(warnings)))

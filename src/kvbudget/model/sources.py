@@ -71,7 +71,7 @@ def _from_hub(repo_id: str) -> ModelSpec:
         raise SourceError(
             f"{repo_id}: no such repository or no config.json on the Hugging Face Hub (gated repos need a token)"
         ) from None
-    except Exception as exc:  # noqa: BLE001 - any transport failure becomes one line
+    except Exception as exc:
         reason = type(exc).__name__
         raise SourceError(
             f"{repo_id}: the Hugging Face Hub cannot be reached and the config is not in the local cache ({reason}); "
@@ -84,8 +84,9 @@ def resolve(ref: str) -> ModelSpec:
     """Resolve a model reference to a ModelSpec, trying catalog, local path, then the Hub."""
     entry = catalog.lookup(ref)
     if entry is not None:
-        return read_spec(entry.config, name=entry.name, source=entry.source, where=f"catalog:{entry.name}",
-                         notes=(entry.status,))
+        return read_spec(
+            entry.config, name=entry.name, source=entry.source, where=f"catalog:{entry.name}", notes=(entry.status,)
+        )
     path = Path(ref).expanduser()
     if path.exists():
         return _from_path(path, ref)
@@ -96,5 +97,6 @@ def resolve(ref: str) -> ModelSpec:
     hint = catalog.suggestions(ref)
     more = f"; did you mean {', '.join(hint)}?" if hint else ""
     raise SourceError(
-        f"{ref!r} is not a catalog model, a local file, or a Hub id (org/name); list the catalog with `kvbudget models`{more}"
+        f"{ref!r} is not a catalog model, a local file, or a Hub id (org/name); "
+        f"list the catalog with `kvbudget models`{more}"
     )

@@ -47,8 +47,13 @@ def render_cost(report: CostReport, units: UnitSystem) -> str:
     rows = []
     for g in report.groups():
         rows.append([g.label, str(g.layers), format_int(g.per_token_bytes), format_bytes(g.bytes_at_tokens, units)])
-    lines.append(table(["group", "layers", "B/token", f"at {format_tokens(report.tokens)} x {report.sequences}"],
-                       rows, [False, True, True, True]))
+    lines.append(
+        table(
+            ["group", "layers", "B/token", f"at {format_tokens(report.tokens)} x {report.sequences}"],
+            rows,
+            [False, True, True, True],
+        )
+    )
     lines.append("")
     for g in report.groups():
         lines.append(f"  {g.label}: {g.explain()} = {format_int(g.bytes_at_tokens)} B")
@@ -60,10 +65,16 @@ def render_cost(report: CostReport, units: UnitSystem) -> str:
 
 
 def render_context_table(
-    name: str, engine: str, dtype: str, tokens: Sequence[int], sequences: Sequence[int],
-    cells: dict[tuple[int, int], int], units: UnitSystem,
+    name: str,
+    engine: str,
+    dtype: str,
+    tokens: Sequence[int],
+    sequences: Sequence[int],
+    cells: dict[tuple[int, int], int],
+    units: UnitSystem,
 ) -> str:
     headers = ["context"] + [f"{s} sequence{'s' if s > 1 else ''}" for s in sequences]
     rows = [[format_int(n)] + [format_bytes(cells[(n, s)], units) for s in sequences] for n in tokens]
-    title = f"{name} · {engine} · cache {dtype} · KV cache per GPU ({'GB = 10^9 B' if units == 'si' else 'GiB = 2^30 B'})"
+    unit = "GB = 10^9 B" if units == "si" else "GiB = 2^30 B"
+    title = f"{name} · {engine} · cache {dtype} · KV cache per GPU ({unit})"
     return title + "\n" + table(headers, rows, [True] * len(headers))

@@ -28,32 +28,70 @@ from kvbudget.model.spec import LayerSpec, ModelSpec
 Reader = Callable[[Fields, str], tuple[LayerSpec, ...]]
 
 DENSE_TYPES = (
-    "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3", "cohere", "cohere2",
-    "glm", "glm4", "glm4_moe", "glm4_shared_moe", "minimax_m2", "gemma", "gemma2", "gemma3_text",
-    "gemma3n_text", "gpt_oss", "llama4_text", "olmo", "olmo2", "granite", "granitemoe", "starcoder2",
-    "ernie4_5", "ernie4_5_moe", "seed_oss", "hunyuan_v1_dense", "smollm3", "exaone4",
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen2_moe",
+    "qwen3",
+    "qwen3_moe",
+    "phi3",
+    "cohere",
+    "cohere2",
+    "glm",
+    "glm4",
+    "glm4_moe",
+    "glm4_shared_moe",
+    "minimax_m2",
+    "gemma",
+    "gemma2",
+    "gemma3_text",
+    "gemma3n_text",
+    "gpt_oss",
+    "llama4_text",
+    "olmo",
+    "olmo2",
+    "granite",
+    "granitemoe",
+    "starcoder2",
+    "ernie4_5",
+    "ernie4_5_moe",
+    "seed_oss",
+    "hunyuan_v1_dense",
+    "smollm3",
+    "exaone4",
 )
 
-READERS: dict[str, Reader] = {name: read_attention_model for name in DENSE_TYPES}
-READERS.update({
-    "deepseek_v2": read_latent_model,
-    "deepseek_v3": read_latent_model,
-    "kimi_k2": read_latent_model,
-    "jamba": read_jamba,
-    "nemotron_h": read_nemotron_h,
-    "falcon_h1": read_falcon_h1,
-    "granitemoehybrid": read_granite_hybrid,
-    "qwen3_next": read_qwen3_next,
-    "mamba": read_mamba,
-    "mamba2": read_mamba,
-    "mllama_text_model": read_mllama,
-})
+READERS: dict[str, Reader] = dict.fromkeys(DENSE_TYPES, read_attention_model)
+READERS.update(
+    {
+        "deepseek_v2": read_latent_model,
+        "deepseek_v3": read_latent_model,
+        "kimi_k2": read_latent_model,
+        "jamba": read_jamba,
+        "nemotron_h": read_nemotron_h,
+        "falcon_h1": read_falcon_h1,
+        "granitemoehybrid": read_granite_hybrid,
+        "qwen3_next": read_qwen3_next,
+        "mamba": read_mamba,
+        "mamba2": read_mamba,
+        "mllama_text_model": read_mllama,
+    }
+)
 
 # Fields that change what a layer caches. A dense reader that meets one of these fails closed.
 _EXOTIC = (
-    "kv_lora_rank", "hybrid_override_pattern", "layers_block_type", "attn_layer_period", "mamba_d_state",
-    "ssm_state_size", "linear_num_key_heads", "cross_attention_layers", "full_attention_interval",
-    "index_head_dim", "compress_ratios",
+    "kv_lora_rank",
+    "hybrid_override_pattern",
+    "layers_block_type",
+    "attn_layer_period",
+    "mamba_d_state",
+    "ssm_state_size",
+    "linear_num_key_heads",
+    "cross_attention_layers",
+    "full_attention_interval",
+    "index_head_dim",
+    "compress_ratios",
 )
 _CACHE_FIELD = re.compile(r"(attn|attention|window|mamba|ssm|kv|layer_types|head|conv|chunk|linear|lora|state)")
 
@@ -75,7 +113,11 @@ def text_config(cfg: Mapping[str, object], where: str) -> tuple[Mapping[str, obj
 
 
 def read_spec(
-    cfg: Mapping[str, object], *, name: str, source: str, where: str | None = None,
+    cfg: Mapping[str, object],
+    *,
+    name: str,
+    source: str,
+    where: str | None = None,
     notes: tuple[str, ...] = (),
 ) -> ModelSpec:
     """Turn a Hugging Face style config into a ModelSpec, or fail closed with a one-line error."""

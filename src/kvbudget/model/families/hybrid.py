@@ -20,8 +20,18 @@ def _attention(f: Fields) -> FullAttention:
     return FullAttention(f.kv_heads(), f.head_dim(), f.head_dim())
 
 
-def _mamba2(f: Fields, *, heads: str, head_dim: str, state: str, groups: str, conv: str,
-            inner: int | None = None, group_default: int | None = None, conv_default: int | None = None) -> Recurrent:
+def _mamba2(
+    f: Fields,
+    *,
+    heads: str,
+    head_dim: str,
+    state: str,
+    groups: str,
+    conv: str,
+    inner: int | None = None,
+    group_default: int | None = None,
+    conv_default: int | None = None,
+) -> Recurrent:
     n_heads = f.positive(heads)
     h_dim = f.positive(head_dim)
     return Recurrent(
@@ -52,9 +62,7 @@ def read_jamba(f: Fields, model_type: str) -> tuple[LayerSpec, ...]:
         d_state=f.positive("mamba_d_state"),
     )
     attention = _attention(f)
-    return tuple(
-        LayerSpec(i, (attention,) if i % period == offset else (mamba,)) for i in range(n)
-    )
+    return tuple(LayerSpec(i, (attention,) if i % period == offset else (mamba,)) for i in range(n))
 
 
 _NEMOTRON_CODES = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
@@ -76,8 +84,14 @@ def read_nemotron_h(f: Fields, model_type: str) -> tuple[LayerSpec, ...]:
     unknown = sorted(set(kinds) - set(_NEMOTRON_CODES.values()))
     if unknown:
         raise f.error(f"layers_block_type has unknown kinds {unknown}; known: mamba, attention, mlp, moe")
-    mamba = _mamba2(f, heads="mamba_num_heads", head_dim="mamba_head_dim", state="ssm_state_size",
-                    groups="n_groups", conv="conv_kernel")
+    mamba = _mamba2(
+        f,
+        heads="mamba_num_heads",
+        head_dim="mamba_head_dim",
+        state="ssm_state_size",
+        groups="n_groups",
+        conv="conv_kernel",
+    )
     attention = _attention(f) if "attention" in kinds else None
     layers: list[LayerSpec] = []
     for i, kind in enumerate(kinds):
@@ -94,13 +108,20 @@ def read_falcon_h1(f: Fields, model_type: str) -> tuple[LayerSpec, ...]:
     n = f.num_layers()
     inner = f.positive("mamba_d_ssm") if f.has("mamba_d_ssm") else None
     # FalconH1Config defaults (transformers): mamba_n_groups 1, mamba_d_conv 4.
-    mamba = _mamba2(f, heads="mamba_n_heads", head_dim="mamba_d_head", state="mamba_d_state",
-                    groups="mamba_n_groups", conv="mamba_d_conv", inner=inner, group_default=1, conv_default=4)
+    mamba = _mamba2(
+        f,
+        heads="mamba_n_heads",
+        head_dim="mamba_d_head",
+        state="mamba_d_state",
+        groups="mamba_n_groups",
+        conv="mamba_d_conv",
+        inner=inner,
+        group_default=1,
+        conv_default=4,
+    )
     attention = _attention(f)
     indices = f.int_list("attn_layer_indices") if f.has("attn_layer_indices") else list(range(n))
-    return tuple(
-        LayerSpec(i, (attention, mamba) if i in indices else (mamba,), "attention+mamba2") for i in range(n)
-    )
+    return tuple(LayerSpec(i, (attention, mamba) if i in indices else (mamba,), "attention+mamba2") for i in range(n))
 
 
 def read_granite_hybrid(f: Fields, model_type: str) -> tuple[LayerSpec, ...]:
@@ -112,8 +133,15 @@ def read_granite_hybrid(f: Fields, model_type: str) -> tuple[LayerSpec, ...]:
     if unknown:
         raise f.error(f"layer_types has unknown kinds {unknown}; known: mamba, attention")
     inner = f.positive("mamba_expand") * f.positive("hidden_size")
-    mamba = _mamba2(f, heads="mamba_n_heads", head_dim="mamba_d_head", state="mamba_d_state",
-                    groups="mamba_n_groups", conv="mamba_d_conv", inner=inner)
+    mamba = _mamba2(
+        f,
+        heads="mamba_n_heads",
+        head_dim="mamba_d_head",
+        state="mamba_d_state",
+        groups="mamba_n_groups",
+        conv="mamba_d_conv",
+        inner=inner,
+    )
     attention = _attention(f) if "attention" in kinds else None
     return tuple(
         LayerSpec(i, (mamba,) if kind == "mamba" else (attention,) if attention else (), kind)
@@ -151,12 +179,22 @@ def read_qwen3_next(f: Fields, model_type: str) -> tuple[LayerSpec, ...]:
 def read_mamba(f: Fields, model_type: str) -> tuple[LayerSpec, ...]:
     n = f.num_layers()
     if model_type == "mamba2":
-        state: Recurrent = _mamba2(f, heads="num_heads", head_dim="head_dim", state="state_size",
-                                   groups="n_groups", conv="conv_kernel",
-                                   inner=f.positive("expand") * f.positive("hidden_size"))
+        state: Recurrent = _mamba2(
+            f,
+            heads="num_heads",
+            head_dim="head_dim",
+            state="state_size",
+            groups="n_groups",
+            conv="conv_kernel",
+            inner=f.positive("expand") * f.positive("hidden_size"),
+        )
     else:
-        inner = f.positive("intermediate_size") if f.has("intermediate_size") else (
-            f.positive("expand") * f.positive("hidden_size"))
-        state = Recurrent("mamba1", conv_kernel=f.positive("conv_kernel"), d_inner=inner,
-                          d_state=f.positive("state_size"))
+        inner = (
+            f.positive("intermediate_size")
+            if f.has("intermediate_size")
+            else (f.positive("expand") * f.positive("hidden_size"))
+        )
+        state = Recurrent(
+            "mamba1", conv_kernel=f.positive("conv_kernel"), d_inner=inner, d_state=f.positive("state_size")
+        )
     return tuple(LayerSpec(i, (state,), model_type) for i in range(n))
