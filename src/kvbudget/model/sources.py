@@ -4,9 +4,12 @@ or a Hugging Face repo id (config only, through huggingface_hub, honouring HF_HU
 from __future__ import annotations
 
 import json
+import os
 import re
+import socket
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from kvbudget.errors import ConfigError, MissingExtraError, SourceError
 from kvbudget.model import catalog
@@ -57,26 +60,45 @@ def _from_gguf(path: Path) -> ModelSpec:
     return read_gguf_spec(path)
 
 
+def _hub_reachable(endpoint: str, timeout: float = 3.0) -> bool:
+    """A quick TCP check, so an unreachable Hub costs seconds, not huggingface_hub's minute of retries."""
+    parsed = urlparse(endpoint)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parsed.hostname or "", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
 def _from_hub(repo_id: str) -> ModelSpec:
     try:
-        from huggingface_hub import hf_hub_download
-        from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
+        from huggingface_hub import constants, hf_hub_download
+        from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError
     except ImportError:
         raise MissingExtraError(
             f"{repo_id}: reading a Hub id needs huggingface_hub; install it with: pip install 'kvbudget[hub]'"
         ) from None
+    unreachable = (
+        f"{repo_id}: the Hugging Face Hub cannot be reached{{why}} and the config is not in the local cache; "
+        "pass a local config.json or model directory, or a catalog name (kvbudget models)"
+    )
     try:
-        local = hf_hub_download(repo_id, "config.json")
-    except (RepositoryNotFoundError, EntryNotFoundError):
-        raise SourceError(
-            f"{repo_id}: no such repository or no config.json on the Hugging Face Hub (gated repos need a token)"
-        ) from None
-    except Exception as exc:
-        reason = type(exc).__name__
-        raise SourceError(
-            f"{repo_id}: the Hugging Face Hub cannot be reached and the config is not in the local cache ({reason}); "
-            "pass a local config.json or model directory, or a catalog name (kvbudget models)"
-        ) from None
+        local = hf_hub_download(repo_id, "config.json", local_files_only=True)
+    except LocalEntryNotFoundError:
+        offline = constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").upper() in {"1", "ON", "YES", "TRUE"}
+        if offline:
+            raise SourceError(unreachable.format(why=" (HF_HUB_OFFLINE is set)")) from None
+        if not _hub_reachable(constants.ENDPOINT):
+            raise SourceError(unreachable.format(why="")) from None
+        try:
+            local = hf_hub_download(repo_id, "config.json")
+        except (RepositoryNotFoundError, EntryNotFoundError):
+            raise SourceError(
+                f"{repo_id}: no such repository or no config.json on the Hugging Face Hub (gated repos need a token)"
+            ) from None
+        except Exception as exc:  # noqa: BLE001 - any transport failure becomes one line
+            raise SourceError(unreachable.format(why=f" ({type(exc).__name__})")) from None
     return from_config(load_config_file(Path(local)), name=repo_id, source=f"hf://{repo_id}/config.json")
 
 

@@ -19,6 +19,7 @@ class CatalogEntry:
     notes: str
     params_total: int | None
     config: dict[str, Any]
+    derived_kv: dict[str, Any]
 
 
 def _key(text: str) -> str:
@@ -41,6 +42,7 @@ def entries() -> tuple[CatalogEntry, ...]:
                 notes=item["notes"],
                 params_total=int(params["value"]) if isinstance(params, dict) and params.get("value") else None,
                 config=item["config"],
+                derived_kv=item.get("derived_kv") or {},
             )
         )
     return tuple(out)

@@ -1,0 +1,45 @@
+"""Small builders shared by tests: configs with a chosen geometry, and the CLI runner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvbudget.cli import main
+from kvbudget.model.families import read_spec
+from kvbudget.model.spec import ModelSpec
+
+
+def dense_config(layers: int, heads: int, kv_heads: int, head_dim: int, **extra: Any) -> dict[str, Any]:
+    """A Llama-style config with the given attention geometry."""
+    cfg: dict[str, Any] = {
+        "model_type": "llama",
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "hidden_size": heads * head_dim,
+        "head_dim": head_dim,
+        "torch_dtype": "bfloat16",
+    }
+    cfg.update(extra)
+    return cfg
+
+
+def spec_of(cfg: dict[str, Any], name: str = "test") -> ModelSpec:
+    return read_spec(cfg, name=name, source="test")
+
+
+def write_config(tmp_path: Path, cfg: object, name: str = "config.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(cfg), encoding="utf-8")
+    return path
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Run the real entry point; return (exit code, stdout, stderr)."""
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err

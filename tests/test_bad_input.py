@@ -1,0 +1,149 @@
+"""Bad input: one clear line naming the file, field and fix, exit code 1, never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import dense_config, run_cli, write_config
+
+
+def _fails(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 1
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("Error: ")
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def test_malformed_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "config.json"
+    path.write_text('{"model_type": "llama", "num_hidden_layers": 32,', encoding="utf-8")
+    line = _fails(capsys, "cost", str(path))
+    assert str(path) in line and "not valid JSON" in line and "line 1" in line
+
+
+def test_json_that_is_not_an_object(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    line = _fails(capsys, "cost", str(write_config(tmp_path, [1, 2, 3])))
+    assert "must be a JSON object" in line
+
+
+@pytest.mark.parametrize("field", ["num_attention_heads", "num_hidden_layers"])
+def test_missing_required_field(tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str) -> None:
+    cfg = dense_config(32, 32, 8, 128)
+    del cfg[field]
+    line = _fails(capsys, "cost", str(write_config(tmp_path, cfg)))
+    assert f"'{field}' is missing" in line and "config.json" in line
+
+
+@pytest.mark.parametrize("value", [0, -8, 2.5, "eight"])
+def test_zero_negative_or_non_integer_kv_heads(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                               value: object) -> None:
+    cfg = dense_config(32, 32, 8, 128)
+    cfg["num_key_value_heads"] = value
+    line = _fails(capsys, "cost", str(write_config(tmp_path, cfg)))
+    assert "num_key_value_heads" in line
+
+
+def test_kv_heads_not_dividing_query_heads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = dense_config(32, 32, 6, 128)
+    line = _fails(capsys, "cost", str(write_config(tmp_path, cfg)))
+    assert "not a multiple of num_key_value_heads 6" in line
+
+
+def test_head_dim_not_dividing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = dense_config(32, 32, 8, 128)
+    del cfg["head_dim"]
+    cfg["hidden_size"] = 4100
+    line = _fails(capsys, "cost", str(write_config(tmp_path, cfg)))
+    assert "hidden_size 4100 is not divisible by num_attention_heads 32" in line and "head_dim" in line
+
+
+def test_unknown_model_type_fails_closed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = dense_config(32, 32, 8, 128, model_type="brand_new_arch", linear_attn_layers=[1, 2])
+    line = _fails(capsys, "cost", str(write_config(tmp_path, cfg)))
+    assert "'brand_new_arch'" in line and "linear_attn_layers" in line and "num_key_value_heads" in line
+
+
+def test_dense_type_with_cache_changing_fields_fails_closed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = dense_config(32, 32, 8, 128, kv_lora_rank=512)
+    line = _fails(capsys, "cost", str(write_config(tmp_path, cfg)))
+    assert "kv_lora_rank" in line and "refusing to guess" in line
+
+
+def test_unknown_layer_type_fails_closed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = dense_config(2, 32, 8, 128, layer_types=["full_attention", "linear_attention"])
+    line = _fails(capsys, "cost", str(write_config(tmp_path, cfg)))
+    assert "linear_attention" in line
+
+
+def test_missing_model_type(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = dense_config(32, 32, 8, 128)
+    del cfg["model_type"]
+    line = _fails(capsys, "cost", str(write_config(tmp_path, cfg)))
+    assert "'model_type' is missing" in line
+
+
+def test_unreachable_hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("huggingface_hub")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    line = _fails(capsys, "cost", "some-org/not-cached-model")
+    assert "some-org/not-cached-model" in line and "cannot be reached" in line and "catalog" in line
+
+
+def test_unknown_reference(capsys: pytest.CaptureFixture[str]) -> None:
+    line = _fails(capsys, "cost", "llama-9-70b")
+    assert "kvbudget models" in line and "Llama" in line
+
+
+def test_missing_file(capsys: pytest.CaptureFixture[str]) -> None:
+    line = _fails(capsys, "cost", "./nope/config.json")
+    assert "no such file" in line
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--tokens", "32q"], "--tokens"),
+        (["--tokens", "0"], "at least 1"),
+        (["--sequences", "-2"], "--sequences"),
+        (["--tp", "x"], "--tp"),
+        (["--kv-dtype", "int3"], "unknown cache dtype"),
+        (["--engine", "tgi"], "unknown engine"),
+        (["--engine", "transformers<9"], "no rule change"),
+    ],
+)
+def test_bad_options(capsys: pytest.CaptureFixture[str], argv: list[str], needle: str) -> None:
+    line = _fails(capsys, "cost", "llama-3.1-8b", *argv)
+    assert needle in line
+
+
+def test_tp_that_does_not_split_heads(capsys: pytest.CaptureFixture[str]) -> None:
+    line = _fails(capsys, "cost", "llama-3.1-8b", "--tp", "3")
+    assert "8 KV heads" in line and "--tp" in line
+
+
+def test_hub_id_from_local_cache_when_offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """A Hub id whose config sits in the huggingface_hub cache resolves with HF_HUB_OFFLINE=1."""
+    pytest.importorskip("huggingface_hub")
+    hub = tmp_path / "hf" / "hub"
+    repo = hub / "models--acme--tiny-llama"
+    snapshot = repo / "snapshots" / "0123456789abcdef0123456789abcdef01234567"
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123456789abcdef0123456789abcdef01234567", encoding="utf-8")
+    write_config(snapshot, dense_config(16, 32, 8, 64))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
+    import huggingface_hub.constants as hub_constants
+
+    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(hub))
+    code, out, err = run_cli(capsys, "cost", "acme/tiny-llama", "--json")
+    assert code == 0, err
+    assert '"kv_bytes_per_token": 32768' in out

@@ -1,0 +1,111 @@
+"""Invariants every engine must keep, over generated geometries: monotone in tokens, linear in
+sequences, windowed layers flat past the window, tensor parallelism never below replication."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvbudget.cost import compute_cost
+from kvbudget.engines.base import pad
+from kvbudget.model.spec import ModelSpec
+from tests.helpers import dense_config, spec_of
+
+ENGINES = ["ideal", "vllm", "sglang", "llamacpp", "transformers"]
+TP_ENGINES = ["ideal", "vllm", "sglang"]
+SETTINGS = settings(max_examples=40, deadline=None)
+
+
+@st.composite
+def geometries(draw: st.DrawFn, kinds: tuple[str, ...] = ("dense", "sliding", "alternating", "chunked",
+                                                         "hybrid", "mla")) -> dict[str, Any]:
+    kind = draw(st.sampled_from(kinds))
+    layers = draw(st.integers(1, 12))
+    kv = draw(st.sampled_from([1, 2, 4, 8]))
+    heads = kv * draw(st.sampled_from([1, 2, 4]))
+    head_dim = draw(st.sampled_from([64, 128, 256]))
+    window = draw(st.sampled_from([128, 512, 4096]))
+    if kind == "dense":
+        return dense_config(layers, heads, kv, head_dim)
+    if kind == "sliding":
+        return dense_config(layers, heads, kv, head_dim, model_type="mistral", sliding_window=window)
+    if kind == "alternating":
+        return dense_config(layers, heads, kv, head_dim, model_type="gemma2", sliding_window=window)
+    if kind == "chunked":
+        return dense_config(layers, heads, kv, head_dim, model_type="llama4_text", attention_chunk_size=window)
+    if kind == "hybrid":
+        pattern = draw(st.text(alphabet="M*-", min_size=layers, max_size=layers))
+        return {
+            **dense_config(len(pattern), heads, kv, head_dim, model_type="nemotron_h"),
+            "hybrid_override_pattern": pattern, "mamba_num_heads": 8, "mamba_head_dim": 64,
+            "ssm_state_size": 16, "n_groups": 2, "conv_kernel": 4,
+        }
+    return {
+        "model_type": "deepseek_v3", "num_hidden_layers": layers, "num_attention_heads": 16,
+        "num_key_value_heads": 16, "hidden_size": 2048, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+        "qk_nope_head_dim": 128, "v_head_dim": 128,
+    }
+
+
+def _total(spec: ModelSpec, engine: str, tokens: int, sequences: int, tp: int = 1) -> int:
+    return compute_cost(spec, engine=engine, tokens=tokens, sequences=sequences, tp=tp).total_bytes
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@SETTINGS
+@given(cfg=geometries(), a=st.integers(1, 300_000), b=st.integers(1, 300_000), seqs=st.integers(1, 8))
+def test_monotone_in_tokens(engine: str, cfg: dict[str, Any], a: int, b: int, seqs: int) -> None:
+    spec = spec_of(cfg)
+    lo, hi = sorted((a, b))
+    assert _total(spec, engine, lo, seqs) <= _total(spec, engine, hi, seqs)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@SETTINGS
+@given(cfg=geometries(), blocks=st.integers(1, 1000), seqs=st.integers(1, 16))
+def test_linear_in_sequences(engine: str, cfg: dict[str, Any], blocks: int, seqs: int) -> None:
+    # llama.cpp pads the whole context to 256 cells before splitting it per stream, so linearity is
+    # exact on token counts that are multiples of 256 (what the padding leaves alone).
+    spec = spec_of(cfg)
+    tokens = blocks * 256
+    assert _total(spec, engine, tokens, seqs) == seqs * _total(spec, engine, tokens, 1)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@SETTINGS
+@given(cfg=geometries(("sliding", "chunked", "alternating")), extra=st.integers(1, 100_000))
+def test_windowed_layers_are_flat_past_the_window(engine: str, cfg: dict[str, Any], extra: int) -> None:
+    spec = spec_of(cfg)
+    window = max(int(cfg.get("sliding_window") or 0), int(cfg.get("attention_chunk_size") or 0))
+    past = pad(window + 40_000, 256)  # beyond every engine's window reserve (vLLM: W-1+2x8192)
+    report = compute_cost(spec, engine=engine, tokens=past)
+    later = compute_cost(spec, engine=engine, tokens=past + extra * 256)
+    for early_group, late_group in zip(report.groups(), later.groups(), strict=True):
+        if early_group.kind in ("sliding_window", "chunked_local"):
+            assert early_group.bytes_at_tokens == late_group.bytes_at_tokens
+            assert early_group.per_token_bytes == 0
+    if cfg["model_type"] == "mistral":
+        assert report.kv_bytes_per_token == 0
+        assert report.total_bytes == later.total_bytes
+
+
+@pytest.mark.parametrize("engine", TP_ENGINES)
+@SETTINGS
+@given(cfg=geometries(("dense", "sliding", "alternating", "chunked", "mla")),
+       tp=st.sampled_from([1, 2, 4, 8, 16, 32]), tokens=st.integers(1, 200_000))
+def test_tensor_parallel_never_below_replication(engine: str, cfg: dict[str, Any], tp: int, tokens: int) -> None:
+    spec = spec_of(cfg)
+    kv = int(cfg.get("num_key_value_heads", 1))
+    if cfg["model_type"] != "deepseek_v3" and (tp % kv if tp >= kv else kv % tp):
+        return  # the engines refuse uneven splits (tested elsewhere)
+    one = _total(spec, engine, tokens, 1, tp=1)
+    per_gpu = _total(spec, engine, tokens, 1, tp=tp)
+    assert per_gpu * tp >= one  # never below an even split
+    assert per_gpu <= one  # never more than one GPU holding everything
+    if cfg["model_type"] == "deepseek_v3":
+        assert per_gpu == one  # the latent is replicated on every rank
+    elif tp >= kv:
+        assert per_gpu == _total(spec, engine, tokens, 1, tp=kv)  # one head per GPU, replicated
