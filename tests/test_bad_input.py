@@ -41,8 +41,9 @@ def test_missing_required_field(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 
 @pytest.mark.parametrize("value", [0, -8, 2.5, "eight"])
-def test_zero_negative_or_non_integer_kv_heads(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                               value: object) -> None:
+def test_zero_negative_or_non_integer_kv_heads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: object
+) -> None:
     cfg = dense_config(32, 32, 8, 128)
     cfg["num_key_value_heads"] = value
     line = _fails(capsys, "cost", str(write_config(tmp_path, cfg)))
@@ -128,8 +129,9 @@ def test_tp_that_does_not_split_heads(capsys: pytest.CaptureFixture[str]) -> Non
     assert "8 KV heads" in line and "--tp" in line
 
 
-def test_hub_id_from_local_cache_when_offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_hub_id_from_local_cache_when_offline(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A Hub id whose config sits in the huggingface_hub cache resolves with HF_HUB_OFFLINE=1."""
     pytest.importorskip("huggingface_hub")
     hub = tmp_path / "hf" / "hub"

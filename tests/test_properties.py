@@ -20,8 +20,9 @@ SETTINGS = settings(max_examples=40, deadline=None)
 
 
 @st.composite
-def geometries(draw: st.DrawFn, kinds: tuple[str, ...] = ("dense", "sliding", "alternating", "chunked",
-                                                         "hybrid", "mla")) -> dict[str, Any]:
+def geometries(
+    draw: st.DrawFn, kinds: tuple[str, ...] = ("dense", "sliding", "alternating", "chunked", "hybrid", "mla")
+) -> dict[str, Any]:
     kind = draw(st.sampled_from(kinds))
     layers = draw(st.integers(1, 12))
     kv = draw(st.sampled_from([1, 2, 4, 8]))
@@ -40,13 +41,23 @@ def geometries(draw: st.DrawFn, kinds: tuple[str, ...] = ("dense", "sliding", "a
         pattern = draw(st.text(alphabet="M*-", min_size=layers, max_size=layers))
         return {
             **dense_config(len(pattern), heads, kv, head_dim, model_type="nemotron_h"),
-            "hybrid_override_pattern": pattern, "mamba_num_heads": 8, "mamba_head_dim": 64,
-            "ssm_state_size": 16, "n_groups": 2, "conv_kernel": 4,
+            "hybrid_override_pattern": pattern,
+            "mamba_num_heads": 8,
+            "mamba_head_dim": 64,
+            "ssm_state_size": 16,
+            "n_groups": 2,
+            "conv_kernel": 4,
         }
     return {
-        "model_type": "deepseek_v3", "num_hidden_layers": layers, "num_attention_heads": 16,
-        "num_key_value_heads": 16, "hidden_size": 2048, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
-        "qk_nope_head_dim": 128, "v_head_dim": 128,
+        "model_type": "deepseek_v3",
+        "num_hidden_layers": layers,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 16,
+        "hidden_size": 2048,
+        "kv_lora_rank": 512,
+        "qk_rope_head_dim": 64,
+        "qk_nope_head_dim": 128,
+        "v_head_dim": 128,
     }
 
 
@@ -94,8 +105,11 @@ def test_windowed_layers_are_flat_past_the_window(engine: str, cfg: dict[str, An
 
 @pytest.mark.parametrize("engine", TP_ENGINES)
 @SETTINGS
-@given(cfg=geometries(("dense", "sliding", "alternating", "chunked", "mla")),
-       tp=st.sampled_from([1, 2, 4, 8, 16, 32]), tokens=st.integers(1, 200_000))
+@given(
+    cfg=geometries(("dense", "sliding", "alternating", "chunked", "mla")),
+    tp=st.sampled_from([1, 2, 4, 8, 16, 32]),
+    tokens=st.integers(1, 200_000),
+)
 def test_tensor_parallel_never_below_replication(engine: str, cfg: dict[str, Any], tp: int, tokens: int) -> None:
     spec = spec_of(cfg)
     kv = int(cfg.get("num_key_value_heads", 1))

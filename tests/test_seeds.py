@@ -25,17 +25,16 @@ def test_70b_class_geometry_costs_327680_bytes_per_token() -> None:
     assert report.kv_bytes_per_token / 2**20 == 0.3125  # the seed's "0.3125 MB" is MiB
 
 
-@pytest.mark.parametrize(
-    ("tokens", "gib"), [(8_192, 2.5), (32_768, 10.0), (131_072, 40.0), (262_144, 80.0)]
-)
+@pytest.mark.parametrize(("tokens", "gib"), [(8_192, 2.5), (32_768, 10.0), (131_072, 40.0), (262_144, 80.0)])
 def test_70b_context_table_in_gib(tokens: int, gib: float) -> None:
     report = compute_cost(resolve("llama-3.1-70b"), tokens=tokens)
     assert report.sequence_bytes == 327_680 * tokens
     assert report.sequence_bytes / GiB == gib
 
 
-@pytest.mark.parametrize(("name", "per_token"), [("llama-3.1-8b", 131_072), ("llama-3.1-70b", 327_680),
-                                                 ("llama-3.1-405b", 516_096)])
+@pytest.mark.parametrize(
+    ("name", "per_token"), [("llama-3.1-8b", 131_072), ("llama-3.1-70b", 327_680), ("llama-3.1-405b", 516_096)]
+)
 def test_llama_family_per_token(name: str, per_token: int) -> None:
     assert compute_cost(resolve(name)).kv_bytes_per_token == per_token
 
@@ -71,13 +70,24 @@ def test_70b_users_table_in_decimal_gb(tokens: int, one_gb: float, eight_gb: flo
 
 
 def test_70b_users_table_through_cli(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(capsys, "table", "llama-3.1-70b", "--tokens", "4096,16384,32768,131072",
-                           "--sequences", "1,8", "--units", "si", "--json")
+    code, out, _ = run_cli(
+        capsys,
+        "table",
+        "llama-3.1-70b",
+        "--tokens",
+        "4096,16384,32768,131072",
+        "--sequences",
+        "1,8",
+        "--units",
+        "si",
+        "--json",
+    )
     assert code == 0
     rows = {(r["tokens"], r["sequences"]): r["total_bytes"] for r in json.loads(out)["rows"]}
     assert rows[(4_096, 1)] == 1_342_177_280
     assert rows[(131_072, 8)] == 343_597_383_680
-    code, text, _ = run_cli(capsys, "table", "llama-3.1-70b", "--tokens", "4096,131072", "--sequences", "1,8",
-                            "--units", "si")
+    code, text, _ = run_cli(
+        capsys, "table", "llama-3.1-70b", "--tokens", "4096,131072", "--sequences", "1,8", "--units", "si"
+    )
     assert code == 0
     assert "1.34 GB" in text and "343.60 GB" in text and "GB = 10^9 B" in text

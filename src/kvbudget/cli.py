@@ -89,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("models", help="list the built-in catalog with per-token cost")
     p.add_argument("--engine", default="ideal")
     p.add_argument("--kv-dtype", default="auto")
+    p.add_argument("--tokens", default="32k", help="context for the per-sequence column (default 32k)")
+    p.add_argument("--units", choices=["si", "iec"], default="iec")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("measure", help="measure a skeleton model's real cache in transformers (extra: measure)")
@@ -168,20 +170,24 @@ def _cmd_models(args: argparse.Namespace) -> str:
     from kvbudget.model import catalog
     from kvbudget.model.families import read_spec
     from kvbudget.render.text import table
-    from kvbudget.units import format_int
+    from kvbudget.units import format_bytes, format_int, format_tokens
 
+    tokens = parse_tokens(args.tokens)
+    units = cast(UnitSystem, args.units)
     rows = []
     data = []
     for entry in catalog.entries():
         spec = read_spec(entry.config, name=entry.name, source=entry.source, where=f"catalog:{entry.name}")
-        report = compute_cost(spec, engine=args.engine, kv_dtype=args.kv_dtype, tokens=1)
+        report = compute_cost(spec, engine=args.engine, kv_dtype=args.kv_dtype, tokens=tokens)
         kinds = sorted({g.kind for g in report.layout.groups if g.kind != "shared_kv"})
+        per_token, state = format_int(report.kv_bytes_per_token), format_int(report.state_bytes)
         rows.append(
             [
                 entry.name,
                 spec.model_type,
-                format_int(report.kv_bytes_per_token),
-                format_int(report.state_bytes),
+                per_token,
+                state,
+                format_bytes(report.sequence_bytes, units),
                 ", ".join(kinds),
             ]
         )
@@ -192,6 +198,8 @@ def _cmd_models(args: argparse.Namespace) -> str:
                 "model_type": spec.model_type,
                 "kv_bytes_per_token": report.kv_bytes_per_token,
                 "state_bytes": report.state_bytes,
+                "tokens": tokens,
+                "sequence_bytes": report.sequence_bytes,
                 "kinds": kinds,
                 "status": entry.status,
                 "source": entry.source,
@@ -202,13 +210,8 @@ def _cmd_models(args: argparse.Namespace) -> str:
             {"schema_version": 1, "engine": args.engine, "kv_dtype": args.kv_dtype, "models": data}, indent=2
         )
     head = f"Built-in catalog · engine {args.engine} · cache {args.kv_dtype} · bytes per GPU at tp 1"
-    return (
-        head
-        + "\n"
-        + table(
-            ["model", "model_type", "B/token", "state B/seq", "layer kinds"], rows, [False, False, True, True, False]
-        )
-    )
+    headers = ["model", "model_type", "B/token", "state B/seq", f"1 seq @{format_tokens(tokens)}", "layer kinds"]
+    return head + "\n" + table(headers, rows, [False, False, True, True, True, False])
 
 
 def _cmd_measure(args: argparse.Namespace) -> str:

@@ -41,8 +41,11 @@ def test_catalog_has_every_verified_model() -> None:
 def test_spec_matches_independent_arithmetic(entry: catalog.CatalogEntry) -> None:
     derived: dict[str, Any] = entry.derived_kv
     spec = _spec(entry)
-    attention = [s for _, s in spec.primitives() if s.kind in
-                 ("full_attention", "sliding_window", "chunked_local", "latent_attention")]
+    attention = [
+        s
+        for _, s in spec.primitives()
+        if s.kind in ("full_attention", "sliding_window", "chunked_local", "latent_attention")
+    ]
     assert len(attention) == derived["attention_layers"]
     assert _attention_bytes_bf16(spec) == derived["bytes_per_token_bf16"]
     windows = derived.get("window_structure")
@@ -74,8 +77,10 @@ def test_no_window_models_cost_the_derived_bytes_on_the_ideal_engine() -> None:
         assert compute_cost(spec, tokens=1).kv_bytes_per_token == entry.derived_kv["bytes_per_token_bf16"], entry.name
 
 
-@pytest.mark.parametrize("ref", ["llama-3.1-70b", "Llama-3.1-70B", "meta-llama/Llama-3.1-70B",
-                                 "meta-llama/Meta-Llama-3.1-70B", "LLAMA_3.1_70B"])
+@pytest.mark.parametrize(
+    "ref",
+    ["llama-3.1-70b", "Llama-3.1-70B", "meta-llama/Llama-3.1-70B", "meta-llama/Meta-Llama-3.1-70B", "LLAMA_3.1_70B"],
+)
 def test_names_and_aliases_resolve(ref: str) -> None:
     assert resolve(ref).name == "Llama-3.1-70B"
 

@@ -30,12 +30,12 @@ def test_gemma2_alternates_starting_with_sliding() -> None:
 
 
 def test_gemma3_pattern_and_layer_types_agree() -> None:
-    by_pattern = _kinds(dense_config(12, 8, 4, 256, model_type="gemma3_text", sliding_window=1024,
-                                     sliding_window_pattern=6))
+    by_pattern = _kinds(
+        dense_config(12, 8, 4, 256, model_type="gemma3_text", sliding_window=1024, sliding_window_pattern=6)
+    )
     assert by_pattern == (["sliding_window"] * 5 + ["full_attention"]) * 2
     types = ["sliding_attention"] * 5 + ["full_attention"]
-    by_types = _kinds(dense_config(12, 8, 4, 256, model_type="gemma3_text", sliding_window=1024,
-                                   layer_types=types * 2))
+    by_types = _kinds(dense_config(12, 8, 4, 256, model_type="gemma3_text", sliding_window=1024, layer_types=types * 2))
     assert by_types == by_pattern
 
 
@@ -61,8 +61,9 @@ def test_llama4_global_nope_every_fourth_layer_or_explicit_list() -> None:
     spec = resolve("llama-4-scout")
     chunked = [i for i, s in spec.primitives() if isinstance(s, ChunkedLocal)]
     assert len(chunked) == 36 and 3 not in chunked and 7 not in chunked
-    explicit = dense_config(4, 8, 2, 64, model_type="llama4_text", attention_chunk_size=8192,
-                            no_rope_layers=[1, 0, 1, 0])
+    explicit = dense_config(
+        4, 8, 2, 64, model_type="llama4_text", attention_chunk_size=8192, no_rope_layers=[1, 0, 1, 0]
+    )
     assert _kinds(explicit) == ["chunked_local", "full_attention"] * 2
 
 
@@ -84,8 +85,20 @@ def test_nemotron_pattern_and_block_type_list() -> None:
     nano = resolve("nemotron-3-nano")
     assert nano.count("full_attention") == 6 and nano.count("recurrent") == 23
     ultra = resolve("nemotron-3-ultra")
-    assert [i for i, s in ultra.primitives() if s.kind == "full_attention"] == [7, 14, 23, 32, 39, 48, 57, 64, 73,
-                                                                                82, 89, 98]
+    assert [i for i, s in ultra.primitives() if s.kind == "full_attention"] == [
+        7,
+        14,
+        23,
+        32,
+        39,
+        48,
+        57,
+        64,
+        73,
+        82,
+        89,
+        98,
+    ]
 
 
 def test_qwen3_next_full_attention_every_fourth_layer() -> None:
@@ -109,8 +122,16 @@ def test_cross_attention_source_is_fixed_per_sequence() -> None:
 
 
 def test_shared_kv_layers_store_nothing() -> None:
-    cfg = dense_config(6, 8, 2, 64, model_type="gemma3n_text", sliding_window=512,
-                       layer_types=["sliding_attention", "full_attention"] * 3, num_kv_shared_layers=2)
+    cfg = dense_config(
+        6,
+        8,
+        2,
+        64,
+        model_type="gemma3n_text",
+        sliding_window=512,
+        layer_types=["sliding_attention", "full_attention"] * 3,
+        num_kv_shared_layers=2,
+    )
     spec = spec_of(cfg)
     shared = [(i, s) for i, s in spec.primitives() if isinstance(s, SharedKV)]
     assert [(i, s.target) for i, s in shared] == [(4, 2), (5, 3)]

@@ -97,7 +97,7 @@ def _from_hub(repo_id: str) -> ModelSpec:
             raise SourceError(
                 f"{repo_id}: no such repository or no config.json on the Hugging Face Hub (gated repos need a token)"
             ) from None
-        except Exception as exc:  # noqa: BLE001 - any transport failure becomes one line
+        except Exception as exc:  # any transport failure becomes one line
             raise SourceError(unreachable.format(why=f" ({type(exc).__name__})")) from None
     return from_config(load_config_file(Path(local)), name=repo_id, source=f"hf://{repo_id}/config.json")
 
