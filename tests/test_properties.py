@@ -90,6 +90,8 @@ def test_linear_in_sequences(engine: str, cfg: dict[str, Any], blocks: int, seqs
 @given(cfg=geometries(("sliding", "chunked", "alternating")), extra=st.integers(1, 100_000))
 def test_windowed_layers_are_flat_past_the_window(engine: str, cfg: dict[str, Any], extra: int) -> None:
     spec = spec_of(cfg)
+    if engine == "sglang" and cfg["model_type"] != "llama4_text":
+        return  # SGLang caches sliding layers in full outside its is_hybrid_swa_model allow-list (tested there)
     window = max(int(cfg.get("sliding_window") or 0), int(cfg.get("attention_chunk_size") or 0))
     past = pad(window + 40_000, 256)  # beyond every engine's window reserve (vLLM: W-1+2x8192)
     report = compute_cost(spec, engine=engine, tokens=past)

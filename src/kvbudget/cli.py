@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import cast
 
 from kvbudget.engines.base import EngineOptions, MlaStorage
-from kvbudget.errors import InputError, KvBudgetError
+from kvbudget.errors import EngineRefusalError, InputError, KvBudgetError
 from kvbudget.units import UnitSystem, parse_count, parse_count_list, parse_token_list, parse_tokens
 
 
@@ -175,10 +175,16 @@ def _cmd_models(args: argparse.Namespace) -> str:
     tokens = parse_tokens(args.tokens)
     units = cast(UnitSystem, args.units)
     rows = []
-    data = []
+    data: list[dict[str, object]] = []
     for entry in catalog.entries():
         spec = read_spec(entry.config, name=entry.name, source=entry.source, where=f"catalog:{entry.name}")
-        report = compute_cost(spec, engine=args.engine, kv_dtype=args.kv_dtype, tokens=tokens)
+        try:
+            report = compute_cost(spec, engine=args.engine, kv_dtype=args.kv_dtype, tokens=tokens)
+        except EngineRefusalError as exc:
+            # One model an engine cannot serve must not hide the rest of the catalog.
+            rows.append([entry.name, spec.model_type, "-", "-", "-", f"refused: {exc}"])
+            data.append({"name": entry.name, "model_type": spec.model_type, "refused": str(exc)})
+            continue
         kinds = sorted({g.kind for g in report.layout.groups if g.kind != "shared_kv"})
         per_token, state = format_int(report.kv_bytes_per_token), format_int(report.state_bytes)
         rows.append(

@@ -79,7 +79,7 @@ def parse_memory(text: str, *, what: str = "--memory") -> int:
     if binary and not prefix:
         raise InputError(f"{what}: {text!r} has 'i' without a prefix; write e.g. 24GiB")
     base = 1024 if binary else 1000
-    value = float(number) * base**power
+    value = float(number) * float(base**power)
     if value < 1:
         raise InputError(f"{what}: {text!r} must be a positive size")
     return round(value)

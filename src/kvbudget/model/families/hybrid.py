@@ -168,7 +168,9 @@ def read_qwen3_next(f: Fields, model_type: str) -> tuple[LayerSpec, ...]:
         head_k_dim=f.positive("linear_key_head_dim"),
         num_v_heads=f.positive("linear_num_value_heads"),
         head_v_dim=f.positive("linear_value_head_dim"),
-        ssm_dtype="float32",  # transformers/vLLM keep the gated-delta-net recurrent state in fp32
+        # Only a config pin counts here; each engine applies its own default (vLLM: model dtype, which its
+        # Qwen3-Next logs confirm via the 1,072-token attention block; SGLang and transformers: fp32).
+        ssm_dtype=f.state_dtype("mamba_ssm_dtype") or f.state_dtype("mamba_ssm_cache_dtype"),
     )
     attention = _attention(f)
     return tuple(

@@ -1,0 +1,381 @@
+"""llama.cpp (ggml-org/llama.cpp): cells per stream, the iSWA cache, V-less MLA, F32 recurrent state.
+
+The rules follow the newest llama.cpp read for ``shared/reference/engines.md`` (about b9xxx, 2026);
+``DEFAULT_VERSION`` only labels reports. engines.md names no build number at which a rule changed
+(PR #17046's 256-cell padding and PR #19067's V-less MLA cache are dated, not numbered), so no rule
+branches on ``version``; the older MLA storage is chosen with ``options.mla_storage``.
+
+S sequences of N tokens means ``-c S*N -np S`` (one stream per sequence unless ``--kv-unified``):
+
+* full-attention and MLA layers: ``n_stream x n_ctx_seq`` cells;
+* sliding-window and chunked layers (iSWA cache): ``n_stream x size_swa`` cells;
+* recurrent layers: ``max(1, S)`` rows of F32 conv (R) and SSM (S) state, whatever -ctk/-ctv say;
+* shared-KV layers: nothing. Cross-attention (mllama) is refused: llama.cpp has no such architecture.
+
+``kv_cache_log_lines`` prints what llama.cpp itself logs for the same settings.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, replace
+
+from kvbudget.engines.base import NO_SLOTS, EngineOptions, Group, Layout, Slots, pad
+from kvbudget.engines.common import group_primitives
+from kvbudget.errors import EngineRefusalError, InputError
+from kvbudget.model.spec import (
+    ChunkedLocal,
+    CrossAttention,
+    FullAttention,
+    LatentAttention,
+    ModelSpec,
+    Recurrent,
+    SharedKV,
+    SlidingWindow,
+)
+from kvbudget.precision import CacheDType
+
+NAME = "llamacpp"
+DEFAULT_VERSION = "b7900"
+
+# common/arg.cpp kv_cache_types: the only -ctk/-ctv values llama.cpp accepts (ggml type names).
+KV_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+_GGML_NAMES = {
+    "fp32": "f32",
+    "fp16": "f16",
+    "bf16": "bf16",
+    "q8_0": "q8_0",
+    "q4_0": "q4_0",
+    "q4_1": "q4_1",
+    "iq4_nl": "iq4_nl",
+    "q5_0": "q5_0",
+    "q5_1": "q5_1",
+}
+CELL_PAD = 256  # src/llama-context.cpp: n_ctx = GGML_PAD(n_ctx, 256) (PR #17046)
+MAX_SEQ = 256  # src/llama-cparams.h: LLAMA_MAX_SEQ
+RS_BYTES = 4  # src/llama-model.cpp create_memory: llama_memory_recurrent gets GGML_TYPE_F32 for R and S
+
+
+def ggml_type_name(dtype: CacheDType) -> str:
+    """The ggml name llama.cpp prints for a cache dtype (fp16 -> f16)."""
+    return _GGML_NAMES.get(dtype.name, dtype.name)
+
+
+def check_cache_types(k: CacheDType, v: CacheDType, flash_attn: bool) -> None:
+    """Refuse what llama.cpp refuses: unknown -ctk/-ctv, and a quantized V cache without flash attention."""
+    for flag, dtype in (("-ctk", k), ("-ctv", v)):
+        if dtype.name not in _GGML_NAMES:
+            raise EngineRefusalError(
+                f"{NAME}: cache type {dtype.name!r} ({flag}) is not one llama.cpp accepts; "
+                f"choose one of: {', '.join(KV_CACHE_TYPES)}"
+            )
+    # src/llama-context.cpp llama_init_from_model: ggml_is_quantized(type_v) && flash_attn disabled -> error.
+    if v.is_quantized and not flash_attn:
+        raise EngineRefusalError(
+            f"{NAME}: V cache quantization requires flash_attn (V cache {ggml_type_name(v)} with flash attention "
+            "off); turn flash attention on or use an f16/bf16/f32 V cache"
+        )
+
+
+def context_cells(n_ctx: int, n_seq: int, unified: bool) -> tuple[int, int]:
+    """(cells per stream, streams) for ``-c n_ctx -np n_seq``.
+
+    src/llama-context.cpp llama_context::llama_context (PR #17046): n_ctx = pad(n_ctx, 256); unified ->
+    n_ctx_seq = n_ctx, one stream; otherwise n_ctx_seq = pad(n_ctx / n_seq_max, 256), n_seq_max streams
+    (src/llama-kv-cache.cpp: n_stream = unified ? 1 : n_seq_max).
+    """
+    if n_seq > MAX_SEQ:
+        raise EngineRefusalError(
+            f"{NAME}: n_seq_max must be <= {MAX_SEQ} (LLAMA_MAX_SEQ, src/llama-cparams.h); got {n_seq} sequences"
+        )
+    if n_ctx <= 0 or n_seq <= 0:
+        return 0, max(n_seq, 0)
+    padded = pad(n_ctx, CELL_PAD)
+    if unified:
+        return padded, 1
+    return pad(padded // n_seq, CELL_PAD), n_seq
+
+
+def swa_cells(n_ctx_seq: int, window: int, n_seq: int, options: EngineOptions) -> int:
+    """Cells per stream of the SWA half of the iSWA cache.
+
+    src/llama-kv-cache-iswa.cpp llama_kv_cache_iswa: size_swa = pad(min(size_base, n_swa * (unified ?
+    n_seq_max : 1) + n_ubatch), 256), always padded (issue #17037); --swa-full: size_swa = size_base.
+    """
+    if options.swa_full:
+        return n_ctx_seq
+    reserve = window * (n_seq if options.kv_unified else 1) + options.n_ubatch
+    return pad(min(n_ctx_seq, reserve), CELL_PAD)
+
+
+def recurrent_rows(rec: Recurrent) -> tuple[int, int]:
+    """(n_embd_r, n_embd_s): F32 values of one sequence's conv (R) and SSM (S) state in one layer.
+
+    src/llama-hparams.cpp: n_embd_r = (d_conv - 1) * (d_inner + 2 * n_group * d_state) and
+    n_embd_s = d_state * d_inner for Mamba (Mamba-1 has n_group 0). Gated delta net GGUFs map
+    d_inner = v_dim * n_v_heads, d_state = k_dim, n_group = n_k_heads (convert_hf_to_gguf Qwen3Next).
+    """
+    if rec.variant == "gated_delta_net":
+        d_inner, d_state, n_group = rec.num_v_heads * rec.head_v_dim, rec.head_k_dim, rec.num_k_heads
+    else:
+        d_inner, d_state = rec.d_inner, rec.d_state
+        n_group = rec.n_groups if rec.variant == "mamba2" else 0
+    return (rec.conv_kernel - 1) * (d_inner + 2 * n_group * d_state), d_state * d_inner
+
+
+@dataclass(frozen=True)
+class CachePart:
+    """One group of identical layers as llama.cpp allocates it.
+
+    ``cache`` is ``kv`` (the base cache), ``swa`` (the SWA half of the iSWA cache), ``recurrent`` or
+    ``none``. ``k_bytes``/``v_bytes`` are one cell of one layer; ``r_bytes``/``s_bytes`` one sequence
+    of one layer.
+    """
+
+    cache: str
+    group: Group
+    k_bytes: int = 0
+    v_bytes: int = 0
+    r_bytes: int = 0
+    s_bytes: int = 0
+
+
+def _window(spec: ModelSpec) -> int | None:
+    """llama.cpp keeps one window per model (hparams.n_swa); refuse specs that need more."""
+    windows = {s.window for _, s in spec.primitives() if isinstance(s, SlidingWindow)}
+    chunks = {s.chunk for _, s in spec.primitives() if isinstance(s, ChunkedLocal)}
+    if len(windows | chunks) > 1 or (windows and chunks):
+        raise EngineRefusalError(
+            f"{NAME}: llama.cpp has a single sliding window / chunk size per model (hparams.n_swa), "
+            f"but this model uses {sorted(windows)} (sliding) and {sorted(chunks)} (chunked)"
+        )
+    both = windows | chunks
+    return next(iter(both)) if both else None
+
+
+def _full_slots(options: EngineOptions) -> Slots:
+    """src/llama-model.cpp create_memory: kv_size = n_ctx_seq cells in each of n_stream streams."""
+
+    def cells(tokens: int, sequences: int) -> int:
+        per_stream, streams = context_cells(tokens * sequences, sequences, options.kv_unified)
+        return per_stream * streams
+
+    if options.kv_unified:
+        return Slots("pad(N x S, 256) cells in one stream (--kv-unified)", cells)
+    return Slots("S streams x pad(pad(N x S, 256) / S, 256) cells (-c N*S -np S)", cells)
+
+
+def _swa_slots(window: int, options: EngineOptions) -> Slots:
+    """src/llama-kv-cache-iswa.cpp: the SWA cache has size_swa cells in each stream (see swa_cells)."""
+
+    def cells(tokens: int, sequences: int) -> int:
+        per_stream, streams = context_cells(tokens * sequences, sequences, options.kv_unified)
+        return swa_cells(per_stream, window, sequences, options) * streams
+
+    if options.swa_full:
+        return Slots("as full attention (--swa-full)", cells)
+    span = f"{window:,} x S" if options.kv_unified else f"{window:,}"
+    return Slots(f"streams x pad(min(n_ctx_seq, {span} + {options.n_ubatch} ubatch), 256) cells (iSWA)", cells)
+
+
+def _v_width_max(spec: ModelSpec, storage: str) -> int:
+    """n_embd_v_gqa_max(): the widest V row over all layers (src/llama-hparams.cpp)."""
+    widths = [0]
+    for _, s in spec.primitives():
+        if isinstance(s, FullAttention | SlidingWindow | ChunkedLocal):
+            widths.append(s.kv_heads * s.v_dim)
+        elif isinstance(s, LatentAttention):
+            widths.append(s.num_heads * s.v_head_dim if storage == "expanded" else s.kv_lora_rank)
+    return max(widths)
+
+
+def _attention_rows(
+    heads: int, k_dim: int, v_dim: int, k: CacheDType, v: CacheDType, v_trans_width: int
+) -> tuple[int, int, str]:
+    """K and V bytes of one cell in one layer. src/llama-kv-cache.cpp: K [n_embd_k_gqa, kv_size, n_stream];
+    V [v_trans ? n_embd_v_gqa_max : n_embd_v_gqa, ...] with v_trans = !flash_attn (V is then a float type)."""
+    k_bytes = heads * k.row_bytes(k_dim)
+    if v_trans_width:
+        v_bytes = v.row_bytes(v_trans_width)
+        v_text = f"V {v_trans_width:,} values (widest layer, transposed: flash attention off) @ {v.name}"
+    else:
+        v_bytes = heads * v.row_bytes(v_dim)
+        v_text = f"V {heads} x {v_dim} @ {v.name}"
+    text = f"K {heads} kv heads x {k_dim} @ {k.name} = {k_bytes:,} B + {v_text} = {v_bytes:,} B"
+    return k_bytes, v_bytes, text
+
+
+def plan(spec: ModelSpec, k: CacheDType, v: CacheDType, options: EngineOptions) -> tuple[CachePart, ...]:
+    """Every group of identical layers with the bytes llama.cpp allocates for it."""
+    check_cache_types(k, v, options.flash_attn)
+    window = _window(spec)
+    storage = options.mla_storage or "latent"
+    trans = 0 if options.flash_attn else _v_width_max(spec, storage)
+    parts: list[CachePart] = []
+    for state, indices in group_primitives(spec):
+        n = len(indices)
+        if isinstance(state, FullAttention | SlidingWindow | ChunkedLocal):
+            kb, vb, text = _attention_rows(state.kv_heads, state.k_dim, state.v_dim, k, v, trans)
+            if isinstance(state, FullAttention):
+                group = Group("full_attention", "full attention", n, kb + vb, text, _full_slots(options), True)
+                parts.append(CachePart("kv", replace(group, layer_indices=indices), kb, vb))
+                continue
+            assert window is not None
+            sliding = isinstance(state, SlidingWindow)
+            kind = "sliding_window" if sliding else "chunked_local"
+            label = f"{'sliding window' if sliding else 'chunked'} {window:,} (iSWA cache)"
+            group = Group(kind, label, n, kb + vb, text, _swa_slots(window, options), options.swa_full)
+            parts.append(CachePart("swa", replace(group, layer_indices=indices), kb, vb))
+        elif isinstance(state, LatentAttention):
+            parts.append(_latent_part(state, indices, k, v, storage, trans, options))
+        elif isinstance(state, Recurrent):
+            n_r, n_s = recurrent_rows(state)
+            text = f"{state.variant}: R {n_r:,} + S {n_s:,} values x {RS_BYTES} B (f32 whatever -ctk/-ctv say)"
+            size = (n_r + n_s) * RS_BYTES
+            group = Group("recurrent", f"{state.variant} state (f32)", n, 0, "", NO_SLOTS, False, size, text)
+            group = replace(group, layer_indices=indices)
+            parts.append(CachePart("recurrent", group, r_bytes=n_r * RS_BYTES, s_bytes=n_s * RS_BYTES))
+        elif isinstance(state, SharedKV):
+            # src/llama-kv-cache.cpp: layers at or past n_layer_kv_from_start reuse an earlier layer's cells.
+            group = Group(
+                "shared_kv",
+                f"shares layer {state.target}'s KV",
+                n,
+                0,
+                "reuses another layer",
+                NO_SLOTS,
+                False,
+                layer_indices=indices,
+            )
+            parts.append(CachePart("none", group))
+        elif isinstance(state, CrossAttention):
+            # src/llama-arch.cpp lists no mllama architecture (gguf-py MODEL_ARCH has none either).
+            raise EngineRefusalError(
+                f"{NAME}: llama.cpp has no cross-attention decoder (no mllama / Llama 3.2 Vision architecture "
+                "in src/llama-arch.cpp), so this model cannot be served by it; use --engine vllm or transformers"
+            )
+    return tuple(parts)
+
+
+def _latent_part(
+    mla: LatentAttention,
+    indices: tuple[int, ...],
+    k: CacheDType,
+    v: CacheDType,
+    storage: str,
+    trans: int,
+    options: EngineOptions,
+) -> CachePart:
+    n = len(indices)
+    slots = _full_slots(options)
+    if storage == "expanded":
+        # Legacy deepseek2 GGUF (before PR #12801): n_head_kv = n_head, K = qk_nope + rope, V = v_head_dim.
+        kb, vb, text = _attention_rows(mla.num_heads, mla.qk_nope_dim + mla.rope_dim, mla.v_head_dim, k, v, trans)
+        label = "latent attention, expanded per-head K/V (legacy GGUF)"
+    elif storage == "latent+v":
+        # MLA GGUF before PR #19067: one KV head, K = kv_lora_rank + rope (576), V = kv_lora_rank (512).
+        kb, vb, text = _attention_rows(1, mla.latent_dim, mla.kv_lora_rank, k, v, trans)
+        label = "latent attention, K latent + V (before PR #19067)"
+    else:
+        # PR #19067 "kv-cache : support V-less cache" (2026-01-24): K only; V is a view of K's first
+        # kv_lora_rank values, so it costs nothing and must have K's type.
+        if k != v:
+            raise EngineRefusalError(
+                f"{NAME}: the MLA cache stores only K and reads V as a view of it (PR #19067), so K and V must "
+                f"use the same type; got -ctk {ggml_type_name(k)} and -ctv {ggml_type_name(v)}"
+            )
+        kb, vb = k.row_bytes(mla.latent_dim), 0
+        text = (
+            f"K only: ({mla.kv_lora_rank} latent + {mla.rope_dim} rope) @ {k.name} = {kb:,} B; "
+            "V is a view of K (PR #19067)"
+        )
+        label = "latent attention (MLA, V-less)"
+    group = Group("latent_attention", label, n, kb + vb, text, slots, True, layer_indices=indices)
+    return CachePart("kv", group, kb, vb)
+
+
+def layout(
+    spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions, version: str = DEFAULT_VERSION
+) -> Layout:
+    if tp > 1:
+        # src/llama-kv-cache.cpp: each layer's K/V tensors live on model.dev_layer(il) (split mode "layer").
+        raise EngineRefusalError(
+            f"{NAME}: llama.cpp does not shard the KV cache by tensor parallelism: it splits whole layers "
+            "across devices (--split-mode layer) and each layer's K/V lives with its layer; use --tp 1 for "
+            "the total and divide by your layer split"
+        )
+    parts = plan(spec, k, v, options)
+    notes = [
+        "llama.cpp: S sequences of N tokens = -c N*S -np S; the context is padded to 256 cells "
+        "(src/llama-context.cpp)" + ("; one unified stream" if options.kv_unified else "; one stream per sequence"),
+    ]
+    if any(p.cache == "recurrent" for p in parts):
+        notes.append("llama.cpp keeps recurrent state (R conv, S ssm) in f32 whatever the K/V cache type")
+    if spec.model_type == "mistral" and any(p.cache == "swa" for p in parts):
+        notes.append(
+            "convert_hf_to_gguf drops Mistral-7B's sliding window; read the .gguf itself for what "
+            "llama.cpp really caches (then all layers are full)"
+        )
+    return Layout(NAME, version or DEFAULT_VERSION, k, v, tp, tuple(p.group for p in parts), None, tuple(notes))
+
+
+def _mib(nbytes: int) -> float:
+    """llama.cpp's ``(float) bytes / (1024.0f * 1024.0f)``: rounded to float32 first, as it prints it."""
+    as_float32: float = struct.unpack("<f", struct.pack("<f", float(nbytes)))[0]
+    return as_float32 / 1048576.0
+
+
+def kv_cache_log_lines(
+    spec: ModelSpec,
+    k: CacheDType,
+    v: CacheDType,
+    n_ctx: int,
+    n_seq: int = 1,
+    options: EngineOptions | None = None,
+) -> list[str]:
+    """The ``llama_kv_cache`` / ``llama_kv_cache_iswa`` / ``llama_memory_recurrent`` lines llama.cpp logs
+    for ``-c n_ctx -np n_seq`` (src/llama-kv-cache.cpp, src/llama-memory-recurrent.cpp format strings).
+
+    Takes the spec rather than a Layout: the log splits K from V and R from S and counts every model
+    layer, which a Layout's groups do not carry.
+    """
+    opts = options or EngineOptions()
+    if n_ctx < 1 or n_seq < 1:
+        raise InputError(f"{NAME}: -c and -np must be positive, got -c {n_ctx} -np {n_seq}")
+    parts = plan(spec, k, v, opts)
+    n_ctx_seq, n_stream = context_cells(n_ctx, n_seq, opts.kv_unified)
+    kv_parts = [p for p in parts if p.cache == "kv"]
+    swa_parts = [p for p in parts if p.cache == "swa"]
+    lines: list[str] = []
+
+    def kv_line(group: list[CachePart], cells: int) -> str:
+        kb = sum(p.k_bytes * p.group.layers for p in group) * cells * n_stream
+        vb = sum(p.v_bytes * p.group.layers for p in group) * cells * n_stream
+        layers = sum(p.group.layers for p in group)
+        return (
+            f"llama_kv_cache: size = {_mib(kb + vb):7.2f} MiB ({cells:6d} cells, {layers:3d} layers, "
+            f"{n_seq:2d}/{n_stream} seqs), K ({ggml_type_name(k)}): {_mib(kb):7.2f} MiB, "
+            f"V ({ggml_type_name(v)}): {_mib(vb):7.2f} MiB"
+        )
+
+    if swa_parts:
+        window = _window(spec) or 0
+        size_swa = swa_cells(n_ctx_seq, window, n_seq, opts)
+        lines.append(f"llama_kv_cache_iswa: creating non-SWA KV cache, size = {n_ctx_seq} cells")
+        lines.append(kv_line(kv_parts, n_ctx_seq))
+        lines.append(f"llama_kv_cache_iswa: creating     SWA KV cache, size = {size_swa} cells")
+        lines.append(kv_line(swa_parts, size_swa))
+    elif kv_parts:
+        lines.append(kv_line(kv_parts, n_ctx_seq))
+    rec = [p for p in parts if p.cache == "recurrent"]
+    if rec:
+        mem_size = max(1, n_seq)  # src/llama-memory-recurrent.cpp: mem_size = max(1, n_seq_max)
+        rb = sum(p.r_bytes * p.group.layers for p in rec) * mem_size
+        sb = sum(p.s_bytes * p.group.layers for p in rec) * mem_size
+        # The layers field counts every model layer (n_layer), recurrent or not.
+        lines.append(
+            f"llama_memory_recurrent: size = {_mib(rb + sb):7.2f} MiB ({mem_size:6d} cells, "
+            f"{len(spec.layers):3d} layers, {n_seq:2d} seqs), R (f32): {_mib(rb):7.2f} MiB, "
+            f"S (f32): {_mib(sb):7.2f} MiB"
+        )
+    return lines

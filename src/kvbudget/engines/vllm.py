@@ -1,0 +1,371 @@
+"""vLLM (V1 engine): KV cache in blocks of ``block_size`` tokens per layer, sized for the admission worst case.
+
+Per sequence of N tokens (N in the role of ``max_model_len``) each layer holds what vLLM's
+``KVCacheSpec.max_memory_usage_bytes`` reserves, the figure "Maximum concurrency" divides by:
+
+* full attention and MLA: ``cdiv(N, B)`` blocks; MLA caches the latent only, replicated on every rank;
+* sliding window W: ``cdiv(min(W - 1 + R, N), B) + 1`` blocks, R = max_num_batched_tokens (<= 0.25) or
+  max_in_flight_tokens = 2 x max_num_batched_tokens (>= 0.26, async scheduling, pp <= 1);
+* chunked local attention: ``cdiv(min(chunk + R, N), B)`` blocks; cross attention ``cdiv(image_tokens, B)``;
+* Mamba / gated-delta-net state: one page per sequence (mamba_cache_mode "none"), padded to the attention page.
+
+Hybrid models are cut into KV-cache groups of equal size (padding layers included); see ``vllm_pool``.
+S sequences cost S times one sequence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kvbudget.engines import version_tuple
+from kvbudget.engines.base import NO_SLOTS, EngineOptions, Group, Layout, Slots
+from kvbudget.engines.common import (
+    attention_slot,
+    check_recurrent_tp,
+    group_primitives,
+    kv_heads_per_rank,
+    latent_slot,
+    recurrent_bytes,
+    state_dtype,
+)
+from kvbudget.engines.vllm_pool import (
+    ATTENTION,
+    Bucket,
+    VllmPool,
+    align_mamba,
+    disable_hybrid,
+    group_buckets,
+    kv_cache_size_tokens,
+    max_concurrency,
+    num_blocks,
+    report_lines,
+)
+from kvbudget.errors import EngineRefusalError
+from kvbudget.model.spec import (
+    ChunkedLocal,
+    CrossAttention,
+    FullAttention,
+    LatentAttention,
+    ModelSpec,
+    Primitive,
+    Recurrent,
+    SharedKV,
+    SlidingWindow,
+)
+from kvbudget.precision import CacheDType
+
+__all__ = [
+    "DEFAULT_VERSION",
+    "NAME",
+    "VllmPool",
+    "accepted_dtypes",
+    "kv_cache_size_tokens",
+    "layout",
+    "max_concurrency",
+    "num_blocks",
+    "pool",
+    "report_lines",
+]
+
+NAME = "vllm"
+DEFAULT_VERSION = "0.28.0"
+
+DEFAULT_BLOCK_SIZE = 16  # vLLM CacheConfig.DEFAULT_BLOCK_SIZE (vllm/config/cache.py)
+FLASHMLA_BLOCK_SIZE = 64  # vLLM CUDA: FlashMLA needs a multiple of 64, forced to 64 (vllm/platforms/cuda.py)
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM API server on >=70 GiB non-A100 GPUs (EngineArgs.get_batch_defaults)
+MAX_CONCURRENT_BATCHES = 2  # vLLM >=0.26 async scheduling, V1 runner, pp <= 1 (VllmConfig.max_concurrent_batches)
+IN_FLIGHT_SINCE = (0, 26)  # vLLM PR #47728: sliding window reserves max_in_flight_tokens
+# nvfp4 appears in the newest CacheDType list (vllm/config/cache.py @ 002f10e0, ~0.27) and not in the
+# v0.11-era list; 0.27 is the threshold chosen here (the exact first release was not pinned down).
+NVFP4_SINCE = (0, 27)
+# vLLM --kv-cache-dtype values we can size ('auto' resolves to the model dtype before we see it).
+CACHE_DTYPES = ("bf16", "fp16", "fp32", "fp8", "fp8_e4m3", "fp8_e5m2", "int8_per_token_head", "fp8_per_token_head")
+
+
+def accepted_dtypes(version: str = DEFAULT_VERSION) -> tuple[str, ...]:
+    """Cache dtypes this vLLM version accepts (one --kv-cache-dtype for K and V)."""
+    # vLLM CacheDType literal (vllm/config/cache.py): nvfp4 only in the newest releases
+    extra = ("nvfp4",) if version_tuple(version)[:2] >= NVFP4_SINCE else ()
+    return CACHE_DTYPES + extra
+
+
+def _check_dtypes(k: CacheDType, v: CacheDType, version: str, latent: bool) -> None:
+    if k != v:
+        # vLLM CacheConfig.cache_dtype: one --kv-cache-dtype for K and V (vllm/config/cache.py)
+        raise EngineRefusalError(
+            f"vllm: K ({k.name}) and V ({v.name}) must share one --kv-cache-dtype; vLLM has no separate K/V types"
+        )
+    accepted = accepted_dtypes(version)
+    if k.name not in accepted:
+        when = f" (nvfp4 needs vLLM >= {NVFP4_SINCE[0]}.{NVFP4_SINCE[1]})" if k.name == "nvfp4" else ""
+        raise EngineRefusalError(
+            f"vllm {version}: --kv-cache-dtype {k.name} is not a vLLM cache dtype{when}; "
+            f"accepted: {', '.join(accepted)}"
+        )
+    if latent and (k.name == "nvfp4" or k.row_extra_bytes):
+        # vLLM MLA backends (FlashMLA, CUTLASS, Triton MLA) take bf16/fp16 or fp8 only (v1/attention/backends/mla)
+        raise EngineRefusalError(
+            f"vllm: no MLA attention backend supports --kv-cache-dtype {k.name}; use auto, fp8 or fp8_e4m3 "
+            "(or mla_storage='expanded' to model VLLM_MLA_DISABLE=1)"
+        )
+
+
+def _in_flight(options: EngineOptions, version: str) -> tuple[int, int, str]:
+    """(max_num_batched_tokens, R added to windows and chunks, R in words)."""
+    batched = options.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
+    if version_tuple(version)[:2] >= IN_FLIGHT_SINCE:
+        # vLLM >=0.26 VllmConfig.max_in_flight_tokens = max_concurrent_batches * T_b (vllm/config/vllm.py)
+        r = MAX_CONCURRENT_BATCHES * batched
+        return batched, r, f"max_in_flight_tokens {r:,} = {MAX_CONCURRENT_BATCHES} batches x {batched:,}"
+    # vLLM <=0.25 SlidingWindowSpec: window-1 + max_num_batched_tokens (kv_cache_interface.py)
+    return batched, batched, f"max_num_batched_tokens {batched:,}"
+
+
+def _buckets(
+    spec: ModelSpec, k: CacheDType, tp: int, options: EngineOptions, warnings: list[str]
+) -> tuple[list[Bucket], list[Group]]:
+    """One bucket per distinct vLLM spec (block size still the base one), plus groups of shared-KV layers."""
+    buckets: dict[tuple[object, ...], Bucket] = {}
+    shared: list[Group] = []
+    for state, indices in group_primitives(spec):
+        if isinstance(state, SharedKV):
+            # vLLM kv_sharing_target_layer_name: the layer gets no KVCacheSpec (kv_cache_interface.py)
+            shared.append(
+                Group(
+                    "shared_kv",
+                    f"shares layer {state.target}'s KV",
+                    len(indices),
+                    0,
+                    "reuses another layer (no KV spec in vLLM)",
+                    NO_SLOTS,
+                    False,
+                    layer_indices=indices,
+                )
+            )
+            continue
+        bucket = _bucket(spec, state, indices, k, tp, options, warnings)
+        key = (*bucket.spec_key, bucket.label)
+        old = buckets.get(key)
+        buckets[key] = bucket if old is None else replace(old, layer_indices=tuple(sorted(old.layer_indices + indices)))
+    return list(buckets.values()), shared
+
+
+def _bucket(
+    spec: ModelSpec,
+    state: Primitive,
+    indices: tuple[int, ...],
+    k: CacheDType,
+    tp: int,
+    options: EngineOptions,
+    warnings: list[str],
+) -> Bucket:
+    if isinstance(state, FullAttention | SlidingWindow | ChunkedLocal | CrossAttention):
+        # vLLM ModelConfig.get_num_kv_heads: max(1, H // tp), replicated past H (vllm/config/model.py)
+        heads, warning = kv_heads_per_rank(state.kv_heads, tp, NAME)
+        if warning:
+            warnings.append(warning)
+        slot, text = attention_slot(heads, state.k_dim, state.v_dim, k, k)
+        if isinstance(state, SlidingWindow):
+            return Bucket(
+                "sliding_window", f"sliding window {state.window:,}", indices, slot, text, 0, window=state.window
+            )
+        if isinstance(state, ChunkedLocal):
+            return Bucket("chunked_local", f"chunked local {state.chunk:,}", indices, slot, text, 0, window=state.chunk)
+        if isinstance(state, CrossAttention):
+            return Bucket(
+                "cross_attention",
+                f"cross attention ({options.image_tokens:,} image tokens)",
+                indices,
+                slot,
+                text,
+                0,
+                fixed_tokens=options.image_tokens,
+            )
+        return Bucket("full_attention", "full attention", indices, slot, text, 0)
+    if isinstance(state, LatentAttention):
+        if options.mla_storage == "expanded":
+            # vLLM VLLM_MLA_DISABLE: head size qk_nope + qk_rope for K and V (V padded to it), per-head
+            # (ModelArchConfigConvertorBase.get_head_size; deepseek_v2.py pads v to qk_head_dim)
+            heads, warning = kv_heads_per_rank(state.num_heads, tp, NAME)
+            if warning:
+                warnings.append(warning)
+            dim = state.qk_nope_dim + state.rope_dim
+            slot, text = attention_slot(heads, dim, dim, k, k)
+            return Bucket(
+                "full_attention",
+                "latent attention expanded (VLLM_MLA_DISABLE)",
+                indices,
+                slot,
+                text + f"; V padded from {state.v_head_dim} to {dim}",
+                0,
+            )
+        if options.mla_storage == "latent+v":
+            raise EngineRefusalError(
+                "vllm: MLA caches the latent only (or, with VLLM_MLA_DISABLE, expanded "
+                "per-head K/V); mla_storage 'latent+v' is a llama.cpp layout"
+            )
+        if tp > 1:
+            warnings.append(f"latent attention: the latent is replicated on all {tp} GPUs, not split")
+        # vLLM MLAAttentionSpec: 1 kv head x (kv_lora_rank + rope), no factor 2 (kv_cache_interface.py)
+        slot, text = latent_slot(state, k)
+        return Bucket("latent_attention", "latent attention (MLA)", indices, slot, text, 0)
+    if not isinstance(state, Recurrent):
+        raise TypeError(f"unexpected primitive {state!r}")
+    check_recurrent_tp(state, tp, NAME)
+    # vLLM MambaStateShapeCalculator keeps conv_kernel-1 columns; conv in mamba_cache_dtype (auto = model
+    # dtype), SSM in mamba_ssm_cache_dtype (config pin, else the conv dtype) (mamba_utils.py)
+    size, text = recurrent_bytes(
+        state,
+        tp=tp,
+        conv_len=state.conv_kernel - 1,
+        conv_dtype=state_dtype(state.conv_dtype, spec.dtype),
+        ssm_dtype=state_dtype(state.ssm_dtype, spec.dtype),
+    )
+    return Bucket("recurrent", f"{state.variant} state", indices, 0, "", 0, size, text)
+
+
+def _base_block(buckets: list[Bucket], options: EngineOptions) -> tuple[int, str]:
+    if options.block_size:
+        return options.block_size, f"block size {options.block_size} tokens (--block-size)"
+    if any(b.kind == "latent_attention" for b in buckets):
+        # vLLM CudaPlatform.check_and_update_config: FlashMLA forces block size 64 (vllm/platforms/cuda.py)
+        return FLASHMLA_BLOCK_SIZE, f"block size {FLASHMLA_BLOCK_SIZE} tokens (FlashMLA on CUDA forces 64)"
+    return DEFAULT_BLOCK_SIZE, f"block size {DEFAULT_BLOCK_SIZE} tokens (CacheConfig.DEFAULT_BLOCK_SIZE)"
+
+
+def _plan(
+    spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions, version: str
+) -> tuple[VllmPool, list[Group], list[str], list[str]]:
+    warnings: list[str] = []
+    notes: list[str] = []
+    has_latent = any(isinstance(s, LatentAttention) for _, s in spec.primitives())
+    _check_dtypes(k, v, version, has_latent and options.mla_storage != "expanded")
+    buckets, shared = _buckets(spec, k, tp, options, warnings)
+    if not buckets:
+        raise EngineRefusalError(f"vllm: {spec.name} has no layer with a KV cache or recurrent state")
+    base, block_note = _base_block(buckets, options)
+    block, padded = align_mamba(buckets, base, notes)
+    if block != base:
+        block_note = f"block size {block} tokens (raised from {base} so one attention page holds a Mamba state)"
+    buckets = [replace(b, block_size=block, page_padded=padded if b.kind == "recurrent" else 0) for b in buckets]
+    if options.disable_hybrid_kv_cache_manager:
+        buckets = disable_hybrid(buckets)
+    mode, grouped, page, per_block, pool_notes = group_buckets(buckets)
+    batched, in_flight, _text = _in_flight(options, version)
+    has_attention = any(b.kind in ATTENTION for b in grouped)
+    result = VllmPool(version, mode, grouped, page, per_block, batched, in_flight, block if has_attention else None)
+    notes[:0] = [block_note] if has_attention else []
+    notes.extend(pool_notes)
+    return result, shared, notes, warnings
+
+
+def pool(
+    spec: ModelSpec,
+    k: CacheDType,
+    v: CacheDType,
+    tp: int = 1,
+    options: EngineOptions | None = None,
+    version: str = DEFAULT_VERSION,
+) -> VllmPool:
+    """The block pool vLLM builds for this model on one GPU (for num_blocks, max_concurrency, log lines)."""
+    return _plan(spec, k, v, tp, options or EngineOptions(), version)[0]
+
+
+def _slots(b: Bucket, r: int, r_text: str) -> Slots:
+    bs = b.block_size
+
+    def fn(tokens: int, sequences: int) -> int:
+        return b.blocks(tokens, r) * bs * sequences
+
+    if b.kind == "sliding_window":
+        text = (
+            f"(cdiv(min({b.window - 1:,} + {r:,}, N), {bs}) + 1) x {bs} x S  (window {b.window:,} - 1 + "
+            f"{r_text}, in {bs}-token blocks, +1 block for a window starting mid-block)"
+        )
+    elif b.kind == "chunked_local":
+        text = (
+            f"cdiv(min({b.window:,} + {r:,}, N), {bs}) x {bs} x S  (one {b.window:,}-token chunk + "
+            f"{r_text}, in {bs}-token blocks)"
+        )
+    else:
+        text = f"cdiv(N, {bs}) x {bs} x S  (whole {bs}-token blocks)"
+    return Slots(text, fn)
+
+
+def _group(b: Bucket, r: int, r_text: str) -> Group:
+    alloc = b.alloc_layers if b.alloc_layers != b.layers else 0
+    if b.kind == "recurrent":
+        text = (
+            b.state_formula
+            + (f"; page padded to {b.page_padded:,} B (the attention page)" if b.page_padded else "")
+            + "; 1 page per sequence (mamba_cache_mode none)"
+        )
+        return Group("recurrent", b.label, b.layers, 0, "", NO_SLOTS, False, b.page_bytes, text, alloc, b.layer_indices)
+    if b.kind == "cross_attention":
+        tokens = b.blocks(0, r) * b.block_size
+        text = (
+            f"cdiv({b.fixed_tokens:,} image tokens, {b.block_size}) x {b.block_size} = {tokens:,} slots "
+            f"x {b.slot_bytes:,} B ({b.slot_formula})"
+        )
+        return Group(
+            "cross_attention",
+            b.label,
+            b.layers,
+            0,
+            "",
+            NO_SLOTS,
+            False,
+            b.slot_bytes * tokens,
+            text,
+            alloc,
+            b.layer_indices,
+        )
+    grows = b.kind in ("full_attention", "latent_attention")
+    return Group(
+        b.kind,
+        b.label,
+        b.layers,
+        b.slot_bytes,
+        b.slot_formula,
+        _slots(b, r, r_text),
+        grows,
+        alloc_layers=alloc,
+        layer_indices=b.layer_indices,
+    )
+
+
+def layout(
+    spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions, version: str = DEFAULT_VERSION
+) -> Layout:
+    """vLLM's per-GPU bytes for S sequences of N tokens, as the admission worst case (max_memory_usage_bytes)."""
+    result, shared, notes, warnings = _plan(spec, k, v, tp, options, version)
+    _, r, r_text = _in_flight(options, version)
+    groups = [_group(b, r, r_text) for b in result.buckets]
+    groups.extend(shared)
+    groups.sort(key=lambda g: g.layer_indices[:1])
+    kinds = {b.kind for b in result.buckets}
+    notes.append(
+        "per-sequence bytes are vLLM's admission worst case (KVCacheSpec.max_memory_usage_bytes, what "
+        "'Maximum concurrency' divides by) with N as max_model_len; S sequences cost S times that"
+    )
+    if kinds & {"sliding_window", "chunked_local"}:
+        where = "as set" if options.max_num_batched_tokens else "the API server default on >=70 GiB non-A100 GPUs"
+        notes.append(
+            f"max_num_batched_tokens {result.max_num_batched_tokens:,} ({where}); window and chunk layers "
+            f"reserve {r_text} tokens beyond the window or chunk"
+        )
+    if "chunked_local" in kinds:
+        notes.append(
+            "vLLM releases where VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to 0 turn the "
+            "hybrid manager off for chunked attention: model that with disable_hybrid_kv_cache_manager"
+        )
+    if "recurrent" in kinds:
+        notes.append(
+            "Mamba state: 1 page per sequence (mamba_cache_mode none, prefix caching off); with prefix "
+            "caching on (mode align) vLLM reserves 2 pages per sequence"
+        )
+    if "cross_attention" in kinds:
+        notes.append("cross attention: image_tokens plays max_num_encoder_input_tokens")
+    return Layout(
+        NAME, version, k, v, tp, tuple(groups), result.block_size, tuple(notes), tuple(dict.fromkeys(warnings))
+    )

@@ -1,0 +1,152 @@
+"""SGLang engine: every expected number below is worked out by hand (comments) or comes from a public oracle."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvbudget.cost import compute_cost
+from kvbudget.engines import sglang
+from kvbudget.engines.base import EngineOptions, Layout
+from kvbudget.errors import EngineRefusalError
+from kvbudget.model.sources import resolve
+from kvbudget.precision import parse_cache_dtype
+
+BF16 = parse_cache_dtype("bf16")
+GiB = 2**30
+
+
+def _layout(name: str, tp: int = 1, dtype: str = "bf16", **opts: object) -> Layout:
+    dt = parse_cache_dtype(dtype)
+    return sglang.layout(resolve(name), dt, dt, tp, EngineOptions(**opts))  # type: ignore[arg-type]
+
+
+def test_llama_70b_cell() -> None:
+    report = compute_cost(resolve("llama-3.1-70b"), engine="sglang", tokens=1000, sequences=3)
+    # 80 layers x 8 kv heads x (128 + 128) x 2 B = 327,680 B per token
+    assert report.kv_bytes_per_token == 327_680
+    assert sglang.pool_cells(report.layout) == (327_680, 0)
+    assert report.layout.block_size == 1
+    assert report.total_bytes == 3 * 1000 * 327_680
+    # page 64: 1000 tokens -> 1,024 slots per sequence
+    paged = compute_cost(resolve("llama-3.1-70b"), engine="sglang", tokens=1000, options=EngineOptions(block_size=64))
+    assert paged.sequence_bytes == 1024 * 327_680
+
+
+def test_max_total_num_tokens_page_rounding() -> None:
+    available = 10 * GiB + 100 * 327_680  # 10 GiB holds exactly 32,768 cells of 327,680 B
+    assert sglang.max_total_num_tokens(available, _layout("llama-3.1-70b")) == 32_868
+    # page 64: 32,868 // 64 = 513 pages -> 32,832 tokens
+    assert sglang.max_total_num_tokens(available, _layout("llama-3.1-70b", block_size=64)) == 32_832
+    assert sglang.max_total_num_tokens(available - 1, _layout("llama-3.1-70b")) == 32_867
+
+
+def test_mla_latent_replicated_at_tp8() -> None:
+    report = compute_cost(resolve("deepseek-v3"), engine="sglang", tp=8)
+    # (512 + 64) x 2 B x 61 layers = 70,272 B per token on every rank
+    assert report.kv_bytes_per_token == 70_272
+    assert any("replicated on all 8 GPUs" in w for w in report.layout.warnings)
+    assert compute_cost(resolve("deepseek-v3"), engine="sglang", kv_dtype="fp8_e4m3").kv_bytes_per_token == 35_136
+
+
+def test_llama_8b_tp16_replicates_heads() -> None:
+    report = compute_cost(resolve("llama-3.1-8b"), engine="sglang", tp=16)
+    assert report.kv_bytes_per_token == 16_384  # 1 head x 256 x 2 B x 32 layers
+    assert any("replicated" in w for w in report.layout.warnings)
+
+
+def test_qwen3_next_state_fp32_ssm_by_hand() -> None:
+    layout = _layout("qwen3-next-80b-a3b")
+    state = next(g for g in layout.groups if g.kind == "recurrent")
+    # conv 3 x (2 x 16 x 128 + 32 x 128) x 2 B (bf16) = 49,152; SSM 32 x 128 x 128 x 4 B (fp32) = 2,097,152
+    assert state.state_bytes == 2_146_304
+    assert layout.state_bytes == 36 * 2_146_304 == 77_266_944
+    # 12 attention layers x 2 kv heads x 512 x 2 B = 24,576 B per token
+    assert layout.kv_bytes_per_token == 24_576
+    assert layout.sequence_bytes(1000) == 24_576_000 + 77_266_944
+    tp2 = _layout("qwen3-next-80b-a3b", tp=2)
+    # conv 3 x 4,096 x 2 = 24,576; SSM 16 x 128 x 128 x 4 = 1,048,576
+    assert next(g for g in tp2.groups if g.kind == "recurrent").state_bytes == 1_073_152
+
+
+def test_nemotron_h_ssm_float32_by_default() -> None:
+    # the config pins nothing; SGLang still keeps the SSM state in float32:
+    # conv 3 x 10,240 x 2 = 61,440 + 128 x 64 x 128 x 4 = 4,194,304 -> 4,255,744 B per layer
+    layout = _layout("nemotron-h-8b-base-8k")
+    assert layout.state_bytes == 24 * 4_255_744
+    assert layout.kv_bytes_per_token == 16_384
+
+
+def test_swa_layers_hold_window_plus_page() -> None:
+    layout = _layout("gpt-oss-20b")
+    sliding = next(g for g in layout.groups if g.kind == "sliding_window")
+    assert sliding.slots(32_768, 2) == 2 * 129  # min(32,768, 128 + 1)
+    assert sliding.slots(100, 1) == 100
+    assert any("swa_full_tokens_ratio 0.8" in n for n in layout.notes)
+    # 12 full x 2,048 B x 32,768 + 12 sliding x 2,048 B x 129
+    assert layout.sequence_bytes(32_768) == 805_306_368 + 3_170_304
+    paged = _layout("gpt-oss-20b", block_size=64)
+    assert next(g for g in paged.groups if g.kind == "sliding_window").slots(32_768, 1) == 192  # min(pad, 128+64)
+
+
+def test_swa_pool_split_by_hand() -> None:
+    spec = resolve("gpt-oss-20b")
+    # F x n_full = 2,048 x 12 = 24,576; S x n_swa = 24,576; cell = 24,576 + 0.8 x 24,576 = 44,236.8
+    # 10 GiB / 44,236.8 = 242,725.9 -> 242,725 full tokens; swa = int(242,725 x 0.8) = 194,180
+    assert sglang.swa_pool_split(10 * GiB, spec, BF16, BF16) == (242_725, 194_180)
+    assert sglang.max_total_num_tokens(10 * GiB, _layout("gpt-oss-20b")) == 242_725
+    # page 64: 242,725 -> 242,688; int(242,688 x 0.8) = 194,150 -> 194,112
+    assert sglang.swa_pool_split(10 * GiB, spec, BF16, BF16, options=EngineOptions(block_size=64)) == (
+        242_688,
+        194_112,
+    )
+
+
+def test_swa_pool_too_small_is_refused() -> None:
+    # 5 MiB / 44,236.8 = 118 full tokens -> 94 SWA tokens <= window 128 + page 1
+    with pytest.raises(EngineRefusalError, match="cannot hold even one request"):
+        sglang.swa_pool_split(5 * 2**20, resolve("gpt-oss-20b"), BF16, BF16)
+
+
+def test_sliding_layers_of_other_architectures_are_cached_in_full() -> None:
+    """SGLang's is_hybrid_swa_model allow-list leaves out Gemma 2/3 and Mistral: every token is cached."""
+    gemma = _layout("gemma-3-27b-it")
+    # 62 layers x 8,192 B, sliding or not
+    assert gemma.kv_bytes_per_token == 62 * 8_192
+    assert gemma.sequence_bytes(32_768) == 62 * 8_192 * 32_768
+    mistral = _layout("mistral-7b-v0.1")
+    assert mistral.sequence_bytes(8192) == 32 * 4_096 * 8_192
+    with pytest.raises(EngineRefusalError, match="no SWA pool"):
+        sglang.swa_pool_split(10 * GiB, resolve("mistral-7b-v0.1"), BF16, BF16)
+
+
+def test_swa_architecture_allow_list_note() -> None:
+    caveat = "turns its SWA pool on only for"
+    assert any(caveat in n for n in _layout("mistral-7b-v0.1").notes)
+    assert any(caveat in n for n in _layout("gemma-3-27b-it").notes)
+    assert not any(caveat in n for n in _layout("gpt-oss-20b").notes)
+    assert not any(caveat in n for n in _layout("llama-4-scout-17b-16e-instruct").notes)
+    assert not any(caveat in n for n in _layout("llama-3.1-8b").notes)
+
+
+def test_cross_attention_one_token_pool() -> None:
+    layout = _layout("llama-3.2-11b-vision")
+    # every one of the 40 layers holds 1,000 text + 6,404 image slots of 4,096 B
+    assert layout.sequence_bytes(1000) == 40 * 4_096 * 7_404 == 1_213_071_360
+
+
+@pytest.mark.parametrize(
+    ("model", "kwargs", "match"),
+    [
+        ("llama-3.1-8b", {"kv_dtype": "fp8"}, "fp8_e4m3 or fp8_e5m2"),
+        ("llama-3.1-8b", {"kv_dtype": "q4_0"}, "not an SGLang cache dtype"),
+        ("llama-3.1-8b", {"k_dtype": "fp8_e4m3", "v_dtype": "bf16"}, "share one --kv-cache-dtype"),
+    ],
+)
+def test_refusals(model: str, kwargs: dict[str, str], match: str) -> None:
+    with pytest.raises(EngineRefusalError, match=match):
+        compute_cost(resolve(model), engine="sglang", **kwargs)  # type: ignore[arg-type]
+
+
+def test_expanded_mla_refused() -> None:
+    with pytest.raises(EngineRefusalError, match="latent only"):
+        compute_cost(resolve("deepseek-v3"), engine="sglang", options=EngineOptions(mla_storage="expanded"))
