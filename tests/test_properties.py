@@ -38,7 +38,7 @@ def geometries(
     if kind == "chunked":
         return dense_config(layers, heads, kv, head_dim, model_type="llama4_text", attention_chunk_size=window)
     if kind == "hybrid":
-        pattern = draw(st.text(alphabet="M*-", min_size=layers, max_size=layers))
+        pattern = draw(st.text(alphabet="M*-", min_size=layers, max_size=layers).filter(lambda p: p.strip("-")))
         return {
             **dense_config(len(pattern), heads, kv, head_dim, model_type="nemotron_h"),
             "hybrid_override_pattern": pattern,

@@ -11,14 +11,14 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import cast
+from typing import NoReturn, cast
 
 from kvbudget.engines.base import EngineOptions, MlaStorage
 from kvbudget.errors import EngineRefusalError, InputError, KvBudgetError
 from kvbudget.units import UnitSystem, parse_count, parse_count_list, parse_token_list, parse_tokens
 
 
-def _add_model_options(p: argparse.ArgumentParser) -> None:
+def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="catalog name, config.json, model directory, .gguf file, or Hub id")
     p.add_argument(
         "--engine",
@@ -54,7 +54,7 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--kv-unified", action="store_true", help="llama.cpp --kv-unified (one stream)")
 
 
-def _options(args: argparse.Namespace) -> EngineOptions:
+def engine_options(args: argparse.Namespace) -> EngineOptions:
     return EngineOptions(
         block_size=parse_count(args.block_size, what="--block-size") if args.block_size else None,
         max_num_batched_tokens=parse_tokens(args.max_num_batched_tokens, what="--max-num-batched-tokens")
@@ -69,20 +69,27 @@ def _options(args: argparse.Namespace) -> EngineOptions:
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with kvbudget's error contract: one line on stderr, exit code 1 (not usage + exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(1, f"Error: {self.prog}: {message}; see {self.prog} --help\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kvbudget",
         description="Exact KV-cache memory of LLMs per serving engine, with the arithmetic shown.",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("cost", help="bytes per token, per sequence and for S sequences")
-    _add_model_options(p)
+    add_model_options(p)
     p.add_argument("--tokens", default="32k", help="tokens per sequence (32768, 32k, 128K; default 32k)")
     p.add_argument("--sequences", default="1", help="concurrent sequences (default 1)")
 
     p = sub.add_parser("table", help="context x sequences table of KV bytes")
-    _add_model_options(p)
+    add_model_options(p)
     p.add_argument("--tokens", default="8k,32k,128k", help="comma-separated contexts")
     p.add_argument("--sequences", default="1,8", help="comma-separated sequence counts")
 
@@ -93,11 +100,48 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--units", choices=["si", "iec"], default="iec")
     p.add_argument("--json", action="store_true")
 
+    from kvbudget import cli_plan
+
+    cli_plan.register(sub)
+
     p = sub.add_parser("measure", help="measure a skeleton model's real cache in transformers (extra: measure)")
     p.add_argument("model")
     p.add_argument("--tokens", default="64", help="prompt tokens before the one decode step (default 64)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("gpus", help="the GPU catalog: memory as the driver reports it, bandwidth, links")
+    p.add_argument("--json", action="store_true", help="print the versioned JSON contract")
+
+    p = sub.add_parser("weights", help="weight bytes at serving precisions; exact from checkpoint headers when given")
+    p.add_argument("model", help="catalog name, config.json, model directory (safetensors), .gguf file, or Hub id")
+    p.add_argument(
+        "--precision",
+        default=None,
+        help="comma-separated: bf16, fp8, int8, int4, gptq, awq, nvfp4, mxfp4, "
+        "q8_0, q6_k, q5_k, q4_k, q3_k, q2_k, iq2_xxs, q4_0, q5_0, 2bit, or a bit count (default: a table)",
+    )
+    p.add_argument("--group-size", default="128", help="weights per scale group for int4/gptq/awq (default 128)")
+    p.add_argument("--quantize-embeddings", action="store_true", help="quantize embeddings and lm_head too")
+    p.add_argument("--keep", default="", help="comma-separated components kept at bf16 (e.g. attention)")
+    p.add_argument("--weights-size", default=None, help="measured footprint, e.g. 42GB; overrides every other figure")
+    p.add_argument("--revision", default=None, help="Hub revision for a Hub id's safetensors metadata")
+    p.add_argument("--units", choices=["si", "iec"], default="iec", help="GB (10^9) or GiB (2^30); default iec")
+    p.add_argument("--json", action="store_true", help="print the versioned JSON contract")
+
+    p = sub.add_parser("infer", help="reverse-read a memory budget and a context into implied per-token cost")
+    p.add_argument("--context", required=True, help="advertised context in tokens (256k = 262,144)")
+    p.add_argument("--memory", default=None, help="device memory, e.g. 24GB (10^9) or 24GiB (2^30)")
+    p.add_argument("--gpu", default=None, help="a catalog GPU instead of --memory (see kvbudget gpus)")
+    p.add_argument("--params", default=None, help="parameter count: 74B, 74e9, 8.03B")
+    p.add_argument("--weight-bits", default=None, help="bits per weight (2, 4.5) or a precision name (q4_k, nvfp4)")
+    p.add_argument("--weights-size", default=None, help="weight bytes instead of params x bits, e.g. 18.5GB")
+    p.add_argument("--overhead", default=None, help="runtime overhead to subtract, e.g. 1.5GB (default none)")
+    p.add_argument("--kv-budget", default=None, help="the KV budget itself, e.g. 4GiB, instead of memory - weights")
+    p.add_argument("--kv-heads", default=None, help="KV heads per attention layer (default: the dense reference's)")
+    p.add_argument("--head-dim", default=None, help="head dimension (default: the dense reference's)")
+    p.add_argument("--cache-dtypes", default="bf16,fp8,int8,int4", help="cache precisions to count layers for")
+    p.add_argument("--json", action="store_true", help="print the versioned JSON contract")
     return parser
 
 
@@ -115,7 +159,7 @@ def _cmd_cost(args: argparse.Namespace) -> str:
         tokens=parse_tokens(args.tokens),
         sequences=parse_count(args.sequences, what="--sequences"),
         tp=parse_count(args.tp, what="--tp"),
-        options=_options(args),
+        options=engine_options(args),
     )
     if args.json:
         return json.dumps(report.to_json(), indent=2)
@@ -139,7 +183,7 @@ def _cmd_table(args: argparse.Namespace) -> str:
         v_dtype=args.v_dtype,
         tokens=tokens[0],
         tp=parse_count(args.tp, what="--tp"),
-        options=_options(args),
+        options=engine_options(args),
     )
     cells = {(n, s): report.layout.total_bytes(n, s) for n in tokens for s in sequences}
     if args.json:
@@ -226,7 +270,97 @@ def _cmd_measure(args: argparse.Namespace) -> str:
     return measure_command(args.model, tokens=parse_tokens(args.tokens), device=args.device, as_json=args.json)
 
 
-COMMANDS = {"cost": _cmd_cost, "table": _cmd_table, "models": _cmd_models, "measure": _cmd_measure}
+def _cmd_plan(args: argparse.Namespace) -> str:
+    from kvbudget.cli_plan import cmd_plan
+
+    return cmd_plan(args)
+
+
+def _cmd_levers(args: argparse.Namespace) -> str:
+    from kvbudget.cli_plan import cmd_levers
+
+    return cmd_levers(args)
+
+
+COMMANDS = {
+    "cost": _cmd_cost,
+    "table": _cmd_table,
+    "models": _cmd_models,
+    "measure": _cmd_measure,
+    "plan": _cmd_plan,
+    "levers": _cmd_levers,
+}
+
+
+def _cmd_gpus(args: argparse.Namespace) -> str:
+    from kvbudget.hardware import gpus, links
+
+    if args.json:
+        data = {"schema_version": 1, "gpus": [g.to_json() for g in gpus()], "links": [x.to_json() for x in links()]}
+        return json.dumps(data, indent=2)
+    from kvbudget.render.planning import render_gpus
+
+    return render_gpus(gpus(), links())
+
+
+def _split(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _cmd_weights(args: argparse.Namespace) -> str:
+    from kvbudget.weights.report import DEFAULT_PRECISIONS, weights_report
+
+    report = weights_report(
+        args.model,
+        precisions=_split(args.precision) if args.precision else DEFAULT_PRECISIONS,
+        group_size=parse_count(args.group_size, what="--group-size"),
+        quantize_embeddings=args.quantize_embeddings,
+        keep=_split(args.keep),
+        weights_size=args.weights_size,
+        revision=args.revision,
+    )
+    if args.json:
+        return json.dumps(report.to_json(), indent=2)
+    from kvbudget.render.planning import render_weights
+
+    return render_weights(report, cast(UnitSystem, args.units))
+
+
+def _cmd_infer(args: argparse.Namespace) -> str:
+    from kvbudget.hardware import gpu
+    from kvbudget.infer import infer, parse_params, parse_size
+    from kvbudget.weights.precision import weight_precision
+
+    if args.gpu and args.memory:
+        raise InputError("give --memory or --gpu, not both")
+    memory, memory_basis = None, ""
+    if args.gpu:
+        device = gpu(args.gpu)
+        memory, memory_basis = device.memory_bytes, f"{device.id}: {device.memory_basis}"
+    elif args.memory:
+        memory, memory_basis = parse_size(args.memory, what="--memory"), f"--memory {args.memory}"
+    result = infer(
+        context=parse_tokens(args.context, what="--context"),
+        memory=memory,
+        memory_basis=memory_basis,
+        params=parse_params(args.params) if args.params else None,
+        weight_bits=weight_precision(args.weight_bits, what="--weight-bits").bits if args.weight_bits else None,
+        weights_bytes=parse_size(args.weights_size, what="--weights-size") if args.weights_size else None,
+        weights_basis=f"--weights-size {args.weights_size}" if args.weights_size else "",
+        overhead=parse_size(args.overhead, what="--overhead") if args.overhead else 0,
+        kv_budget=parse_size(args.kv_budget, what="--kv-budget") if args.kv_budget else None,
+        kv_heads=parse_count(args.kv_heads, what="--kv-heads") if args.kv_heads else None,
+        head_dim=parse_count(args.head_dim, what="--head-dim") if args.head_dim else None,
+        cache_dtypes=tuple(_split(args.cache_dtypes)),
+    )
+    if args.json:
+        return json.dumps(result.to_json(), indent=2)
+    from kvbudget.render.planning import render_inference
+
+    return render_inference(result)
+
+
+COMMANDS.update({"gpus": _cmd_gpus, "weights": _cmd_weights, "infer": _cmd_infer})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

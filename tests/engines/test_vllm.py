@@ -207,22 +207,23 @@ def test_shared_kv_layers_allocate_nothing() -> None:
 def test_nemotron_h_block_alignment_by_hand() -> None:
     spec = resolve("nemotron-h-8b-base-8k")
     layout = vllm.layout(spec, BF16, BF16, 1, EngineOptions(), "0.28.0")
-    # Mamba2 state: conv 3 x (8,192 + 2 x 8 x 128) x 2 B = 61,440 + SSM 128 x 64 x 128 x 2 B = 2,097,152
-    #   -> 2,158,592 B. Attention page per token: 8 x 256 x 2 = 4,096 B.
-    # block = 16 x cdiv(2,158,592, 16 x 4,096) = 16 x 33 = 528; page 528 x 4,096 = 2,162,688 (+0.19%)
-    assert layout.block_size == 528
-    assert any("Setting attention block size to 528 tokens" in n for n in layout.notes)
-    assert any("Padding mamba page size by 0.19%" in n for n in layout.notes)
+    # Mamba2 state (SSM in fp32, NemotronHConfig's and vLLM's NemotronH default):
+    #   conv 3 x (8,192 + 2 x 8 x 128) x 2 B = 61,440 + SSM 128 x 64 x 128 x 4 B = 4,194,304 -> 4,255,744 B.
+    # Attention page per token: 8 x 256 x 2 = 4,096 B.
+    # block = 16 x cdiv(4,255,744, 16 x 4,096) = 16 x 65 = 1,040; page 1,040 x 4,096 = 4,259,840 (+0.10%)
+    assert layout.block_size == 1040
+    assert any("Setting attention block size to 1040 tokens" in n for n in layout.notes)
+    assert any("Padding mamba page size by 0.10%" in n for n in layout.notes)
     state = next(g for g in layout.groups if g.kind == "recurrent")
-    assert state.state_bytes == 2_162_688
-    assert "2,097,152" in state.state_formula and "61,440" in state.state_formula
-    # 8,192 tokens: cdiv(8,192, 528) = 16 blocks = 8,448 slots; 4 x 4,096 x 8,448 + 24 x 2,162,688
-    assert layout.sequence_bytes(8192) == 138_412_032 + 51_904_512
+    assert state.state_bytes == 4_259_840
+    assert "4,194,304" in state.state_formula and "61,440" in state.state_formula
+    # 8,192 tokens: cdiv(8,192, 1,040) = 8 blocks = 8,320 slots; 4 x 4,096 x 8,320 + 24 x 4,259,840
+    assert layout.sequence_bytes(8192) == 136_314_880 + 102_236_160
     pool = vllm.pool(spec, BF16, BF16)
     # 4 attention + 24 Mamba: group size 4 -> 1 + 6 groups; one block spans 4 pages
     assert (pool.mode, pool.layers_per_block, pool.num_groups) == ("hybrid", 4, 7)
-    assert vllm.num_blocks(pool, 8 * GiB) == 992  # 8 GiB // 2,162,688 // 4
-    assert pool.blocks_per_request(8192) == 16 + 6
+    assert vllm.num_blocks(pool, 8 * GiB) == 504  # 8 GiB // 4,259,840 // 4
+    assert pool.blocks_per_request(8192) == 8 + 6
 
 
 def _qwen35_spec() -> ModelSpec:

@@ -97,8 +97,15 @@ def _check(k: CacheDType, v: CacheDType, tp: int) -> CacheDType:
     return k
 
 
-def _mla_group(state: LatentAttention, n: int, indices: tuple[int, ...], dtype: CacheDType,
-               options: EngineOptions, version: tuple[int, ...], warnings: list[str]) -> Group:
+def _mla_group(
+    state: LatentAttention,
+    n: int,
+    indices: tuple[int, ...],
+    dtype: CacheDType,
+    options: EngineOptions,
+    version: tuple[int, ...],
+    warnings: list[str],
+) -> Group:
     storage = options.mla_storage
     if storage == "latent+v":
         raise EngineRefusalError(
@@ -117,29 +124,40 @@ def _mla_group(state: LatentAttention, n: int, indices: tuple[int, ...], dtype: 
         # < 5 (modeling_deepseek_v3.py @ 4.57.6): kv_b_proj decompresses before cache.update, so the cache
         # holds key_states [B, heads, S, qk_nope + rope] and value_states [B, heads, S, v_head_dim].
         slot, text = expanded_mla_slot(state, state.num_heads, dtype, dtype)
-        return Group("latent_attention", "latent attention, expanded per-head K/V (transformers < 5)", n, slot,
-                     text, exact_slots(), True, layer_indices=indices)
+        return Group(
+            "latent_attention",
+            "latent attention, expanded per-head K/V (transformers < 5)",
+            n,
+            slot,
+            text,
+            exact_slots(),
+            True,
+            layer_indices=indices,
+        )
     # >= 5 (modeling_deepseek_v3.py @ 5.24.0): cache.update(kv_nope [B,1,S,kv_lora_rank], k_rot [B,1,S,rope]).
     slot = dtype.row_bytes(state.kv_lora_rank) + dtype.row_bytes(state.rope_dim)
-    text = (f"keys {state.kv_lora_rank} latent + values {state.rope_dim} rope dims x {dtype.block_bytes} B "
-            f"({dtype.name})")
-    return Group("latent_attention", "latent attention (MLA)", n, slot, text, exact_slots(), True,
-                 layer_indices=indices)
+    text = (
+        f"keys {state.kv_lora_rank} latent + values {state.rope_dim} rope dims x {dtype.block_bytes} B ({dtype.name})"
+    )
+    return Group(
+        "latent_attention", "latent attention (MLA)", n, slot, text, exact_slots(), True, layer_indices=indices
+    )
 
 
-def _recurrent_group(state: Recurrent, n: int, indices: tuple[int, ...], dtype: CacheDType,
-                     notes: list[str]) -> Group:
+def _recurrent_group(state: Recurrent, n: int, indices: tuple[int, ...], dtype: CacheDType, notes: list[str]) -> Group:
     # cache_utils.py LinearAttentionLayer.lazy_initialization: conv state of conv_kernel_size columns (each mixer
     # passes conv_kernel_size=config.*conv*), dtype of the conv input (compute dtype); recurrent state zeros_like
     # the mixer's fp32 final state.
     size, text = recurrent_bytes(state, tp=1, conv_len=state.conv_kernel, conv_dtype=dtype, ssm_dtype=FP32)
-    notes.append(f"{state.variant} state: {_SSM_STATE_SOURCE[state.variant]}; conv keeps d_conv "
-                 f"({state.conv_kernel}) columns, not d_conv - 1")
+    notes.append(
+        f"{state.variant} state: {_SSM_STATE_SOURCE[state.variant]}; conv keeps d_conv "
+        f"({state.conv_kernel}) columns, not d_conv - 1"
+    )
     if state.ssm_dtype is not None and parse_cache_dtype(state.ssm_dtype, what="ssm dtype") != FP32:
-        notes.append(f"{state.variant} state: the config pins {state.ssm_dtype}, but transformers' PyTorch mixer "
-                     "keeps fp32")
-    return Group("recurrent", f"{state.variant} state", n, 0, "", NO_SLOTS, False, size, text,
-                 layer_indices=indices)
+        notes.append(
+            f"{state.variant} state: the config pins {state.ssm_dtype}, but transformers' PyTorch mixer keeps fp32"
+        )
+    return Group("recurrent", f"{state.variant} state", n, 0, "", NO_SLOTS, False, size, text, layer_indices=indices)
 
 
 def layout(
@@ -150,47 +168,102 @@ def layout(
     ver = version_tuple(version)
     groups: list[Group] = []
     warnings: list[str] = []
-    notes: list[str] = ["DynamicCache(config=...) in steady state, after at least one decode step; "
-                        "bytes per device holding the layer"]
+    notes: list[str] = [
+        "DynamicCache(config=...) in steady state, after at least one decode step; bytes per device holding the layer"
+    ]
     if ver < LAYERED_SINCE:
-        warnings.append(f"transformers {version}: before the layered cache (~4.56) caches were tuples and Gemma "
-                        "used the static HybridCache; these rules follow the layered DynamicCache")
+        warnings.append(
+            f"transformers {version}: before the layered cache (~4.56) caches were tuples and Gemma "
+            "used the static HybridCache; these rules follow the layered DynamicCache"
+        )
     elif ver < MLA_LATENT_SINCE:
-        warnings.append(f"transformers {version}: only the MLA rule is version-specific and verified on 4.57.6; "
-                        "the other rules are those of 5.24.0")
+        warnings.append(
+            f"transformers {version}: only the MLA rule is version-specific and verified on 4.57.6; "
+            "the other rules are those of 5.24.0"
+        )
     for state, indices in group_primitives(spec):
         n = len(indices)
         if isinstance(state, FullAttention | SlidingWindow | ChunkedLocal | CrossAttention):
             slot, text = attention_slot(state.kv_heads, state.k_dim, state.v_dim, dtype, dtype)
             if isinstance(state, FullAttention):
                 # DynamicLayer.update: torch.cat([keys, key_states], dim=-2), every token kept.
-                groups.append(Group("full_attention", "full attention", n, slot, text, exact_slots(), True,
-                                    layer_indices=indices))
+                groups.append(
+                    Group("full_attention", "full attention", n, slot, text, exact_slots(), True, layer_indices=indices)
+                )
             elif isinstance(state, SlidingWindow):
                 # DynamicSlidingWindowLayer.update: view of the last W-1 tokens of a W-token cat output.
-                groups.append(Group("sliding_window", f"sliding window {state.window:,}", n, slot, text,
-                                    capped_slots(state.window, "W-1 token view of a W-token tensor"), False,
-                                    layer_indices=indices))
-                notes.append("sliding layers: right after a prefill longer than the window the storage briefly "
-                             "holds the whole prompt")
+                groups.append(
+                    Group(
+                        "sliding_window",
+                        f"sliding window {state.window:,}",
+                        n,
+                        slot,
+                        text,
+                        capped_slots(state.window, "W-1 token view of a W-token tensor"),
+                        False,
+                        layer_indices=indices,
+                    )
+                )
+                notes.append(
+                    "sliding layers: right after a prefill longer than the window the storage briefly "
+                    "holds the whole prompt"
+                )
             elif isinstance(state, ChunkedLocal):
                 # get_layer_types_and_kwargs: chunked_attention -> DynamicSlidingWindowLayer(attention_chunk_size).
-                groups.append(Group("chunked_local", f"chunked local {state.chunk:,}", n, slot, text,
-                                    capped_slots(state.chunk, "sliding-window layer of the chunk size"), False,
-                                    layer_indices=indices))
+                groups.append(
+                    Group(
+                        "chunked_local",
+                        f"chunked local {state.chunk:,}",
+                        n,
+                        slot,
+                        text,
+                        capped_slots(state.chunk, "sliding-window layer of the chunk size"),
+                        False,
+                        layer_indices=indices,
+                    )
+                )
             else:
                 # modeling_mllama.py: cross-attention layers cache.update the image K/V once, never the text.
-                groups.append(Group("cross_attention", f"cross attention ({options.image_tokens:,} image tokens)",
-                                    n, 0, "", NO_SLOTS, False, slot * options.image_tokens,
-                                    f"{options.image_tokens:,} image tokens x {slot:,} B ({text})",
-                                    layer_indices=indices))
+                groups.append(
+                    Group(
+                        "cross_attention",
+                        f"cross attention ({options.image_tokens:,} image tokens)",
+                        n,
+                        0,
+                        "",
+                        NO_SLOTS,
+                        False,
+                        slot * options.image_tokens,
+                        f"{options.image_tokens:,} image tokens x {slot:,} B ({text})",
+                        layer_indices=indices,
+                    )
+                )
         elif isinstance(state, LatentAttention):
             groups.append(_mla_group(state, n, indices, dtype, options, ver, warnings))
         elif isinstance(state, Recurrent):
             groups.append(_recurrent_group(state, n, indices, dtype, notes))
         elif isinstance(state, SharedKV):
             # get_layer_types_and_kwargs: KV-sharing consumers become DummyLayer (no tensors).
-            groups.append(Group("shared_kv", f"shares layer {state.target}'s KV", n, 0, "reuses another layer",
-                                NO_SLOTS, False, layer_indices=indices))
-    return Layout(NAME, version, dtype, dtype, tp, tuple(groups), None, tuple(dict.fromkeys(notes)),
-                  tuple(dict.fromkeys(warnings)))
+            groups.append(
+                Group(
+                    "shared_kv",
+                    f"shares layer {state.target}'s KV",
+                    n,
+                    0,
+                    "reuses another layer",
+                    NO_SLOTS,
+                    False,
+                    layer_indices=indices,
+                )
+            )
+    return Layout(
+        NAME,
+        version,
+        dtype,
+        dtype,
+        tp,
+        tuple(groups),
+        None,
+        tuple(dict.fromkeys(notes)),
+        tuple(dict.fromkeys(warnings)),
+    )

@@ -145,6 +145,11 @@ def read_spec(
                 f"fields that change the cache: {', '.join(exotic)}; refusing to guess"
             )
     layers = reader(fields, model_type)
+    if not any(layer.states for layer in layers):
+        raise ConfigError(
+            f"{where}: no layer of this {model_type!r} config holds attention or recurrent state; "
+            "check its layer pattern"
+        )
     dtype = fields.dtype() or (Fields(cfg, where).dtype() if decoder is not cfg else None) or "bfloat16"
     max_pos = decoder.get("max_position_embeddings") or decoder.get("n_ctx")
     return ModelSpec(

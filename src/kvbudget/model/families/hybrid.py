@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kvbudget.model.families.fields import Fields
 from kvbudget.model.spec import FullAttention, LayerSpec, Primitive, Recurrent
 
@@ -92,6 +94,10 @@ def read_nemotron_h(f: Fields, model_type: str) -> tuple[LayerSpec, ...]:
         groups="n_groups",
         conv="conv_kernel",
     )
+    if mamba.ssm_dtype is None:
+        # NemotronHConfig defaults mamba_ssm_cache_dtype to float32 (transformers configuration_nemotron_h.py),
+        # and vLLM's NemotronHForCausalLMConfig hook uses the same default (model_executor/models/config.py).
+        mamba = replace(mamba, ssm_dtype="float32")
     attention = _attention(f) if "attention" in kinds else None
     layers: list[LayerSpec] = []
     for i, kind in enumerate(kinds):
@@ -191,11 +197,9 @@ def read_mamba(f: Fields, model_type: str) -> tuple[LayerSpec, ...]:
             inner=f.positive("expand") * f.positive("hidden_size"),
         )
     else:
-        inner = (
-            f.positive("intermediate_size")
-            if f.has("intermediate_size")
-            else (f.positive("expand") * f.positive("hidden_size"))
-        )
+        # MambaConfig recomputes intermediate_size = expand x hidden_size (transformers configuration_mamba.py);
+        # a config without expand keeps its intermediate_size.
+        inner = f.positive("expand") * f.positive("hidden_size") if f.has("expand") else f.positive("intermediate_size")
         state = Recurrent(
             "mamba1", conv_kernel=f.positive("conv_kernel"), d_inner=inner, d_state=f.positive("state_size")
         )

@@ -1,0 +1,164 @@
+"""The capacity commands: ``kvbudget plan`` and ``kvbudget levers`` (parse, call, render)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING, Any, cast
+
+from kvbudget.units import UnitSystem, parse_count, parse_memory, parse_tokens
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from kvbudget.plan.plan import Plan, PlanInputs
+    from kvbudget.weights.sources import WeightSize
+
+
+def add_plan_options(p: argparse.ArgumentParser) -> None:
+    from kvbudget.cli import add_model_options
+
+    add_model_options(p)
+    g = p.add_argument_group("deployment")
+    g.add_argument("--gpu", default=None, help="GPU catalog name (kvbudget gpus), e.g. h100-80gb")
+    g.add_argument("--gpu-memory", default=None, help="memory per GPU instead of --gpu, e.g. 24GiB or 80GB")
+    g.add_argument("--gpus", default=None, help="GPUs in the deployment (default tp x pp)")
+    g.add_argument("--pp", default="1", help="pipeline-parallel size (default 1)")
+    g.add_argument(
+        "--weights",
+        default=None,
+        help="serving precision of the weights: bf16, fp8, int8, int4, awq, "
+        "gptq, nvfp4, mxfp4, q4_k, 2bit ... (default: the checkpoint's own, or the model dtype)",
+    )
+    g.add_argument("--weights-size", default=None, help="measured weight footprint of the whole model (overrides)")
+    g.add_argument("--weight-bits", default=None, help="bits of a measured --weights-size (enables the weights lever)")
+    g.add_argument("--group-size", default="128", help="int4/AWQ/GPTQ group size (default 128)")
+    g.add_argument(
+        "--overhead",
+        default=None,
+        help="measured runtime overhead per GPU (activations, non-torch, CUDA graphs); default: a labelled heuristic",
+    )
+    g.add_argument("--utilization", default=None, help="vLLM gpu_memory_utilization / SGLang mem_fraction_static")
+    g.add_argument("--context", required=True, help="context cap per session (32k, 128K, 32768)")
+    g.add_argument("--sessions", default=None, help="sessions wanted: also report the largest cap that serves them")
+    g.add_argument("--prefix", default=None, help="tokens of a byte-stable prefix every session shares")
+    g.add_argument("--offload-memory", default=None, help="CPU memory or disk for offloaded caches, e.g. 512GB")
+    g.add_argument("--link", default="pcie-gen5-x16", help="link for the offload tier (default pcie-gen5-x16)")
+
+
+def plan_inputs(args: argparse.Namespace) -> tuple[PlanInputs, int | None]:
+    """PlanInputs from the options, and the current weight bits when known (for the weights lever)."""
+    from kvbudget.cli import engine_options
+    from kvbudget.cost import resolve_dtypes
+    from kvbudget.engines import parse_engine
+    from kvbudget.errors import InputError
+    from kvbudget.model.sources import resolve
+    from kvbudget.plan.inputs import gpu_memory, weights_figure
+    from kvbudget.plan.plan import PlanInputs
+    from kvbudget.weights.precision import weight_precision
+
+    spec = resolve(args.model)
+    k, v = resolve_dtypes(spec, args.kv_dtype, args.k_dtype, args.v_dtype)
+    memory, label = gpu_memory(args.gpu, args.gpu_memory)
+    tp = parse_count(args.tp, what="--tp")
+    pp = parse_count(args.pp, what="--pp")
+    group = parse_count(args.group_size, what="--group-size")
+    weights = weights_figure(spec, args.model, args.weights, args.weights_size, group)
+    utilization = None
+    if args.utilization is not None:
+        try:
+            utilization = float(args.utilization)
+        except ValueError:
+            raise InputError(f"--utilization: cannot read {args.utilization!r} as a fraction like 0.9") from None
+        if not 0 < utilization <= 1:
+            raise InputError(f"--utilization: {args.utilization} must be above 0 and at most 1")
+    inputs = PlanInputs(
+        spec=spec,
+        engine=parse_engine(args.engine),
+        k=k,
+        v=v,
+        gpu_memory_bytes=memory,
+        gpu_label=label,
+        weights=weights,
+        context=parse_tokens(args.context, what="--context"),
+        gpus=parse_count(args.gpus, what="--gpus") if args.gpus else tp * pp,
+        tp=tp,
+        pp=pp,
+        overhead=parse_memory(args.overhead, what="--overhead") if args.overhead else None,
+        utilization=utilization,
+        sessions=parse_count(args.sessions, what="--sessions") if args.sessions else None,
+        prefix=parse_tokens(args.prefix, what="--prefix") if args.prefix else 0,
+        options=engine_options(args),
+    )
+    bits: int | None = None
+    if args.weight_bits:
+        bits = parse_count(args.weight_bits, what="--weight-bits")
+    elif weights.provenance == "computed":
+        bits = int(weight_precision(args.weights or spec.dtype, group_size=group).bits)
+    return inputs, bits
+
+
+def _offload(args: argparse.Namespace, plan: Plan) -> object:
+    if not args.offload_memory:
+        return None
+    from kvbudget import hardware
+    from kvbudget.plan.offload import offload_tier
+
+    link = hardware.link(args.link)
+    return offload_tier(plan, parse_memory(args.offload_memory, what="--offload-memory"), link.id, link.bytes_per_s)
+
+
+def cmd_plan(args: argparse.Namespace) -> str:
+    from kvbudget.plan.offload import Offload
+    from kvbudget.plan.plan import make_plan
+    from kvbudget.plan.report import plan_json
+    from kvbudget.render.plan import render_plan
+
+    inputs, _ = plan_inputs(args)
+    plan = make_plan(inputs)
+    offload = cast(Offload | None, _offload(args, plan))
+    if args.json:
+        return json.dumps(plan_json(plan, offload), indent=2)
+    return render_plan(plan, cast(UnitSystem, args.units), offload)
+
+
+def cmd_levers(args: argparse.Namespace) -> str:
+    from kvbudget.plan.levers import levers, scaled_weights
+    from kvbudget.plan.plan import make_plan
+    from kvbudget.plan.report import levers_json
+    from kvbudget.render.plan import render_levers
+
+    inputs, bits = plan_inputs(args)
+    plan = make_plan(inputs)
+    reweigh = None
+    if bits is not None:
+        if inputs.weights.provenance == "computed":
+            reweigh = _recompute(args, inputs)
+        else:
+            reweigh = scaled_weights(inputs.weights, bits)
+    found = levers(plan, bits, reweigh)
+    if args.json:
+        return json.dumps(levers_json(plan, found), indent=2)
+    return render_levers(plan, found)
+
+
+def _recompute(args: argparse.Namespace, inputs: PlanInputs) -> Callable[[int], WeightSize]:
+    from kvbudget.weights import sources
+    from kvbudget.weights.params import count_params
+    from kvbudget.weights.precision import estimate_weights, weight_precision
+
+    names = {8: "fp8", 4: "int4", 2: "2bit"}
+    count = count_params(inputs.spec)
+    group = parse_count(args.group_size, what="--group-size")
+
+    def reweigh(bits: int) -> WeightSize:
+        return sources.computed(estimate_weights(count, weight_precision(names[bits], group_size=group)))
+
+    return reweigh
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser("plan", help="sessions a GPU deployment serves at a context cap, with the memory ledger")
+    add_plan_options(p)
+    p = sub.add_parser("levers", help="what each lever (cap, KV dtype, weights, TP, prefix, engine) buys")
+    add_plan_options(p)

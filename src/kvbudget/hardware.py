@@ -1,0 +1,184 @@
+"""GPUs and interconnects, with the memory the driver really reports.
+
+``memory_bytes`` is what a capacity plan must start from: nvidia-smi's ``memory.total`` in MiB x
+2^20 (an "80 GB" H100 SXM reports 81,559 MiB = 85,520,809,984 B = 79.65 GiB), the CUDA-visible
+total for the DGX Spark, and only where neither is known the vendor's marketing figure in decimal
+GB, labelled ``memory_source = "nominal"``. Bandwidths are bytes/s (published GB/s x 10^9); links
+give bytes/s per direction. Every entry carries the source it was read from
+(``kvbudget/data/gpus.json``, built from the project's research notes).
+
+Names are matched case-insensitively on id, alias or full name, ignoring spaces, underscores and
+a vendor prefix ("NVIDIA H100 SXM" = "h100-sxm"). ``h100-80gb`` and ``h100`` mean the SXM5 part
+(the HGX/DGX card); the PCIe card is ``h100-pcie``. ``a100-80gb`` likewise means SXM4.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Literal, TypeVar
+
+from kvbudget.errors import InputError
+
+MemorySource = Literal["nvidia-smi", "cuda-deviceQuery", "nominal"]
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One accelerator. ``memory_bytes`` is the driver-reported total where known (see module doc)."""
+
+    id: str
+    name: str
+    aliases: tuple[str, ...]
+    vendor: str
+    memory_bytes: int
+    memory_source: MemorySource
+    memory_gb_nominal: int
+    nvidia_smi_mib: int | None
+    bandwidth_bytes_per_s: int | None
+    source: str
+    notes: str
+
+    @property
+    def memory_basis(self) -> str:
+        """One line saying where ``memory_bytes`` comes from."""
+        if self.memory_source == "nvidia-smi":
+            return f"nvidia-smi memory.total {self.nvidia_smi_mib:,} MiB x 2^20"
+        if self.memory_source == "cuda-deviceQuery":
+            return f"CUDA-visible total {self.memory_bytes // 2**20:,} MiB x 2^20"
+        return f"nominal: marketing {self.memory_gb_nominal} GB x 10^9 (driver total not verified)"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "aliases": list(self.aliases),
+            "vendor": self.vendor,
+            "memory_bytes": self.memory_bytes,
+            "memory_source": self.memory_source,
+            "memory_basis": self.memory_basis,
+            "memory_gb_nominal": self.memory_gb_nominal,
+            "nvidia_smi_memory_total_mib": self.nvidia_smi_mib,
+            "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s,
+            "source": self.source,
+            "notes": self.notes,
+        }
+
+
+@dataclass(frozen=True)
+class Link:
+    """A host or GPU interconnect; ``bytes_per_s`` is per direction (published, theoretical)."""
+
+    id: str
+    name: str
+    aliases: tuple[str, ...]
+    scope: str
+    bytes_per_s: int
+    source: str
+    notes: str
+
+    @property
+    def bidirectional_bytes_per_s(self) -> int:
+        return 2 * self.bytes_per_s
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "aliases": list(self.aliases),
+            "scope": self.scope,
+            "bytes_per_s_per_direction": self.bytes_per_s,
+            "source": self.source,
+            "notes": self.notes,
+        }
+
+
+@lru_cache(maxsize=1)
+def _data() -> dict[str, Any]:
+    text = resources.files("kvbudget.data").joinpath("gpus.json").read_text(encoding="utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+@lru_cache(maxsize=1)
+def gpus() -> tuple[Gpu, ...]:
+    """Every GPU in the catalog, in file order."""
+    return tuple(
+        Gpu(
+            id=g["id"],
+            name=g["name"],
+            aliases=tuple(g["aliases"]),
+            vendor=g["vendor"],
+            memory_bytes=int(g["memory_bytes"]),
+            memory_source=g["memory_source"],
+            memory_gb_nominal=int(g["memory_gb_nominal"]),
+            nvidia_smi_mib=g["nvidia_smi_memory_total_mib"],
+            bandwidth_bytes_per_s=g["bandwidth_bytes_per_s"],
+            source=g["source"],
+            notes=g["notes"],
+        )
+        for g in _data()["gpus"]
+    )
+
+
+@lru_cache(maxsize=1)
+def links() -> tuple[Link, ...]:
+    """Every interconnect row (PCIe generations, NVLink generations, InfiniBand)."""
+    return tuple(
+        Link(
+            id=item["id"],
+            name=item["name"],
+            aliases=tuple(item["aliases"]),
+            scope=item["scope"],
+            bytes_per_s=int(item["bytes_per_s_per_direction"]),
+            source=item["source"],
+            notes=item["notes"],
+        )
+        for item in _data()["links"]
+    )
+
+
+_T = TypeVar("_T", Gpu, Link)
+_PREFIX = re.compile(r"^(nvidia|amd|apple|geforce|instinct|tesla)-")
+
+
+def _key(text: str) -> str:
+    """Lookup key: lower case, runs of space/underscore/hyphen -> '-', vendor prefixes dropped."""
+    key = re.sub(r"[\s_\-]+", "-", text.strip().lower())
+    previous = None
+    while previous != key:
+        previous, key = key, _PREFIX.sub("", key)
+    return key
+
+
+def _labels(entry: Gpu | Link) -> list[str]:
+    return [entry.id, entry.name, *entry.aliases]
+
+
+def _lookup(name: str, items: tuple[_T, ...], what: str) -> _T:
+    index: dict[str, _T] = {}
+    for entry in items:
+        for label in _labels(entry):
+            index.setdefault(_key(label), entry)
+    key = _key(name)
+    if key in index:
+        return index[key]
+    ids = [e.id for e in items]
+    close = difflib.get_close_matches(key, list(index), n=6, cutoff=0.5)
+    hint = sorted({index[c].id for c in close} | {i for i in ids if key and (key in i or i in key)})[:5]
+    listing = f"close names: {', '.join(hint)}" if hint else f"known: {', '.join(ids)}"
+    raise InputError(f"{what} {name!r} is not in the catalog; {listing} (list them with `kvbudget gpus`)")
+
+
+def gpu(name: str) -> Gpu:
+    """The GPU with this id, alias or name (case-insensitive); InputError listing close names otherwise."""
+    return _lookup(name, gpus(), "GPU")
+
+
+def link(name: str) -> Link:
+    """The interconnect with this id, alias or name (``pcie-gen5-x16``, ``nvlink4``, ``ib-ndr``)."""
+    return _lookup(name, links(), "link")

@@ -1,0 +1,1 @@
+"""Capacity planning: the per-GPU memory ledger, sessions at a context cap, levers and engine flags."""

@@ -1,0 +1,132 @@
+"""How much of a GPU each engine lets the KV cache have, before and after weights and overhead.
+
+* vLLM: ``gpu_memory_utilization`` is a fraction of TOTAL device memory for the whole instance
+  (weights, activations, KV); default 0.92 in the newest CacheConfig, 0.9 before (vllm/config/cache.py).
+* SGLang: ``mem_fraction_static`` of the free memory before weights load; when unset it is derived
+  from the GPU size (ServerArgs._handle_gpu_memory_settings, PR #10975): reserved MiB =
+  512 + max(chunked_prefill, 2048) x 1.5 + cuda_graph_max_bs x 2 + tp x pp / 8 x 1024, at least
+  10,240 on GPUs over 60 GiB; mfs = round((total - reserved) / total, 3).
+* llama.cpp: no fraction; the KV size follows ``-c``/``-np``. Its auto-fit keeps a 1,024 MiB margin
+  per device (llama_params_fit, PR #16653), which the plan keeps too.
+* transformers and ideal: the whole card (the seeds' simple budget: memory - weights - overhead).
+
+Runtime overhead (activations at max batched tokens, non-torch memory, CUDA graphs) cannot be known
+exactly offline; it is a labelled heuristic with a low-high range unless the user passes a measured
+``--overhead``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from kvbudget.engines import EngineRef, version_tuple
+from kvbudget.model.spec import ModelSpec
+
+Provenance = Literal["exact", "measured", "heuristic", "given"]
+MiB = 2**20
+GiB = 2**30
+
+VLLM_UTIL_NEW = 0.92  # vLLM newest CacheConfig / CLI help "default value of 0.92" (vllm/config/cache.py @002f10e0)
+VLLM_UTIL_OLD = 0.9  # vLLM CacheConfig before (vllm/config/cache.py @c1d86421)
+VLLM_UTIL_SINCE = (0, 26)  # first version kvbudget treats as 0.92; the exact release is not pinned (docs/plan.md)
+LLAMACPP_FIT_MARGIN = 1024 * MiB  # llama.cpp llama_params_fit default per-device margin (PR #16653)
+
+
+@dataclass(frozen=True)
+class Share:
+    """The part of one GPU an engine lets this instance use, and why."""
+
+    usable_bytes: int
+    basis: str
+    fraction: float | None = None
+
+
+def default_utilization(engine: EngineRef) -> float:
+    return VLLM_UTIL_NEW if version_tuple(engine.version) >= VLLM_UTIL_SINCE else VLLM_UTIL_OLD
+
+
+def sglang_mem_fraction_static(total_bytes: int, tp: int, pp: int) -> tuple[float, str]:
+    """SGLang's derived mem_fraction_static for a GPU of ``total_bytes`` (PR #10975 heuristic)."""
+    total_mib = total_bytes / MiB
+    # chunked_prefill_size and cuda_graph_max_bs are bucketed by GPU memory (server_args.py)
+    chunked = 2048 if total_mib < 35 * 1024 else 8192 if total_mib < 160 * 1024 else 16384
+    graph_bs = 160 if total_mib < 35 * 1024 else 256 if total_mib < 160 * 1024 else 512
+    reserved = 512 + max(chunked, 2048) * 1.5 + graph_bs * 2 + tp * pp / 8 * 1024
+    if total_mib > 60 * 1024:
+        reserved = max(reserved, 10240)
+    fraction = round((total_mib - reserved) / total_mib, 3)
+    basis = (
+        f"mem_fraction_static {fraction} derived by SGLang: reserve {reserved:,.0f} MiB "
+        f"(chunked prefill {chunked}, cuda-graph bs {graph_bs}) of {total_mib:,.0f} MiB"
+    )
+    return fraction, basis
+
+
+def engine_share(engine: EngineRef, total_bytes: int, *, utilization: float | None, tp: int, pp: int) -> Share:
+    """The bytes of one GPU the engine's own memory rule leaves for this instance."""
+    if engine.name == "vllm":
+        util = utilization if utilization is not None else default_utilization(engine)
+        # vLLM Worker.determine_available_memory: requested = total x gpu_memory_utilization (gpu_worker.py)
+        how = "given" if utilization is not None else f"default for vLLM {engine.version}"
+        return Share(int(total_bytes * util), f"gpu_memory_utilization {util} ({how}) x total memory", util)
+    if engine.name == "sglang":
+        if utilization is not None:
+            fraction, basis = utilization, f"mem_fraction_static {utilization} (given)"
+        else:
+            fraction, basis = sglang_mem_fraction_static(total_bytes, tp, pp)
+        # SGLang _profile_available_bytes: KV = mfs x free_before_load - weights (kv_cache_configurator.py);
+        # the free memory before loading is taken as the whole card (the CUDA context is in the overhead).
+        return Share(int(total_bytes * fraction), basis + " x memory free before loading", fraction)
+    if engine.name == "llamacpp":
+        return Share(total_bytes - LLAMACPP_FIT_MARGIN, "total - 1,024 MiB fit margin (llama_params_fit)")
+    return Share(total_bytes, "the whole card (no engine fraction)")
+
+
+@dataclass(frozen=True)
+class Overhead:
+    """Runtime memory besides weights and KV, per GPU."""
+
+    bytes: int
+    low: int
+    high: int
+    provenance: Provenance
+    basis: str
+
+
+def _int(cfg: dict[str, object], key: str, default: int) -> int:
+    value = cfg.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+
+
+def heuristic_overhead(spec: ModelSpec, engine: EngineRef, *, tp: int, max_batched_tokens: int) -> Overhead:
+    """A labelled low-high estimate of activations + non-torch + graphs, per GPU.
+
+    Activation peak (vLLM profile_run with max_num_batched_tokens tokens): hidden states and MLP
+    intermediates in bf16, low = T x (4 x hidden + 2 x intermediate / tp) x 2 B, high = 3x low;
+    plus the sampler's fp32 logits for 256 sequences x vocab; non-torch memory (CUDA context,
+    NCCL, cuBLAS) 0.5-1.5 GiB; CUDA graphs (vLLM >= 0.21 subtracts them) 0.25-2 GiB. vLLM issue
+    #12330 measured 9.37 GiB of activation peak for Llama-3-8B, inside this range's upper part.
+    """
+    cfg = spec.config
+    hidden = _int(cfg, "hidden_size", 4096)
+    inter = _int(cfg, "intermediate_size", 4 * hidden)
+    vocab = _int(cfg, "vocab_size", 128_000)
+    act = max_batched_tokens * (4 * hidden + 2 * inter // tp) * 2
+    logits = 256 * vocab * 4 // tp
+    graphs = (256 * MiB, 2 * GiB) if engine.name in ("vllm", "sglang") else (0, 0)
+    if engine.name == "ideal":
+        graphs = (0, 0)
+    low = act + logits + GiB // 2 + graphs[0]
+    high = 3 * act + 2 * logits + 3 * GiB // 2 + graphs[1]
+    basis = (
+        f"heuristic: activations at {max_batched_tokens:,} batched tokens (hidden {hidden}, intermediate {inter}), "
+        f"sampler logits, non-torch 0.5-1.5 GiB"
+        + (", CUDA graphs 0.25-2 GiB" if graphs[1] else "")
+        + "; measure it and pass --overhead"
+    )
+    return Overhead(high, low, high, "heuristic", basis)
+
+
+def measured_overhead(value: int) -> Overhead:
+    return Overhead(value, value, value, "measured", "given with --overhead (measured)")

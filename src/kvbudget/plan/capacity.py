@@ -1,0 +1,101 @@
+"""Sessions at a context cap, the largest cap for N sessions, and the token budget, from a KV pool.
+
+Capacity is reserved for the worst case, as the engine itself reserves it: every session may reach
+the cap, so a session costs the engine's bytes for one sequence of ``cap`` tokens (vLLM's
+"Maximum concurrency for X tokens per request"). For block engines this search gives exactly
+vLLM's ``num_blocks // blocks_per_request``, because nested floor divisions compose.
+
+With pipeline parallelism each GPU holds one stage's layers; the stage that fills first decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from kvbudget.engines import EngineRef, build_layout
+from kvbudget.engines.base import EngineOptions, Layout
+from kvbudget.errors import EngineRefusalError
+from kvbudget.model.spec import ModelSpec
+from kvbudget.precision import CacheDType
+
+MAX_SEARCH_TOKENS = 1 << 26  # 64M tokens: beyond every advertised window
+
+
+def stage_specs(spec: ModelSpec, pp: int) -> list[ModelSpec]:
+    """Split the layers into ``pp`` contiguous stages, as even as possible (extra layers go first)."""
+    n = len(spec.layers)
+    base, extra = divmod(n, pp)
+    stages, start = [], 0
+    for stage in range(pp):
+        size = base + (1 if stage < extra else 0)
+        stages.append(replace(spec, layers=spec.layers[start : start + size]))
+        start += size
+    return stages
+
+
+@dataclass(frozen=True)
+class StagedLayout:
+    """One layout per pipeline stage (a single stage without pipeline parallelism)."""
+
+    stages: tuple[Layout, ...]
+
+    @property
+    def first(self) -> Layout:
+        return self.stages[0]
+
+    def total_bytes(self, tokens: int, sequences: int) -> int:
+        """Bytes on the fullest GPU for ``sequences`` sequences of ``tokens`` tokens."""
+        return max(layout.total_bytes(tokens, sequences) for layout in self.stages)
+
+    def sequence_bytes(self, tokens: int) -> int:
+        return self.total_bytes(tokens, 1)
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return max(layout.kv_bytes_per_token for layout in self.stages)
+
+
+def staged_layout(
+    spec: ModelSpec, engine: EngineRef, k: CacheDType, v: CacheDType, tp: int, pp: int, options: EngineOptions
+) -> StagedLayout:
+    return StagedLayout(tuple(build_layout(s, engine, k, v, tp, options) for s in stage_specs(spec, pp)))
+
+
+def fits(layout: StagedLayout, pool_bytes: int, tokens: int, sequences: int) -> bool:
+    """Whether S sequences of N tokens fit; a count the engine refuses (llama.cpp's 256 slots) does not."""
+    try:
+        return layout.total_bytes(tokens, sequences) <= pool_bytes
+    except EngineRefusalError:
+        return False
+
+
+def sessions_at(layout: StagedLayout, pool_bytes: int, cap: int) -> int:
+    """The most sessions of ``cap`` tokens whose worst case fits in ``pool_bytes`` on every GPU."""
+    if pool_bytes <= 0 or not fits(layout, pool_bytes, cap, 1):
+        return 0
+    one = max(layout.total_bytes(cap, 1), 1)
+    lo, hi = 1, pool_bytes // one + 2
+    while lo < hi:  # largest S with total_bytes(cap, S) <= pool
+        mid = (lo + hi + 1) // 2
+        if fits(layout, pool_bytes, cap, mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def max_context_for(layout: StagedLayout, pool_bytes: int, sessions: int, limit: int | None = None) -> int:
+    """The largest cap at which ``sessions`` sessions fit (0 if not even one token does)."""
+    top = limit or MAX_SEARCH_TOKENS
+    if not fits(layout, pool_bytes, 1, sessions):
+        return 0
+    if fits(layout, pool_bytes, top, sessions):
+        return top
+    lo, hi = 1, top
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(layout, pool_bytes, mid, sessions):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

@@ -1,0 +1,47 @@
+"""Turning command-line choices into a plan's inputs: which GPU, which weights figure.
+
+Weights, most exact first: a measured size the user gives (labelled "measured"); the checkpoint's
+own tensor headers when the model reference is a local directory or GGUF file ("exact"); otherwise
+computed from the architecture at the requested serving precision ("computed").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kvbudget import hardware
+from kvbudget.errors import InputError
+from kvbudget.model.spec import ModelSpec
+from kvbudget.units import parse_memory
+from kvbudget.weights import sources
+from kvbudget.weights.params import count_params
+from kvbudget.weights.precision import estimate_weights, weight_precision
+
+
+def gpu_memory(gpu: str | None, gpu_memory_text: str | None) -> tuple[int, str]:
+    """(bytes per GPU, label) from ``--gpu NAME`` or ``--gpu-memory SIZE`` (exactly one)."""
+    if (gpu is None) == (gpu_memory_text is None):
+        raise InputError("give exactly one of --gpu NAME (see `kvbudget gpus`) or --gpu-memory SIZE (e.g. 24GiB)")
+    if gpu is not None:
+        entry = hardware.gpu(gpu)
+        return entry.memory_bytes, f"{entry.name} ({entry.memory_basis})"
+    assert gpu_memory_text is not None
+    return parse_memory(gpu_memory_text, what="--gpu-memory"), "given"
+
+
+def weights_figure(
+    spec: ModelSpec, model_ref: str, precision: str | None, size: str | None, group_size: int = 128
+) -> sources.WeightSize:
+    """The weights line of the ledger (whole model, all GPUs)."""
+    if size is not None:
+        if precision is not None:
+            raise InputError("give either --weights PRECISION or --weights-size SIZE, not both")
+        return sources.measured(size)
+    path = Path(model_ref).expanduser()
+    if precision is None and path.exists():
+        if path.suffix.lower() == ".gguf" or (path.is_dir() and sources.gguf_files(path)):
+            return sources.from_gguf(path)
+        if path.is_dir() and sources.safetensors_files(path):
+            return sources.from_safetensors(path)
+    chosen = weight_precision(precision or spec.dtype, group_size=group_size, what="--weights")
+    return sources.computed(estimate_weights(count_params(spec), chosen))

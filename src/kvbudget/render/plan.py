@@ -1,0 +1,78 @@
+"""Plain-text rendering of plans and levers."""
+
+from __future__ import annotations
+
+from kvbudget.plan.flags import engine_flags
+from kvbudget.plan.levers import Lever
+from kvbudget.plan.offload import Offload
+from kvbudget.plan.plan import Plan
+from kvbudget.render.text import table
+from kvbudget.units import UnitSystem, format_bytes, format_int, format_tokens
+
+
+def render_plan(plan: Plan, units: UnitSystem, offload: Offload | None = None) -> str:
+    i = plan.inputs
+    head = (
+        f"{i.spec.name} on {i.engine.label} · {i.gpus} GPU(s), tp {i.tp}, pp {i.pp} · cache {i.kv_dtype_label} · "
+        f"cap {format_tokens(i.context)} tokens"
+    )
+    rows = [
+        [line.label, format_bytes(line.bytes, units), format_int(line.bytes), line.provenance, line.basis]
+        for line in plan.ledger
+    ]
+    lines = [
+        head,
+        "",
+        "Ledger per GPU:",
+        table(["line", "amount", "bytes", "provenance", "basis"], rows, [False, True, True, False, False]),
+    ]
+    overhead = plan.overhead
+    if overhead.provenance == "heuristic":
+        lines.append(
+            f"  overhead range {format_bytes(overhead.low, units)} - {format_bytes(overhead.high, units)} "
+            "(the plan reserves the high end)"
+        )
+    lines += [
+        "",
+        f"Sessions at {format_tokens(i.context)} (worst case reserved): {plan.sessions} per replica x "
+        f"{plan.replicas} replica(s) = {plan.total_sessions}",
+        f"Token budget: {format_int(plan.token_budget)} ({plan.token_budget_basis})",
+    ]
+    if plan.max_context_for_sessions is not None:
+        lines.append(f"Largest cap for {i.sessions} sessions: {format_int(plan.max_context_for_sessions)} tokens")
+    if plan.prefix is not None:
+        lines.append(
+            f"With a shared {format_int(plan.prefix.prefix_tokens)}-token prefix: {plan.prefix.sessions} "
+            f"sessions ({plan.prefix.basis})"
+        )
+    if offload is not None:
+        lines.append(
+            f"Offload tier {format_bytes(offload.tier_bytes, units)}: holds {offload.sessions_offloaded} more "
+            f"sessions' caches; restoring one takes {offload.restore_seconds:.2f} s over {offload.link}"
+        )
+    lines += ["", plan.statement]
+    if plan.engine_lines:
+        lines += ["", f"{i.engine.name} would log:"] + [f"  {line}" for line in plan.engine_lines]
+    for name, flags in engine_flags(plan).items():
+        lines += ["", f"{name} flags:", f"  {flags}"]
+    lines += [f"warning: {w}" for w in plan.warnings]
+    return "\n".join(lines)
+
+
+def render_levers(plan: Plan, levers: list[Lever]) -> str:
+    head = (
+        f"{plan.inputs.spec.name} on {plan.inputs.engine.label}: {plan.total_sessions} sessions at "
+        f"{format_tokens(plan.inputs.context)} today. What each lever buys (best first):"
+    )
+    rows = []
+    for lv in levers:
+        if lv.total_sessions is None:
+            rows.append([lv.name, lv.change, "-", "-", f"not possible: {lv.refused}"])
+        else:
+            delta = f"{lv.delta:+d}" if lv.delta is not None else ""
+            rows.append([lv.name, lv.change, str(lv.total_sessions), delta, lv.memory_effect])
+    return (
+        head
+        + "\n"
+        + table(["lever", "change", "sessions", "delta", "memory effect"], rows, [False, False, True, True, False])
+    )

@@ -1,0 +1,239 @@
+"""Exact weight bytes from a checkpoint's own tensor table, without loading any weights.
+
+* safetensors (local): each file starts with an 8-byte little-endian header length and a JSON
+  header mapping tensor names to ``dtype``, ``shape`` and ``data_offsets``
+  (https://huggingface.co/docs/safetensors/index#format). A tensor's bytes are
+  ``end - begin``; where the dtype's width is known they must equal elements x width / 8.
+  A sharded checkpoint is read through ``model.safetensors.index.json``.
+* the Hub: the same headers, fetched by ``HfApi().get_safetensors_metadata`` (range requests).
+* GGUF: the tensor table's ``n_bytes`` per tensor (gguf-py ``GGUFReader``).
+
+A size the user measured (e.g. from the loaded process) overrides every other figure and is
+labelled "measured"; a size derived from the config is "computed" (weights.precision).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import struct
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlparse
+
+from kvbudget.errors import ConfigError, InputError, MissingExtraError, SourceError
+from kvbudget.units import parse_memory
+from kvbudget.weights.precision import WeightEstimate
+
+Provenance = Literal["exact", "measured", "computed"]
+
+# Bits per element of each safetensors dtype (safetensors Dtype enum, 0.6+).
+SAFETENSORS_BITS = {
+    "BOOL": 8, "U8": 8, "I8": 8, "F8_E4M3": 8, "F8_E5M2": 8, "F8_E8M0": 8,
+    "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
+    "I32": 32, "U32": 32, "F32": 32, "I64": 64, "U64": 64, "F64": 64, "C64": 64,
+    "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
+}  # fmt: skip
+MAX_HEADER = 100_000_000  # the safetensors reference implementation refuses larger headers
+
+
+@dataclass(frozen=True)
+class WeightSize:
+    """Bytes of a model's weights, where the figure came from, and (when read) per-dtype bytes."""
+
+    bytes: int
+    provenance: Provenance
+    basis: str
+    elements: int | None = None
+    by_dtype: tuple[tuple[str, int], ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "bytes": self.bytes,
+            "provenance": self.provenance,
+            "basis": self.basis,
+            "elements": self.elements,
+            "by_dtype": dict(self.by_dtype),
+        }
+
+
+def measured(size: int | str, *, what: str = "--weights-size") -> WeightSize:
+    """A user-given footprint (bytes, or a size like ``42GB``); overrides computed and exact figures."""
+    value = _positive_size(size, what) if isinstance(size, str) else size
+    if value < 1:
+        raise InputError(f"{what}: {size!r} must be a positive size")
+    return WeightSize(value, "measured", f"measured: given as {size} ({value:,} B)")
+
+
+def computed(estimate: WeightEstimate) -> WeightSize:
+    """The computed figure of a WeightEstimate as a WeightSize."""
+    return WeightSize(estimate.total_bytes, "computed", estimate.basis, estimate.total_params)
+
+
+def _positive_size(text: str, what: str) -> int:
+    if text.strip().startswith("-"):
+        raise InputError(f"{what}: {text!r} is negative; give a positive size such as 42GB")
+    return parse_memory(text, what=what)
+
+
+def _tally(tensors: list[tuple[str, str, list[int], int]], basis: str) -> WeightSize:
+    """Sum (name, dtype, shape, bytes) rows into a WeightSize."""
+    by_dtype: dict[str, int] = defaultdict(int)
+    elements = 0
+    for _, dtype, shape, size in tensors:
+        by_dtype[dtype] += size
+        count = 1
+        for dim in shape:
+            count *= dim
+        elements += count
+    total = sum(by_dtype.values())
+    return WeightSize(total, "exact", basis, elements, tuple(sorted(by_dtype.items())))
+
+
+def read_safetensors_header(path: Path) -> list[tuple[str, str, list[int], int]]:
+    """(name, dtype, shape, bytes) of every tensor in one .safetensors file, from its header only."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                raise ConfigError(f"{path}: too short to be a safetensors file (no 8-byte header length)")
+            (length,) = struct.unpack("<Q", head)
+            if length > MAX_HEADER or length > path.stat().st_size - 8:
+                raise ConfigError(f"{path}: header length {length:,} is impossible for this file; not safetensors")
+            raw = fh.read(length)
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        header = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ConfigError(f"{path}: the safetensors header is not valid JSON; the file is damaged") from None
+    if not isinstance(header, dict):
+        raise ConfigError(f"{path}: the safetensors header must be a JSON object")
+    return [_tensor_row(path, name, info) for name, info in header.items() if name != "__metadata__"]
+
+
+def _tensor_row(path: Path | str, name: str, info: Any) -> tuple[str, str, list[int], int]:
+    try:
+        dtype, shape, (begin, end) = str(info["dtype"]), [int(d) for d in info["shape"]], info["data_offsets"]
+        size = int(end) - int(begin)
+    except (KeyError, TypeError, ValueError):
+        raise ConfigError(f"{path}: tensor {name!r} lacks dtype, shape or data_offsets in the header") from None
+    count = 1
+    for dim in shape:
+        count *= dim
+    bits = SAFETENSORS_BITS.get(dtype)
+    if size < 0 or (bits is not None and (count * bits + 7) // 8 != size):
+        raise ConfigError(
+            f"{path}: tensor {name!r} ({dtype} {shape}) spans {size:,} bytes in the header; the file is damaged"
+        )
+    return name, dtype, shape, size
+
+
+def safetensors_files(directory: Path) -> list[Path]:
+    """The checkpoint files of a model directory: the index's shards, else every *.safetensors."""
+    index = directory / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+            names = sorted(set(weight_map.values()))
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
+            raise ConfigError(f"{index}: not a safetensors index (needs a 'weight_map' object)") from None
+        missing = [n for n in names if not (directory / n).is_file()]
+        if missing:
+            raise SourceError(f"{index}: {len(missing)} shard(s) listed but absent, e.g. {missing[0]}; download them")
+        return [directory / n for n in names]
+    return sorted(directory.glob("*.safetensors"))
+
+
+def from_safetensors(path: Path) -> WeightSize:
+    """Exact bytes of a .safetensors file or of a model directory's safetensors checkpoint."""
+    files = safetensors_files(path) if path.is_dir() else [path]
+    if not files:
+        raise SourceError(f"{path}: no .safetensors files here")
+    rows = [row for file in files for row in read_safetensors_header(file)]
+    where = path.name or str(path)
+    return _tally(rows, f"exact: tensor headers of {len(files)} safetensors file(s) in {where}")
+
+
+def _hub_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").upper() in {"1", "ON", "YES", "TRUE"}
+
+
+def hub_reachable(endpoint: str, timeout: float = 3.0) -> bool:
+    """A quick TCP check, so an unreachable Hub fails in seconds rather than after retries."""
+    parsed = urlparse(endpoint)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parsed.hostname or "", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def from_hub(repo_id: str, *, revision: str | None = None) -> WeightSize:
+    """Exact bytes from the Hub's safetensors headers (no weights downloaded; needs huggingface_hub)."""
+    try:
+        from huggingface_hub import HfApi, constants
+    except ImportError:
+        raise MissingExtraError(
+            f"{repo_id}: reading Hub metadata needs huggingface_hub; install it with: pip install 'kvbudget[hub]'"
+        ) from None
+    unreachable = (
+        f"{repo_id}: the Hugging Face Hub cannot be reached{{why}}; give a local model directory or --weights-size"
+    )
+    if _hub_offline() or constants.HF_HUB_OFFLINE:
+        raise SourceError(unreachable.format(why=" (HF_HUB_OFFLINE is set)"))
+    if not hub_reachable(constants.ENDPOINT):
+        raise SourceError(unreachable.format(why=""))
+    try:
+        meta = HfApi().get_safetensors_metadata(repo_id, revision=revision)
+    except Exception as exc:  # every Hub failure (missing repo, gated, not safetensors, transport) is one line
+        raise SourceError(f"{repo_id}: no safetensors metadata from the Hub ({type(exc).__name__})") from None
+    rows = []
+    for file, fmeta in sorted(meta.files_metadata.items()):
+        for name, t in fmeta.tensors.items():
+            info = {"dtype": t.dtype, "shape": t.shape, "data_offsets": t.data_offsets}
+            rows.append(_tensor_row(f"hf://{repo_id}/{file}", name, info))
+    at = f"@{revision}" if revision else ""
+    return _tally(rows, f"exact: Hub safetensors headers of {repo_id}{at} ({len(meta.files_metadata)} file(s))")
+
+
+_SPLIT = re.compile(r"^(?P<stem>.+)-(?P<i>\d{5})-of-(?P<n>\d{5})\.gguf$")
+
+
+def gguf_files(path: Path) -> list[Path]:
+    """The files of a GGUF model: the file itself, or every part of a split (-00001-of-00003) model."""
+    match = _SPLIT.match(path.name)
+    if not match:
+        return [path]
+    n = int(match["n"])
+    parts = [path.with_name(f"{match['stem']}-{i:05d}-of-{n:05d}.gguf") for i in range(1, n + 1)]
+    missing = [p.name for p in parts if not p.is_file()]
+    if missing:
+        raise SourceError(f"{path}: split GGUF is missing part(s) {', '.join(missing)}")
+    return parts
+
+
+def from_gguf(path: Path) -> WeightSize:
+    """Exact bytes from a GGUF's tensor table (sum of each tensor's ``n_bytes``)."""
+    try:
+        from gguf import GGUFReader
+    except ImportError:
+        raise MissingExtraError(
+            f"{path}: reading GGUF needs gguf; install it with: pip install 'kvbudget[gguf]'"
+        ) from None
+    rows = []
+    for file in gguf_files(path):
+        try:
+            reader = GGUFReader(file)
+        except Exception as exc:  # gguf-py raises ValueError/struct errors on damaged files
+            why = (str(exc).splitlines() or [""])[0]
+            raise ConfigError(f"{file}: not a readable GGUF file ({type(exc).__name__}: {why})") from None
+        for t in reader.tensors:
+            shape = [int(d) for d in t.shape]
+            rows.append((str(t.name), t.tensor_type.name, shape, int(t.n_bytes)))
+    return _tally(rows, f"exact: GGUF tensor table of {path.name}")
