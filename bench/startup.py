@@ -50,9 +50,20 @@ def main() -> int:
     heavy = heavy_imports()
     median = statistics.median(times)
     bound = TARGET_S * 3 if args.smoke else TARGET_S
-    print(json.dumps({"benchmark": "startup", "command": "kvbudget " + " ".join(COMMAND), "rounds": rounds,
-                      "median_s": round(median, 4), "min_s": round(times[0], 4), "max_s": round(times[-1], 4),
-                      "target_s": TARGET_S, "heavy_imports": heavy}))
+    print(
+        json.dumps(
+            {
+                "benchmark": "startup",
+                "command": "kvbudget " + " ".join(COMMAND),
+                "rounds": rounds,
+                "median_s": round(median, 4),
+                "min_s": round(times[0], 4),
+                "max_s": round(times[-1], 4),
+                "target_s": TARGET_S,
+                "heavy_imports": heavy,
+            }
+        )
+    )
     if heavy:
         print(f"FAIL: the cost path imports {', '.join(heavy)}", file=sys.stderr)
         return 1

@@ -347,7 +347,7 @@ def _cmd_infer(args: argparse.Namespace) -> str:
         weight_bits=weight_precision(args.weight_bits, what="--weight-bits").bits if args.weight_bits else None,
         weights_bytes=parse_size(args.weights_size, what="--weights-size") if args.weights_size else None,
         weights_basis=f"--weights-size {args.weights_size}" if args.weights_size else "",
-        overhead=parse_size(args.overhead, what="--overhead") if args.overhead else 0,
+        overhead=parse_size(args.overhead, what="--overhead", allow_zero=True) if args.overhead else 0,
         kv_budget=parse_size(args.kv_budget, what="--kv-budget") if args.kv_budget else None,
         kv_heads=parse_count(args.kv_heads, what="--kv-heads") if args.kv_heads else None,
         head_dim=parse_count(args.head_dim, what="--head-dim") if args.head_dim else None,
@@ -365,7 +365,10 @@ COMMANDS.update({"gpus": _cmd_gpus, "weights": _cmd_weights, "infer": _cmd_infer
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as done:  # --help, or a usage error already printed as one line
+        return done.code if isinstance(done.code, int) else 1
     try:
         output = COMMANDS[args.command](args)
     except KvBudgetError as exc:

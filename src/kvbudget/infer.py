@@ -48,6 +48,7 @@ SCHEMA_VERSION = 1
 DEFAULT_CACHE_DTYPES = ("bf16", "fp8", "int8", "int4")
 
 _PARAMS = re.compile(r"^\s*(\d+(?:\.\d+)?(?:[eE][+]?\d+)?)\s*([kKmMbBgGtT]?)\s*$")
+_ZERO = re.compile(r"^\s*0+(\.0*)?\s*([kKmMgGtT]i?)?[bB]?\s*$")
 _PARAM_SCALE = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**12}  # model-card convention
 
 
@@ -67,10 +68,13 @@ def parse_params(text: str, *, what: str = "--params") -> int:
     return int(value)
 
 
-def parse_size(text: str, *, what: str) -> int:
-    """A memory size with units (``24GB``, ``4GiB``); negative sizes get their own message."""
+def parse_size(text: str, *, what: str, allow_zero: bool = False) -> int:
+    """A memory size with units (``24GB``, ``4GiB``); negative sizes get their own message.
+    ``allow_zero`` accepts ``0`` (an overhead may be nil; a memory or budget may not)."""
     if text.strip().startswith("-"):
         raise InputError(f"{what}: {text!r} is negative; give a positive size such as 24GB")
+    if allow_zero and _ZERO.match(text):
+        return 0
     return parse_memory(text, what=what)
 
 

@@ -82,6 +82,7 @@ def _fixed(name: str, bits: int, description: str) -> WeightPrecision:
 
 
 _FIXED = {
+    "fp32": _fixed("fp32", 32, "float32 (unquantized checkpoints saved in full precision)"),
     "bf16": _fixed("bf16", 16, "bfloat16"),
     "fp16": _fixed("fp16", 16, "float16"),
     "fp8": _fixed("fp8", 8, "fp8 e4m3; per-tensor/channel/block scales not counted (<0.01 bit)"),
@@ -91,6 +92,8 @@ _FIXED = {
     "mxfp4": WeightPrecision("mxfp4", Fraction(4) + Fraction(8, 32), "fp4 e2m1 + e8m0 scale per 32"),
 }
 _ALIASES = {
+    "float32": "fp32",
+    "f32": "fp32",
     "bfloat16": "bf16",
     "float16": "fp16",
     "f16": "fp16",

@@ -107,10 +107,12 @@ def weights_report(
     path = Path(ref).expanduser()
     in_catalog = catalog.lookup(ref) is not None
     local = not in_catalog and path.exists()
-    if local and path.is_file() and path.suffix.lower() == ".gguf":
+    safetensors = local and path.is_dir() and bool(sources.safetensors_files(path))
+    gguf_dir = local and path.is_dir() and not safetensors and bool(sources.gguf_files(path))
+    if (local and path.is_file() and path.suffix.lower() == ".gguf") or gguf_dir:
         exact = sources.from_gguf(path)
         notes.append("GGUF: exact bytes from the tensor table; give the model's config.json for a parameter breakdown")
-    elif local and path.is_dir() and sources.safetensors_files(path):
+    elif safetensors:
         exact = sources.from_safetensors(path)
         if (path / "config.json").is_file():
             count = _count_or_note(resolve(ref), notes)

@@ -206,7 +206,15 @@ _SPLIT = re.compile(r"^(?P<stem>.+)-(?P<i>\d{5})-of-(?P<n>\d{5})\.gguf$")
 
 
 def gguf_files(path: Path) -> list[Path]:
-    """The files of a GGUF model: the file itself, or every part of a split (-00001-of-00003) model."""
+    """The files of a GGUF model: the file itself, every part of a split (-00001-of-00003) model, or,
+    for a directory, the one GGUF model in it ([] when there is none)."""
+    if path.is_dir():
+        found = sorted(path.glob("*.gguf"))
+        stems = {m["stem"] if (m := _SPLIT.match(p.name)) else p.stem for p in found}
+        if len(stems) > 1:
+            names = ", ".join(p.name for p in found[:3])
+            raise SourceError(f"{path}: {len(stems)} GGUF models here ({names}, ...); pass one .gguf file")
+        return gguf_files(found[0]) if found else []
     match = _SPLIT.match(path.name)
     if not match:
         return [path]
@@ -226,8 +234,11 @@ def from_gguf(path: Path) -> WeightSize:
         raise MissingExtraError(
             f"{path}: reading GGUF needs gguf; install it with: pip install 'kvbudget[gguf]'"
         ) from None
+    files = gguf_files(path)
+    if not files:
+        raise SourceError(f"{path}: no .gguf files here")
     rows = []
-    for file in gguf_files(path):
+    for file in files:
         try:
             reader = GGUFReader(file)
         except Exception as exc:  # gguf-py raises ValueError/struct errors on damaged files
@@ -236,4 +247,6 @@ def from_gguf(path: Path) -> WeightSize:
         for t in reader.tensors:
             shape = [int(d) for d in t.shape]
             rows.append((str(t.name), t.tensor_type.name, shape, int(t.n_bytes)))
-    return _tally(rows, f"exact: GGUF tensor table of {path.name}")
+    return _tally(
+        rows, f"exact: GGUF tensor table of {files[0].name}" + (f" (+{len(files) - 1} parts)" if len(files) > 1 else "")
+    )
