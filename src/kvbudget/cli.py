@@ -8,9 +8,10 @@ that need them, so ``kvbudget cost`` starts fast.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NoReturn, cast
 
 from kvbudget.engines.base import EngineOptions, MlaStorage
@@ -69,6 +70,13 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
     )
 
 
+# Command groups in their own modules: each has register(subparsers) -> {command: handler}, and imports
+# nothing heavy at module level (start-up time of `kvbudget cost`).
+EXTENSIONS = ("kvbudget.cli_plan", "kvbudget.cli_trace", "kvbudget.cli_workload", "kvbudget.cli_simulate")
+
+Handler = Callable[[argparse.Namespace], str]
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with kvbudget's error contract: one line on stderr, exit code 1 (not usage + exit 2)."""
 
@@ -100,9 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--units", choices=["si", "iec"], default="iec")
     p.add_argument("--json", action="store_true")
 
-    from kvbudget import cli_plan
-
-    cli_plan.register(sub)
+    for name in EXTENSIONS:
+        COMMANDS.update(importlib.import_module(name).register(sub))
 
     p = sub.add_parser("measure", help="measure a skeleton model's real cache in transformers (extra: measure)")
     p.add_argument("model")
@@ -270,25 +277,11 @@ def _cmd_measure(args: argparse.Namespace) -> str:
     return measure_command(args.model, tokens=parse_tokens(args.tokens), device=args.device, as_json=args.json)
 
 
-def _cmd_plan(args: argparse.Namespace) -> str:
-    from kvbudget.cli_plan import cmd_plan
-
-    return cmd_plan(args)
-
-
-def _cmd_levers(args: argparse.Namespace) -> str:
-    from kvbudget.cli_plan import cmd_levers
-
-    return cmd_levers(args)
-
-
 COMMANDS = {
     "cost": _cmd_cost,
     "table": _cmd_table,
     "models": _cmd_models,
     "measure": _cmd_measure,
-    "plan": _cmd_plan,
-    "levers": _cmd_levers,
 }
 
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from kvbudget.units import UnitSystem, parse_count, parse_memory, parse_tokens
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from kvbudget.plan.plan import Plan, PlanInputs
     from kvbudget.weights.sources import WeightSize
 
@@ -157,8 +156,9 @@ def _recompute(args: argparse.Namespace, inputs: PlanInputs) -> Callable[[int], 
     return reweigh
 
 
-def register(sub: argparse._SubParsersAction[Any]) -> None:
+def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argparse.Namespace], str]]:
     p = sub.add_parser("plan", help="sessions a GPU deployment serves at a context cap, with the memory ledger")
     add_plan_options(p)
     p = sub.add_parser("levers", help="what each lever (cap, KV dtype, weights, TP, prefix, engine) buys")
     add_plan_options(p)
+    return {"plan": cmd_plan, "levers": cmd_levers}

@@ -1,0 +1,1 @@
+"""Workloads: real traces, session statistics, agent workload models and Little's law."""

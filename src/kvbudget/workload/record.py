@@ -1,0 +1,89 @@
+"""The internal per-step record every trace reader produces, and the session shape the simulator consumes.
+
+``StepRecord`` is one model call inside an agent session, as a trace saw it. Token counts are the
+trace's own: ``prompt_tokens`` is the whole prompt of that call (the context the engine must hold),
+``new_tokens`` the tokens appended since the previous call's prompt and output when the trace says
+so, ``cached_tokens`` the prefix the serving side reported as reused.
+
+``SessionPlan`` / ``Step`` is what a serving instance sees of one session: when it arrives, a shared
+prefix, then steps that each append tokens, generate output, and pause (tool call / think time)
+while holding or releasing their cache. Trace replay and workload generators both produce it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    session: str
+    step: int
+    start_s: float
+    prompt_tokens: int
+    output_tokens: int
+    parent: str | None = None
+    new_tokens: int | None = None
+    cached_tokens: int | None = None
+    pause_s: float | None = None
+    block_hashes: tuple[int, ...] = ()
+    block_size: int | None = None
+    source: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        """The kvbudget JSONL per-step format (docs/traces.md), also the `trace convert` export."""
+        out: dict[str, object] = {
+            "session": self.session,
+            "step": self.step,
+            "start_s": self.start_s,
+            "prompt_tokens": self.prompt_tokens,
+            "output_tokens": self.output_tokens,
+        }
+        if self.parent is not None:
+            out["parent"] = self.parent
+        if self.new_tokens is not None:
+            out["new_tokens"] = self.new_tokens
+        if self.cached_tokens is not None:
+            out["cached_tokens"] = self.cached_tokens
+        if self.pause_s is not None:
+            out["pause_s"] = self.pause_s
+        if self.block_hashes:
+            out["block_hashes"] = list(self.block_hashes)
+            out["block_size"] = self.block_size
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class BadRow:
+    """A row a reader could not use: reported with file and line, never silently dropped."""
+
+    path: str
+    line: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One step of a session as the simulator replays it."""
+
+    append_tokens: int  # tokens added to the context before this step's prefill (tool result, user turn)
+    output_tokens: int  # tokens generated (decode) in this step; they join the context
+    pause_s: float  # tool latency + think time after this step, before the next (0 after the last)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPlan:
+    """A session as a serving instance sees it. ``steps`` may be a lazy iterator (memory stays
+    bounded by live sessions); ``prefix_tokens`` of the first step's prompt are a byte-stable prefix
+    shared by every session (system prompt + tool catalogue)."""
+
+    session_id: str
+    arrival_s: float
+    steps: Iterator[Step]
+    prefix_tokens: int = 0
+    parent: str | None = None
+    retries: int = field(default=0)
