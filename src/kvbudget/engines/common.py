@@ -3,8 +3,9 @@ tensor-parallel head placement, and grouping identical layers."""
 
 from __future__ import annotations
 
+from kvbudget.engines.base import NO_SLOTS, Group
 from kvbudget.errors import EngineRefusalError
-from kvbudget.model.spec import LatentAttention, ModelSpec, Primitive, Recurrent
+from kvbudget.model.spec import LatentAttention, ModelSpec, Primitive, Recurrent, SharedKV
 from kvbudget.precision import CacheDType, parse_cache_dtype
 
 
@@ -97,3 +98,26 @@ def check_recurrent_tp(rec: Recurrent, tp: int, engine: str) -> None:
         raise EngineRefusalError(f"{engine}: {heads} recurrent heads cannot be split over tensor-parallel size {tp}")
     if tp > 1 and rec.variant == "mamba1" and rec.d_inner % tp:
         raise EngineRefusalError(f"{engine}: Mamba inner size {rec.d_inner} cannot be split over tp={tp}")
+
+
+def shared_kv_group(state: SharedKV, indices: tuple[int, ...], why: str = "reuses another layer") -> Group:
+    """Layers that read another layer's cache: they allocate nothing on any engine."""
+    return Group(
+        "shared_kv", f"shares layer {state.target}'s KV", len(indices), 0, why, NO_SLOTS, False, layer_indices=indices
+    )
+
+
+def fixed_state_group(kind: str, label: str, indices: tuple[int, ...], size: int, formula: str) -> Group:
+    """Layers holding a fixed number of bytes per sequence (recurrent state, a cross-attention source)."""
+    return Group(kind, label, len(indices), 0, "", NO_SLOTS, False, size, formula, layer_indices=indices)
+
+
+def cross_attention_group(indices: tuple[int, ...], slot: int, text: str, image_tokens: int) -> Group:
+    """Cross-attention layers caching K/V of ``image_tokens`` source tokens once per sequence."""
+    return fixed_state_group(
+        "cross_attention",
+        f"cross attention ({image_tokens:,} image tokens)",
+        indices,
+        slot * image_tokens,
+        f"{image_tokens:,} image tokens x {slot:,} B ({text})",
+    )

@@ -9,7 +9,6 @@ model dtype unless the config pins it; cross-attention layers hold the image tok
 from __future__ import annotations
 
 from kvbudget.engines.base import (
-    NO_SLOTS,
     EngineOptions,
     Group,
     Layout,
@@ -19,11 +18,14 @@ from kvbudget.engines.base import (
 from kvbudget.engines.common import (
     attention_slot,
     check_recurrent_tp,
+    cross_attention_group,
     expanded_mla_slot,
+    fixed_state_group,
     group_primitives,
     kv_heads_per_rank,
     latent_slot,
     recurrent_bytes,
+    shared_kv_group,
     state_dtype,
 )
 from kvbudget.model.spec import (
@@ -83,20 +85,7 @@ def layout(spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: Engi
                     )
                 )
             else:
-                groups.append(
-                    Group(
-                        "cross_attention",
-                        f"cross attention ({options.image_tokens:,} image tokens)",
-                        n,
-                        0,
-                        "",
-                        NO_SLOTS,
-                        False,
-                        slot * options.image_tokens,
-                        f"{options.image_tokens:,} image tokens x {slot:,} B ({text})",
-                        layer_indices=indices,
-                    )
-                )
+                groups.append(cross_attention_group(indices, slot, text, options.image_tokens))
         elif isinstance(state, LatentAttention):
             if tp > 1:
                 warnings.append(f"latent attention: the latent is replicated on all {tp} GPUs, not split")
@@ -116,22 +105,7 @@ def layout(spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: Engi
                 conv_dtype=state_dtype(state.conv_dtype, spec.dtype),
                 ssm_dtype=state_dtype(state.ssm_dtype, spec.dtype),
             )
-            groups.append(
-                Group(
-                    "recurrent", f"{state.variant} state", n, 0, "", NO_SLOTS, False, size, text, layer_indices=indices
-                )
-            )
+            groups.append(fixed_state_group("recurrent", f"{state.variant} state", indices, size, text))
         elif isinstance(state, SharedKV):
-            groups.append(
-                Group(
-                    "shared_kv",
-                    f"shares layer {state.target}'s KV",
-                    n,
-                    0,
-                    "reuses another layer",
-                    NO_SLOTS,
-                    False,
-                    layer_indices=indices,
-                )
-            )
+            groups.append(shared_kv_group(state, indices))
     return Layout(NAME, version, k, v, tp, tuple(groups), None, (), tuple(dict.fromkeys(warnings)))

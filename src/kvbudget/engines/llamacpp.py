@@ -21,7 +21,7 @@ import struct
 from dataclasses import dataclass, replace
 
 from kvbudget.engines.base import NO_SLOTS, EngineOptions, Group, Layout, Slots, pad
-from kvbudget.engines.common import group_primitives
+from kvbudget.engines.common import group_primitives, shared_kv_group
 from kvbudget.errors import EngineRefusalError, InputError
 from kvbudget.model.spec import (
     ChunkedLocal,
@@ -237,16 +237,7 @@ def plan(spec: ModelSpec, k: CacheDType, v: CacheDType, options: EngineOptions) 
             parts.append(CachePart("recurrent", group, r_bytes=n_r * RS_BYTES, s_bytes=n_s * RS_BYTES))
         elif isinstance(state, SharedKV):
             # src/llama-kv-cache.cpp: layers at or past n_layer_kv_from_start reuse an earlier layer's cells.
-            group = Group(
-                "shared_kv",
-                f"shares layer {state.target}'s KV",
-                n,
-                0,
-                "reuses another layer",
-                NO_SLOTS,
-                False,
-                layer_indices=indices,
-            )
+            group = shared_kv_group(state, indices)
             parts.append(CachePart("none", group))
         elif isinstance(state, CrossAttention):
             # src/llama-arch.cpp lists no mllama architecture (gguf-py MODEL_ARCH has none either).

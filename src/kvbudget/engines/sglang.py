@@ -14,14 +14,16 @@ from the helpers at the bottom, for a given byte budget.
 
 from __future__ import annotations
 
-from kvbudget.engines.base import NO_SLOTS, EngineOptions, Group, Layout, Slots, pad
+from kvbudget.engines.base import EngineOptions, Group, Layout, Slots, pad
 from kvbudget.engines.common import (
     attention_slot,
     check_recurrent_tp,
+    fixed_state_group,
     group_primitives,
     kv_heads_per_rank,
     latent_slot,
     recurrent_bytes,
+    shared_kv_group,
     state_dtype,
 )
 from kvbudget.errors import EngineRefusalError, InputError
@@ -211,24 +213,9 @@ def layout(
                 conv_dtype=state_dtype(state.conv_dtype, MAMBA_CONV_DTYPE),
                 ssm_dtype=state_dtype(state.ssm_dtype, MAMBA_SSM_DTYPE),
             )
-            groups.append(
-                Group(
-                    "recurrent", f"{state.variant} state", n, 0, "", NO_SLOTS, False, size, text, layer_indices=indices
-                )
-            )
+            groups.append(fixed_state_group("recurrent", f"{state.variant} state", indices, size, text))
         elif isinstance(state, SharedKV):
-            groups.append(
-                Group(
-                    "shared_kv",
-                    f"shares layer {state.target}'s KV",
-                    n,
-                    0,
-                    "reuses another layer",
-                    NO_SLOTS,
-                    False,
-                    layer_indices=indices,
-                )
-            )
+            groups.append(shared_kv_group(state, indices))
     if swa_pool:
         notes.append(
             f"hybrid SWA: SGLang splits the budget into a full pool and a SWA pool with "

@@ -26,14 +26,21 @@ from __future__ import annotations
 
 from kvbudget.engines import version_tuple
 from kvbudget.engines.base import (
-    NO_SLOTS,
     EngineOptions,
     Group,
     Layout,
     capped_slots,
     exact_slots,
 )
-from kvbudget.engines.common import attention_slot, expanded_mla_slot, group_primitives, recurrent_bytes
+from kvbudget.engines.common import (
+    attention_slot,
+    cross_attention_group,
+    expanded_mla_slot,
+    fixed_state_group,
+    group_primitives,
+    recurrent_bytes,
+    shared_kv_group,
+)
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model.spec import (
     ChunkedLocal,
@@ -157,7 +164,7 @@ def _recurrent_group(state: Recurrent, n: int, indices: tuple[int, ...], dtype: 
         notes.append(
             f"{state.variant} state: the config pins {state.ssm_dtype}, but transformers' PyTorch mixer keeps fp32"
         )
-    return Group("recurrent", f"{state.variant} state", n, 0, "", NO_SLOTS, False, size, text, layer_indices=indices)
+    return fixed_state_group("recurrent", f"{state.variant} state", indices, size, text)
 
 
 def layout(
@@ -224,38 +231,14 @@ def layout(
                 )
             else:
                 # modeling_mllama.py: cross-attention layers cache.update the image K/V once, never the text.
-                groups.append(
-                    Group(
-                        "cross_attention",
-                        f"cross attention ({options.image_tokens:,} image tokens)",
-                        n,
-                        0,
-                        "",
-                        NO_SLOTS,
-                        False,
-                        slot * options.image_tokens,
-                        f"{options.image_tokens:,} image tokens x {slot:,} B ({text})",
-                        layer_indices=indices,
-                    )
-                )
+                groups.append(cross_attention_group(indices, slot, text, options.image_tokens))
         elif isinstance(state, LatentAttention):
             groups.append(_mla_group(state, n, indices, dtype, options, ver, warnings))
         elif isinstance(state, Recurrent):
             groups.append(_recurrent_group(state, n, indices, dtype, notes))
         elif isinstance(state, SharedKV):
             # get_layer_types_and_kwargs: KV-sharing consumers become DummyLayer (no tensors).
-            groups.append(
-                Group(
-                    "shared_kv",
-                    f"shares layer {state.target}'s KV",
-                    n,
-                    0,
-                    "reuses another layer",
-                    NO_SLOTS,
-                    False,
-                    layer_indices=indices,
-                )
-            )
+            groups.append(shared_kv_group(state, indices))
     return Layout(
         NAME,
         version,

@@ -26,6 +26,7 @@ from kvbudget.engines.common import (
     kv_heads_per_rank,
     latent_slot,
     recurrent_bytes,
+    shared_kv_group,
     state_dtype,
 )
 from kvbudget.engines.vllm_pool import (
@@ -130,18 +131,7 @@ def _buckets(
     for state, indices in group_primitives(spec):
         if isinstance(state, SharedKV):
             # vLLM kv_sharing_target_layer_name: the layer gets no KVCacheSpec (kv_cache_interface.py)
-            shared.append(
-                Group(
-                    "shared_kv",
-                    f"shares layer {state.target}'s KV",
-                    len(indices),
-                    0,
-                    "reuses another layer (no KV spec in vLLM)",
-                    NO_SLOTS,
-                    False,
-                    layer_indices=indices,
-                )
-            )
+            shared.append(shared_kv_group(state, indices, "reuses another layer (no KV spec in vLLM)"))
             continue
         bucket = _bucket(spec, state, indices, k, tp, options, warnings)
         key = (*bucket.spec_key, bucket.label)

@@ -4,14 +4,12 @@ or a Hugging Face repo id (config only, through huggingface_hub, honouring HF_HU
 from __future__ import annotations
 
 import json
-import os
 import re
-import socket
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from kvbudget.errors import ConfigError, MissingExtraError, SourceError
+from kvbudget.hub import hub_offline, hub_reachable
 from kvbudget.model import catalog
 from kvbudget.model.families import read_spec
 from kvbudget.model.spec import ModelSpec
@@ -60,17 +58,6 @@ def _from_gguf(path: Path) -> ModelSpec:
     return read_gguf_spec(path)
 
 
-def _hub_reachable(endpoint: str, timeout: float = 3.0) -> bool:
-    """A quick TCP check, so an unreachable Hub costs seconds, not huggingface_hub's minute of retries."""
-    parsed = urlparse(endpoint)
-    port = parsed.port or (443 if parsed.scheme == "https" else 80)
-    try:
-        with socket.create_connection((parsed.hostname or "", port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
 def _from_hub(repo_id: str) -> ModelSpec:
     try:
         from huggingface_hub import constants, hf_hub_download
@@ -86,10 +73,9 @@ def _from_hub(repo_id: str) -> ModelSpec:
     try:
         local = hf_hub_download(repo_id, "config.json", local_files_only=True)
     except LocalEntryNotFoundError:
-        offline = constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").upper() in {"1", "ON", "YES", "TRUE"}
-        if offline:
+        if hub_offline(constants.HF_HUB_OFFLINE):
             raise SourceError(unreachable.format(why=" (HF_HUB_OFFLINE is set)")) from None
-        if not _hub_reachable(constants.ENDPOINT):
+        if not hub_reachable(constants.ENDPOINT):
             raise SourceError(unreachable.format(why="")) from None
         try:
             local = hf_hub_download(repo_id, "config.json")

@@ -15,17 +15,15 @@ labelled "measured"; a size derived from the config is "computed" (weights.preci
 from __future__ import annotations
 
 import json
-import os
 import re
-import socket
 import struct
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlparse
 
 from kvbudget.errors import ConfigError, InputError, MissingExtraError, SourceError
+from kvbudget.hub import hub_offline, hub_reachable
 from kvbudget.units import parse_memory
 from kvbudget.weights.precision import WeightEstimate
 
@@ -159,21 +157,6 @@ def from_safetensors(path: Path) -> WeightSize:
     return _tally(rows, f"exact: tensor headers of {len(files)} safetensors file(s) in {where}")
 
 
-def _hub_offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").upper() in {"1", "ON", "YES", "TRUE"}
-
-
-def hub_reachable(endpoint: str, timeout: float = 3.0) -> bool:
-    """A quick TCP check, so an unreachable Hub fails in seconds rather than after retries."""
-    parsed = urlparse(endpoint)
-    port = parsed.port or (443 if parsed.scheme == "https" else 80)
-    try:
-        with socket.create_connection((parsed.hostname or "", port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
 def from_hub(repo_id: str, *, revision: str | None = None) -> WeightSize:
     """Exact bytes from the Hub's safetensors headers (no weights downloaded; needs huggingface_hub)."""
     try:
@@ -185,7 +168,7 @@ def from_hub(repo_id: str, *, revision: str | None = None) -> WeightSize:
     unreachable = (
         f"{repo_id}: the Hugging Face Hub cannot be reached{{why}}; give a local model directory or --weights-size"
     )
-    if _hub_offline() or constants.HF_HUB_OFFLINE:
+    if hub_offline(constants.HF_HUB_OFFLINE):
         raise SourceError(unreachable.format(why=" (HF_HUB_OFFLINE is set)"))
     if not hub_reachable(constants.ENDPOINT):
         raise SourceError(unreachable.format(why=""))
