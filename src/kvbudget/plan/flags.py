@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from kvbudget.plan.plan import Plan
+from dataclasses import replace
+
+from kvbudget.engines import parse_engine
+from kvbudget.errors import KvBudgetError
+from kvbudget.plan.plan import Plan, make_plan
 
 # Cache dtype names per engine CLI (vLLM --kv-cache-dtype, SGLang --kv-cache-dtype, llama.cpp -ctk/-ctv).
 _VLLM = {
@@ -64,8 +68,28 @@ def _llamacpp(plan: Plan) -> str:
     return " ".join(parts)
 
 
+_FLAGS = {"vllm": _vllm, "sglang": _sglang, "llamacpp": _llamacpp}
+
+
 def engine_flags(plan: Plan) -> dict[str, str]:
-    """Flags for the plan's engine (and, for comparison, what the same cap means on the others)."""
+    """Flags for the plan's own engine (none for ideal and transformers, which have no server flags)."""
     name = plan.inputs.engine.name
-    table = {"vllm": _vllm, "sglang": _sglang, "llamacpp": _llamacpp}
-    return {name: table[name](plan)} if name in table else {}
+    return {name: _FLAGS[name](plan)} if name in _FLAGS else {}
+
+
+def all_engine_flags(plan: Plan) -> dict[str, str]:
+    """Flags for vLLM, SGLang and llama.cpp, each from its own plan of the same deployment (each
+    engine sizes the cache its own way, so --max-num-seqs and -np differ); an engine that refuses the
+    deployment says why instead."""
+    out: dict[str, str] = {}
+    for name, render in _FLAGS.items():
+        if name == plan.inputs.engine.name:
+            out[name] = render(plan)
+            continue
+        try:
+            other = make_plan(replace(plan.inputs, engine=parse_engine(name)))
+        except KvBudgetError as exc:
+            out[name] = f"not possible: {exc}"
+            continue
+        out[name] = render(other)
+    return out

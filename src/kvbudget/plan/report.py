@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvbudget.plan.flags import engine_flags
+from kvbudget.plan.flags import all_engine_flags
 from kvbudget.plan.levers import Lever
 from kvbudget.plan.offload import Offload
 from kvbudget.plan.plan import SCHEMA_VERSION, Plan
@@ -35,7 +35,7 @@ def plan_json(plan: Plan, offload: Offload | None = None) -> dict[str, object]:
         "token_budget_basis": plan.token_budget_basis,
         "statement": plan.statement,
         "engine_log": list(plan.engine_lines),
-        "flags": engine_flags(plan),
+        "flags": all_engine_flags(plan),
         "warnings": list(plan.warnings),
         "ledger": [line.to_json() for line in plan.ledger],
     }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvbudget.plan.flags import engine_flags
+from kvbudget.plan.flags import all_engine_flags
 from kvbudget.plan.levers import Lever
 from kvbudget.plan.offload import Offload
 from kvbudget.plan.plan import Plan
@@ -53,8 +53,9 @@ def render_plan(plan: Plan, units: UnitSystem, offload: Offload | None = None) -
     lines += ["", plan.statement]
     if plan.engine_lines:
         lines += ["", f"{i.engine.name} would log:"] + [f"  {line}" for line in plan.engine_lines]
-    for name, flags in engine_flags(plan).items():
-        lines += ["", f"{name} flags:", f"  {flags}"]
+    lines += ["", "Serving flags (each engine sized by its own rules):"]
+    for name, flags in all_engine_flags(plan).items():
+        lines.append(f"  {name}: {flags}")
     lines += [f"warning: {w}" for w in plan.warnings]
     return "\n".join(lines)
 
