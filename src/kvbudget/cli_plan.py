@@ -162,3 +162,28 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     p = sub.add_parser("levers", help="what each lever (cap, KV dtype, weights, TP, prefix, engine) buys")
     add_plan_options(p)
     return {"plan": cmd_plan, "levers": cmd_levers}
+
+
+class _OptionalPlanOptions:
+    """Forwards ``add_plan_options`` to a parser with the model as ``--model`` (optional) and ``--context``
+    optional, for commands whose positional arguments are something else (``trace stats FILE...``)."""
+
+    def __init__(self, target: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+        self._target = target
+
+    def add_argument(self, *names: str, **kwargs: Any) -> argparse.Action:
+        if names == ("model",):
+            names, kwargs = ("--model",), {**kwargs, "default": None}
+        elif "--context" in names:
+            kwargs = {**kwargs, "required": False, "default": None}
+        return self._target.add_argument(*names, **kwargs)
+
+    def add_argument_group(self, *args: Any, **kwargs: Any) -> _OptionalPlanOptions:
+        assert isinstance(self._target, argparse.ArgumentParser)
+        return _OptionalPlanOptions(self._target.add_argument_group(*args, **kwargs))
+
+
+def add_optional_plan_options(p: argparse.ArgumentParser) -> None:
+    """The plan's options (model, engine, deployment; see add_plan_options) with ``--model M`` and
+    ``--context`` optional: the same options, defaults and help, without copying them."""
+    add_plan_options(cast(argparse.ArgumentParser, _OptionalPlanOptions(p)))

@@ -1,11 +1,133 @@
-"""The `kvbudget trace` commands (parse, call, render). Filled in by the workload work (issue 4)."""
+"""The `kvbudget trace` commands (parse, call, render): ``trace stats`` and ``trace convert``.
+
+``trace stats FILE... [--format F] [--strict] [--json]`` reads real traces into per-step records
+and prints session statistics; with ``--model M`` and ``--gpu G`` (or ``--gpu-memory``, and any other
+plan option) it adds what a cap does. ``trace convert FILE... --out FILE.jsonl`` writes kvbudget's
+own per-step JSONL (docs/traces.md). Readers and statistics are imported only when a command runs.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import tempfile
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from kvbudget.errors import InputError, TraceError
+from kvbudget.units import UnitSystem, parse_tokens
+from kvbudget.workload.traces import FORMATS
+
+if TYPE_CHECKING:
+    from kvbudget.workload.cap import CapAnalysis
+    from kvbudget.workload.record import BadRow
+    from kvbudget.workload.stats import TraceStats
+
+# options that only make sense with --model (a plan); their presence without it is a mistake
+_PLAN_ONLY = ("gpu", "gpu_memory", "context", "weights", "weights_size", "overhead", "utilization", "sessions")
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argparse.Namespace], str]]:
-    return {}
+    from kvbudget.cli_plan import add_optional_plan_options
+
+    p = sub.add_parser("trace", help="real traces: session statistics, what a cap does, conversion")
+    commands = p.add_subparsers(dest="trace_command", metavar="{stats,convert}", required=True, parser_class=type(p))
+    s = commands.add_parser(
+        "stats",
+        help="sessions, context per step and at session end, growth, pauses, prefix reuse; "
+        "with --model and --gpu: the recommended cap and sessions at it",
+    )
+    s.add_argument("files", nargs="+", metavar="FILE", help="trace files (formats detected unless --format)")
+    s.add_argument("--format", choices=FORMATS, default=None, help="read every file as this format")
+    s.add_argument("--strict", action="store_true", help="stop at the first bad row instead of skipping it")
+    add_optional_plan_options(s)
+    c = commands.add_parser("convert", help="write traces as kvbudget per-step JSONL (docs/traces.md)")
+    c.add_argument("files", nargs="+", metavar="FILE", help="trace files (formats detected unless --format)")
+    c.add_argument("--out", required=True, metavar="FILE.jsonl", help="the JSONL file to write")
+    c.add_argument("--format", choices=FORMATS, default=None, help="read every file as this format")
+    c.add_argument("--strict", action="store_true", help="stop at the first bad row instead of skipping it")
+    return {"trace": _cmd_trace}
+
+
+def _cmd_trace(args: argparse.Namespace) -> str:
+    if args.trace_command == "convert":
+        return _convert(args)
+    return _stats(args)
+
+
+def _stats(args: argparse.Namespace) -> str:
+    from dataclasses import replace
+
+    from kvbudget.workload.stats import trace_stats
+    from kvbudget.workload.traces import read_records
+
+    if args.model is None:
+        given = [f"--{name.replace('_', '-')}" for name in _PLAN_ONLY if getattr(args, name) is not None]
+        if given:
+            raise InputError(f"{', '.join(given)} describe a deployment for the cap analysis; add --model M")
+    bad: list[BadRow] = []
+    records = read_records(args.files, fmt=args.format, strict=args.strict, bad_rows=bad)
+    stats = trace_stats(records, 0)
+    stats = replace(stats, bad_rows=len(bad))  # the bad rows are known once the records are consumed
+    cap = _cap(args, stats) if args.model is not None else None
+    if args.json:
+        data = stats.to_json()
+        data["bad_row_examples"] = [str(row) for row in bad[:20]]
+        if cap is not None:
+            data["cap"] = cap.to_json()
+        return json.dumps(data, indent=2)
+    from kvbudget.render.traces import render_cap, render_trace_stats
+
+    text = render_trace_stats(stats, bad, len(args.files))
+    if cap is not None:
+        text += "\n\n" + render_cap(cap, cast(UnitSystem, args.units))
+    return text
+
+
+def _cap(args: argparse.Namespace, stats: TraceStats) -> CapAnalysis:
+    from kvbudget.cli_plan import plan_inputs
+    from kvbudget.workload.cap import cap_analysis
+
+    if stats.steps == 0:
+        raise TraceError("the traces have no usable steps; there is no session length to read a cap from")
+    current = parse_tokens(args.context, what="--context") if args.context else None
+    # plan_inputs needs some cap; cap_analysis replaces it with each cap it plans
+    inputs, _ = plan_inputs(argparse.Namespace(**{**vars(args), "context": args.context or "1"}))
+    return cap_analysis(stats, inputs, current)
+
+
+def _convert(args: argparse.Namespace) -> str:
+    from kvbudget.workload.traces import read_records
+
+    out = Path(args.out)
+    if any(Path(f).resolve() == out.resolve() for f in args.files):
+        raise InputError(f"--out {args.out} is one of the input files; write to another file")
+    bad: list[BadRow] = []
+    records = read_records(args.files, fmt=args.format, strict=args.strict, bad_rows=bad)
+    try:
+        handle, temp = tempfile.mkstemp(prefix=".kvbudget-", suffix=".jsonl", dir=out.parent)
+    except OSError as exc:
+        raise InputError(f"--out {args.out}: cannot write there: {exc.strerror or exc}") from None
+    steps, sessions = 0, set()
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as f:
+            for record in records:
+                f.write(json.dumps(record.to_json(), separators=(",", ":")) + "\n")
+                steps += 1
+                sessions.add(record.session)
+        Path(temp).replace(out)
+    except OSError as exc:
+        Path(temp).unlink(missing_ok=True)
+        raise InputError(f"--out {args.out}: cannot write: {exc.strerror or exc}") from None
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    lines = [f"wrote {steps:,} steps of {len(sessions):,} session(s) to {args.out} (kvbudget JSONL, docs/traces.md)"]
+    if bad:
+        lines.append(f"{len(bad):,} bad row(s) skipped (use --strict to stop at the first):")
+        lines += [f"  {row}" for row in bad[:10]]
+        if len(bad) > 10:
+            lines.append(f"  ... and {len(bad) - 10:,} more")
+    return "\n".join(lines)

@@ -29,3 +29,10 @@ class EngineRefusalError(KvBudgetError):
 
 class MissingExtraError(KvBudgetError):
     """An optional dependency is not installed; the message names the extra to install."""
+
+
+class TraceError(InputError):
+    """A trace file cannot be read: unknown format, unreadable file, or a bad row under --strict.
+
+    The message is one line, ``file:line: reason`` for a row, ``file: reason`` for a whole file.
+    """

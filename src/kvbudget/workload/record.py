@@ -73,6 +73,10 @@ class Step:
     append_tokens: int  # tokens added to the context before this step's prefill (tool result, user turn)
     output_tokens: int  # tokens generated (decode) in this step; they join the context
     pause_s: float  # tool latency + think time after this step, before the next (0 after the last)
+    # Trace replay only (workload.generate.replay_sessions): when set, the client compacted its
+    # context before this step: the context is cut to ``compact_to`` tokens (re-prefilled), then
+    # ``append_tokens`` are added as usual. Generated sessions leave compaction to the cap policy.
+    compact_to: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

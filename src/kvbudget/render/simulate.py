@@ -1,0 +1,109 @@
+"""Rendering of a simulation study: plain text, and a time-series plot (extra: plot)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvbudget.errors import MissingExtraError
+from kvbudget.render.text import table
+from kvbudget.simulate.study import Study
+from kvbudget.units import UnitSystem, format_bytes, format_int, format_tokens
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def render_study(study: Study, units: UnitSystem = "iec") -> str:
+    r, c, p, a = study.result, study.config, study.config.policy, study.about
+    preempt = f" ({p.preempt})" if p.policy != "reserve" else ""
+    water = f", watermark {_pct(p.watermark)}" if p.policy == "watermark" else ""
+    head = (
+        f"{a.get('model', c.memory.label)} on {a.get('engine', '?')} · {a.get('gpu', '')} · "
+        f"cap {format_tokens(c.memory.cap_tokens)} · {c.replicas} replica(s), {c.router}"
+    )
+    lines = [
+        head,
+        f"Policy {p.policy}{preempt}{water} · pause {p.pause} · admission {p.admission} · "
+        f"at the cap {p.cap.mode} · traffic: {a.get('source', 'sessions')} (seed {a.get('seed', 0)})",
+        "",
+        f"KV pool per GPU {format_bytes(r.pool_bytes, units)} · peak referenced "
+        f"{format_bytes(r.peak_pool_bytes, units)} · peak with cached blocks "
+        f"{format_bytes(r.peak_resident_bytes, units)}",
+        f"Sessions: {format_int(r.arrived)} arrived · {format_int(r.finished)} finished · "
+        f"{format_int(r.refused)} refused ({r.refused_admission:,} at admission, {r.refused_at_cap:,} at the cap, "
+        f"{r.refused_too_big:,} larger than the pool) · {r.live_at_end:,} live at the end",
+        f"Steps {format_int(r.steps)} · prefix hit rate {_pct(r.prefix_hit_rate)} of "
+        f"{format_int(r.prompt_tokens)} prompt tokens · recomputed {format_int(r.recomputed_tokens)} tokens",
+        f"Preemptions {r.preemptions:,} · swaps {r.swaps:,} ({format_bytes(r.swap_bytes, units)}) · "
+        f"compactions {r.compactions:,} · evictions {r.evictions:,}",
+        f"Queue delay (arrival to admission): p50 {r.queue_delay_s['p50']:.3g} s · p99 {r.queue_delay_s['p99']:.3g} s"
+        f" · waits of later steps: p50 {r.step_wait_s['p50']:.3g} s · p99 {r.step_wait_s['p99']:.3g} s",
+        f"Mean concurrency {r.mean_concurrency:,.1f} sessions (over {r.concurrency_window_s[0]:,.0f}-"
+        f"{r.concurrency_window_s[1]:,.0f} s) · peak {r.peak_concurrency:,} · simulated {r.sim_time_s:,.0f} s",
+        "",
+        f"Target: {study.target.describe()} — {'met' if study.target_met else 'missed'} by this run",
+    ]
+    sustained = study.sustained_sessions
+    static = f"static plan (worst case reserved at the cap): {study.static_plan_sessions:,} per replica"
+    if study.static_prefix_sessions is not None:
+        static += f", {study.static_prefix_sessions:,} with the shared prefix"
+    if sustained is None:
+        lines.append(f"Sessions sustained per replica: not measured (no search, run missed the target); {static}")
+    else:
+        lines.append(f"Sessions sustained per replica: {sustained:,.1f}  vs  {static}")
+    if study.sustained is not None and study.sustained.trail:
+        rows = [
+            [
+                f"x{q.scale:.3g}",
+                f"{q.mean_concurrency:,.1f}",
+                f"{q.p99_delay_s:.3g}",
+                f"{q.preemptions:,}",
+                f"{q.refused:,}",
+                "yes" if q.holds else "no",
+            ]
+            for q in study.sustained.trail
+        ]
+        lines += [
+            f"Search ({study.sustained.probe_sessions:,} sessions per probe):",
+            table(
+                ["arrival rate", "mean concurrency", "p99 delay s", "preemptions", "refused", "target met"],
+                rows,
+                [True, True, True, True, True, False],
+            ),
+        ]
+    return "\n".join(lines)
+
+
+def require_matplotlib() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise MissingExtraError("--plot needs matplotlib: install kvbudget[plot]") from None
+    return plt
+
+
+def plot_study(study: Study, path: str) -> None:
+    """Pool use and running / waiting / paused sessions over time, written to ``path``."""
+    plt = require_matplotlib()
+    samples = study.result.samples
+    t = [s.t for s in samples]
+    gib = 2**30
+    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(9, 6))
+    top.plot(t, [s.used_bytes / gib for s in samples], label="referenced")
+    top.plot(t, [(s.used_bytes + s.cached_bytes) / gib for s in samples], label="referenced + cached")
+    top.axhline(study.result.pool_bytes * study.result.replicas / gib, color="grey", linestyle="--", label="pool")
+    top.set_ylabel("KV pool (GiB, all replicas)")
+    top.legend(loc="upper left")
+    for name in ("running", "waiting", "paused"):
+        bottom.plot(t, [getattr(s, name) for s in samples], label=name)
+    bottom.set_xlabel("simulated time (s)")
+    bottom.set_ylabel("sessions")
+    bottom.legend(loc="upper left")
+    fig.suptitle(f"kvbudget simulate · {study.about.get('model', '')} · policy {study.config.policy.policy}")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

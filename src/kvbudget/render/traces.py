@@ -1,0 +1,102 @@
+"""Plain-text rendering of trace statistics and of what a cap does (``kvbudget trace stats``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from kvbudget.render.text import table
+from kvbudget.units import UnitSystem, format_bytes, format_tokens
+from kvbudget.workload.record import BadRow
+from kvbudget.workload.stats import Distribution, TraceStats
+
+if TYPE_CHECKING:
+    from kvbudget.workload.cap import CapAnalysis
+
+SHOWN_BAD_ROWS = 10
+
+
+def _tok(value: float | None) -> str:
+    return "-" if value is None else f"{int(value):,}"
+
+
+def _sec(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _row(label: str, d: Distribution, fmt: str = "tok") -> list[str]:
+    show = {"tok": _tok, "sec": _sec, "pct": _pct}[fmt]
+    return [label, f"{d.count:,}", show(d.p50), show(d.p90), show(d.p99), show(d.max)]
+
+
+def render_trace_stats(stats: TraceStats, bad: Sequence[BadRow], files: int) -> str:
+    formats = Counter(source.split(":", 1)[0] for source in stats.sources)
+    kinds = ", ".join(f"{name} {count}" for name, count in formats.items())
+    lines = [
+        f"Trace statistics · {files} file(s), {len(stats.sources)} with steps ({kinds or 'none'}) · "
+        "nearest-rank percentiles",
+        f"  {stats.sessions:,} session(s) + {stats.subagents:,} sub-agent(s) · {stats.steps:,} steps · "
+        f"{stats.bad_rows:,} bad row(s) skipped",
+        "",
+    ]
+    rows = [
+        _row("steps per session", stats.steps_per_session),
+        _row("context per step (tokens)", stats.context_tokens),
+        _row("session end (tokens)", stats.session_end_tokens),
+        _row("session peak (tokens)", stats.session_peak_tokens),
+        _row("growth per step (tokens)", stats.growth_tokens_per_step),
+        _row("new tokens per step", stats.new_tokens_per_step),
+        _row("output per step (tokens)", stats.output_tokens_per_step),
+        _row("pause after a step (s)", stats.pause_seconds, "sec"),
+        _row("prefix reuse vs previous step", stats.prefix_reuse, "pct"),
+    ]
+    lines.append(table(["", "count", "p50", "p90", "p99", "max"], rows, [False, True, True, True, True, True]))
+    lines.append("")
+    lines.append(
+        "context = prompt + output of a step; session counts include sub-agents (each holds its own cache); "
+        f"{stats.compacting_steps:,} step(s) shrank the context (compaction)"
+    )
+    if stats.paused_share is not None:
+        lines.append(f"paused share of session time: {_pct(stats.paused_share)} (pauses / first-to-last step start)")
+    if stats.prefix_reuse_blocks_share is not None:
+        lines.append(f"prefix reuse over all blocks: {_pct(stats.prefix_reuse_blocks_share)} (block-hash prefixes)")
+    if stats.cached_share is not None:
+        lines.append(f"cached prompt tokens reported by the serving side: {_pct(stats.cached_share)}")
+    if bad:
+        lines.append("")
+        lines.append(f"bad rows ({len(bad):,}; skipped, use --strict to stop at the first):")
+        lines += [f"  {row}" for row in bad[:SHOWN_BAD_ROWS]]
+        if len(bad) > SHOWN_BAD_ROWS:
+            lines.append(f"  ... and {len(bad) - SHOWN_BAD_ROWS:,} more")
+    return "\n".join(lines)
+
+
+def render_cap(cap: CapAnalysis, units: UnitSystem) -> str:
+    from kvbudget.workload.cap import MARGIN_TEXT
+
+    plan = cap.plan_recommended
+    i = plan.inputs
+    lines = [
+        f"What a cap does · {i.spec.name} on {i.engine.label} · {i.gpus} x {i.gpu_label} · cache {i.kv_dtype_label}",
+        f"  recommended cap: {cap.recommended:,} tokens ({format_tokens(cap.recommended)}) = {MARGIN_TEXT} "
+        f"(p99 = {cap.p99_tokens:,})",
+        f"  KV pool {format_bytes(plan.kv_pool_bytes, units)}; one session at the recommended cap "
+        f"{format_bytes(plan.per_session_bytes, units)}",
+        "",
+    ]
+    rows = [["recommended (p99 + margin)", f"{cap.recommended:,}", f"{plan.total_sessions:,}"]]
+    if cap.current is not None and cap.plan_current is not None:
+        rows.append(["in use (--context)", f"{cap.current:,}", f"{cap.plan_current.total_sessions:,}"])
+    if cap.window is not None and cap.plan_window is not None:
+        rows.append(["advertised window", f"{cap.window:,}", f"{cap.plan_window.total_sessions:,}"])
+    lines.append(table(["cap", "tokens", "sessions"], rows, [False, True, True]))
+    lines.append("")
+    lines.append(cap.reading)
+    for warning in plan.warnings:
+        lines.append(f"warning: {warning}")
+    return "\n".join(lines)

@@ -1,0 +1,91 @@
+"""The simulator's knobs: memory policy, preemption, pause behaviour, admission, the cap, timing.
+
+Each rule names the engine behaviour it follows; docs/simulate.md has the whole model in words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+PolicyName = Literal["reserve", "paged", "watermark"]
+PreemptMode = Literal["recompute", "swap"]
+PauseMode = Literal["hold", "evictable"]
+AdmissionMode = Literal["queue", "refuse"]
+CapMode = Literal["refuse", "compact", "summarize"]
+RouterName = Literal["least-loaded", "round-robin"]
+
+POLICIES: tuple[PolicyName, ...] = ("reserve", "paged", "watermark")
+DEFAULT_WATERMARK = 0.05  # vLLM V0 BlockSpaceManager used 1%; 5% leaves room for a step's growth
+DEFAULT_PREFILL_TOKENS_PER_S = 10_000.0  # order of one H100 on an 8B-30B model; set it for yours
+DEFAULT_DELAY_BOUND_S = 1.0  # the default target's p99 queue-delay bound
+
+
+@dataclass(frozen=True)
+class CapPolicy:
+    """What happens when a step would take a session past the cap (``min(cap_tokens, --context)``).
+
+    ``refuse``: the step is refused and the session ends there (counted in ``refused_at_cap``).
+    ``compact``: the client cuts the context to ``target_tokens`` (prefix kept); the compacted
+    context is new text after the prefix, prefilled again. ``summarize``: as compact, but the model
+    first generates ``summary_tokens`` output tokens (the summary's own cost; Claude Code's
+    auto-compact). ``target_tokens`` 0 means half the cap. Taken from the workload's ``[cap]``.
+    """
+
+    mode: CapMode = "refuse"
+    target_tokens: int = 0
+    summary_tokens: int = 0
+    cap_tokens: int | None = None  # the client's own cap; None: the serving cap (--context)
+
+    def limit(self, serving_cap: int) -> int:
+        return min(self.cap_tokens, serving_cap) if self.cap_tokens else serving_cap
+
+    def target(self, serving_cap: int) -> int:
+        return self.target_tokens or self.limit(serving_cap) // 2
+
+
+@dataclass(frozen=True)
+class MemoryPolicy:
+    """How the KV pool is handed out (one replica)."""
+
+    policy: PolicyName = "paged"
+    preempt: PreemptMode = "recompute"
+    pause: PauseMode = "hold"
+    admission: AdmissionMode = "queue"
+    watermark: float = DEFAULT_WATERMARK
+    cap: CapPolicy = CapPolicy()
+
+
+@dataclass(frozen=True)
+class TimeModel:
+    """Prefill and decode speed of one replica.
+
+    Decode is a roofline: one iteration emits a token for every running session and reads the
+    weights once plus every running session's KV, so
+    ``iteration_s = (weights_bytes + kv_bytes_read) / bandwidth_bytes_per_s`` (per GPU; under
+    tensor parallelism each GPU reads its shard in parallel). ``decode_tokens_per_s`` set instead
+    gives every session a fixed speed (the closed-form tests use it). Prefill runs at
+    ``prefill_tokens_per_s`` (``0`` = instantaneous). ``swap_bytes_per_s`` is the host link.
+    """
+
+    weights_bytes: int = 0
+    bandwidth_bytes_per_s: float = 0.0
+    prefill_tokens_per_s: float = DEFAULT_PREFILL_TOKENS_PER_S
+    decode_tokens_per_s: float | None = None
+    swap_bytes_per_s: float = 64e9
+
+
+@dataclass(frozen=True)
+class Target:
+    """The service target the sustained-sessions search holds to (docs/simulate.md).
+
+    Default: no preemption, no refusal, p99 queue delay <= 1 s. With ``allow_preemption`` (the
+    CLI's ``--target-p99-delay S``): only the delay bound and no refusal.
+    """
+
+    p99_delay_s: float = DEFAULT_DELAY_BOUND_S
+    allow_preemption: bool = False
+
+    def describe(self) -> str:
+        pre = "" if self.allow_preemption else "no preemption, "
+        return f"{pre}no refusal, p99 queue delay <= {self.p99_delay_s:g} s"

@@ -1,0 +1,248 @@
+"""The event loop: sessions in, a router over N replicas, measurements out.
+
+``simulate(sessions, config)`` consumes ``SessionPlan``s lazily in arrival order (one pending
+arrival at a time) and keeps only live sessions, so memory is bounded by concurrency. It is a pure
+function of its inputs: events at equal times run in scheduling order, replicas tie-break by index,
+and nothing random happens inside (the randomness lives in the seeded session source).
+
+Router (sessions are sticky to the replica they start on, which keeps their prefix cache local):
+``least-loaded`` sends a new session to the replica with the fewest live sessions (lowest index on
+ties); ``round-robin`` cycles through the replicas in arrival order.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from kvbudget.errors import InputError
+from kvbudget.simulate.costs import CostTable, MemoryModel
+from kvbudget.simulate.events import ARRIVAL, PAUSE_END, SWAP_DONE, Event
+from kvbudget.simulate.metrics import Counters, Sample, TimeSeries
+from kvbudget.simulate.policies import MemoryPolicy, RouterName, TimeModel
+from kvbudget.simulate.scheduler import Replica
+from kvbudget.simulate.session import Session
+from kvbudget.workload.record import SessionPlan
+
+Progress = Callable[[int, float], None]
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    memory: MemoryModel
+    policy: MemoryPolicy = field(default_factory=MemoryPolicy)
+    time: TimeModel = field(default_factory=TimeModel)
+    replicas: int = 1
+    router: RouterName = "least-loaded"
+    host_bytes: int | None = None  # host tier for swap, per replica (None: unbounded)
+    duration_s: float | None = None  # stop the clock here; live sessions stay live
+    max_sessions: int | None = None  # consume at most this many sessions
+    sample_interval_s: float = 1.0
+    max_samples: int = 500
+    check: bool = False  # assert the pool invariants at every allocation (tests)
+
+    def validate(self) -> None:
+        if self.replicas < 1:
+            raise InputError(f"replicas must be at least 1, got {self.replicas}")
+        t = self.time
+        if not t.decode_tokens_per_s and not t.bandwidth_bytes_per_s > 0:
+            raise InputError("the decode roofline needs a memory bandwidth (--bandwidth) or a fixed --decode-rate")
+        if t.prefill_tokens_per_s < 0 or (t.decode_tokens_per_s is not None and t.decode_tokens_per_s <= 0):
+            raise InputError("prefill and decode rates must be positive tokens per second")
+        if not 0 <= self.policy.watermark < 1:
+            raise InputError(f"the watermark is a share of the pool in [0, 1), got {self.policy.watermark}")
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """What one run measured. Bytes are per GPU of one replica; counts are over all replicas."""
+
+    arrived: int
+    finished: int
+    refused_admission: int
+    refused_at_cap: int
+    refused_too_big: int
+    live_at_end: int
+    preemptions: int
+    swaps: int
+    swap_bytes: int
+    compactions: int
+    evictions: int
+    steps: int
+    prompt_tokens: int
+    hit_tokens: int
+    prefill_tokens: int
+    decode_tokens: int
+    recomputed_tokens: int
+    pool_bytes: int
+    peak_pool_bytes: int
+    peak_resident_bytes: int
+    queue_delay_s: dict[str, float]
+    step_wait_s: dict[str, float]
+    mean_concurrency: float
+    concurrency_window_s: tuple[float, float]
+    peak_concurrency: int
+    sim_time_s: float
+    replicas: int
+    samples: tuple[Sample, ...]
+
+    @property
+    def refused(self) -> int:
+        return self.refused_admission + self.refused_at_cap + self.refused_too_big
+
+    @property
+    def prefix_hit_rate(self) -> float:
+        return self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    @property
+    def refusal_rate(self) -> float:
+        return self.refused_admission / self.arrived if self.arrived else 0.0
+
+
+def simulate(sessions: Iterable[SessionPlan], config: SimConfig, progress: Progress | None = None) -> SimResult:
+    """Run the simulation to the end of the sessions (or ``duration_s``)."""
+    config.validate()
+    stats = Counters()
+    heap: list[Event] = []
+    seq = itertools.count()
+    heappush, heappop = heapq.heappush, heapq.heappop
+
+    def push(t: float, kind: int, s: Session, version: int) -> None:
+        heappush(heap, (t, next(seq), kind, s, version))
+
+    memory = config.memory
+    costs = CostTable(memory.sequence_bytes, memory.prefix_bytes_per_token, memory.block_size)
+    replicas = [
+        Replica(i, config.memory, config.policy, config.time, costs, stats, push, config.host_bytes, config.check)
+        for i in range(config.replicas)
+    ]
+    batches = [r.batch for r in replicas]
+    first = replicas[0]
+    single_batch = first.batch if len(replicas) == 1 else None
+    round_robin = config.router == "round-robin"
+    series = TimeSeries(config.sample_interval_s, config.max_samples)
+    source = iter(sessions)
+    limit = config.max_sessions
+    stop_at = config.duration_s if config.duration_s is not None else math.inf
+    pending: SessionPlan | None = None
+    now = 0.0
+    inf = math.inf
+
+    def pull() -> None:
+        nonlocal pending
+        pending = None
+        if limit is not None and stats.arrived >= limit:
+            return
+        plan = next(source, None)
+        if plan is None or plan.arrival_s > stop_at:
+            return
+        pending = plan
+        heappush(heap, (max(plan.arrival_s, now), next(seq), ARRIVAL, None, 0))
+
+    pull()
+    loops = 0
+    next_sample = series.next_t
+    while True:
+        r_dec = first
+        if single_batch is not None:
+            t_dec = single_batch.next_t
+        else:
+            t_dec = inf
+            for r, b in zip(replicas, batches, strict=True):
+                if b.next_t < t_dec:
+                    t_dec, r_dec = b.next_t, r
+        t_ev = heap[0][0] if heap else inf
+        t = t_ev if t_ev <= t_dec else t_dec
+        if t > stop_at:
+            now = stop_at
+            break
+        if t == inf:
+            break
+        if t >= next_sample:
+            while t >= series.next_t:
+                series.add(_sample(series.next_t, replicas))
+            next_sample = series.next_t
+        now = t
+        if t_ev <= t_dec:
+            _, _, kind, s, version = heappop(heap)
+            if kind == PAUSE_END:
+                assert s is not None
+                r = replicas[s.replica]
+                r.paused -= 1
+                r.step_ready(s, t)
+            elif kind == ARRIVAL:
+                plan = pending
+                assert plan is not None
+                _arrive(plan, t, stats, replicas, round_robin)
+                pull()
+            elif kind == SWAP_DONE and s is not None and s.dver == version:
+                replicas[s.replica].swap_done(s, t)
+        else:
+            r_dec.decode_done(t)
+        loops += 1
+        if progress is not None and loops & 0xFFFF == 0:
+            progress(stats.arrived, now)
+    series.add(_sample(now, replicas))
+    return _result(stats, replicas, series, now, config)
+
+
+def _arrive(plan: SessionPlan, now: float, stats: Counters, replicas: list[Replica], round_robin: bool) -> None:
+    stats.arrived += 1
+    index = stats.arrived
+    stats.concurrency.arrival(index, now)
+    steps = iter(plan.steps)
+    first = next(steps, None)
+    if first is None:  # a session without a model call holds nothing
+        stats.finished += 1
+        return
+    s = Session(index, now, steps, first)
+    replica = replicas[(index - 1) % len(replicas)] if round_robin else min(replicas, key=lambda r: (r.live, r.index))
+    replica.arrive(s, plan.prefix_tokens, now)
+
+
+def _sample(t: float, replicas: list[Replica]) -> Sample:
+    return Sample(
+        t=t,
+        used_bytes=sum(r.pool.used for r in replicas),
+        cached_bytes=sum(r.pool.cached for r in replicas),
+        running=sum(r.batch.running for r in replicas),
+        waiting=sum(len(r.waiting) for r in replicas),
+        paused=sum(r.paused for r in replicas),
+    )
+
+
+def _result(stats: Counters, replicas: list[Replica], series: TimeSeries, now: float, config: SimConfig) -> SimResult:
+    mean, start, end = stats.concurrency.mean(now)
+    return SimResult(
+        arrived=stats.arrived,
+        finished=stats.finished,
+        refused_admission=stats.refused,
+        refused_at_cap=stats.cap_refused,
+        refused_too_big=stats.too_big,
+        live_at_end=sum(r.live for r in replicas),
+        preemptions=stats.preemptions,
+        swaps=stats.swaps,
+        swap_bytes=stats.swap_bytes,
+        compactions=stats.compactions,
+        evictions=sum(r.pool.evictions for r in replicas),
+        steps=stats.steps,
+        prompt_tokens=stats.prompt_tokens,
+        hit_tokens=stats.hit_tokens,
+        prefill_tokens=stats.prefill_tokens,
+        decode_tokens=stats.decode_tokens,
+        recomputed_tokens=stats.recomputed_tokens,
+        pool_bytes=config.memory.pool_bytes,
+        peak_pool_bytes=max(r.pool.peak_used for r in replicas),
+        peak_resident_bytes=max(r.pool.peak_resident for r in replicas),
+        queue_delay_s=stats.queue_delay.summary(),
+        step_wait_s=stats.step_wait.summary(),
+        mean_concurrency=mean,
+        concurrency_window_s=(start, end),
+        peak_concurrency=stats.concurrency.peak,
+        sim_time_s=now,
+        replicas=len(replicas),
+        samples=tuple(series.samples),
+    )

@@ -1,0 +1,379 @@
+"""One serving replica: waiting queue, admission, on-demand growth, preemption, pauses, the cap.
+
+The rules, each after the engine behaviour it follows (docs/simulate.md):
+
+* A step that needs admission (a new session; under ``--pause evictable`` every step, since each
+  agent call is a new request; a preempted session) joins the **waiting queue**, served FCFS with
+  head-of-line blocking: vLLM's scheduler stops at the first waiting request it cannot allocate
+  (vllm/v1/core/sched/scheduler.py, ``if new_blocks is None: break``). Admission takes the prompt's
+  blocks from free plus evictable (cached) blocks and never preempts.
+* ``paged``: a running session's new blocks are taken on demand; the blocks a step's decode filled
+  are charged when its decode completes (growth at step granularity, so the pool's in-step peak is
+  under-stated by at most one step's output per running session). When they do not fit, the most
+  recently admitted session holding blocks is preempted, or the requester itself when it is the
+  most recent (vLLM: ``self.running.pop()`` until ``allocate_slots`` succeeds).
+  ``recompute`` frees the victim's blocks into the prefix cache (vLLM V1 keeps their hashes) and
+  sends it to the *front* of the waiting queue; ``swap`` moves them to the host tier (vLLM V0
+  ``PreemptionMode.SWAP``) and charges out + in transfer time over the link on resumption.
+* ``watermark``: paged, and admission also leaves ``watermark x pool`` free (vLLM V0
+  ``BlockSpaceManager.can_allocate``: ``free - required >= watermark_blocks``).
+* ``reserve``: admission reserves the session's bytes at the cap for its whole life and never
+  preempts (the static plan; llama.cpp slots, TensorRT-LLM's GUARANTEED_NO_EVICT).
+* Pauses: ``hold`` keeps a session's blocks referenced through the tool call; ``evictable`` frees
+  them into the prefix cache (stock vLLM/SGLang between requests), evicted LRU when space is needed,
+  and the next step re-prefills what was evicted.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Callable
+
+from kvbudget.simulate.batch import DecodeBatch
+from kvbudget.simulate.costs import CostTable, MemoryModel
+from kvbudget.simulate.events import PAUSE_END, SWAP_DONE
+from kvbudget.simulate.metrics import Counters
+from kvbudget.simulate.policies import MemoryPolicy, TimeModel
+from kvbudget.simulate.pool import Pool, SharedPrefix
+from kvbudget.simulate.session import DONE, PAUSED, RUNNING, SWAP_IN, WAITING, Session
+
+Push = Callable[[float, int, Session, int], None]
+
+
+class Replica:
+    def __init__(
+        self,
+        index: int,
+        memory: MemoryModel,
+        policy: MemoryPolicy,
+        time: TimeModel,
+        costs: CostTable,
+        stats: Counters,
+        push: Push,
+        host_bytes: int | None = None,
+        check: bool = False,
+    ) -> None:
+        self.index = index
+        self.memory = memory
+        self.policy = policy
+        self.time = time
+        self.costs = costs
+        self.stats = stats
+        self.push = push
+        self.pool = Pool(memory.pool_bytes, check)
+        self.batch = DecodeBatch(time)
+        self.waiting: deque[Session] = deque()
+        self.holders: OrderedDict[Session, None] = OrderedDict()  # admission order: last = newest
+        self.prefixes: dict[int, SharedPrefix] = {}
+        self.reserve = policy.policy == "reserve"
+        self.evictable = policy.pause == "evictable" and not self.reserve
+        self.watermark = int(policy.watermark * memory.pool_bytes) if policy.policy == "watermark" else 0
+        self.limit = policy.cap.limit(memory.cap_tokens)
+        # private + prefix bytes = bytes(tokens): the largest context one session can ever hold here
+        room = memory.pool_bytes - self.watermark
+        self.fit_tokens = costs.tokens_within(room, 0, memory.cap_tokens) if costs.bytes(1) <= room else 0
+        self.host_free = host_bytes if host_bytes is not None else 1 << 62
+        self.live = 0
+        self.paused = 0
+        self.orders = 0
+        self.check = check
+
+    # -- arrivals and steps -------------------------------------------------------------------
+
+    def arrive(self, s: Session, prefix_tokens: int, now: float) -> None:
+        self.live += 1
+        s.replica = self.index
+        s.append += prefix_tokens  # the first prompt starts with the shared prefix
+        shared = self.memory.shared_prefix(prefix_tokens) if prefix_tokens else 0
+        if shared > 0:
+            entry = self.prefixes.get(shared)
+            if entry is None:
+                entry = self.prefixes[shared] = SharedPrefix(shared, shared * self.memory.prefix_bytes_per_token)
+            s.prefix, s.ptokens, s.pbytes = entry, shared, entry.bytes
+            s.resident = shared
+        self.step_ready(s, now)
+
+    def step_ready(self, s: Session, now: float) -> None:
+        """A step is ready (arrival, or the end of a pause): run it, grow into it, or queue it."""
+        s.ready_at = now
+        if s.compact_to is not None and s.compact_to < s.context:
+            self._compact(s, max(s.ptokens, s.compact_to), 0)  # the client compacted (trace replay)
+            s.compact_to = None
+        if s.context + s.append + s.output > self.limit and not self._cap(s, now):
+            self.drain(now)
+            return
+        if s.holder:
+            if self.reserve:
+                self._start(s, now, s.context, 0)
+                return
+            if self._never_fits(s):
+                self._too_big(s, now)
+                return
+            tokens = s.context + s.append
+            if self._grow(s, tokens, now):
+                self._start(s, now, s.context, 0)
+            else:  # preempted itself: wait at the front, as vLLM re-queues a preempted request
+                s.state = WAITING
+                self.waiting.appendleft(s)
+                self.drain(now)  # it cannot re-enter at once (same shortfall), so no loop
+            return
+        if self._never_fits(s):
+            self._too_big(s, now)
+            return
+        s.state = WAITING
+        if not s.admitted and self.policy.admission == "refuse":
+            if self.waiting or not self._admit(s, now):
+                self._refuse(s)
+            return
+        self.waiting.append(s)
+        self.drain(now)
+
+    def swap_done(self, s: Session, now: float) -> None:
+        self._start(s, now, s.hits, max(0, s.context - s.hits))
+
+    def decode_done(self, now: float) -> None:
+        """The next decode completion of this replica's batch (at ``batch.next_t``)."""
+        s = self.batch.pop_done(now)
+        s.context = context = s.prompt + s.output
+        self.stats.decode_tokens += s.output
+        nxt = next(s.steps, None)
+        if nxt is None:
+            self.stats.finished += 1
+            self._finish(s, now)
+            self.drain(now)
+            return
+        pause = s.pause
+        s.append, s.output, s.pause, s.compact_to = nxt.append_tokens, nxt.output_tokens, nxt.pause_s, nxt.compact_to
+        s.state = PAUSED
+        self.paused += 1
+        # The blocks the decode filled (paged; a reservation already covers them). If they do not
+        # fit, newer holders or the session itself are preempted, as in vLLM's running loop.
+        if s.holder and not self.reserve:
+            grown = self._grow(s, context, now)
+            if grown and self.evictable:
+                self._unhold(s)
+            if not grown or self.evictable:
+                self.drain(now)  # blocks were freed into the cache: the waiting head may fit now
+        self.push(now + pause, PAUSE_END, s, 0)
+
+    # -- admission --------------------------------------------------------------------------
+
+    def drain(self, now: float) -> None:
+        """Admit from the head of the waiting queue while the head fits (FCFS, head-of-line blocking)."""
+        waiting = self.waiting
+        while waiting and self._admit(waiting[0], now):
+            waiting.popleft()
+
+    def _admit(self, s: Session, now: float) -> bool:
+        """Admit ``s`` if its prompt fits in free + evictable memory (less the watermark)."""
+        pool, costs, entry = self.pool, self.costs, s.prefix
+        prefix_ok = entry is None or entry.refs > 0 or entry.resident
+        if s.cached and not prefix_ok:
+            pool.drop(s)  # vLLM block hashes chain over the prefix: without it the tail is unreachable
+            s.resident = s.ptokens
+        prompt = s.context + s.append
+        need = s.private(costs, self.memory.cap_tokens if self.reserve else prompt)
+        reuse = own = s.cached  # re-referenced in place, not evicted
+        prefix_new = 0
+        if entry is not None and entry.refs == 0:
+            own += entry.cached
+            prefix_new = 0 if entry.resident else entry.bytes
+        if need - reuse + prefix_new > pool.capacity - pool.used - own - self.watermark:
+            return False
+        hits = lost = 0
+        if entry is not None:
+            if entry.refs == 0:
+                if entry.resident:
+                    pool.from_cache(entry)
+                else:
+                    pool.take(entry.bytes, costs)
+                    if entry.ever and s.context == 0:
+                        lost = entry.tokens  # the shared prefix was evicted and is computed again
+                    entry.resident = entry.ever = True
+            entry.refs += 1
+            hits = entry.tokens if prefix_ok else 0
+        if reuse:
+            pool.from_cache(s)
+            hits = s.resident
+        elif s.swapped:
+            hits = s.resident - (0 if prefix_ok else s.ptokens)
+        pool.take(need - reuse, costs)
+        s.held = need
+        s.resident = prompt
+        self._hold(s)
+        st = self.stats
+        if not s.admitted:
+            s.admitted = True
+            st.queue_delay.add(now - s.arrival)
+            st.concurrency.change(now, 1)
+        else:
+            st.step_wait.add(now - s.ready_at)
+        lost += max(0, s.context - hits)
+        if s.swapped:
+            # The transfer out (at preemption) and back in both cost link time, paid on resumption.
+            delay = 2 * s.swapped / self.time.swap_bytes_per_s
+            self.host_free += s.swapped
+            s.swapped = 0
+            s.state = SWAP_IN
+            s.hits = hits
+            self.push(now + delay, SWAP_DONE, s, s.dver)
+            return True
+        self._start(s, now, hits, lost)
+        return True
+
+    def _never_fits(self, s: Session) -> bool:
+        """A step whose whole context cannot fit in an empty pool ends its session."""
+        tokens = self.memory.cap_tokens if self.reserve else s.context + s.append + s.output
+        return tokens > self.fit_tokens
+
+    def _too_big(self, s: Session, now: float) -> None:
+        self.stats.too_big += 1
+        self._finish(s, now)
+        self.drain(now)
+
+    def _refuse(self, s: Session) -> None:
+        self.stats.refused += 1
+        self.live -= 1
+        s.state = DONE
+
+    def _hold(self, s: Session) -> None:
+        self.orders += 1
+        s.order = self.orders
+        s.holder = True
+        self.holders[s] = None
+
+    # -- running ------------------------------------------------------------------------------
+
+    def _start(self, s: Session, now: float, hits: int, lost: int) -> None:
+        """Prefill what is not resident, then decode this step's output."""
+        prompt = s.context + s.append
+        st = self.stats
+        st.steps += 1
+        st.prompt_tokens += prompt
+        st.hit_tokens += hits
+        st.prefill_tokens += prompt - hits
+        st.recomputed_tokens += lost
+        s.prompt = prompt
+        s.state = RUNNING
+        kv = self.costs.memo.get(prompt + s.output)
+        if kv is None:
+            kv = self.costs.bytes(prompt + s.output)
+        self.batch.join(s, now, prompt - hits, kv)
+
+    def _grow(self, s: Session, tokens: int, now: float) -> bool:
+        """Holder ``s`` grows to ``tokens`` tokens, preempting newer holders when the pool is short;
+        False if ``s`` itself was preempted (it was the newest)."""
+        memo = self.costs.memo
+        nbytes = memo.get(tokens)
+        if nbytes is None:
+            nbytes = self.costs.bytes(tokens)
+        need = nbytes - s.pbytes - s.held
+        if need <= 0:
+            s.resident = tokens
+            return True
+        pool = self.pool
+        used = pool.used + need
+        if used + pool.cached <= pool.capacity:  # the common case: free blocks suffice (inlined take)
+            pool.used = used
+            if used > pool.peak_used:  # noqa: PLR1730 - hot path: a compare, not a call
+                pool.peak_used = used
+            if used + pool.cached > pool.peak_resident:  # noqa: PLR1730
+                pool.peak_resident = used + pool.cached
+            s.held += need
+            s.resident = tokens
+            return True
+        while pool.capacity - pool.used < need:
+            victim = next(reversed(self.holders))
+            self._preempt(victim, now)
+            if victim is s:
+                return False
+        pool.take(need, self.costs)
+        s.held += need
+        s.resident = tokens
+        return True
+
+    def _preempt(self, v: Session, now: float) -> None:
+        self.stats.preemptions += 1
+        if v.state == RUNNING:
+            remaining = self.batch.leave(v, now)
+            v.context = v.prompt + v.output - remaining
+            v.append, v.output = 0, remaining
+            v.state = WAITING
+            self.waiting.appendleft(v)
+        elif v.state == SWAP_IN:
+            v.dver += 1  # its SWAP_DONE event is stale
+            v.state = WAITING
+            self.waiting.appendleft(v)
+        if self.policy.preempt == "swap" and v.held <= self.host_free:
+            self.stats.swaps += 1
+            self.stats.swap_bytes += v.held
+            self.host_free -= v.held
+            v.swapped = v.held
+            self.pool.release(v.held)
+            v.held = 0
+            self._unref(v)
+        else:
+            self._unhold(v)
+
+    def _unhold(self, s: Session) -> None:
+        """``s`` stops referencing its blocks; they stay valid in the prefix cache (LRU)."""
+        self.pool.to_cache(s, s.held)
+        s.held = 0
+        self._unref(s)
+
+    def _unref(self, s: Session) -> None:
+        del self.holders[s]
+        s.holder = False
+        entry = s.prefix
+        if entry is not None:
+            entry.refs -= 1
+            if entry.refs == 0:
+                self.pool.to_cache(entry, entry.bytes)
+
+    def _finish(self, s: Session, now: float) -> None:
+        st = self.stats
+        self.live -= 1
+        if s.admitted:
+            st.concurrency.change(now, -1)
+        if s.holder:
+            if self.reserve:
+                self.pool.release(s.held)
+                s.held = 0
+                self._unref(s)
+            else:  # vLLM frees a finished request's blocks into the cache (LRU), hashes kept
+                self._unhold(s)
+        elif s.cached:
+            self.pool.drop(s)
+        if s.swapped:
+            self.host_free += s.swapped
+            s.swapped = 0
+        s.state = DONE
+
+    def _cap(self, s: Session, now: float) -> bool:
+        """Apply the cap policy to a step that would pass the cap; False when the session ended."""
+        cap = self.policy.cap
+        if cap.mode != "refuse":
+            target = max(s.ptokens, min(cap.target(self.memory.cap_tokens), s.context))
+            if target + s.append + s.output + cap.summary_tokens <= self.limit:
+                self._compact(s, target, cap.summary_tokens)
+                return True
+        self.stats.cap_refused += 1
+        self._finish(s, now)
+        return False
+
+    def _compact(self, s: Session, target: int, summary_tokens: int) -> None:
+        """Cut the context to ``target`` tokens: what follows the prefix is new text, so its cache is
+        rebuilt (prefilled as appended tokens); a summary adds its own generated tokens."""
+        self.stats.compactions += 1
+        if s.holder and not self.reserve:
+            keep = s.private(self.costs, s.ptokens)
+            self.pool.release(s.held - keep)
+            s.held = keep
+        elif s.cached:
+            self.pool.drop(s)
+        if s.swapped:
+            self.host_free += s.swapped
+            s.swapped = 0
+        s.append += target - s.ptokens
+        s.output += summary_tokens
+        s.context = s.resident = s.ptokens

@@ -1,0 +1,128 @@
+"""Sessions sustained under a target: a short search over the arrival rate.
+
+**Definition** (docs/simulate.md): the sustained sessions of a deployment under a workload are the
+largest mean concurrency per replica (time-averaged sessions in service, warm-up cut off) of a run
+that meets the target, over runs of the same sessions with their arrival times compressed by a
+factor ``k`` (arrival rate x ``k``; each session's own steps and pauses are unchanged).
+
+The search: a run at ``k = 1``; then doubling ``k`` while the target holds (or halving until it
+does), then bisection in log ``k`` between the last scale that held and the first that failed, for
+``probes`` runs in all. Each probe replays the first ``probe_sessions`` sessions of the source.
+The trail of every probe is kept, so the answer shows its evidence.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
+
+from kvbudget.simulate.policies import Target
+from kvbudget.simulate.runner import Progress, SimConfig, SimResult, simulate
+from kvbudget.workload.record import SessionPlan
+
+MAX_DOUBLINGS = 12
+
+
+@dataclass(frozen=True)
+class Probe:
+    scale: float
+    mean_concurrency: float  # all replicas
+    p99_delay_s: float
+    preemptions: int
+    refused: int
+    holds: bool
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "arrival_scale": round(self.scale, 6),
+            "mean_concurrency": round(self.mean_concurrency, 4),
+            "p99_queue_delay_s": self.p99_delay_s,
+            "preemptions": self.preemptions,
+            "refused": self.refused,
+            "target_met": self.holds,
+        }
+
+
+@dataclass(frozen=True)
+class Sustained:
+    sessions_per_replica: float  # 0 when no probe met the target
+    scale: float | None  # arrival-rate factor of the probe that gave it
+    probe_sessions: int
+    trail: tuple[Probe, ...]
+
+
+def meets(result: SimResult, target: Target) -> bool:
+    """Whether a run meets the target (admission refusals always fail it)."""
+    if result.refused_admission:
+        return False
+    if not target.allow_preemption and result.preemptions:
+        return False
+    return result.queue_delay_s["p99"] <= target.p99_delay_s
+
+
+def scaled(sessions: Iterable[SessionPlan], scale: float) -> Iterator[SessionPlan]:
+    """The same sessions arriving ``scale`` times as fast."""
+    for plan in sessions:
+        yield replace(plan, arrival_s=plan.arrival_s / scale)
+
+
+def find_sustained(
+    source: Callable[[], Iterable[SessionPlan]],
+    config: SimConfig,
+    target: Target,
+    *,
+    probe_sessions: int,
+    probes: int = 8,
+    progress: Callable[[int], Progress | None] | None = None,
+    first: SimResult | None = None,
+) -> Sustained:
+    """Search the arrival scale for the largest mean concurrency that meets ``target``. ``first``:
+    an identical run at scale 1 already made (it is used instead of running it again)."""
+    run_config = replace(config, max_sessions=probe_sessions, duration_s=None)
+    trail: list[Probe] = []
+
+    def run(scale: float) -> bool:
+        if scale == 1.0 and first is not None:
+            result = first
+        else:
+            hook = progress(len(trail) + 1) if progress else None
+            result = simulate(scaled(source(), scale), run_config, hook)
+        holds = meets(result, target)
+        trail.append(
+            Probe(
+                scale,
+                result.mean_concurrency,
+                result.queue_delay_s["p99"],
+                result.preemptions,
+                result.refused_admission,
+                holds,
+            )
+        )
+        return holds
+
+    good: float | None = None
+    bad: float | None = None
+    scale = 1.0
+    for _ in range(min(probes, MAX_DOUBLINGS)):
+        if run(scale):
+            good = scale
+            if bad is not None:
+                break
+            scale *= 2
+        else:
+            bad = scale
+            if good is not None:
+                break
+            scale /= 2
+    while len(trail) < probes and good is not None and bad is not None:
+        mid = math.sqrt(good * bad)
+        if run(mid):
+            good = mid
+        else:
+            bad = mid
+    held = [p for p in trail if p.holds]
+    if not held:
+        return Sustained(0.0, None, probe_sessions, tuple(trail))
+    best = max(held, key=lambda p: (p.mean_concurrency, p.scale))
+    return Sustained(best.mean_concurrency / config.replicas, best.scale, probe_sessions, tuple(trail))

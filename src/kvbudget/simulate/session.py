@@ -1,0 +1,90 @@
+"""A live session inside the simulator: where it is, what it holds, what its current step needs.
+
+Only live sessions exist; a finished one is dropped, so memory is bounded by concurrency, not by
+history. Token counts include the shared prefix; byte counts (``held``, ``cached``, ``swapped``)
+are the session's private bytes (its prefix is counted once, in the replica's ``SharedPrefix``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from kvbudget.simulate.costs import CostTable
+from kvbudget.simulate.pool import SharedPrefix
+from kvbudget.workload.record import Step
+
+WAITING, RUNNING, PAUSED, SWAP_IN, DONE = range(5)
+
+
+class Session:
+    __slots__ = (
+        "admitted",
+        "append",
+        "arrival",
+        "cached",
+        "compact_to",
+        "context",
+        "dver",
+        "held",
+        "hits",
+        "holder",
+        "kv",
+        "order",
+        "output",
+        "pause",
+        "pbytes",
+        "prefix",
+        "prompt",
+        "ptokens",
+        "ready_at",
+        "replica",
+        "resident",
+        "sid",
+        "state",
+        "steps",
+        "swapped",
+        "vfinish",
+    )
+
+    def __init__(self, sid: int, arrival: float, steps: Iterator[Step], first: Step) -> None:
+        self.sid = sid
+        self.arrival = arrival
+        self.steps = steps
+        self.replica = 0
+        self.prefix: SharedPrefix | None = None
+        self.ptokens = 0  # shared (block-aligned) prefix tokens
+        self.pbytes = 0  # bytes of those tokens, held once by the replica
+        self.context = 0  # tokens of the conversation so far (computed, whether resident or not)
+        self.resident = 0  # tokens still resident in the evictable cache (prefix included)
+        self.held = 0  # private bytes referenced
+        self.cached = 0  # private bytes unreferenced but valid (evictable)
+        self.swapped = 0  # private bytes on the host tier
+        self.append = first.append_tokens
+        self.output = first.output_tokens
+        self.pause = first.pause_s
+        self.compact_to = first.compact_to
+        self.prompt = 0
+        self.hits = 0  # resident tokens found at admission (kept across a swap-in)
+        self.kv = 0  # bytes this session adds to each decode iteration's reads
+        self.state = WAITING
+        self.admitted = False
+        self.holder = False
+        self.order = 0
+        self.vfinish = 0.0
+        self.dver = 0
+        self.ready_at = arrival
+
+    def private(self, costs: CostTable, tokens: int) -> int:
+        """Private bytes at ``tokens`` tokens (the shared prefix's bytes are the replica's)."""
+        return costs.bytes(tokens) - self.pbytes
+
+    def evict(self, want: int, costs: CostTable) -> int:
+        """Evict the cached tail first (vLLM frees a request's blocks in reverse order)."""
+        if want >= self.cached or self.state == DONE:  # a finished session's blocks are never hit again
+            freed, self.cached, self.resident = self.cached, 0, self.ptokens
+            return freed
+        keep = costs.tokens_within(self.cached - want + self.pbytes, self.ptokens, self.resident)
+        kept = costs.bytes(keep) - self.pbytes if keep > self.ptokens else 0
+        freed = self.cached - kept
+        self.cached, self.resident = kept, keep if kept else self.ptokens
+        return freed

@@ -1,0 +1,162 @@
+"""A simulation study: the run at the given load, the sustained-sessions search, and the JSON contract.
+
+``simulate --json`` (schema_version 1) carries at least: ``schema_version``, ``sessions_arrived``,
+``sessions_finished``, ``refused``, ``preemptions``, ``compactions``, ``pool_bytes``,
+``peak_pool_bytes``, ``queue_delay_s`` (``{p50, p99}``), ``prefix_hit_rate``,
+``recomputed_tokens``, ``mean_concurrency``, ``sustained_sessions``, ``static_plan_sessions``.
+Conservation: ``sessions_arrived = sessions_finished + refused + live_at_end``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from kvbudget.simulate.policies import Target
+from kvbudget.simulate.runner import Progress, SimConfig, SimResult, simulate
+from kvbudget.simulate.search import Sustained, find_sustained, meets
+from kvbudget.workload.record import SessionPlan
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Study:
+    result: SimResult
+    config: SimConfig
+    target: Target
+    static_plan_sessions: int
+    sustained: Sustained | None = None
+    static_prefix_sessions: int | None = None
+    about: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def target_met(self) -> bool:
+        return meets(self.result, self.target)
+
+    @property
+    def sustained_sessions(self) -> float | None:
+        """Per replica: the search's answer, or without a search the run's own mean concurrency
+        when the run met the target (None when it did not)."""
+        if self.sustained is not None:
+            return self.sustained.sessions_per_replica
+        return self.result.mean_concurrency / self.result.replicas if self.target_met else None
+
+
+def run_study(
+    source: Callable[[], Iterable[SessionPlan]],
+    config: SimConfig,
+    target: Target,
+    *,
+    static_plan_sessions: int,
+    static_prefix_sessions: int | None = None,
+    search_sessions: int = 0,
+    search_probes: int = 8,
+    progress: Callable[[str], Progress | None] | None = None,
+    about: dict[str, object] | None = None,
+) -> Study:
+    """Run ``config`` on the sessions ``source()`` yields, then (``search_sessions`` > 0) the search."""
+    result = simulate(source(), config, progress("run") if progress else None)
+    sustained = None
+    if search_sessions > 0:
+        # The probe at scale 1 is the run itself when the run took the same sessions, unscaled.
+        n, cut = result.arrived, config.max_sessions
+        same = config.duration_s is None and (
+            n == search_sessions or (n < search_sessions and (cut is None or n < cut))
+        )
+        sustained = find_sustained(
+            source,
+            config,
+            target,
+            probe_sessions=search_sessions,
+            probes=search_probes,
+            progress=(lambda i: progress(f"search probe {i}/{search_probes}")) if progress else None,
+            first=result if same else None,
+        )
+    return Study(result, config, target, static_plan_sessions, sustained, static_prefix_sessions, about or {})
+
+
+def _r(value: float, digits: int = 4) -> float:
+    return round(value, digits)
+
+
+def study_json(study: Study) -> dict[str, object]:
+    r, c, p = study.result, study.config, study.config.policy
+    sustained = study.sustained_sessions
+    out: dict[str, object] = {"schema_version": SCHEMA_VERSION, **study.about}
+    out.update(
+        {
+            "policy": p.policy,
+            "preempt": p.preempt,
+            "pause": p.pause,
+            "admission": p.admission,
+            "watermark": p.watermark if p.policy == "watermark" else None,
+            "cap": {"at_cap": p.cap.mode, "target_tokens": p.cap.target_tokens, "summary_tokens": p.cap.summary_tokens},
+            "replicas": c.replicas,
+            "router": c.router,
+            "sessions_arrived": r.arrived,
+            "sessions_finished": r.finished,
+            "refused": r.refused,
+            "refused_admission": r.refused_admission,
+            "refused_at_cap": r.refused_at_cap,
+            "refused_too_big": r.refused_too_big,
+            "live_at_end": r.live_at_end,
+            "preemptions": r.preemptions,
+            "swaps": r.swaps,
+            "swap_bytes": r.swap_bytes,
+            "compactions": r.compactions,
+            "evictions": r.evictions,
+            "pool_bytes": r.pool_bytes,
+            "peak_pool_bytes": r.peak_pool_bytes,
+            "peak_resident_bytes": r.peak_resident_bytes,
+            "queue_delay_s": r.queue_delay_s,
+            "step_wait_s": r.step_wait_s,
+            "prefix_hit_rate": _r(r.prefix_hit_rate, 6),
+            "recomputed_tokens": r.recomputed_tokens,
+            "steps": r.steps,
+            "prompt_tokens": r.prompt_tokens,
+            "prefill_tokens": r.prefill_tokens,
+            "decode_tokens": r.decode_tokens,
+            "mean_concurrency": _r(r.mean_concurrency),
+            "peak_concurrency": r.peak_concurrency,
+            "concurrency_window_s": [_r(r.concurrency_window_s[0], 3), _r(r.concurrency_window_s[1], 3)],
+            "sim_time_s": _r(r.sim_time_s, 3),
+            "target": {
+                "p99_queue_delay_s": study.target.p99_delay_s,
+                "allow_preemption": study.target.allow_preemption,
+                "text": study.target.describe(),
+                "met_by_run": study.target_met,
+            },
+            "sustained_sessions": None if sustained is None else _r(sustained, 2),
+            "sustained_sessions_total": None if sustained is None else _r(sustained * c.replicas, 2),
+            "sustained_basis": _basis(study),
+            "static_plan_sessions": study.static_plan_sessions,
+            "static_plan_sessions_with_prefix": study.static_prefix_sessions,
+            "search": None
+            if study.sustained is None
+            else {
+                "probe_sessions": study.sustained.probe_sessions,
+                "arrival_scale": study.sustained.scale,
+                "probes": [probe.to_json() for probe in study.sustained.trail],
+            },
+            "time_series": {
+                "fields": ["t", "used_bytes", "cached_bytes", "running", "waiting", "paused"],
+                "samples": [s.to_json() for s in r.samples],
+            },
+        }
+    )
+    return out
+
+
+def _basis(study: Study) -> str:
+    if study.sustained is not None:
+        s = study.sustained
+        if s.scale is None:
+            return f"no probe of {s.probe_sessions} sessions met the target ({study.target.describe()})"
+        return (
+            f"largest mean concurrency per replica meeting the target over {len(s.trail)} probes of "
+            f"{s.probe_sessions:,} sessions (arrival rate x {s.scale:.3g})"
+        )
+    if study.target_met:
+        return "mean concurrency per replica of this run, which met the target (no search)"
+    return "this run missed the target and no search was run"

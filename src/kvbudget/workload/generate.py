@@ -1,0 +1,191 @@
+"""Sessions for the simulator: generated from a ``Workload``, or replayed from trace records.
+
+``generate_sessions`` is lazy and in arrival order. Arrivals come from one generator seeded by
+``seed`` (Poisson: exponential gaps of mean 1/rate) or from a trace's session starts; the content
+of session *i* comes from its own generator seeded by ``(seed, i)``, drawn only when the
+simulator consumes that session's steps. So a session's steps never depend on how far other
+sessions were consumed, and memory is bounded by the sessions alive (one small generator each).
+
+``replay_sessions`` turns per-step trace records into sessions; it must see a whole trace before
+it knows every session's steps, so it holds the records (memory: the trace's size).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from itertools import count as counter
+
+from kvbudget.errors import InputError
+from kvbudget.workload.model import Arrival, Workload
+from kvbudget.workload.record import SessionPlan, Step, StepRecord
+
+
+def session_seed(seed: int, index: int) -> str:
+    """The seed of session ``index``'s own generator (a string: CPython hashes it with SHA-512)."""
+    return f"kvbudget/session/{seed}/{index}"
+
+
+def session_steps(workload: Workload, seed: int, index: int) -> Iterator[Step]:
+    """The steps of session ``index`` under ``seed``, drawn lazily from that session's own generator.
+
+    Step 0 appends the first prompt (after the shared prefix); later steps append ``append_tokens``.
+    Every step but the last pauses for tool latency + think time."""
+    rng = random.Random(session_seed(seed, index))
+    w = workload
+    n = w.steps.sample_int(rng)
+    append, output = w.append_tokens.int_sampler(), w.output_tokens.int_sampler()
+    tool, think = w.tool_latency_s.sampler(), w.think_time_s.sampler()
+    added = w.first_prompt_tokens.sample_int(rng)
+    last = n - 1
+    for k in range(n):
+        if k:
+            added = append(rng)
+        out = output(rng)
+        pause = 0.0 if k == last else tool(rng) + think(rng)
+        yield Step(added, out, pause)
+
+
+def _poisson_arrivals(rate_per_s: float, seed: int) -> Iterator[float]:
+    # A Poisson process: independent exponential gaps of mean 1/rate (inversion of 1 - e^{-rate t}).
+    rng = random.Random(f"kvbudget/arrivals/{seed}")
+    t = 0.0
+    while True:
+        t += rng.expovariate(rate_per_s)
+        yield t
+
+
+def replay_arrival_times(arrival: Arrival) -> list[float]:
+    """Session start times of the trace named in ``[arrival].replay``, sorted, shifted to start at 0.
+
+    Every session counts, sub-agents included (each holds a cache of its own)."""
+    if arrival.replay is None:
+        raise InputError("the workload's arrivals are Poisson, not replayed from a trace")
+    from kvbudget.workload.traces import read_records
+
+    starts: dict[str, float] = {}
+    for rec in read_records([arrival.replay], fmt=arrival.format):
+        if rec.session not in starts or rec.start_s < starts[rec.session]:
+            starts[rec.session] = rec.start_s
+    if not starts:
+        raise InputError(f"{arrival.replay}: the trace has no sessions to replay arrivals from")
+    times = sorted(starts.values())
+    return [t - times[0] for t in times]
+
+
+def generate_sessions(
+    workload: Workload, *, seed: int, count: int | None = None, duration_s: float | None = None
+) -> Iterator[SessionPlan]:
+    """Sessions of ``workload`` in arrival order, deterministic for ``seed``.
+
+    Stops after ``count`` sessions or at the first arrival after ``duration_s`` seconds, whichever
+    comes first; with neither, Poisson arrivals never stop (the caller stops consuming) and replayed
+    arrivals stop at the trace's last session. Session ids are ``s0``, ``s1``, ..."""
+    if count is not None and count < 0:
+        raise InputError(f"count must not be negative, got {count}")
+    if duration_s is not None and not duration_s > 0:
+        raise InputError(f"duration_s must be positive, got {duration_s}")
+    if workload.arrival.rate_per_s is not None:
+        times: Iterable[float] = _poisson_arrivals(workload.arrival.rate_per_s, seed)
+    else:
+        times = replay_arrival_times(workload.arrival)
+    return _sessions(workload, seed, count, duration_s, times)  # checked now, generated lazily
+
+
+def _sessions(
+    workload: Workload, seed: int, count: int | None, duration_s: float | None, times: Iterable[float]
+) -> Iterator[SessionPlan]:
+    prefix = workload.prefix_tokens
+    for index, t in zip(counter(), times):
+        if (count is not None and index >= count) or (duration_s is not None and t > duration_s):
+            return
+        yield SessionPlan(
+            session_id=f"s{index}", arrival_s=t, steps=session_steps(workload, seed, index), prefix_tokens=prefix
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Replayed:
+    arrival_s: float
+    session: str
+    parent: str | None
+    records: tuple[StepRecord, ...]
+
+
+def replay_steps(records: Iterable[StepRecord]) -> Iterator[Step]:
+    """One session's records (in step order) as simulator steps.
+
+    The prompt is authoritative for the context the engine must hold. Step 0 appends its whole
+    prompt. Step t appends ``new_tokens`` when the trace gives it, else the growth of the prompt
+    over the previous context (previous prompt + previous output). What the new prompt keeps of
+    the old context is ``kept = prompt - appended``; when that is less than the previous context:
+
+    * ``kept`` below the previous *prompt*: the client rewrote its history (compaction, summary,
+      dropped turns). The step carries ``compact_to = kept`` and the simulator cuts the context
+      there (re-prefilling it) before appending. Without ``new_tokens`` a shrinking prompt is a
+      compaction to the whole new prompt with nothing appended.
+    * ``kept`` between the previous prompt and the previous context: the new prompt extends the
+      old one but drops part of the previous output (clients strip thinking blocks from history;
+      most WEKA steps with a negative growth are this, by tens to hundreds of tokens). That is not
+      a compaction: the replayed context runs ahead of the trace's by the dropped tokens, and the
+      following appends are reduced by that amount until it is absorbed, so the context keeps
+      tracking the trace's prompts without re-prefilling anything.
+
+    A ``new_tokens`` smaller than the prompt's own growth cannot be right for the context size; the
+    prompt's growth wins. Pauses are the trace's ``pause_s``; without one, the gap to the next
+    step's start (an upper bound: it includes the original service time); 0 after the last step.
+    """
+    rows = list(records)
+    ahead = 0  # tokens the replayed context holds beyond the trace's (dropped output not yet absorbed)
+    for i, rec in enumerate(rows):
+        compact_to: int | None = None
+        if i == 0:
+            appended = rec.prompt_tokens
+        else:
+            prev = rows[i - 1]
+            context = prev.prompt_tokens + prev.output_tokens
+            growth = rec.prompt_tokens - context
+            appended = rec.new_tokens if rec.new_tokens is not None else max(0, growth)
+            appended = max(0, min(appended, rec.prompt_tokens))
+            kept = rec.prompt_tokens - appended
+            if kept < prev.prompt_tokens:  # history rewritten: a compaction
+                compact_to, ahead = kept, 0
+            elif kept < context:  # part of the previous output dropped
+                ahead += context - kept
+            elif kept > context:  # new_tokens undercounts the prompt's growth
+                appended = growth
+            if ahead and compact_to is None:
+                absorbed = min(ahead, appended)
+                appended -= absorbed
+                ahead -= absorbed
+        if i + 1 < len(rows):
+            pause = rec.pause_s if rec.pause_s is not None else max(0.0, rows[i + 1].start_s - rec.start_s)
+        else:
+            pause = 0.0
+        yield Step(append_tokens=appended, output_tokens=rec.output_tokens, pause_s=pause, compact_to=compact_to)
+
+
+def replay_sessions(records: Iterable[StepRecord]) -> Iterator[SessionPlan]:
+    """Trace records grouped into sessions, sorted by arrival (the first step's start; ties by id).
+
+    ``arrival_s`` counts from the trace's first session start (traces with epoch timestamps replay
+    from 0); the steps' pauses keep the trace's own spacing.
+
+    Sub-agents are sessions of their own with ``parent`` set. ``prefix_tokens`` is 0: a trace
+    does not say which prefix is shared across sessions (block hashes, when present, do)."""
+    groups: dict[str, list[StepRecord]] = {}
+    for rec in records:
+        groups.setdefault(rec.session, []).append(rec)
+    sessions = []
+    for sid, rows in groups.items():
+        rows.sort(key=lambda r: (r.step, r.start_s))
+        parent = next((r.parent for r in rows if r.parent is not None), None)
+        sessions.append(_Replayed(min(r.start_s for r in rows), sid, parent, tuple(rows)))
+    groups.clear()
+    sessions.sort(key=lambda s: (s.arrival_s, s.session))
+    origin = sessions[0].arrival_s if sessions else 0.0
+    for s in sessions:
+        yield SessionPlan(
+            session_id=s.session, arrival_s=s.arrival_s - origin, steps=replay_steps(s.records), parent=s.parent
+        )

@@ -1,0 +1,138 @@
+"""Trace readers: one module per format, each streaming ``StepRecord``s (kvbudget.workload.record).
+
+``read_records(paths)`` reads every file with its named or detected format and yields records as it
+goes (a JSON-document format is parsed whole, its records still stream out). A row a reader cannot
+use is a ``BadRow`` with file and line: appended to ``bad_rows`` and skipped, or, under
+``strict=True``, raised as ``TraceError`` (``file:line: reason``). Every row is a record or a bad
+row. Pass a ``bad_rows`` list to see them; without one (and not strict) they are only skipped.
+
+The format rules and field mapping of each format are in its module's docstring and in
+docs/traces.md. Readers yield the steps of one session in step order; sessions may interleave.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+from kvbudget.errors import TraceError
+from kvbudget.workload.record import BadRow, StepRecord
+
+FORMATS = ("weka", "mooncake", "tracelab", "azure", "otel", "kvbudget")
+
+_MODULES = {
+    "weka": "weka",
+    "mooncake": "mooncake",
+    "tracelab": "tracelab",
+    "azure": "azure",
+    "otel": "otel",
+    "kvbudget": "kvbudget_jsonl",
+}
+
+Reader = Callable[[Path, Callable[[BadRow], None]], Iterator[StepRecord]]
+
+
+def _by_keys(row: dict[str, object]) -> str | None:
+    """The format a whole JSON object (one JSONL line, or a one-line document) belongs to."""
+    if "requests" in row:
+        return "weka"
+    if "spans" in row or "resourceSpans" in row:
+        return "otel"
+    if "session" in row and "prompt_tokens" in row:
+        return "kvbudget"
+    if "round_index" in row or "input_tokens_total" in row:
+        return "tracelab"
+    if "input_length" in row:
+        return "mooncake"
+    return None
+
+
+def detect_format(path: str | Path) -> str:
+    """The format of a trace file, from its content (the first 64 KiB). Raises TraceError when unknown."""
+    from kvbudget.workload.traces._common import read_head
+
+    where = Path(path)
+    if where.is_dir():
+        raise TraceError(f"{path}: is a directory; give the trace files themselves")
+    head = read_head(where).lstrip("\ufeff \t\r\n")
+    if not head:
+        raise TraceError(f"{path}: the file is empty; there is no trace to read")
+    if head[0] in "{[":
+        for line in head.split("\n")[:5]:  # JSONL (or a small one-line document): the first whole lines decide
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            found = _by_keys(row) if isinstance(row, dict) else None
+            if found:
+                return found
+        # one JSON document, larger than the head: look at its keys
+        if any(key in head for key in ('"resourceSpans"', '"spans"', '"span_id"', '"spanId"')):
+            return "otel"
+        if '"requests"' in head and any(key in head for key in ('"hash_ids"', '"block_size"', '"in"')):
+            return "weka"
+        # JSONL whose first line is longer than the head
+        if '"session"' in head and '"prompt_tokens"' in head:
+            return "kvbudget"
+        if '"round_index"' in head or '"input_tokens_total"' in head:
+            return "tracelab"
+        if '"input_length"' in head:
+            return "mooncake"
+    else:
+        header = head.split("\n", 1)[0].lower()
+        if "contexttokens" in header and "generatedtokens" in header:
+            return "azure"
+    raise TraceError(
+        f"{path}: cannot tell the trace format from its content; name it with --format ({', '.join(FORMATS)})"
+    )
+
+
+def reader(fmt: str) -> Reader:
+    """The ``read(path, bad)`` function of a format (imported on first use)."""
+    if fmt not in _MODULES:
+        raise TraceError(f"unknown trace format {fmt!r}; use one of {', '.join(FORMATS)}")
+    module = importlib.import_module(f"kvbudget.workload.traces.{_MODULES[fmt]}")
+    read: Reader = module.read
+    return read
+
+
+def read_records(
+    paths: Sequence[str | Path],
+    *,
+    fmt: str | None = None,
+    strict: bool = False,
+    bad_rows: list[BadRow] | None = None,
+) -> Iterator[StepRecord]:
+    """Stream the records of every file, in the order given.
+
+    Formats are checked (or detected) for every file before the first record, so an unknown format
+    fails at once. ``bad_rows`` collects each unusable row with file and line; ``strict`` raises
+    TraceError at the first one instead.
+    """
+    if not paths:
+        raise TraceError("no trace files given")
+    plan = [(Path(p), reader(fmt) if fmt is not None else reader(detect_format(p))) for p in paths]
+
+    def sink(bad: BadRow) -> None:
+        if strict:
+            raise TraceError(str(bad))
+        if bad_rows is not None:
+            bad_rows.append(bad)
+
+    return _stream(plan, sink)
+
+
+def _stream(plan: list[tuple[Path, Reader]], sink: Callable[[BadRow], None]) -> Iterator[StepRecord]:
+    for path, read in plan:
+        try:
+            yield from read(path, sink)
+        except UnicodeDecodeError:
+            raise TraceError(f"{path}: not UTF-8 text; is this a trace file?") from None
+        except (OSError, EOFError) as exc:  # unreadable, or a truncated .gz
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise TraceError(f"{path}: cannot read: {reason}") from None
+
+
+__all__ = ["FORMATS", "BadRow", "StepRecord", "TraceError", "detect_format", "read_records", "reader"]

@@ -1,0 +1,75 @@
+"""kvbudget's own per-step JSONL: one ``StepRecord.to_json()`` object per line (spec: docs/traces.md).
+
+It is what ``kvbudget trace convert`` writes, so reading a converted file gives the same records.
+Required: ``session`` (text), ``step`` (whole >= 0, increasing within a session), ``start_s``
+(seconds), ``prompt_tokens`` and ``output_tokens`` (whole >= 0). Optional: ``parent``,
+``new_tokens`` (whole, negative after a compaction), ``cached_tokens`` (0..prompt_tokens), ``pause_s``
+(seconds >= 0), ``block_hashes`` (integers) with ``block_size`` (whole >= 1). Other keys are
+ignored, so later versions can add fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from kvbudget.workload.record import BadRow, StepRecord
+from kvbudget.workload.traces._common import (
+    BadSink,
+    RowError,
+    as_whole,
+    hashes,
+    json_lines,
+    number,
+    optional_number,
+    optional_whole,
+    text,
+    whole,
+)
+
+
+def read(path: Path, bad: BadSink) -> Iterator[StepRecord]:
+    source = f"kvbudget:{path.name}"
+    last_step: dict[str, int] = {}  # per session: memory grows with sessions, not steps
+    for line, row in json_lines(path, bad):
+        try:
+            record = _record(row, source)
+            before = last_step.get(record.session)
+            if before is not None and record.step <= before:
+                raise RowError(
+                    f"step {record.step} of session {record.session} comes after step {before}; "
+                    "steps of a session must increase"
+                )
+        except RowError as exc:
+            bad(BadRow(str(path), line, str(exc)))
+            continue
+        last_step[record.session] = record.step
+        yield record
+
+
+def _record(row: dict[str, object], source: str) -> StepRecord:
+    prompt = whole(row, "prompt_tokens")
+    cached = optional_whole(row, "cached_tokens")
+    if cached is not None and cached > prompt:
+        raise RowError(f"'cached_tokens' {cached} exceeds 'prompt_tokens' {prompt}")
+    blocks = hashes(row, "block_hashes")
+    block_size = None
+    if blocks:
+        if row.get("block_size") is None:
+            raise RowError("'block_hashes' needs 'block_size' (tokens per block)")
+        block_size = as_whole(row["block_size"], "block_size", minimum=1)
+    parent = None if row.get("parent") is None else text(row, "parent")
+    return StepRecord(
+        session=text(row, "session"),
+        step=whole(row, "step"),
+        start_s=number(row, "start_s", minimum=None),
+        prompt_tokens=prompt,
+        output_tokens=whole(row, "output_tokens"),
+        parent=parent,
+        new_tokens=optional_whole(row, "new_tokens", minimum=None),
+        cached_tokens=cached,
+        pause_s=optional_number(row, "pause_s"),
+        block_hashes=blocks,
+        block_size=block_size,
+        source=source,
+    )

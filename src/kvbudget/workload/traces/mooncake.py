@@ -1,0 +1,121 @@
+"""Mooncake FAST'25 request traces and AIPerf's ``mooncake_trace`` session extension (JSONL).
+
+Plain Mooncake rows (kvcache-ai/Mooncake FAST25-release/traces; tests/data/traces/README.md):
+``timestamp`` (ms), ``input_length`` (the **whole prompt**), ``output_length``, ``hash_ids`` (one id
+per 512-token block of the whole prompt, the last block partial: len == ceil(input_length / 512)).
+There is no session id, so **each row is its own one-step session** ``<file>:<line>``. Sessions are
+not rebuilt from shared hash prefixes: a shared prefix is also what different conversations with one
+system prompt or document look like, so the guess cannot be checked, and every replay tool
+(AIPerf, GuideLLM, SGLang bench_serving) sends these rows as independent requests. The hash ids are
+kept, so a prefix cache still sees the reuse across requests. They are comparable only within one file.
+
+AIPerf session rows (ai-dynamo/aiperf docs/benchmark-modes/trace-replay.md; README "Semantics"):
+rows with ``session_id`` form a session in file order. The first turn carries ``timestamp`` (ms);
+later turns carry ``delay`` (ms of think time after the previous response) and an **incremental**
+``input_length`` / ``hash_ids`` covering only the new tokens. AIPerf replays them with the live
+response threaded into the history (context mode ``deltas_without_responses``), so
+prompt[k] = prompt[k-1] + output[k-1] + input_length[k] and ``new_tokens`` = input_length[k].
+A later turn's start is the previous start + delay (its own ``timestamp`` when given): the trace
+has no service times, so these start times assume zero service time. Later turns' hash ids cover
+only the new tokens, not the whole prompt, so they are not kept (``block_hashes`` is the whole
+prompt's blocks or nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from kvbudget.workload.record import BadRow, StepRecord
+from kvbudget.workload.traces._common import (
+    BadSink,
+    PauseBuffer,
+    Pending,
+    RowError,
+    hashes,
+    json_lines,
+    optional_number,
+    text,
+    whole,
+)
+
+BLOCK = 512  # Mooncake FAST'25 hash block size (README "Semantics"; aiperf analyze-trace --block-size default)
+
+
+def read(path: Path, bad: BadSink) -> Iterator[StepRecord]:
+    source = f"mooncake:{path.name}"
+    buffer = PauseBuffer()
+    for line, row in json_lines(path, bad):
+        try:
+            if "session_id" in row:
+                done = _session_turn(row, buffer, source)
+                if done is not None:
+                    yield done
+                continue
+            yield _request(row, f"{path.name}:{line}", source)
+        except RowError as exc:
+            bad(BadRow(str(path), line, str(exc)))
+    yield from buffer.flush()
+
+
+def _request(row: dict[str, object], session: str, source: str) -> StepRecord:
+    if "input_length" not in row and "messages" in row:
+        raise RowError("a 'messages' row has no token counts ('input_length'); kvbudget does not tokenize")
+    prompt = whole(row, "input_length")
+    start = optional_number(row, "timestamp")
+    if start is None:
+        raise RowError("'timestamp' is missing (a row without 'session_id' is a one-step session at its timestamp)")
+    blocks = hashes(row)
+    return StepRecord(
+        session=session,
+        step=0,
+        start_s=start / 1000,
+        prompt_tokens=prompt,
+        output_tokens=whole(row, "output_length"),
+        new_tokens=prompt,
+        block_hashes=blocks,
+        block_size=BLOCK if blocks else None,
+        source=source,
+    )
+
+
+def _session_turn(row: dict[str, object], buffer: PauseBuffer, source: str) -> StepRecord | None:
+    session = text(row, "session_id")
+    if "input_length" not in row and "messages" in row:
+        raise RowError("a 'messages' row has no token counts ('input_length'); kvbudget does not tokenize")
+    appended = whole(row, "input_length")
+    output = whole(row, "output_length")
+    stamp = optional_number(row, "timestamp")
+    delay = optional_number(row, "delay")
+    blocks = hashes(row)
+    previous = buffer.last(session)
+    if previous is None:  # turn 0: the whole prompt, at its timestamp
+        record = StepRecord(
+            session=session,
+            step=0,
+            start_s=(stamp or 0.0) / 1000,
+            prompt_tokens=appended,
+            output_tokens=output,
+            new_tokens=appended,
+            block_hashes=blocks,
+            block_size=BLOCK if blocks else None,
+            source=source,
+        )
+        return buffer.push(Pending(record), None)
+    last = previous.record
+    start = stamp / 1000 if stamp is not None else last.start_s + (delay or 0.0) / 1000
+    if start < last.start_s:
+        raise RowError(
+            f"turn starts at {start:g} s, before the previous turn of session {session} ({last.start_s:g} s)"
+        )
+    pause = (delay / 1000) if delay is not None else round(start - last.start_s, 6)
+    record = StepRecord(
+        session=session,
+        step=last.step + 1,
+        start_s=start,
+        prompt_tokens=last.prompt_tokens + last.output_tokens + appended,
+        output_tokens=output,
+        new_tokens=appended,
+        source=source,
+    )
+    return buffer.push(Pending(record), pause)

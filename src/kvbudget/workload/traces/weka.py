@@ -1,0 +1,152 @@
+"""WEKA kv-cache-tester traces: one JSON document per real Claude Code session, sub-agents nested.
+
+Format: callanjfox/kv-cache-tester docs/trace_replay_tester.md ("Trace Format", "Sub-Agent Handling")
+and tests/data/traces/README.md. The document has ``id``, ``block_size`` (64), ``hash_id_scope`` and
+``requests[]``. A request has ``t`` (seconds from the session start), ``in`` (the **whole prompt**),
+``out``, ``hash_ids`` (64-token blocks, full blocks only, chained), ``api_time`` (server time, not
+on every request), ``think_time``, ``type`` (``s`` streaming / ``n`` non-streaming / ``subagent``).
+A ``type: subagent`` entry has its own ``t`` (on the enclosing session's clock), ``agent_id`` and
+``requests[]`` whose ``t`` restart at 0 (trace_0277: agent_001 at t=79.224 s, its requests at 0, 6, 13 s).
+
+Mapping to StepRecord:
+
+* one session per document, id = the document's ``id`` (file stem when absent); each sub-agent is its
+  own session ``<id>/<agent_id>`` with ``parent`` = the enclosing session, and its own step indexes;
+* every request is a step, streaming and non-streaming alike (the replay tester sends both);
+* ``new_tokens`` = in[t] - in[t-1] - out[t-1] (README "Semantics"), negative when Claude Code
+  compacted the context; the first step's whole prompt is new;
+* ``pause_s`` = t[next] - t - api_time (the gap between this response and the next request),
+  clipped at 0 for the traces' whole-second ``t``. ``think_time`` is not used: it counts from the end
+  of the last request that *has* an ``api_time`` (trace_0314 request 23: think_time 1,283 s across a
+  26 s gap). Without ``api_time`` the whole gap counts as pause, an upper bound;
+* ``hash_ids`` are local to a trace when ``hash_id_scope`` is ``local`` (every trace numbers from 0),
+  so they are salted with the trace id to stop unrelated traces from looking like a shared prefix.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvbudget.workload.record import BadRow, StepRecord
+from kvbudget.workload.traces._common import (
+    BadSink,
+    JsonPath,
+    RowError,
+    as_whole,
+    hashes,
+    json_path,
+    line_of,
+    load_document,
+    number,
+    optional_number,
+    whole,
+)
+
+DEFAULT_BLOCK = 64  # kv-cache-tester --chunk-size default and every shipped trace's "block_size"
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    t: float
+    prompt: int
+    output: int
+    api_time: float | None
+    hashes: tuple[int, ...]
+
+
+class _Reader:
+    def __init__(self, path: Path, text: str, bad: BadSink, block_size: int, salt: int | None) -> None:
+        self.path, self.text, self.bad = path, text, bad
+        self.block_size, self.salt = block_size, salt
+        self.source = f"weka:{path.name}"
+        self.names: set[str] = set()  # session ids handed out: a repeated agent_id must not merge two sessions
+
+    def report(self, where: JsonPath, reason: str) -> None:
+        self.bad(BadRow(str(self.path), line_of(self.text, where), f"{json_path(where)}: {reason}"))
+
+    def session(
+        self, requests: Sequence[object], where: JsonPath, session: str, parent: str | None, offset: float
+    ) -> Iterator[StepRecord]:
+        steps: list[_Request] = []
+        agents: list[tuple[dict[str, object], JsonPath]] = []
+        for i, entry in enumerate(requests):
+            here = (*where, i)
+            if not isinstance(entry, dict):
+                self.report(here, f"a request must be a JSON object, not {type(entry).__name__}")
+            elif entry.get("type") == "subagent":
+                agents.append((entry, here))
+            else:
+                try:
+                    steps.append(
+                        _Request(
+                            t=number(entry, "t"),
+                            prompt=whole(entry, "in"),
+                            output=whole(entry, "out"),
+                            api_time=optional_number(entry, "api_time"),
+                            hashes=hashes(entry),
+                        )
+                    )
+                except RowError as exc:
+                    self.report(here, str(exc))
+        yield from self.records(steps, session, parent, offset)
+        for j, (agent, here) in enumerate(agents, start=1):
+            name = agent.get("agent_id")
+            child = f"{session}/{name if isinstance(name, str) and name else f'subagent_{j}'}"
+            if child in self.names:
+                child = f"{child}#{j}"
+            self.names.add(child)
+            inner = agent.get("requests")
+            try:
+                start = number(agent, "t")
+                if not isinstance(inner, list):
+                    raise RowError("a sub-agent needs a 'requests' list")
+            except RowError as exc:
+                self.report(here, f"sub-agent {child}: {exc}")
+                continue
+            yield from self.session(inner, (*here, "requests"), child, session, offset + start)
+
+    def records(self, steps: list[_Request], session: str, parent: str | None, offset: float) -> Iterator[StepRecord]:
+        for k, step in enumerate(steps):
+            following = steps[k + 1] if k + 1 < len(steps) else None
+            pause = None
+            if following is not None:
+                pause = round(max(0.0, following.t - step.t - (step.api_time or 0.0)), 6)
+            new = step.prompt if k == 0 else step.prompt - steps[k - 1].prompt - steps[k - 1].output
+            blocks = step.hashes if self.salt is None else tuple(self.salt ^ h for h in step.hashes)
+            yield StepRecord(
+                session=session,
+                step=k,
+                start_s=offset + step.t,
+                prompt_tokens=step.prompt,
+                output_tokens=step.output,
+                parent=parent,
+                new_tokens=new,
+                pause_s=pause,
+                block_hashes=blocks,
+                block_size=self.block_size if blocks else None,
+                source=self.source,
+            )
+
+
+def read(path: Path, bad: BadSink) -> Iterator[StepRecord]:
+    loaded = load_document(path, bad)
+    if loaded is None:
+        return
+    text, doc = loaded
+    if not isinstance(doc, dict) or not isinstance(doc.get("requests"), list):
+        bad(BadRow(str(path), 1, "not a WEKA trace: the document has no 'requests' list; the document is skipped"))
+        return
+    trace_id = doc.get("id")
+    session = trace_id if isinstance(trace_id, str) and trace_id else path.stem
+    try:
+        block_size = as_whole(doc.get("block_size", DEFAULT_BLOCK), "block_size", minimum=1)
+    except RowError as exc:
+        bad(BadRow(str(path), line_of(text, ("block_size",)), f"{exc}; the document is skipped"))
+        return
+    # "hash_id_scope": "local" ids restart at 0 in every trace (docs/trace_replay_tester.md, "global" traces share ids)
+    salt = None if doc.get("hash_id_scope") == "global" else zlib.crc32(session.encode()) << 32
+    reader = _Reader(path, text, bad, block_size, salt)
+    yield from reader.session(doc["requests"], ("requests",), session, None, 0.0)

@@ -1,0 +1,140 @@
+"""The simulator's parts: bounded percentiles and series, the cost table, the plan bridge, the search."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator
+
+import pytest
+
+from kvbudget.cli import build_parser
+from kvbudget.cli_plan import plan_inputs
+from kvbudget.plan.plan import Plan, make_plan
+from kvbudget.simulate import (
+    CostTable,
+    MemoryModel,
+    MemoryPolicy,
+    SimConfig,
+    Target,
+    TimeModel,
+    find_sustained,
+    memory_from_plan,
+    run_study,
+    simulate,
+    study_json,
+)
+from kvbudget.simulate.metrics import LogHistogram, Sample, TimeSeries
+from kvbudget.workload.record import SessionPlan
+from tests.simulate.builders import agent_sessions, config, session
+
+
+def _plan(*argv: str) -> Plan:
+    return make_plan(plan_inputs(build_parser().parse_args(["plan", *argv]))[0])
+
+
+def test_histogram_quantiles_within_one_percent() -> None:
+    rng = random.Random(3)
+    values = [0.0] * 300 + [rng.lognormvariate(0, 2) for _ in range(20_000)]
+    h = LogHistogram()
+    for v in values:
+        h.add(v)
+    values.sort()
+    for q in (0.5, 0.9, 0.99, 0.999):
+        exact = values[math.ceil(q * len(values)) - 1]
+        assert h.quantile(q) == pytest.approx(exact, rel=0.0101)
+    assert len(h.buckets) < 3_000
+    assert LogHistogram().quantile(0.99) == 0.0
+
+
+def test_time_series_stays_bounded_and_spans_the_run() -> None:
+    series = TimeSeries(interval=1.0, max_samples=50)
+    t = 0.0
+    while t < 10_000:
+        series.add(Sample(t, 0, 0, 0, 0, 0))
+        t = series.next_t
+    assert len(series.samples) < 100
+    assert series.samples[0].t == 0.0 and series.samples[-1].t > 9_000
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("llama-3.1-8b", "--engine", "vllm"),
+        ("gemma-3-27b", "--engine", "vllm"),
+        ("gemma-3-27b", "--engine", "sglang"),
+        ("llama-3.1-8b", "--engine", "ideal"),
+    ],
+)
+def test_tokens_within_matches_bisection_on_real_layouts(argv: tuple[str, ...]) -> None:
+    plan = _plan(*argv, "--gpu", "h200", "--context", "32k")
+    memory = memory_from_plan(plan)
+    fast = CostTable(memory.sequence_bytes, memory.prefix_bytes_per_token, memory.block_size)
+    slow = CostTable(memory.sequence_bytes)
+    rng = random.Random(1)
+    for _ in range(300):
+        low = rng.randrange(0, 2_000)
+        high = rng.randrange(low, 32_768)
+        budget = rng.randrange(0, memory.sequence_bytes(high) + 2)
+        expect = low
+        lo, hi = low, high
+        while lo <= hi:  # reference: plain bisection for the largest t with bytes(t) <= budget
+            mid = (lo + hi) // 2
+            if slow.bytes(mid) <= budget:
+                expect, lo = mid, mid + 1
+            else:
+                hi = mid - 1
+        assert fast.tokens_within(budget, low, high) == expect
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "gemma-3-27b", "qwen3-32b"])
+def test_reserve_at_cap_holds_exactly_the_static_plans_sessions(model: str) -> None:
+    # Saturating arrivals with refusal: the reservations fill the plan's pool exactly as the plan does.
+    plan = _plan(model, "--engine", "vllm", "--gpu", "h100-80gb", "--weights", "fp8", "--context", "32k")
+    memory = memory_from_plan(plan)
+    cfg = SimConfig(memory, MemoryPolicy("reserve", admission="refuse"), TimeModel(decode_tokens_per_s=50.0))
+    burst = [session(i, 0.001 * i, [(1_000, 100, 0.0)]) for i in range(plan.sessions + 5)]
+    r = simulate(burst, cfg)
+    assert r.peak_concurrency == plan.sessions
+    assert r.refused_admission == 5
+
+
+def test_the_search_brackets_the_target() -> None:
+    cfg = config(6 * 32_768)
+    found = find_sustained(lambda: agent_sessions(200, rate=0.05), cfg, Target(), probe_sessions=200, probes=6)
+    assert 1 <= len(found.trail) <= 6
+    held = [p for p in found.trail if p.holds]
+    missed = [p for p in found.trail if not p.holds]
+    assert held and missed  # a scale that met the target and one that did not
+    assert found.scale is not None
+    assert found.sessions_per_replica == pytest.approx(max(p.mean_concurrency for p in held))
+    assert max(p.scale for p in held) < min(p.scale for p in missed)
+
+
+def test_study_json_without_a_search() -> None:
+    study = run_study(lambda: agent_sessions(100, rate=0.05), config(50 * 32_768), Target(), static_plan_sessions=50)
+    data = study_json(study)
+    assert data["search"] is None
+    assert study.target_met and data["sustained_sessions"] == round(study.result.mean_concurrency, 2)
+    missed = run_study(
+        lambda: agent_sessions(200, rate=2.0), config(4 * 32_768), Target(p99_delay_s=0.01), static_plan_sessions=4
+    )
+    assert not missed.target_met and study_json(missed)["sustained_sessions"] is None
+
+
+def test_memory_model_linear_rounds_to_blocks() -> None:
+    m = MemoryModel.linear(10**9, 100, 4096, block_size=16, state_bytes=7)
+    assert [m.sequence_bytes(t) for t in (1, 16, 17)] == [1607, 1607, 3207]
+    assert m.shared_prefix(1000) == 992
+    assert MemoryModel.linear(10**9, 100, 4096, share_prefix=False).shared_prefix(1000) == 0
+
+
+def test_the_run_itself_serves_as_the_first_probe() -> None:
+    cfg = config(6 * 32_768)
+
+    def source() -> Iterator[SessionPlan]:
+        return agent_sessions(150, rate=0.05)
+
+    study = run_study(source, cfg, Target(), static_plan_sessions=6, search_sessions=150, search_probes=4)
+    fresh = find_sustained(source, cfg, Target(), probe_sessions=150, probes=4)
+    assert study.sustained == fresh

@@ -1,0 +1,116 @@
+"""`kvbudget trace stats` and `trace convert` through the real entry point: the JSON contract, the
+text report, the cap analysis against `kvbudget plan`, and one-line errors with exit code 1."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import cast
+
+import pytest
+
+from tests.helpers import run_cli
+from tests.workload.raw_traces import AZURE, OTEL, WEKA, nearest_rank, weka_sessions
+
+
+def _fails(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 1 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), err
+    return lines[0]
+
+
+def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, object]:
+    code, out, err = run_cli(capsys, *argv, "--json")
+    assert code == 0, err
+    data: dict[str, object] = json.loads(out)
+    return data
+
+
+def test_stats_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
+    data = _json(capsys, "trace", "stats", *map(str, WEKA))
+    assert data["schema_version"] == 1
+    assert (data["sessions"], data["subagents"], data["steps"], data["bad_rows"]) == (13, 6, 481, 0)
+    for key in ("context_tokens", "session_end_tokens"):
+        assert set(cast(dict[str, object], data[key])) >= {"p50", "p90", "p99", "max"}
+    assert set(cast(dict[str, object], data["pause_seconds"])) >= {"p50", "p90", "p99"}
+    assert isinstance(data["paused_share"], float) and 0 < data["paused_share"] < 1
+    assert "growth_tokens_per_step" in data and data["percentiles"] == "nearest-rank"
+    assert "cap" not in data
+
+
+def test_stats_text_report(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "trace", "stats", *map(str, WEKA), *map(str, OTEL))
+    assert code == 0
+    assert "15 file(s), 14 with steps (weka 13, otel 1)" in out
+    assert "17 session(s) + 6 sub-agent(s)" in out
+    assert "nearest-rank" in out and "session end (tokens)" in out and "pause after a step (s)" in out
+    assert "bad rows (12; skipped" in out and "multi_agent_research.json:6: spans[0]: no token usage" in out
+
+
+def test_strict_stops_at_the_first_bad_row(capsys: pytest.CaptureFixture[str]) -> None:
+    path = next(p for p in OTEL if p.stem == "multi_agent_research")
+    line = _fails(capsys, "trace", "stats", str(path), "--strict")
+    assert line.startswith(f"Error: {path}:6: spans[0]: no token usage")
+
+
+def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    odd = tmp_path / "notes.txt"
+    odd.write_text("hello\n", encoding="utf-8")
+    assert "cannot tell the trace format" in _fails(capsys, "trace", "stats", str(odd))
+    assert "cannot read" in _fails(capsys, "trace", "stats", str(tmp_path / "missing.json"))
+    assert "invalid choice" in _fails(capsys, "trace", "stats", str(odd), "--format", "csv")
+    assert "add --model" in _fails(capsys, "trace", "stats", str(WEKA[0]), "--gpu", "h100-sxm")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"timestamp": 0, "input_length": -1, "output_length": 1}\n', encoding="utf-8")
+    line = _fails(capsys, "trace", "stats", str(bad), "--format", "mooncake", "--strict")
+    assert line == f"Error: {bad}:1: 'input_length' must be at least 0, got -1"
+    line = _fails(capsys, "trace", "convert", str(bad), "--out", str(bad))
+    assert "one of the input files" in line
+    assert "--gpu-memory" in _fails(capsys, "trace", "stats", str(WEKA[0]), "--model", "llama-3.1-8b")
+
+
+def test_cap_analysis_matches_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    files = list(map(str, AZURE))
+    deploy = ("--model", "llama-3.1-8b", "--gpu", "h100-sxm")
+    data = _json(capsys, "trace", "stats", *files, *deploy)
+    cap = data["cap"]
+    assert isinstance(cap, dict)
+    peaks = []
+    for path in AZURE:
+        text = path.read_text(encoding="utf-8").splitlines()[1:]
+        peaks += [int(r.split(",")[1]) + int(r.split(",")[2]) for r in text if r.strip()]
+    p99 = nearest_rank(peaks, 99)
+    assert cap["p99_session_peak_tokens"] == p99
+    assert cap["recommended_cap_tokens"] == math.ceil(p99 * 1.1 / 1024) * 1024
+    for tokens, key in (
+        (cap["recommended_cap_tokens"], "sessions_at_recommended_cap"),
+        (131072, "sessions_at_advertised_window"),
+    ):
+        plan = _json(capsys, "plan", *deploy[1:2], *deploy[2:], "--context", str(tokens))
+        assert cap[key] == plan["total_sessions"], key
+    assert cast(int, cap["sessions_at_recommended_cap"]) > cast(int, cap["sessions_at_advertised_window"])
+    assert "you reserve memory for sessions that never happen" in str(cap["reading"])
+    assert f"serve {cap['sessions_at_recommended_cap']:,} sessions instead of" in str(cap["reading"])
+
+
+def test_cap_analysis_text_with_the_cap_in_use(capsys: pytest.CaptureFixture[str]) -> None:
+    sessions = {name: reqs for p in WEKA for name, reqs in weka_sessions(p).items() if reqs}
+    p99 = nearest_rank([max(q["in"] + q["out"] for q in reqs) for reqs in sessions.values()], 99)
+    code, out, err = run_cli(
+        capsys, "trace", "stats", *map(str, WEKA), "--model", "llama-3.1-8b", "--gpu-memory", "80GB", "--context", "64k"
+    )
+    assert code == 0, err
+    assert "What a cap does" in out and "in use (--context)" in out and "advertised window" in out
+    assert f"(p99 = {p99:,})" in out
+    assert "is beyond the cap in use (64K)" in out
+
+
+def test_convert_reports_bad_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "o.jsonl"
+    code, text, _ = run_cli(capsys, "trace", "convert", *map(str, OTEL), "--out", str(out))
+    assert code == 0
+    assert "wrote 7 steps of 4 session(s)" in text and "12 bad row(s) skipped" in text
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 7
