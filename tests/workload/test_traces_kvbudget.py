@@ -48,12 +48,20 @@ def test_round_trip_through_convert(tmp_path: Path, capsys: pytest.CaptureFixtur
     out = tmp_path / "all.jsonl"
     code, text, err = run_cli(capsys, "trace", "convert", *map(str, ALL), "--out", str(out))
     assert code == 0, err
-    original = list(read_records(ALL))
+    skipped: list[BadRow] = []
+    original = list(read_records(ALL, bad_rows=skipped))
     assert f"wrote {len(original):,} steps" in text and "12 bad row(s) skipped" in text
+    assert len(skipped) == 12
     assert detect_format(out) == "kvbudget"
     again = list(read_records([out]))
     assert _unsourced(again) == _unsourced(original)
     assert {r.source for r in again} == {"kvbudget:all.jsonl"}
+
+
+def test_bad_rows_are_never_dropped_unseen() -> None:
+    """Without a list to report them in, a bad row raises instead of vanishing from the counts."""
+    with pytest.raises(TraceError, match=r"multi_agent_research\.json"):
+        list(read_records(ALL))
 
 
 def test_gzip_files_are_read_transparently(tmp_path: Path) -> None:

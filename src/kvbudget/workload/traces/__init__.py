@@ -4,7 +4,8 @@
 goes (a JSON-document format is parsed whole, its records still stream out). A row a reader cannot
 use is a ``BadRow`` with file and line: appended to ``bad_rows`` and skipped, or, under
 ``strict=True``, raised as ``TraceError`` (``file:line: reason``). Every row is a record or a bad
-row. Pass a ``bad_rows`` list to see them; without one (and not strict) they are only skipped.
+row. Without a ``bad_rows`` list to report them in, a bad row raises as under ``strict``: nothing is
+ever dropped unseen.
 
 The format rules and field mapping of each format are in its module's docstring and in
 docs/traces.md. Readers yield the steps of one session in step order; sessions may interleave.
@@ -108,18 +109,17 @@ def read_records(
     """Stream the records of every file, in the order given.
 
     Formats are checked (or detected) for every file before the first record, so an unknown format
-    fails at once. ``bad_rows`` collects each unusable row with file and line; ``strict`` raises
-    TraceError at the first one instead.
+    fails at once. ``bad_rows`` collects each unusable row with file and line; ``strict`` (or no
+    ``bad_rows`` list) raises TraceError at the first one instead.
     """
     if not paths:
         raise TraceError("no trace files given")
     plan = [(Path(p), reader(fmt) if fmt is not None else reader(detect_format(p))) for p in paths]
 
     def sink(bad: BadRow) -> None:
-        if strict:
+        if strict or bad_rows is None:
             raise TraceError(str(bad))
-        if bad_rows is not None:
-            bad_rows.append(bad)
+        bad_rows.append(bad)
 
     return _stream(plan, sink)
 
