@@ -3,9 +3,18 @@ tensor-parallel head placement, and grouping identical layers."""
 
 from __future__ import annotations
 
-from kvbudget.engines.base import NO_SLOTS, Group
+from kvbudget.engines.base import NO_SLOTS, Group, Slots
 from kvbudget.errors import EngineRefusalError
-from kvbudget.model.spec import LatentAttention, ModelSpec, Primitive, Recurrent, SharedKV
+from kvbudget.model.spec import (
+    ChunkedLocal,
+    FullAttention,
+    LatentAttention,
+    ModelSpec,
+    Primitive,
+    Recurrent,
+    SharedKV,
+    SlidingWindow,
+)
 from kvbudget.precision import CacheDType, parse_cache_dtype
 
 
@@ -121,3 +130,16 @@ def cross_attention_group(indices: tuple[int, ...], slot: int, text: str, image_
         slot * image_tokens,
         f"{image_tokens:,} image tokens x {slot:,} B ({text})",
     )
+
+
+def attention_group(
+    state: FullAttention | SlidingWindow | ChunkedLocal, indices: tuple[int, ...], slot: int, text: str, slots: Slots
+) -> Group:
+    """A group of self-attention layers; kind, label and whether it keeps growing follow the primitive."""
+    if isinstance(state, SlidingWindow):
+        kind, label, grows = "sliding_window", f"sliding window {state.window:,}", False
+    elif isinstance(state, ChunkedLocal):
+        kind, label, grows = "chunked_local", f"chunked local {state.chunk:,}", False
+    else:
+        kind, label, grows = "full_attention", "full attention", True
+    return Group(kind, label, len(indices), slot, text, slots, grows, layer_indices=indices)

@@ -12,10 +12,12 @@ from kvbudget.engines.base import (
     EngineOptions,
     Group,
     Layout,
+    Slots,
     capped_slots,
     exact_slots,
 )
 from kvbudget.engines.common import (
+    attention_group,
     attention_slot,
     check_recurrent_tp,
     cross_attention_group,
@@ -44,6 +46,15 @@ NAME = "ideal"
 DEFAULT_VERSION = ""
 
 
+def _textbook_slots(state: FullAttention | SlidingWindow | ChunkedLocal) -> Slots:
+    """Every token for full attention; at most the window or one chunk for local attention."""
+    if isinstance(state, SlidingWindow):
+        return capped_slots(state.window, "window")
+    if isinstance(state, ChunkedLocal):
+        return capped_slots(state.chunk, "one chunk")
+    return exact_slots()
+
+
 def layout(spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions, version: str = "") -> Layout:
     groups: list[Group] = []
     warnings: list[str] = []
@@ -54,38 +65,10 @@ def layout(spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: Engi
             if warning:
                 warnings.append(warning)
             slot, text = attention_slot(heads, state.k_dim, state.v_dim, k, v)
-            if isinstance(state, FullAttention):
-                groups.append(
-                    Group("full_attention", "full attention", n, slot, text, exact_slots(), True, layer_indices=indices)
-                )
-            elif isinstance(state, SlidingWindow):
-                groups.append(
-                    Group(
-                        "sliding_window",
-                        f"sliding window {state.window:,}",
-                        n,
-                        slot,
-                        text,
-                        capped_slots(state.window, "window"),
-                        False,
-                        layer_indices=indices,
-                    )
-                )
-            elif isinstance(state, ChunkedLocal):
-                groups.append(
-                    Group(
-                        "chunked_local",
-                        f"chunked local {state.chunk:,}",
-                        n,
-                        slot,
-                        text,
-                        capped_slots(state.chunk, "one chunk"),
-                        False,
-                        layer_indices=indices,
-                    )
-                )
-            else:
+            if isinstance(state, CrossAttention):
                 groups.append(cross_attention_group(indices, slot, text, options.image_tokens))
+            else:
+                groups.append(attention_group(state, indices, slot, text, _textbook_slots(state)))
         elif isinstance(state, LatentAttention):
             if tp > 1:
                 warnings.append(f"latent attention: the latent is replicated on all {tp} GPUs, not split")

@@ -29,10 +29,12 @@ from kvbudget.engines.base import (
     EngineOptions,
     Group,
     Layout,
+    Slots,
     capped_slots,
     exact_slots,
 )
 from kvbudget.engines.common import (
+    attention_group,
     attention_slot,
     cross_attention_group,
     expanded_mla_slot,
@@ -167,6 +169,18 @@ def _recurrent_group(state: Recurrent, n: int, indices: tuple[int, ...], dtype: 
     return fixed_state_group("recurrent", f"{state.variant} state", indices, size, text)
 
 
+def _dynamic_cache_slots(state: FullAttention | SlidingWindow | ChunkedLocal) -> Slots:
+    """Token slots transformers' DynamicCache stores in steady state, per layer type."""
+    if isinstance(state, SlidingWindow):
+        # DynamicSlidingWindowLayer.update: view of the last W-1 tokens of a W-token cat output.
+        return capped_slots(state.window, "W-1 token view of a W-token tensor")
+    if isinstance(state, ChunkedLocal):
+        # get_layer_types_and_kwargs: chunked_attention -> DynamicSlidingWindowLayer(attention_chunk_size).
+        return capped_slots(state.chunk, "sliding-window layer of the chunk size")
+    # DynamicLayer.update: torch.cat([keys, key_states], dim=-2), every token kept.
+    return exact_slots()
+
+
 def layout(
     spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions, version: str = DEFAULT_VERSION
 ) -> Layout:
@@ -192,43 +206,13 @@ def layout(
         n = len(indices)
         if isinstance(state, FullAttention | SlidingWindow | ChunkedLocal | CrossAttention):
             slot, text = attention_slot(state.kv_heads, state.k_dim, state.v_dim, dtype, dtype)
-            if isinstance(state, FullAttention):
-                # DynamicLayer.update: torch.cat([keys, key_states], dim=-2), every token kept.
-                groups.append(
-                    Group("full_attention", "full attention", n, slot, text, exact_slots(), True, layer_indices=indices)
-                )
-            elif isinstance(state, SlidingWindow):
-                # DynamicSlidingWindowLayer.update: view of the last W-1 tokens of a W-token cat output.
-                groups.append(
-                    Group(
-                        "sliding_window",
-                        f"sliding window {state.window:,}",
-                        n,
-                        slot,
-                        text,
-                        capped_slots(state.window, "W-1 token view of a W-token tensor"),
-                        False,
-                        layer_indices=indices,
-                    )
-                )
+            if isinstance(state, SlidingWindow):
                 notes.append(
                     "sliding layers: right after a prefill longer than the window the storage briefly "
                     "holds the whole prompt"
                 )
-            elif isinstance(state, ChunkedLocal):
-                # get_layer_types_and_kwargs: chunked_attention -> DynamicSlidingWindowLayer(attention_chunk_size).
-                groups.append(
-                    Group(
-                        "chunked_local",
-                        f"chunked local {state.chunk:,}",
-                        n,
-                        slot,
-                        text,
-                        capped_slots(state.chunk, "sliding-window layer of the chunk size"),
-                        False,
-                        layer_indices=indices,
-                    )
-                )
+            if not isinstance(state, CrossAttention):
+                groups.append(attention_group(state, indices, slot, text, _dynamic_cache_slots(state)))
             else:
                 # modeling_mllama.py: cross-attention layers cache.update the image K/V once, never the text.
                 groups.append(cross_attention_group(indices, slot, text, options.image_tokens))
