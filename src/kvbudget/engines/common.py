@@ -143,3 +143,18 @@ def attention_group(
     else:
         kind, label, grows = "full_attention", "full attention", True
     return Group(kind, label, len(indices), slot, text, slots, grows, layer_indices=indices)
+
+
+def kernel_minus_one_state(
+    state: Recurrent, *, tp: int, engine: str, conv_default: str, ssm_default: str
+) -> tuple[int, str]:
+    """One sequence's state in one layer for engines that keep ``conv_kernel - 1`` conv columns
+    (vLLM, SGLang, the textbook): the config's dtype pins win, else the engine's defaults."""
+    check_recurrent_tp(state, tp, engine)
+    return recurrent_bytes(
+        state,
+        tp=tp,
+        conv_len=state.conv_kernel - 1,
+        conv_dtype=state_dtype(state.conv_dtype, conv_default),
+        ssm_dtype=state_dtype(state.ssm_dtype, ssm_default),
+    )

@@ -19,16 +19,14 @@ from kvbudget.engines.base import (
 from kvbudget.engines.common import (
     attention_group,
     attention_slot,
-    check_recurrent_tp,
     cross_attention_group,
     expanded_mla_slot,
     fixed_state_group,
     group_primitives,
+    kernel_minus_one_state,
     kv_heads_per_rank,
     latent_slot,
-    recurrent_bytes,
     shared_kv_group,
-    state_dtype,
 )
 from kvbudget.model.spec import (
     ChunkedLocal,
@@ -80,13 +78,8 @@ def layout(spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: Engi
                 label = "latent attention (MLA)"
             groups.append(Group("latent_attention", label, n, slot, text, exact_slots(), True, layer_indices=indices))
         elif isinstance(state, Recurrent):
-            check_recurrent_tp(state, tp, NAME)
-            size, text = recurrent_bytes(
-                state,
-                tp=tp,
-                conv_len=state.conv_kernel - 1,
-                conv_dtype=state_dtype(state.conv_dtype, spec.dtype),
-                ssm_dtype=state_dtype(state.ssm_dtype, spec.dtype),
+            size, text = kernel_minus_one_state(
+                state, tp=tp, engine=NAME, conv_default=spec.dtype, ssm_default=spec.dtype
             )
             groups.append(fixed_state_group("recurrent", f"{state.variant} state", indices, size, text))
         elif isinstance(state, SharedKV):

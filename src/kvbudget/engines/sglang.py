@@ -17,14 +17,12 @@ from __future__ import annotations
 from kvbudget.engines.base import EngineOptions, Group, Layout, Slots, pad
 from kvbudget.engines.common import (
     attention_slot,
-    check_recurrent_tp,
     fixed_state_group,
     group_primitives,
+    kernel_minus_one_state,
     kv_heads_per_rank,
     latent_slot,
-    recurrent_bytes,
     shared_kv_group,
-    state_dtype,
 )
 from kvbudget.errors import EngineRefusalError, InputError
 from kvbudget.model.spec import (
@@ -203,15 +201,10 @@ def layout(
                 )
             )
         elif isinstance(state, Recurrent):
-            check_recurrent_tp(state, tp, NAME)
             # SGLang Mamba2StateShape: conv (conv_dim/tp, conv_kernel-1); SSM float32 unless the config pins it
             # (srt/configs/mamba_utils.py: mamba2_state_dtype, mamba_ssm_dtype)
-            size, text = recurrent_bytes(
-                state,
-                tp=tp,
-                conv_len=state.conv_kernel - 1,
-                conv_dtype=state_dtype(state.conv_dtype, MAMBA_CONV_DTYPE),
-                ssm_dtype=state_dtype(state.ssm_dtype, MAMBA_SSM_DTYPE),
+            size, text = kernel_minus_one_state(
+                state, tp=tp, engine=NAME, conv_default=MAMBA_CONV_DTYPE, ssm_default=MAMBA_SSM_DTYPE
             )
             groups.append(fixed_state_group("recurrent", f"{state.variant} state", indices, size, text))
         elif isinstance(state, SharedKV):

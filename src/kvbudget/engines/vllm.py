@@ -21,13 +21,11 @@ from kvbudget.engines import version_tuple
 from kvbudget.engines.base import NO_SLOTS, EngineOptions, Group, Layout, Slots
 from kvbudget.engines.common import (
     attention_slot,
-    check_recurrent_tp,
     group_primitives,
+    kernel_minus_one_state,
     kv_heads_per_rank,
     latent_slot,
-    recurrent_bytes,
     shared_kv_group,
-    state_dtype,
 )
 from kvbudget.engines.vllm_pool import (
     ATTENTION,
@@ -201,16 +199,9 @@ def _bucket(
         return Bucket("latent_attention", "latent attention (MLA)", indices, slot, text, 0)
     if not isinstance(state, Recurrent):
         raise TypeError(f"unexpected primitive {state!r}")
-    check_recurrent_tp(state, tp, NAME)
     # vLLM MambaStateShapeCalculator keeps conv_kernel-1 columns; conv in mamba_cache_dtype (auto = model
     # dtype), SSM in mamba_ssm_cache_dtype (config pin, else the conv dtype) (mamba_utils.py)
-    size, text = recurrent_bytes(
-        state,
-        tp=tp,
-        conv_len=state.conv_kernel - 1,
-        conv_dtype=state_dtype(state.conv_dtype, spec.dtype),
-        ssm_dtype=state_dtype(state.ssm_dtype, spec.dtype),
-    )
+    size, text = kernel_minus_one_state(state, tp=tp, engine=NAME, conv_default=spec.dtype, ssm_default=spec.dtype)
     return Bucket("recurrent", f"{state.variant} state", indices, 0, "", 0, size, text)
 
 
