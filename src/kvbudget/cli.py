@@ -78,6 +78,7 @@ EXTENSIONS = (
     "kvbudget.cli_trace",
     "kvbudget.cli_workload",
     "kvbudget.cli_simulate",
+    "kvbudget.cli_measure",
 )
 
 Handler = Callable[[argparse.Namespace], str]

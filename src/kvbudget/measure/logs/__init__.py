@@ -1,0 +1,113 @@
+"""Reading serving engines' start-up logs: vLLM (V0, V1), SGLang, llama.cpp and Ollama.
+
+``read_log(path)`` streams the file once. A cheap prefilter (one regex of every phrase any reader
+knows) keeps the per-line cost low for long logs; matching lines go to every engine's rules, and
+the engine whose rules matched most wins. A log no reader recognises, or one with no sizing lines,
+is an InputError saying what was found.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from kvbudget.errors import InputError
+from kvbudget.measure.logs import llamacpp, sglang, vllm
+from kvbudget.measure.logs.record import EngineLog
+from kvbudget.measure.logs.rules import Rule, apply
+from kvbudget.measure.logs.text import MAX_LOG_BYTES, clean, rank_of
+
+__all__ = ["EngineLog", "read_log"]
+
+_READERS: tuple[tuple[str, tuple[Rule, ...]], ...] = (
+    ("vllm", vllm.RULES),
+    ("sglang", sglang.RULES),
+    ("llamacpp", llamacpp.RULES),
+)
+_NEEDLES = sorted(
+    {r.needle for _, rules in _READERS for r in rules}
+    | set(vllm.V1_MARKS)
+    | set(vllm.V0_MARKS)
+    | set(llamacpp.OLLAMA_DETECT),
+    key=len,
+    reverse=True,
+)
+_PREFILTER = re.compile("|".join(re.escape(n) for n in _NEEDLES))
+SIZING = {
+    "vllm": ("available_kv_bytes", "kv_tokens", "kv_blocks", "weights_bytes", "max_concurrency"),
+    "sglang": ("kv_tokens", "max_total_num_tokens", "weights_bytes", "k_bytes"),
+    "llamacpp": (
+        "kv_cache_bytes",
+        "recurrent_state_bytes",
+        "weights_bytes",
+        "kv_buffer_bytes",
+        "ollama_estimated_kv_bytes",
+    ),
+}
+
+
+def read_log(path: str | Path, engine: str | None = None) -> EngineLog:
+    """What the log at ``path`` says; ``engine`` forces a reader (vllm, sglang, llamacpp, ollama)."""
+    p = Path(path)
+    logs = {name: EngineLog(str(p), name) for name, _ in _READERS}
+    v1 = v0 = ollama = lines = 0
+    try:
+        if not p.is_file():
+            raise InputError(f"{p}: not a regular file; give the engine's start-up log (a text file)")
+        if p.stat().st_size > MAX_LOG_BYTES:
+            raise InputError(f"{p}: larger than 2 GiB; cut the start-up part of the log (its first lines)")
+        with p.open("r", encoding="utf-8-sig", errors="replace") as f:
+            for n, raw in enumerate(f, start=1):
+                lines = n
+                if not _PREFILTER.search(raw):
+                    continue
+                text = clean(raw)
+                rank = rank_of(text)
+                v1 += any(m in text for m in vllm.V1_MARKS)
+                v0 += any(m in text for m in vllm.V0_MARKS)
+                ollama += any(m in text for m in llamacpp.OLLAMA_DETECT)
+                for name, rules in _READERS:
+                    apply(rules, logs[name], n, text, rank)
+    except OSError as e:
+        raise InputError(f"{p}: cannot read the log ({e.strerror or e})") from None
+    vllm.finish(logs["vllm"], v1, v0)
+    llamacpp.finish(logs["llamacpp"])
+    for log in logs.values():
+        log.lines_read = lines
+    chosen = _choose(p, logs, engine, lines)
+    if chosen.engine == "llamacpp" and (engine == "ollama" or (engine is None and ollama)):
+        chosen.engine = "ollama"
+    if chosen.engine != "ollama":
+        for key in [k for k in chosen.settings if k.startswith("ollama_")]:
+            del chosen.settings[key]
+    return chosen
+
+
+def _score(log: EngineLog) -> int:
+    return (
+        len(log.measured) + len(log.caches) + len(log.settings) + (log.refusal is not None) + (log.version is not None)
+    )
+
+
+def _choose(p: Path, logs: dict[str, EngineLog], engine: str | None, lines: int) -> EngineLog:
+    if engine is not None:
+        key = "llamacpp" if engine in ("ollama", "llama.cpp", "llamacpp") else engine
+        if key not in logs:
+            raise InputError(f"--engine {engine}: calibrate reads vllm, sglang, llamacpp or ollama logs")
+        chosen = logs[key]
+    else:
+        chosen = max(logs.values(), key=_score)
+        if _score(chosen) == 0:
+            what = "an empty file" if lines == 0 else f"{lines:,} lines"
+            raise InputError(
+                f"{p}: no vLLM, SGLang, llama.cpp or Ollama start-up lines in {what}; give the engine's start-up "
+                "log (llama-server needs -lv 4 to print its KV lines)"
+            )
+    if chosen.refusal is None and not any(k in chosen.measured for k in SIZING[chosen.engine]) and not chosen.caches:
+        found = ", ".join(sorted(chosen.settings)) or "no settings"
+        hint = " (llama-server prints its KV lines only with -lv 4)" if chosen.engine == "llamacpp" else ""
+        raise InputError(
+            f"{p}: a {chosen.engine} log with no sizing lines (found: {found}); it ends before the KV cache was "
+            f"allocated: give the whole start-up log{hint}"
+        )
+    return chosen

@@ -1,0 +1,122 @@
+"""Rendering a calibration: the JSON contract (docs/measure.md) and the text a person reads."""
+
+from __future__ import annotations
+
+from kvbudget.measure.calibrate import SCHEMA_VERSION, Calibration
+from kvbudget.measure.logs.record import Figure
+from kvbudget.render.text import table
+from kvbudget.units import UnitSystem, format_bytes, format_int
+
+SETTING_ORDER = (
+    "model",
+    "tp",
+    "pp",
+    "context",
+    "n_seq",
+    "n_ctx_seq",
+    "utilization",
+    "cache_dtype",
+    "block_size",
+    "max_num_batched_tokens",
+    "max_num_seqs",
+    "n_batch",
+    "n_ubatch",
+    "flash_attn",
+    "kv_unified",
+)
+
+
+def calibration_json(cal: Calibration) -> dict[str, object]:
+    log = cal.log
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "log": log.path,
+        "lines_read": log.lines_read,
+        "engine": {
+            "name": log.engine,
+            "version": log.version,
+            "version_line": log.version_line,
+            "generation": log.generation,
+        },
+        "model": {
+            "logged": log.model.value if log.model else None,
+            "resolved": cal.model_source,
+            "name": cal.spec.name if cal.spec else None,
+        },
+        "settings": {k: v.to_json() for k, v in log.settings.items()},
+        "measured": {k: v.to_json() for k, v in log.measured.items()},
+        "caches": [c.to_json() for c in log.caches],
+        "ranks": sorted(log.ranks),
+        "refusal": log.refusal.to_json() if log.refusal else None,
+        "predicted": cal.predicted,
+        "reconciliation": [r.to_json() for r in cal.rows],
+        "notes": cal.notes,
+    }
+
+
+def _value(fig: Figure, units: UnitSystem) -> str:
+    if fig.unit == "bytes":
+        return f"{format_int(int(fig.value))} B ({format_bytes(int(fig.value), units)}; printed {fig.text})"
+    if fig.unit == "ratio":
+        return fig.text
+    return f"{format_int(int(fig.value))} {fig.unit}"
+
+
+def _pred(row_figure: Figure, low: float, high: float, units: UnitSystem) -> str:
+    def one(x: float) -> str:
+        if row_figure.unit == "bytes":
+            return format_bytes(int(x), units)
+        if row_figure.unit == "ratio":
+            return f"{x:.2f}x"
+        return format_int(int(x))
+
+    return one(low) if one(low) == one(high) else f"{one(low)} .. {one(high)}"
+
+
+def render_calibration(cal: Calibration, units: UnitSystem) -> str:
+    log = cal.log
+    version = f" {log.version}" if log.version else " (version not in the log)"
+    gen = f", {log.generation}" if log.generation and log.engine == "vllm" else ""
+    out = [f"{log.path}: {log.engine}{version}{gen}; {format_int(log.lines_read)} lines read"]
+    if log.ranks:
+        out.append(f"  ranks seen: {', '.join(sorted(log.ranks))} (per-GPU capacity figures: the smallest governs)")
+    names = [k for k in SETTING_ORDER if k in log.settings] + sorted(set(log.settings) - set(SETTING_ORDER))
+    if names:
+        out += ["", "settings"]
+        for k in names:
+            s = log.settings[k]
+            where = f"line {s.line}" if s.line else "given"
+            out.append(f"  {k}: {s.value}  ({where})")
+    if log.measured or log.caches:
+        out += ["", "measured"]
+        for k, fig in log.measured.items():
+            out.append(f"  {k}: {_value(fig, units)}  (line {fig.line})")
+        for c in log.caches:
+            out.append(
+                f"  {c.kind} cache: {c.size.text} ({c.cells} cells, {c.layers} layers, {c.seqs}/{c.streams} seqs)"
+                f"  (line {c.size.line})"
+            )
+    if log.refusal:
+        r = log.refusal
+        out += ["", f"refused to start ({r.kind}, line {r.line}):", f"  {r.text[:300]}"]
+    if cal.rows:
+        agree = sum(r.agrees for r in cal.rows)
+        out += [
+            "",
+            f"reconciliation with kvbudget ({cal.spec.name if cal.spec else '?'}): "
+            f"{agree} of {len(cal.rows)} figures agree",
+        ]
+        rows = [
+            [
+                r.figure,
+                r.logged.text,
+                _pred(r.logged, *r.predicted, units),
+                "agrees" if r.agrees else f"{r.diff_pct:+.2f}%",
+                r.note,
+            ]
+            for r in cal.rows
+        ]
+        out.append(table(["figure", "logged", "kvbudget", "diff", "how"], rows))
+    for note in cal.notes:
+        out.append(f"note: {note}")
+    return "\n".join(out)

@@ -1,0 +1,95 @@
+"""Tiny GGUF models with a real model's KV geometry that llama-server loads and runs.
+
+Only what shapes the KV cache is kept at full size (layers, KV heads, head_dim through
+``key_length``/``value_length``); the hidden size is 64, the feed-forward width 64 and the
+vocabulary is a 259-token SentencePiece byte vocabulary (``<unk> <s> </s>`` + 256 byte tokens),
+so one byte of prompt text is one token. Weights are small seeded random numbers in f16: the
+model generates meaningless tokens, at full KV cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+EMBED = 64
+FFN = 64
+VOCAB = 259
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """The KV-shaping fields of a real model."""
+
+    name: str
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    context_length: int = 131_072
+
+
+# Llama-3.1-8B's KV geometry (meta-llama/Llama-3.1-8B config.json): 32 layers x 8 KV heads x 128.
+LLAMA_31_8B = Geometry("llama-3.1-8b-tiny", layers=32, heads=32, kv_heads=8, head_dim=128)
+
+
+def _vocab(w: gguf.GGUFWriter) -> None:
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
+    types += [gguf.TokenType.BYTE] * 256
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores([0.0] * VOCAB)
+    w.add_token_types(types)
+    w.add_unk_token_id(0)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    w.add_add_space_prefix(False)
+
+
+def write_llama(path: Path, g: Geometry = LLAMA_31_8B, seed: int = 0) -> Path:
+    """Write a loadable ``llama``-architecture GGUF with ``g``'s KV geometry; returns ``path``."""
+    rng = np.random.default_rng(seed)
+
+    def weight(rows: int, cols: int) -> np.ndarray:  # GGUF shape (cols, rows) = numpy (rows, cols)
+        return (rng.standard_normal((rows, cols)) * 0.02).astype(np.float16)
+
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name(g.name)
+    w.add_block_count(g.layers)
+    w.add_context_length(g.context_length)
+    w.add_embedding_length(EMBED)
+    w.add_feed_forward_length(FFN)
+    w.add_head_count(g.heads)
+    w.add_head_count_kv(g.kv_heads)
+    w.add_key_length(g.head_dim)
+    w.add_value_length(g.head_dim)
+    w.add_rope_dimension_count(g.head_dim)
+    w.add_rope_freq_base(500_000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    _vocab(w)
+    w.add_tensor("token_embd.weight", weight(VOCAB, EMBED))
+    w.add_tensor("output_norm.weight", np.ones(EMBED, dtype=np.float32))
+    w.add_tensor("output.weight", weight(VOCAB, EMBED))
+    q, kv = g.heads * g.head_dim, g.kv_heads * g.head_dim
+    for i in range(g.layers):
+        w.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(EMBED, dtype=np.float32))
+        w.add_tensor(f"blk.{i}.attn_q.weight", weight(q, EMBED))
+        w.add_tensor(f"blk.{i}.attn_k.weight", weight(kv, EMBED))
+        w.add_tensor(f"blk.{i}.attn_v.weight", weight(kv, EMBED))
+        w.add_tensor(f"blk.{i}.attn_output.weight", weight(EMBED, q))
+        w.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(EMBED, dtype=np.float32))
+        w.add_tensor(f"blk.{i}.ffn_gate.weight", weight(FFN, EMBED))
+        w.add_tensor(f"blk.{i}.ffn_up.weight", weight(FFN, EMBED))
+        w.add_tensor(f"blk.{i}.ffn_down.weight", weight(EMBED, FFN))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
