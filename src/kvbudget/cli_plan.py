@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, cast
 from kvbudget.units import UnitSystem, parse_count, parse_memory, parse_tokens
 
 if TYPE_CHECKING:
+    from kvbudget.engines import EngineRef
+    from kvbudget.plan.from_log import LogInputs
     from kvbudget.plan.plan import Plan, PlanInputs
     from kvbudget.weights.sources import WeightSize
 
@@ -41,6 +43,12 @@ def add_plan_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--context", required=True, help="context cap per session (32k, 128K, 32768)")
     g.add_argument("--sessions", default=None, help="sessions wanted: also report the largest cap that serves them")
     g.add_argument("--prefix", default=None, help="tokens of a byte-stable prefix every session shares")
+    g.add_argument(
+        "--from-log",
+        default=None,
+        metavar="LOG",
+        help="an engine start-up log: its measured GPU total, weights and overhead become the ledger (calibrate)",
+    )
     g.add_argument("--offload-memory", default=None, help="CPU memory or disk for offloaded caches, e.g. 512GB")
     g.add_argument("--link", default="pcie-gen5-x16", help="link for the offload tier (default pcie-gen5-x16)")
 
@@ -55,15 +63,29 @@ def plan_inputs(args: argparse.Namespace) -> tuple[PlanInputs, int | None]:
     from kvbudget.plan.inputs import gpu_memory, weights_figure
     from kvbudget.plan.plan import PlanInputs
     from kvbudget.weights.precision import weight_precision
+    from kvbudget.weights.sources import WeightSize
 
     spec = resolve(args.model)
     k, v = resolve_dtypes(spec, args.kv_dtype, args.k_dtype, args.v_dtype)
-    memory, label = gpu_memory(args.gpu, args.gpu_memory)
     tp = parse_count(args.tp, what="--tp")
     pp = parse_count(args.pp, what="--pp")
     group = parse_count(args.group_size, what="--group-size")
-    weights = weights_figure(spec, args.model, args.weights, args.weights_size, group)
-    utilization = None
+    logged = _from_log(args)
+    memory_basis = overhead_basis = None
+    if logged is not None and logged.gpu_memory is not None and args.gpu_memory is None:
+        memory, memory_basis = logged.gpu_memory.bytes, logged.gpu_memory.basis
+        label = f"{hardware_name(args.gpu)} as the engine saw it" if args.gpu else "the logged GPU"
+    else:
+        memory, label = gpu_memory(args.gpu, args.gpu_memory)
+    if logged is not None and logged.weights_per_gpu is not None and not (args.weights or args.weights_size):
+        w = logged.weights_per_gpu
+        weights = WeightSize(w.bytes * logged.parallel, "measured", f"{w.basis} x {logged.parallel} GPU(s) of the log")
+    else:
+        weights = weights_figure(spec, args.model, args.weights, args.weights_size, group)
+    overhead = parse_memory(args.overhead, what="--overhead") if args.overhead else None
+    if overhead is None and logged is not None and logged.overhead is not None:
+        overhead, overhead_basis = logged.overhead.bytes, f"measured: {logged.overhead.basis}"
+    utilization = logged.utilization if logged is not None and args.utilization is None else None
     if args.utilization is not None:
         try:
             utilization = float(args.utilization)
@@ -71,9 +93,12 @@ def plan_inputs(args: argparse.Namespace) -> tuple[PlanInputs, int | None]:
             raise InputError(f"--utilization: cannot read {args.utilization!r} as a fraction like 0.9") from None
         if not 0 < utilization <= 1:
             raise InputError(f"--utilization: {args.utilization} must be above 0 and at most 1")
+    engine = parse_engine(args.engine)
+    if logged is not None:
+        engine = _log_engine(args.engine, engine, logged.engine)
     inputs = PlanInputs(
         spec=spec,
-        engine=parse_engine(args.engine),
+        engine=engine,
         k=k,
         v=v,
         gpu_memory_bytes=memory,
@@ -83,11 +108,13 @@ def plan_inputs(args: argparse.Namespace) -> tuple[PlanInputs, int | None]:
         gpus=parse_count(args.gpus, what="--gpus") if args.gpus else tp * pp,
         tp=tp,
         pp=pp,
-        overhead=parse_memory(args.overhead, what="--overhead") if args.overhead else None,
+        overhead=overhead,
         utilization=utilization,
         sessions=parse_count(args.sessions, what="--sessions") if args.sessions else None,
         prefix=parse_tokens(args.prefix, what="--prefix") if args.prefix else 0,
         options=engine_options(args),
+        gpu_memory_basis=memory_basis,
+        overhead_basis=overhead_basis,
     )
     bits: int | None = None
     if args.weight_bits:
@@ -95,6 +122,35 @@ def plan_inputs(args: argparse.Namespace) -> tuple[PlanInputs, int | None]:
     elif weights.provenance == "computed":
         bits = int(weight_precision(args.weights or spec.dtype, group_size=group).bits)
     return inputs, bits
+
+
+def hardware_name(gpu: str) -> str:
+    from kvbudget import hardware
+
+    return hardware.gpu(gpu).name
+
+
+def _from_log(args: argparse.Namespace) -> LogInputs | None:
+    if not getattr(args, "from_log", None):
+        return None
+    from kvbudget.measure.logs import read_log
+    from kvbudget.plan.from_log import log_inputs
+
+    return log_inputs(read_log(args.from_log))
+
+
+def _log_engine(text: str, chosen: EngineRef, logged: EngineRef) -> EngineRef:
+    """The log's engine, unless --engine names another one (then the log cannot stand for it)."""
+    from kvbudget.errors import InputError
+
+    if text == "ideal":
+        return logged
+    if chosen.name != logged.name:
+        raise InputError(
+            f"--from-log is a {logged.name} log but --engine is {chosen.name}: its measured figures are that "
+            f"engine's; drop --engine or give a {chosen.name} log"
+        )
+    return chosen
 
 
 def _offload(args: argparse.Namespace, plan: Plan) -> object:

@@ -69,3 +69,26 @@ def test_calibrate_cli_on_a_live_log(model: Path, tmp_path: Path, capsys: pytest
         "V (f16):  256.00 MiB"
     ]
     assert all(r["agrees"] for r in doc["reconciliation"])
+
+
+def test_plan_from_a_live_log(model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The server's own model and compute buffers become the ledger's measured weights and overhead."""
+    log_path = tmp_path / "llama-server.log"
+    with llama_server(model, log_path, "-c", "4096", "-np", "4"):
+        pass
+    log = read_log(log_path)
+    weights, compute = log.measured["weights_bytes"], log.measured["compute_buffer_bytes"]
+    code, out, err = run_cli(
+        capsys, "plan", str(model), "--from-log", str(log_path), "--gpu-memory", "2GiB", "--context", "1024", "--json"
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    ledger = {line["label"]: line for line in doc["ledger"]}
+    assert (ledger["weights"]["provenance"], ledger["weights"]["bytes"]) == ("measured", weights.value)
+    assert (ledger["runtime overhead"]["provenance"], ledger["runtime overhead"]["bytes"]) == (
+        "measured",
+        compute.value,
+    )
+    # 2 GiB - 1 GiB fit margin - weights - compute buffers leaves room for 7 slots of 1,024 cells (128 MiB each)
+    pool = 2**30 - int(weights.value) - int(compute.value)
+    assert doc["sessions"] == pool // (1024 * PER_CELL)

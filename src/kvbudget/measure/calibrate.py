@@ -348,8 +348,8 @@ def _llamacpp(cal: Calibration) -> None:
     )
     for logged, mine in zip(log.caches, predicted, strict=False):
         label = f"{logged.kind} cache"
-        types = f"{mine.first_type}/{mine.second_type}"
-        what = f"{mine.layers} layers x {mine.cells:,} cells x {mine.streams} stream(s) ({types})"
+        dtypes = f"{mine.first_type}/{mine.second_type}"
+        what = f"{mine.layers} layers x {mine.cells:,} cells x {mine.streams} stream(s) ({dtypes})"
         _add_fig(cal, f"{label} bytes", logged.size, (mine.bytes, mine.bytes), what)
         if logged.cells is not None:
             _add_fig(

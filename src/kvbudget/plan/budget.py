@@ -128,5 +128,5 @@ def heuristic_overhead(spec: ModelSpec, engine: EngineRef, *, tp: int, max_batch
     return Overhead(high, low, high, "heuristic", basis)
 
 
-def measured_overhead(value: int) -> Overhead:
-    return Overhead(value, value, value, "measured", "given with --overhead (measured)")
+def measured_overhead(value: int, basis: str | None = None) -> Overhead:
+    return Overhead(value, value, value, "measured", basis or "given with --overhead (measured)")

@@ -46,6 +46,8 @@ class PlanInputs:
     sessions: int | None = None
     prefix: int = 0
     options: EngineOptions = field(default_factory=EngineOptions)
+    gpu_memory_basis: str | None = None  # set when the GPU's memory was measured (plan --from-log)
+    overhead_basis: str | None = None  # set when the overhead was measured by the engine (plan --from-log)
 
     @property
     def kv_dtype_label(self) -> str:
@@ -83,8 +85,9 @@ class Plan:
             LedgerLine(
                 "GPU memory",
                 i.gpu_memory_bytes,
-                "given" if i.gpu_label == "given" else "exact",
-                f"{i.gpu_label}: bytes the driver reports" if i.gpu_label != "given" else "--gpu-memory",
+                "measured" if i.gpu_memory_basis else "given" if i.gpu_label == "given" else "exact",
+                i.gpu_memory_basis
+                or (f"{i.gpu_label}: bytes the driver reports" if i.gpu_label != "given" else "--gpu-memory"),
             ),
             LedgerLine("usable by the engine", self.share.usable_bytes, "derived", self.share.basis),
             LedgerLine(
@@ -205,7 +208,7 @@ def make_plan(i: PlanInputs) -> Plan:
     weights_per_gpu = cdiv(i.weights.bytes, i.tp * i.pp)
     batched = i.options.max_num_batched_tokens or DEFAULT_BATCHED_TOKENS
     overhead = (
-        measured_overhead(i.overhead)
+        measured_overhead(i.overhead, i.overhead_basis)
         if i.overhead is not None
         else heuristic_overhead(i.spec, i.engine, tp=i.tp, max_batched_tokens=batched)
     )
