@@ -79,6 +79,7 @@ EXTENSIONS = (
     "kvbudget.cli_workload",
     "kvbudget.cli_simulate",
     "kvbudget.cli_measure",
+    "kvbudget.cli_loadtest",
 )
 
 Handler = Callable[[argparse.Namespace], str]

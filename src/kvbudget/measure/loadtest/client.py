@@ -1,0 +1,269 @@
+"""An async OpenAI-compatible client: one streamed request per agent step, with its time to first token.
+
+Every request streams (``stream: true``, ``stream_options.include_usage``) so the first chunk that
+carries a choice gives the time to first token; the server's own counts come from the final
+chunk's ``usage`` (``prompt_tokens``, ``completion_tokens``, ``prompt_tokens_details.
+cached_tokens``) and llama.cpp's ``timings`` (``cache_n``, ``prompt_ms``). One aiohttp session
+with an unbounded connection pool serves every session (one keep-alive connection each).
+
+A request never raises for what the server answers: HTTP errors, context-size refusals and broken
+streams come back as a ``Reply`` with ``status`` and ``error`` set. ``ServerError`` is raised only
+where a run cannot go on (the server cannot be reached at all, or it does not speak the API).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import aiohttp
+
+from kvbudget.errors import KvBudgetError
+
+Api = Literal["completions", "chat"]
+ERROR_TEXT = 300  # characters of an error body kept in a message
+TRANSPORT = 0  # Reply.status when no HTTP answer came back
+STALE_S = 1.0  # a failure to write a request this soon after sending it: a stale kept-alive connection
+
+
+class ServerError(KvBudgetError):
+    """The server cannot be used for a load test (unreachable, not OpenAI-compatible, failing)."""
+
+
+@dataclass
+class Reply:
+    """What one request got back. ``status`` is the HTTP status (0: no answer: connection, timeout)."""
+
+    status: int
+    sent_s: float  # monotonic time the request was sent
+    ttft_s: float | None = None
+    latency_s: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens or timings.cache_n
+    prompt_ms: float | None = None  # llama.cpp timings: prompt processing time
+    predicted_per_s: float | None = None  # llama.cpp timings: decode speed of this request
+    prompt_per_s: float | None = None
+    finish_reason: str | None = None
+    text: str = ""
+    error: str | None = None
+    error_kind: str | None = None  # "context", "http_4xx", "http_5xx", "transport", "stream"
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200 and self.error is None
+
+
+def classify_http(status: int, body: str) -> tuple[str, str]:
+    """(kind, one-line message) of an HTTP error answer; context-size refusals are their own kind."""
+    message = " ".join(body.split())
+    if message.startswith("<"):
+        message = "an HTML page, not an API answer"
+    try:
+        data = json.loads(body)
+        err = data.get("error", data) if isinstance(data, dict) else data
+        if isinstance(err, dict):
+            message = str(err.get("message") or err.get("detail") or message)
+        elif isinstance(err, str):
+            message = err
+    except ValueError:
+        pass
+    lowered = message.lower() + body.lower()
+    context = any(
+        word in lowered
+        for word in ("context size", "context length", "exceed_context", "maximum context", "max_model_len", "too long")
+    )
+    kind = "context" if context else ("http_5xx" if status >= 500 else "http_4xx")
+    return kind, f"HTTP {status}: {message[:ERROR_TEXT]}"
+
+
+class Client:
+    """Requests to one server. Use as ``async with Client(url) as client``."""
+
+    def __init__(self, url: str, *, api: Api = "completions", model: str | None = None, timeout_s: float = 300.0):
+        self.url = url.rstrip("/")
+        self.api = api
+        self.model = model
+        self.timeout_s = timeout_s
+        self.extras = True  # send ignore_eos / min_tokens (switched off when the server rejects them)
+        self._http: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> Client:
+        connector = aiohttp.TCPConnector(limit=0, enable_cleanup_closed=False)
+        self._http = aiohttp.ClientSession(connector=connector, trust_env=False)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
+
+    @property
+    def http(self) -> aiohttp.ClientSession:
+        assert self._http is not None, "use Client inside 'async with'"
+        return self._http
+
+    async def get(self, path: str, timeout_s: float = 10.0) -> tuple[int, str]:
+        """(status, body) of a GET; ServerError when nothing answers."""
+        return await self._plain("GET", path, None, timeout_s)
+
+    async def post_json(self, path: str, body: dict[str, Any], timeout_s: float = 30.0) -> tuple[int, str]:
+        return await self._plain("POST", path, body, timeout_s)
+
+    async def _plain(self, method: str, path: str, body: dict[str, Any] | None, timeout_s: float) -> tuple[int, str]:
+        sent = time.monotonic()
+        for attempt in (0, 1):
+            try:
+                async with self.http.request(
+                    method, self.url + path, json=body, timeout=aiohttp.ClientTimeout(total=timeout_s)
+                ) as resp:
+                    return resp.status, await resp.text(errors="replace")
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+                if attempt == 0 and stale(exc, Reply(TRANSPORT, sent), sent):
+                    continue
+                raise ServerError(f"cannot reach {self.url}: {describe(exc)}") from None
+        raise AssertionError("unreachable")
+
+    def body(self, prompt: str | list[dict[str, str]], max_tokens: int) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "max_tokens": max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if self.model is not None:
+            out["model"] = self.model
+        if self.api == "chat":
+            out["messages"] = prompt
+        else:
+            out["prompt"] = prompt
+        if self.extras:
+            out["ignore_eos"] = True  # vLLM, SGLang, llama.cpp: outputs have the planned length
+            out["min_tokens"] = max_tokens
+        return out
+
+    @property
+    def path(self) -> str:
+        return "/v1/chat/completions" if self.api == "chat" else "/v1/completions"
+
+    async def complete(self, prompt: str | list[dict[str, str]], max_tokens: int, *, keep_text: bool = True) -> Reply:
+        """One streamed request. Never raises for the server's answers (see Reply)."""
+        sent = time.monotonic()
+        reply = Reply(status=TRANSPORT, sent_s=sent)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=30.0, sock_read=self.timeout_s)
+        body = self.body(prompt, max_tokens)
+        for attempt in (0, 1):
+            try:
+                async with self.http.post(self.url + self.path, json=body, timeout=timeout) as r:
+                    reply.status = r.status
+                    if r.status != 200:
+                        text = (await r.content.read(64 * 1024)).decode("utf-8", "replace")
+                        reply.error_kind, reply.error = classify_http(r.status, text)
+                        return reply
+                    await _read_stream(r, reply, sent, keep_text)
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+                if attempt == 0 and stale(exc, reply, sent):
+                    continue  # a kept-alive connection the server had closed: the request never left
+                reply.error_kind = "transport" if reply.status == TRANSPORT else "stream"
+                reply.error = describe(exc)
+            break
+        reply.latency_s = time.monotonic() - sent
+        return reply
+
+
+async def _read_stream(r: aiohttp.ClientResponse, reply: Reply, sent: float, keep_text: bool) -> None:
+    """Server-sent events: ``data: {...}`` lines until ``data: [DONE]`` or the end of the body."""
+    parts: list[str] = []
+    loads = json.loads
+    async for raw in r.content:
+        if not raw.startswith(b"data:"):
+            continue
+        data = raw[5:].strip()
+        if data == b"[DONE]":
+            break
+        try:
+            obj = loads(data)
+        except ValueError:
+            reply.error_kind, reply.error = "stream", f"unreadable stream chunk: {data[:80]!r}"
+            return
+        if not isinstance(obj, dict):
+            continue
+        if "error" in obj:
+            reply.error_kind, reply.error = classify_http(500, json.dumps(obj))
+            if reply.error_kind != "context":
+                reply.error_kind = "stream"
+            return
+        for choice in obj.get("choices") or ():
+            if reply.ttft_s is None:
+                reply.ttft_s = time.monotonic() - sent
+            text = choice.get("text")
+            if text is None:
+                text = (choice.get("delta") or {}).get("content")
+            if text and keep_text:
+                parts.append(text)
+            if choice.get("finish_reason"):
+                reply.finish_reason = choice["finish_reason"]
+        usage = obj.get("usage")
+        if usage:
+            _usage(reply, usage)
+        timings = obj.get("timings")
+        if timings:
+            _timings(reply, timings)
+    reply.text = "".join(parts)
+
+
+def _usage(reply: Reply, usage: dict[str, Any]) -> None:
+    reply.prompt_tokens = _int(usage.get("prompt_tokens"))
+    reply.completion_tokens = _int(usage.get("completion_tokens"))
+    details = usage.get("prompt_tokens_details") or {}
+    if isinstance(details, dict) and details.get("cached_tokens") is not None:
+        reply.cached_tokens = _int(details.get("cached_tokens"))
+
+
+def _timings(reply: Reply, timings: dict[str, Any]) -> None:
+    if timings.get("cache_n") is not None and reply.cached_tokens is None:
+        reply.cached_tokens = _int(timings.get("cache_n"))
+    if timings.get("prompt_ms") is not None:
+        reply.prompt_ms = float(timings["prompt_ms"])
+    if timings.get("predicted_per_second"):
+        reply.predicted_per_s = float(timings["predicted_per_second"])
+    if timings.get("prompt_per_second"):
+        reply.prompt_per_s = float(timings["prompt_per_second"])
+
+
+def _int(value: object) -> int | None:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def stale(exc: BaseException, reply: Reply, sent: float) -> bool:
+    """A pooled keep-alive connection the server closed: the write fails at once, before any answer.
+
+    llama-server closes the connection after a streamed answer while still saying keep-alive; a
+    request sent on it in that instant fails to be written. One immediate retry, on a new
+    connection, is what HTTP clients do for an idle connection the peer closed (RFC 9112 9.3.1)."""
+    quick = time.monotonic() - sent < STALE_S
+    kinds = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
+    return (
+        reply.status == TRANSPORT
+        and quick
+        and isinstance(exc, kinds)
+        and not isinstance(exc, aiohttp.ClientConnectorError)
+    )
+
+
+def describe(exc: BaseException) -> str:
+    """One line for a transport error: what happened, without the traceback."""
+    if isinstance(exc, asyncio.TimeoutError):
+        return "timed out"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        reason = exc.os_error.strerror or str(exc.os_error) if exc.os_error else str(exc)
+        return f"connection failed ({reason})"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "the server closed the connection"
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:ERROR_TEXT]
