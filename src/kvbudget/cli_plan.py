@@ -12,6 +12,7 @@ from kvbudget.units import UnitSystem, parse_count, parse_memory, parse_tokens
 if TYPE_CHECKING:
     from kvbudget.engines import EngineRef
     from kvbudget.plan.from_log import LogInputs
+    from kvbudget.plan.ledger import LineProvenance
     from kvbudget.plan.plan import Plan, PlanInputs
     from kvbudget.weights.sources import WeightSize
 
@@ -71,12 +72,14 @@ def plan_inputs(args: argparse.Namespace) -> tuple[PlanInputs, int | None]:
     pp = parse_count(args.pp, what="--pp")
     group = parse_count(args.group_size, what="--group-size")
     logged = _from_log(args)
-    memory_basis = overhead_basis = None
+    overhead_basis = None
     if logged is not None and logged.gpu_memory is not None and args.gpu_memory is None:
-        memory, memory_basis = logged.gpu_memory.bytes, logged.gpu_memory.basis
+        memory, provenance = logged.gpu_memory.bytes, "measured"
+        memory_basis: str | None = logged.gpu_memory.basis
         label = f"{hardware_name(args.gpu)} as the engine saw it" if args.gpu else "the logged GPU"
     else:
-        memory, label = gpu_memory(args.gpu, args.gpu_memory)
+        memory, label, prov, memory_basis = gpu_memory(args.gpu, args.gpu_memory)
+        provenance = prov or ("given" if label == "given" else "exact")
     if logged is not None and logged.weights_per_gpu is not None and not (args.weights or args.weights_size):
         w = logged.weights_per_gpu
         weights = WeightSize(w.bytes * logged.parallel, "measured", f"{w.basis} x {logged.parallel} GPU(s) of the log")
@@ -114,6 +117,7 @@ def plan_inputs(args: argparse.Namespace) -> tuple[PlanInputs, int | None]:
         prefix=parse_tokens(args.prefix, what="--prefix") if args.prefix else 0,
         options=engine_options(args),
         gpu_memory_basis=memory_basis,
+        gpu_memory_provenance=cast("LineProvenance | None", provenance),
         overhead_basis=overhead_basis,
     )
     bits: int | None = None

@@ -18,6 +18,7 @@ import difflib
 import json
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import lru_cache
 from importlib import resources
 from typing import Any, Literal, TypeVar
@@ -25,6 +26,15 @@ from typing import Any, Literal, TypeVar
 from kvbudget.errors import InputError
 
 MemorySource = Literal["nvidia-smi", "cuda-deviceQuery", "nominal"]
+CudaProvenance = Literal["measured", "estimated", "exact", "nominal"]
+MiB = 2**20
+GiB = 2**30
+# What CUDA reports as total (cudaMemGetInfo, the figure vLLM multiplies by gpu_memory_utilization) is
+# below nvidia-smi's memory.total by what the driver keeps: measured 430 MiB (RTX 3090), 438 (H100 SXM),
+# 484 (RTX 5090), 512 (A100-40GB), 582 (L40S) from vLLM logs (data/gpus.json cuda_total_source). Where no
+# log measured a card, its CUDA total is estimated as nvidia-smi minus the median, with that range.
+CUDA_RESERVE_MIB = 484
+CUDA_RESERVE_RANGE_MIB = (430, 582)
 
 
 @dataclass(frozen=True)
@@ -42,6 +52,39 @@ class Gpu:
     bandwidth_bytes_per_s: int | None
     source: str
     notes: str
+    cuda_total_printed: str | None = None  # GiB as an engine log printed it ("23.58")
+    cuda_total_source: str | None = None
+
+    @property
+    def cuda_total_bytes(self) -> int:
+        """Total memory as CUDA reports it: what vLLM, SGLang and llama.cpp size from (see CUDA_RESERVE_MIB)."""
+        if self.cuda_total_printed is not None:
+            return int(Decimal(self.cuda_total_printed) * GiB)
+        if self.memory_source == "nvidia-smi":
+            return self.memory_bytes - CUDA_RESERVE_MIB * MiB
+        return self.memory_bytes
+
+    @property
+    def cuda_provenance(self) -> CudaProvenance:
+        if self.cuda_total_printed is not None:
+            return "measured"
+        if self.memory_source == "nvidia-smi":
+            return "estimated"
+        return "exact" if self.memory_source == "cuda-deviceQuery" else "nominal"
+
+    @property
+    def cuda_basis(self) -> str:
+        """One line saying where ``cuda_total_bytes`` comes from, with nvidia-smi's figure beside it."""
+        smi = f"nvidia-smi {self.nvidia_smi_mib:,} MiB" if self.nvidia_smi_mib else self.memory_basis
+        if self.cuda_total_printed is not None:
+            return f"CUDA total {self.cuda_total_printed} GiB measured: {self.cuda_total_source}; {smi}"
+        if self.memory_source == "nvidia-smi":
+            low, high = CUDA_RESERVE_RANGE_MIB
+            return (
+                f"CUDA total estimated: {smi} - {CUDA_RESERVE_MIB} MiB driver reserve (measured {low}-{high} MiB "
+                "on 5 cards); calibrate a start-up log to measure it"
+            )
+        return self.memory_basis
 
     @property
     def memory_basis(self) -> str:
@@ -64,6 +107,9 @@ class Gpu:
             "memory_gb_nominal": self.memory_gb_nominal,
             "nvidia_smi_memory_total_mib": self.nvidia_smi_mib,
             "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s,
+            "cuda_total_bytes": self.cuda_total_bytes,
+            "cuda_total_provenance": self.cuda_provenance,
+            "cuda_total_basis": self.cuda_basis,
             "source": self.source,
             "notes": self.notes,
         }
@@ -120,6 +166,8 @@ def gpus() -> tuple[Gpu, ...]:
             bandwidth_bytes_per_s=g["bandwidth_bytes_per_s"],
             source=g["source"],
             notes=g["notes"],
+            cuda_total_printed=g.get("cuda_total_gib_printed"),
+            cuda_total_source=g.get("cuda_total_source"),
         )
         for g in _data()["gpus"]
     )

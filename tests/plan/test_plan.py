@@ -102,7 +102,7 @@ def test_vllm_issue_12330(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_engine_shares_differ(capsys: pytest.CaptureFixture[str]) -> None:
     common = ("llama-3.1-8b", "--gpu", "h100-80gb", "--weights", "bf16", "--overhead", "4GiB", "--context", "32k")
-    total = 81_559 * 2**20
+    total = int(79.22 * 2**30)  # the H100 SXM's total as CUDA reports it (vLLM PR #12126 log), not nvidia-smi's
     vllm = _plan(capsys, *common, "--engine", "vllm")
     assert vllm["gpu_memory_bytes"] == total
     assert vllm["usable_bytes"] == int(total * 0.92)  # fraction of TOTAL memory, newest default
@@ -232,4 +232,9 @@ def test_gpu_choice_is_exclusive() -> None:
 
     with pytest.raises(InputError, match="exactly one"):
         gpu_memory("h100-80gb", "80GB")
-    assert gpu_memory("a100-40gb", None)[0] == 42_949_672_960
+    # CUDA's total, as vLLM issue #12330 measured it (35.55 GiB at 0.9), not nvidia-smi's 40,960 MiB
+    memory, _, provenance, basis = gpu_memory("a100-40gb", None)
+    assert (memory, provenance) == (int(39.5 * 2**30), "measured") and basis is not None and "12330" in basis
+    # a card no log measured: nvidia-smi minus the median driver reserve, labelled estimated
+    assert gpu_memory("h200", None)[0] == (143_771 - 484) * 2**20
+    assert gpu_memory("h200", None)[2] == "estimated"

@@ -61,7 +61,20 @@ def parse_engine(text: str) -> EngineRef:
             known = ", ".join(f"{n}<{v}" for n, v in _BELOW if n == name) or "none"
             raise InputError(f"--engine: no rule change is known at {name}<{version}; known: {known}")
         return EngineRef(name, below)
+    _check_version(name, version)
     return EngineRef(name, version)
+
+
+_NUMERIC = re.compile(r"^b?\d+(?:\.\d+)*$")
+
+
+def _check_version(name: str, version: str) -> None:
+    """Versions are read strictly: a word such as 'latest' must not fall back to the oldest rules."""
+    if not _NUMERIC.match(version):
+        raise InputError(
+            f"--engine {name}@{version}: a version is a release number such as "
+            f"{module(name).DEFAULT_VERSION}; omit it for the newest rules kvbudget implements"
+        )
 
 
 def build_layout(

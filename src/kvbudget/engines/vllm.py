@@ -73,6 +73,7 @@ DEFAULT_BLOCK_SIZE = 16  # vLLM CacheConfig.DEFAULT_BLOCK_SIZE (vllm/config/cach
 FLASHMLA_BLOCK_SIZE = 64  # vLLM CUDA: FlashMLA needs a multiple of 64, forced to 64 (vllm/platforms/cuda.py)
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM API server on >=70 GiB non-A100 GPUs (EngineArgs.get_batch_defaults)
 MAX_CONCURRENT_BATCHES = 2  # vLLM >=0.26 async scheduling, V1 runner, pp <= 1 (VllmConfig.max_concurrent_batches)
+V1_SINCE = (0, 8)  # vLLM 0.8.0 made the V1 engine the default (VLLM_USE_V1); V0 sized hybrids differently
 IN_FLIGHT_SINCE = (0, 26)  # vLLM PR #47728: sliding window reserves max_in_flight_tokens
 # nvfp4 appears in the newest CacheDType list (vllm/config/cache.py @ 002f10e0, ~0.27) and not in the
 # v0.11-era list; 0.27 is the threshold chosen here (the exact first release was not pinned down).
@@ -321,6 +322,18 @@ def layout(
     """vLLM's per-GPU bytes for S sequences of N tokens, as the admission worst case (max_memory_usage_bytes)."""
     result, shared, notes, warnings = _plan(spec, k, v, tp, options, version)
     _, r, r_text = _in_flight(options, version)
+    if version_tuple(version)[:2] < V1_SINCE:
+        kinds_v0 = {b.kind for b in result.buckets} | ({"shared"} if shared else set())
+        if kinds_v0 != {"full_attention"}:
+            raise EngineRefusalError(
+                f"vllm@{version} runs the V0 engine, which sized {', '.join(sorted(kinds_v0 - {'full_attention'}))} "
+                "layers by rules kvbudget does not implement (it implements V1, vLLM 0.8+); read that server's own "
+                "figures with `kvbudget calibrate LOG`"
+            )
+        warnings.append(
+            f"vllm@{version} runs the V0 engine; for a model with only full attention V0's block arithmetic "
+            "equals V1's, which kvbudget applies"
+        )
     groups = [_group(b, r, r_text) for b in result.buckets]
     groups.extend(shared)
     groups.sort(key=lambda g: g.layer_indices[:1])

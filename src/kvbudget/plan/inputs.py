@@ -18,15 +18,18 @@ from kvbudget.weights.params import count_params
 from kvbudget.weights.precision import estimate_weights, weight_precision
 
 
-def gpu_memory(gpu: str | None, gpu_memory_text: str | None) -> tuple[int, str]:
-    """(bytes per GPU, label) from ``--gpu NAME`` or ``--gpu-memory SIZE`` (exactly one)."""
+def gpu_memory(gpu: str | None, gpu_memory_text: str | None) -> tuple[int, str, str | None, str | None]:
+    """(bytes per GPU, label, provenance, basis) from ``--gpu NAME`` or ``--gpu-memory SIZE`` (exactly one).
+
+    A catalog GPU gives its total as CUDA reports it (what every engine sizes from), not nvidia-smi's.
+    """
     if (gpu is None) == (gpu_memory_text is None):
         raise InputError("give exactly one of --gpu NAME (see `kvbudget gpus`) or --gpu-memory SIZE (e.g. 24GiB)")
     if gpu is not None:
         entry = hardware.gpu(gpu)
-        return entry.memory_bytes, f"{entry.name} ({entry.memory_basis})"
+        return entry.cuda_total_bytes, entry.name, entry.cuda_provenance, f"{entry.name}: {entry.cuda_basis}"
     assert gpu_memory_text is not None
-    return parse_memory(gpu_memory_text, what="--gpu-memory"), "given"
+    return parse_memory(gpu_memory_text, what="--gpu-memory"), "given", None, None
 
 
 def weights_figure(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-LineProvenance = Literal["exact", "measured", "heuristic", "given", "computed", "derived"]
+LineProvenance = Literal["exact", "measured", "estimated", "nominal", "heuristic", "given", "computed", "derived"]
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from kvbudget.errors import InputError
 from kvbudget.model.spec import ModelSpec
 from kvbudget.plan.budget import Overhead, Share, engine_share, heuristic_overhead, measured_overhead
 from kvbudget.plan.capacity import StagedLayout, max_context_for, sessions_at, stage_specs, staged_layout
-from kvbudget.plan.ledger import LedgerLine
+from kvbudget.plan.ledger import LedgerLine, LineProvenance
 from kvbudget.plan.sharing import PrefixSharing, prefix_sharing
 from kvbudget.precision import CacheDType
 from kvbudget.units import format_bytes, format_tokens
@@ -46,7 +46,8 @@ class PlanInputs:
     sessions: int | None = None
     prefix: int = 0
     options: EngineOptions = field(default_factory=EngineOptions)
-    gpu_memory_basis: str | None = None  # set when the GPU's memory was measured (plan --from-log)
+    gpu_memory_basis: str | None = None  # where a catalog or logged GPU total comes from
+    gpu_memory_provenance: LineProvenance | None = None
     overhead_basis: str | None = None  # set when the overhead was measured by the engine (plan --from-log)
 
     @property
@@ -85,7 +86,7 @@ class Plan:
             LedgerLine(
                 "GPU memory",
                 i.gpu_memory_bytes,
-                "measured" if i.gpu_memory_basis else "given" if i.gpu_label == "given" else "exact",
+                i.gpu_memory_provenance or ("given" if i.gpu_label == "given" else "exact"),
                 i.gpu_memory_basis
                 or (f"{i.gpu_label}: bytes the driver reports" if i.gpu_label != "given" else "--gpu-memory"),
             ),

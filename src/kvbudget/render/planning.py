@@ -21,14 +21,18 @@ def render_gpus(items: tuple[Gpu, ...], link_items: tuple[Link, ...]) -> str:
             format_int(g.memory_bytes),
             f"{g.memory_bytes / 2**30:.2f}",
             g.memory_source,
+            f"{g.cuda_total_bytes / 2**30:.2f}",
+            g.cuda_provenance,
             _rate(g.bandwidth_bytes_per_s),
         ]
         for g in items
     ]
-    headers = ["id", "name", "memory B", "GiB", "memory figure", "bandwidth"]
+    headers = ["id", "name", "memory B", "GiB", "memory figure", "CUDA GiB", "CUDA figure", "bandwidth"]
     lines = [
-        "GPUs · memory as the driver reports it (nvidia-smi MiB x 2^20) unless marked nominal (decimal GB x 10^9)",
-        table(headers, rows, [False, False, True, True, False, True]),
+        "GPUs · memory as the driver reports it (nvidia-smi MiB x 2^20) unless marked nominal (decimal GB x 10^9);",
+        "CUDA GiB: the total CUDA reports, which engines size from (measured in an engine log, or nvidia-smi minus",
+        "the median driver reserve: estimated). Plans use the CUDA total.",
+        table(headers, rows, [False, False, True, True, False, True, False, True]),
         "",
         "Links · bandwidth per direction (bidirectional is twice this)",
         table(
