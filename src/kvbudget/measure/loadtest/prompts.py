@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from string import ascii_lowercase
 
 from kvbudget.measure.loadtest.client import Client, ServerError
@@ -41,6 +41,7 @@ class TextUnits:
     base_tokens: int  # tokens the server adds to every prompt (BOS, chat template)
     exact: bool
     method: str  # how it was measured
+    turn_tokens: int = 0  # chat API: template tokens of each further assistant + user turn
 
     def text(self, rng: random.Random, tokens: int) -> str:
         n = tokens if self.exact else round(tokens / self.tokens_per_unit)
@@ -52,6 +53,7 @@ class TextUnits:
             "tokens_per_unit": self.tokens_per_unit,
             "base_tokens": self.base_tokens,
             "exact": self.exact,
+            "turn_tokens": self.turn_tokens,
             "measured_with": self.method,
         }
 
@@ -94,12 +96,12 @@ class Conversation:
         return "".join(self.parts)
 
 
-async def count_tokens(client: Client, text: str, engine: str) -> tuple[int, str]:
-    """(tokens of ``text`` as a prompt, how it was counted)."""
-    if client.api == "completions" and engine in TOKENIZE:
-        body: dict[str, object] = {"content": text, "add_special": True}
+async def count_tokens(client: Client, prompt: str | list[dict[str, str]], engine: str) -> tuple[int, str]:
+    """(tokens of ``prompt`` as the server counts it, how it was counted)."""
+    if isinstance(prompt, str) and engine in TOKENIZE:
+        body: dict[str, object] = {"content": prompt, "add_special": True}
         if engine == "vllm":
-            body = {"prompt": text, "model": client.model} if client.model else {"prompt": text}
+            body = {"prompt": prompt, "model": client.model} if client.model else {"prompt": prompt}
         status, answer = await client.post_json("/tokenize", body)
         if status == 200:
             try:
@@ -111,7 +113,6 @@ async def count_tokens(client: Client, text: str, engine: str) -> tuple[int, str
                     return data["count"], "/tokenize"
                 if isinstance(data.get("tokens"), list):
                     return len(data["tokens"]), "/tokenize"
-    prompt: str | list[dict[str, str]] = [{"role": "user", "content": text}] if client.api == "chat" else text
     reply = await client.complete(prompt, 1, keep_text=False)
     if not reply.ok:
         raise ServerError(f"{client.url}{client.path}: {reply.error}")
@@ -139,23 +140,54 @@ async def check_api(client: Client) -> None:
         raise ServerError(f"{client.url}: POST {client.path} streamed no choices; it is not OpenAI-compatible")
 
 
-async def calibrate(client: Client, engine: str) -> TextUnits:
-    """The first alphabet with exactly one token per unit on this server (else the closest one)."""
+async def calibrate(client: Client, engine: str, limit: int | None = None, system: bool = False) -> TextUnits:
+    """The first alphabet with exactly one token per unit on this server (else the closest one).
+
+    ``limit``: the most tokens one prompt may hold there; the probes stay well below it. On the
+    chat API the template's tokens are measured on the run's own message structure (``system``: a
+    shared prefix is sent as a system message): ``base_tokens`` for the first prompt, and
+    ``turn_tokens`` for each further assistant + user turn."""
     best: TextUnits | None = None
-    low, high = PROBE_UNITS
+    failed: ServerError | None = None
+    high = PROBE_UNITS[1] if limit is None else max(8, min(PROBE_UNITS[1], limit // 8))
+    low = min(PROBE_UNITS[0], high // 4)
     for name, units in ALPHABETS:
         rng = random.Random(f"kvbudget/loadtest/calibrate/{name}")
         short = "".join(rng.choices(units, k=low))
         long = short + "".join(rng.choices(units, k=high - low))
-        n_short, method = await count_tokens(client, short, engine)
-        n_long, _ = await count_tokens(client, long, engine)
+        try:
+            n_short, method = await count_tokens(client, _wrap(client, short), engine)
+            n_long, _ = await count_tokens(client, _wrap(client, long), engine)
+        except ServerError as exc:  # e.g. a unit of many tokens passes a small context: try the next
+            failed = exc
+            continue
         slope = (n_long - n_short) / (high - low)
         base = max(0, round(n_short - slope * low))
         found = TextUnits(name, units, slope, base, slope == 1.0 and n_short - low >= 0, method)
         if found.exact:
-            return found
+            best = found
+            break
         if slope > 0 and (best is None or abs(slope - 1) < abs(best.tokens_per_unit - 1)):
             best = found
+    if best is None and failed is not None:
+        raise failed
     if best is None:
         raise ServerError(f"{client.url}: prompt token counts do not grow with the prompt; cannot size prompts")
-    return best
+    return await _chat_template(client, engine, best, low, system) if client.api == "chat" else best
+
+
+def _wrap(client: Client, text: str) -> str | list[dict[str, str]]:
+    return [{"role": "user", "content": text}] if client.api == "chat" else text
+
+
+async def _chat_template(client: Client, engine: str, units: TextUnits, k: int, system: bool) -> TextUnits:
+    """The chat template's tokens around the first prompt and around each later turn."""
+    rng = random.Random("kvbudget/loadtest/calibrate/chat")
+    size = round(k * units.tokens_per_unit) if not units.exact else k
+    a, b, c, s = (units.text(rng, k) for _ in range(4))
+    first = ([{"role": "system", "content": s}] if system else []) + [{"role": "user", "content": a}]
+    n_first, _ = await count_tokens(client, first, engine)
+    later = [*first, {"role": "assistant", "content": b}, {"role": "user", "content": c}]
+    n_later, _ = await count_tokens(client, later, engine)
+    base = max(0, n_first - size * (2 if system else 1))
+    return replace(units, base_tokens=base, turn_tokens=max(0, n_later - n_first - 2 * size))

@@ -58,6 +58,8 @@ def make_schedule(
         levels = tuple(range(start, max_sessions + 1, step))
     name = "duration" if duration_s is not None else "ceiling"
     deadline = duration_s if duration_s is not None else (None if max_requests is not None else CEILING_S)
+    if hold is not None:
+        deadline = None  # one level, bounded by its own time (--duration, else --level-time)
     return Schedule(levels, hold is not None, level_time_s, target_ttft_s, deadline, name)
 
 
@@ -152,10 +154,10 @@ class Ramp:
                 return "error"
             if rec.budget_spent:
                 return "max-requests"
-            if deadline is not None and now >= deadline:
-                return schedule.deadline_name
             if (level.failure is not None and not schedule.hold) or now >= level_end:
                 return None
+            if deadline is not None and now >= deadline:
+                return schedule.deadline_name
             rec.wake.clear()
             until = min(level_end, deadline) if deadline is not None else level_end
             with contextlib.suppress(asyncio.TimeoutError):

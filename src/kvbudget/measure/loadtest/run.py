@@ -127,7 +127,7 @@ async def _drive(settings: Settings, source: Source, plans: PlanFactory, progres
             await check_api(client)
             if not client.extras:
                 o.warnings.append("the server rejects ignore_eos/min_tokens: outputs may end before max_tokens")
-            o.units = units = await calibrate(client, info.engine)
+            o.units = units = await calibrate(client, info.engine, info.context_limit or cap, source.prefix_tokens > 0)
             if not units.exact:
                 o.warnings.append(f"no one-token text unit on this tokenizer: prompt sizes approximate ({units.name})")
             o.recorder = rec = Recorder(info.engine, settings.max_requests)

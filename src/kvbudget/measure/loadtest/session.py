@@ -113,10 +113,13 @@ class Drive:
     seed: int
     recorder: Recorder
 
+    learned: int = -1  # the most a later step's prompt has grown beyond the planned text (server counts)
+
     @property
     def turn_tokens(self) -> int:
-        """Template tokens each further chat turn adds (estimated as the first prompt's; 0 for completions)."""
-        return self.units.base_tokens if self.client.api == "chat" else 0
+        """Tokens a later step adds beyond its planned text: the chat template's turn (calibrated), or
+        more once the server's counts show more (an output that tokenizes longer when resent)."""
+        return max(self.learned, self.units.turn_tokens)
 
 
 async def run_session(drive: Drive, index: int) -> str:
@@ -161,6 +164,8 @@ async def run_session(drive: Drive, index: int) -> str:
             rec.sessions["failed"] += 1
             return "failed"
         got = reply.completion_tokens if reply.completion_tokens is not None else output
+        if reply.prompt_tokens is not None and k:
+            drive.learned = max(drive.learned, reply.prompt_tokens - held - append)
         held = (reply.prompt_tokens if reply.prompt_tokens is not None else held + turn + append) + got
         planned += output
         text = reply.text if drive.history == "output" and reply.text else units.text(rng, got)
