@@ -103,11 +103,16 @@ def parse_values(text: str, engine: str) -> dict[str, float]:
     all_names = tuple(name for aliases in table.values() for name in aliases)
     if not all_names:
         return {}
+    # prometheus_client names a counter's sample NAME_total even when the server wrote NAME
+    # (llama.cpp's counter llamacpp:n_tokens_max), so both spellings map to the alias.
+    lookup = {name + "_total": name for name in all_names if not name.endswith("_total")}
+    lookup.update({name: name for name in all_names})
     found: dict[str, list[float]] = {}
     for family in text_string_to_metric_families(_wanted_lines(text, all_names)):
         for sample in family.samples:
-            if sample.name in all_names:
-                found.setdefault(sample.name, []).append(float(sample.value))
+            name = lookup.get(sample.name)
+            if name is not None:
+                found.setdefault(name, []).append(float(sample.value))
     out: dict[str, float] = {}
     for key, aliases in table.items():
         for name in aliases:

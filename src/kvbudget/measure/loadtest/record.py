@@ -132,12 +132,12 @@ class Recorder:
         if reply.ok and reply.finish_reason == "length" and (reply.completion_tokens or 0) < max_tokens:
             kind = "truncated"  # the context ran out before max_tokens (llama.cpp cuts silently)
             reply.error = f"output cut at {reply.completion_tokens} of {max_tokens} tokens by the context size"
+        if kind in (None, "truncated") and reply.ttft_s is not None:
+            self.ttfts.append(reply.ttft_s)
+            level.ttfts.append(reply.ttft_s)
         if kind is None:
             self.streak = 0
             self._tokens(reply, planned_prompt)
-            if reply.ttft_s is not None:
-                self.ttfts.append(reply.ttft_s)
-                level.ttfts.append(reply.ttft_s)
             return
         self.last_error = reply.error
         if kind in ("transport", "stream"):
