@@ -99,31 +99,75 @@ def _int(cfg: dict[str, object], key: str, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
 
 
-def heuristic_overhead(spec: ModelSpec, engine: EngineRef, *, tp: int, max_batched_tokens: int) -> Overhead:
-    """A labelled low-high estimate of activations + non-torch + graphs, per GPU.
+def default_batched_tokens(engine: EngineRef, total_bytes: int, gpu_label: str, n_ubatch: int) -> tuple[int, str]:
+    """Tokens of the engine's profiling / prefill batch when the user sets none, and why.
 
-    Activation peak (vLLM profile_run with max_num_batched_tokens tokens): hidden states and MLP
-    intermediates in bf16, low = T x (4 x hidden + 2 x intermediate / tp) x 2 B, high = 3x low;
-    plus the sampler's fp32 logits for 256 sequences x vocab; non-torch memory (CUDA context,
-    NCCL, cuBLAS) 0.5-1.5 GiB; CUDA graphs (vLLM >= 0.21 subtracts them) 0.25-2 GiB. vLLM issue
-    #12330 measured 9.37 GiB of activation peak for Llama-3-8B, inside this range's upper part.
+    vLLM API server (EngineArgs.get_batch_defaults): 8,192 on GPUs with >= 70 GiB that are not A100,
+    else 2,048. SGLang: chunked_prefill_size by GPU memory (server_args.py). llama.cpp: -ub.
+    """
+    if engine.name == "vllm":
+        big = total_bytes >= 70 * GiB and "a100" not in gpu_label.lower()
+        return (
+            (8192, "vLLM API-server default on >=70 GiB non-A100 GPUs")
+            if big
+            else (2048, "vLLM API-server default below 70 GiB or on A100")
+        )
+    if engine.name == "sglang":
+        mib = total_bytes / MiB
+        chunked = 2048 if mib < 35 * 1024 else 8192 if mib < 160 * 1024 else 16384
+        return chunked, "SGLang chunked_prefill_size default for this GPU size"
+    if engine.name == "llamacpp":
+        return n_ubatch, "llama.cpp -ub (n_ubatch)"
+    return 8192, "8,192 tokens (no engine default)"
+
+
+# Measured ranges (tests/data/logs/vllm_profiles.csv and SOURCES.md, vLLM logs of issues #10517, #12126,
+# #13061, #14452, #15815, #52872): non-torch memory 0.16-0.35 GiB on one GPU (up to 0.4 with NCCL);
+# CUDA graphs 0.1-0.9 GiB where V1 >= 0.21 subtracts them; activation peak 1.0-1.35 x the hidden and MLP
+# activations of the profiled batch (Llama-3.1-8B at 20,000 and 29,000 tokens: 1.23x and 1.24x).
+NON_TORCH = (int(0.15 * GiB), int(0.4 * GiB))
+GRAPHS = (int(0.1 * GiB), int(0.9 * GiB))
+ACT_FACTOR = (1.0, 1.35)
+VLLM_GRAPHS_SINCE = (0, 21)  # vLLM gpu_worker subtracts the CUDA graph estimate from 0.21 (envs.py default on)
+
+
+def heuristic_overhead(
+    spec: ModelSpec, engine: EngineRef, *, tp: int, max_batched_tokens: int, batched_basis: str = ""
+) -> Overhead:
+    """A labelled low-high estimate of activations + non-torch memory + CUDA graphs, per GPU.
+
+    Activations of the profiled batch: T x (4 x hidden + 2 x intermediate / tp) x 2 B, times 1.0-1.35
+    (the measured range), plus the sampler's fp32 logits for 256 sequences x vocab; non-torch memory
+    0.15-0.4 GiB; CUDA graphs 0.1-0.9 GiB where the engine subtracts them before sizing the cache
+    (vLLM >= 0.21). llama.cpp keeps a compute buffer for one ubatch and no CUDA-graph reserve. The
+    plan reserves the high end; docs/measure.md gives this model's error against real logs.
     """
     cfg = spec.config
     hidden = _int(cfg, "hidden_size", 4096)
     inter = _int(cfg, "intermediate_size", 4 * hidden)
     vocab = _int(cfg, "vocab_size", 128_000)
     act = max_batched_tokens * (4 * hidden + 2 * inter // tp) * 2
+    if engine.name == "llamacpp":
+        logits = max_batched_tokens * vocab * 4  # the output buffer for one ubatch of logits
+        low, high = act + logits, int(ACT_FACTOR[1] * act) + logits + NON_TORCH[0]
+        basis = (
+            f"heuristic: compute buffer for one ubatch of {max_batched_tokens:,} tokens (hidden {hidden}, "
+            f"intermediate {inter}) and its logits; measure it (calibrate, plan --from-log) or pass --overhead"
+        )
+        return Overhead(high, low, high, "heuristic", basis)
     logits = 256 * vocab * 4 // tp
-    graphs = (256 * MiB, 2 * GiB) if engine.name in ("vllm", "sglang") else (0, 0)
-    if engine.name == "ideal":
-        graphs = (0, 0)
-    low = act + logits + GiB // 2 + graphs[0]
-    high = 3 * act + 2 * logits + 3 * GiB // 2 + graphs[1]
+    subtracts = engine.name == "sglang" or (
+        engine.name == "vllm" and version_tuple(engine.version) >= VLLM_GRAPHS_SINCE
+    )
+    graphs = GRAPHS if subtracts else (0, 0)
+    low = int(ACT_FACTOR[0] * act) + logits + NON_TORCH[0] + graphs[0]
+    high = int(ACT_FACTOR[1] * act) + logits + NON_TORCH[1] + graphs[1]
     basis = (
-        f"heuristic: activations at {max_batched_tokens:,} batched tokens (hidden {hidden}, intermediate {inter}), "
-        f"sampler logits, non-torch 0.5-1.5 GiB"
-        + (", CUDA graphs 0.25-2 GiB" if graphs[1] else "")
-        + "; measure it and pass --overhead"
+        f"heuristic from measured vLLM logs: activations at {max_batched_tokens:,} batched tokens"
+        + (f" ({batched_basis})" if batched_basis else "")
+        + f" x 1.0-1.35 (hidden {hidden}, intermediate {inter}), sampler logits, non-torch 0.15-0.4 GiB"
+        + (", CUDA graphs 0.1-0.9 GiB" if graphs[1] else "")
+        + "; measure it (calibrate, plan --from-log) or pass --overhead"
     )
     return Overhead(high, low, high, "heuristic", basis)
 

@@ -14,7 +14,14 @@ from kvbudget.engines import EngineRef
 from kvbudget.engines.base import EngineOptions, cdiv
 from kvbudget.errors import InputError
 from kvbudget.model.spec import ModelSpec
-from kvbudget.plan.budget import Overhead, Share, engine_share, heuristic_overhead, measured_overhead
+from kvbudget.plan.budget import (
+    Overhead,
+    Share,
+    default_batched_tokens,
+    engine_share,
+    heuristic_overhead,
+    measured_overhead,
+)
 from kvbudget.plan.capacity import StagedLayout, max_context_for, sessions_at, stage_specs, staged_layout
 from kvbudget.plan.ledger import LedgerLine, LineProvenance
 from kvbudget.plan.sharing import PrefixSharing, prefix_sharing
@@ -25,7 +32,6 @@ from kvbudget.weights.sources import WeightSize
 SCHEMA_VERSION = 1
 GiB = 2**30
 LLAMACPP_MAX_SEQ = 256  # llama.cpp src/llama-cparams.h LLAMA_MAX_SEQ
-DEFAULT_BATCHED_TOKENS = 8192  # vLLM API-server default on >=70 GiB GPUs (EngineArgs.get_batch_defaults)
 
 
 @dataclass(frozen=True)
@@ -207,11 +213,14 @@ def make_plan(i: PlanInputs) -> Plan:
     warnings += list(dict.fromkeys(w for stage in layout.stages for w in stage.warnings))
     share = engine_share(i.engine, i.gpu_memory_bytes, utilization=i.utilization, tp=i.tp, pp=i.pp)
     weights_per_gpu = cdiv(i.weights.bytes, i.tp * i.pp)
-    batched = i.options.max_num_batched_tokens or DEFAULT_BATCHED_TOKENS
+    if i.options.max_num_batched_tokens:
+        batched, batched_basis = i.options.max_num_batched_tokens, "as set"
+    else:
+        batched, batched_basis = default_batched_tokens(i.engine, i.gpu_memory_bytes, i.gpu_label, i.options.n_ubatch)
     overhead = (
         measured_overhead(i.overhead, i.overhead_basis)
         if i.overhead is not None
-        else heuristic_overhead(i.spec, i.engine, tp=i.tp, max_batched_tokens=batched)
+        else heuristic_overhead(i.spec, i.engine, tp=i.tp, max_batched_tokens=batched, batched_basis=batched_basis)
     )
     pool = share.usable_bytes - weights_per_gpu - overhead.bytes
     if pool <= 0:
