@@ -8,8 +8,9 @@ is an InputError saying what was found.
 
 from __future__ import annotations
 
-import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TextIO
 
 from kvbudget.errors import InputError
 from kvbudget.measure.logs import llamacpp, sglang, vllm
@@ -32,7 +33,45 @@ _NEEDLES = sorted(
     key=len,
     reverse=True,
 )
-_PREFILTER = re.compile("|".join(re.escape(n) for n in _NEEDLES))
+CHUNK = 8 << 20  # characters read at a time
+
+
+def candidate_lines(f: TextIO) -> Iterator[tuple[int, str]]:
+    """(line number, line) of every line holding a phrase some reader knows, and finally (lines, "").
+
+    Scans big blocks with str.find per phrase (C speed) instead of a regex per line: a 100 MB log of
+    request lines costs well under a second before any rule runs (bench/calibrate.py).
+    """
+    base, carry = 0, ""
+    while True:
+        block = f.read(CHUNK)
+        text = carry + block
+        if not block:
+            if text:
+                base += 1
+                if any(n in text for n in _NEEDLES):
+                    yield base, text
+            yield base, ""
+            return
+        cut = text.rfind("\n")
+        if cut < 0:
+            carry = text
+            continue
+        body, carry = text[: cut + 1], text[cut + 1 :]
+        starts: set[int] = set()
+        for needle in _NEEDLES:
+            i = body.find(needle)
+            while i >= 0:
+                starts.add(body.rfind("\n", 0, i) + 1)
+                i = body.find(needle, body.find("\n", i))
+        pos, line = 0, base
+        for start in sorted(starts):
+            line += body.count("\n", pos, start)
+            pos = start
+            yield line + 1, body[start : body.find("\n", start)]
+        base += body.count("\n")
+
+
 SIZING = {
     "vllm": ("available_kv_bytes", "kv_tokens", "kv_blocks", "weights_bytes", "max_concurrency"),
     "sglang": ("kv_tokens", "max_total_num_tokens", "weights_bytes", "k_bytes"),
@@ -56,11 +95,11 @@ def read_log(path: str | Path, engine: str | None = None) -> EngineLog:
             raise InputError(f"{p}: not a regular file; give the engine's start-up log (a text file)")
         if p.stat().st_size > MAX_LOG_BYTES:
             raise InputError(f"{p}: larger than 2 GiB; cut the start-up part of the log (its first lines)")
-        with p.open("r", encoding="utf-8-sig", errors="replace") as f:
-            for n, raw in enumerate(f, start=1):
-                lines = n
-                if not _PREFILTER.search(raw):
-                    continue
+        with p.open("r", encoding="utf-8-sig", errors="replace", newline="") as f:
+            for n, raw in candidate_lines(f):
+                if not raw:
+                    lines = n
+                    break
                 text = clean(raw)
                 rank = rank_of(text)
                 v1 += any(m in text for m in vllm.V1_MARKS)
