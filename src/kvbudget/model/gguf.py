@@ -356,5 +356,21 @@ def read_gguf_spec(path: Path) -> ModelSpec:
         max_position_embeddings=context if isinstance(context, int) and context > 0 else None,
         source=where,
         notes=("read from GGUF metadata (the model as llama.cpp loads it)", *notes),
-        config={k: values[k] for k in arch_keys},
+        config={**{k: values[k] for k in arch_keys}, **_transformers_names(values, arch)},
     )
+
+
+def _transformers_names(values: dict[str, object], arch: str) -> dict[str, object]:
+    """The config.json names of the sizes runtime estimates read (hidden, MLP width), from llama.cpp's keys."""
+    out: dict[str, object] = {}
+    for key, name in (
+        ("embedding_length", "hidden_size"),
+        ("feed_forward_length", "intermediate_size"),
+        ("vocab_size", "vocab_size"),
+    ):
+        value = values.get(f"{arch}.{key}")
+        if isinstance(value, list) and value and all(isinstance(x, int) for x in value):
+            value = max(value)  # per-layer widths (e.g. OpenELM, Gemma-3n): the widest layer
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            out[name] = value
+    return out
