@@ -123,6 +123,8 @@ async def _drive(settings: Settings, source: Source, plans: PlanFactory, progres
             o.settings["context"] = cap
             if info.slot_n_ctx is not None and cap > info.slot_n_ctx and not settings.kv_unified:
                 o.warnings.append(f"the {cap:,}-token cap is above llama-server's {info.slot_n_ctx:,} cells per slot")
+            elif info.max_model_len is not None and cap > info.max_model_len:
+                o.warnings.append(f"the {cap:,}-token cap is above the server's max_model_len {info.max_model_len:,}")
             plans(info, cap)  # checks the plan options (model, GPU) before any load is sent
             await check_api(client)
             if not client.extras:

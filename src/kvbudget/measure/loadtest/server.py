@@ -101,8 +101,14 @@ async def detect(client: Client) -> ServerInfo:
             info.notes.append(
                 "llama-server has no /metrics (start it with --metrics): deferred requests cannot be seen"
             )
-    elif info.engine in ("vllm", "sglang", "ollama"):
-        await _read_version(client, info)
+    else:
+        if info.engine in ("vllm", "sglang", "ollama"):
+            await _read_version(client, info)
+        if not info.has_metrics:
+            info.notes.append(
+                "the server exposes no known /metrics: deferred and preempted requests cannot be seen; "
+                "the verdict rests on refusals, errors and TTFT"
+            )
     return info
 
 
