@@ -6,6 +6,7 @@ from __future__ import annotations
 from kvbudget.engines.base import NO_SLOTS, Group, Slots
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model.spec import (
+    DELTA_VARIANTS,
     ChunkedLocal,
     FullAttention,
     LatentAttention,
@@ -92,20 +93,22 @@ def recurrent_bytes(
     conv = conv_len * channels * conv_dtype.block_bytes
     ssm_shape = rec.ssm_shape(tp)
     ssm = rec.ssm_elems(tp) * ssm_dtype.block_bytes
-    shape = " x ".join(str(d) for d in ssm_shape)
-    text = (
-        f"{rec.variant}: conv {conv_len} x {channels:,} x {conv_dtype.block_bytes} B ({conv_dtype.name}) = {conv:,} B"
-        f" + state {shape} x {ssm_dtype.block_bytes} B ({ssm_dtype.name}) = {ssm:,} B"
-    )
+    conv_bytes = conv_dtype.block_bytes
+    text = f"{rec.variant}: conv {conv_len} x {channels:,} x {conv_bytes} B ({conv_dtype.name}) = {conv:,} B"
+    if ssm_shape:
+        shape = " x ".join(str(d) for d in ssm_shape)
+        text += f" + state {shape} x {ssm_dtype.block_bytes} B ({ssm_dtype.name}) = {ssm:,} B"
+    else:
+        text += ", no recurrent state"
     return conv + ssm, text
 
 
 def check_recurrent_tp(rec: Recurrent, tp: int, engine: str) -> None:
     """Recurrent heads must split evenly over tensor-parallel ranks."""
-    heads = rec.num_heads if rec.variant == "mamba2" else rec.num_v_heads if rec.variant == "gated_delta_net" else 0
+    heads = rec.num_heads if rec.variant == "mamba2" else rec.num_v_heads if rec.variant in DELTA_VARIANTS else 0
     if tp > 1 and heads and heads % tp:
         raise EngineRefusalError(f"{engine}: {heads} recurrent heads cannot be split over tensor-parallel size {tp}")
-    if tp > 1 and rec.variant == "mamba1" and rec.d_inner % tp:
+    if tp > 1 and rec.variant in ("mamba1", "short_conv") and rec.d_inner % tp:
         raise EngineRefusalError(f"{engine}: Mamba inner size {rec.d_inner} cannot be split over tp={tp}")
 
 
@@ -158,3 +161,9 @@ def kernel_minus_one_state(
         conv_dtype=state_dtype(state.conv_dtype, conv_default),
         ssm_dtype=state_dtype(state.ssm_dtype, ssm_default),
     )
+
+
+def indexer_group(indices: tuple[int, ...], slot: int, text: str, slots: Slots) -> Group:
+    """Layers keeping a sparse-attention indexer's key cache: one key per token, growing like full attention."""
+    label = "indexer keys (sparse attention)"
+    return Group("indexer", label, len(indices), slot, text, slots, True, layer_indices=indices)

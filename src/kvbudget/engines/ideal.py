@@ -1,7 +1,8 @@
 """The textbook formula, exact per layer, with no blocks or pages (the seeds' numbers).
 
 Per token per layer: 2 x kv_heads x head_dim x bytes (K and V) for attention; (kv_lora_rank +
-rope_dim) x bytes for latent attention; sliding-window and chunked layers stop growing at the
+rope_dim) x bytes for latent attention; index_head_dim x bytes (one key, no V) for a sparse-attention
+indexer; sliding-window and chunked layers stop growing at the
 window / chunk; recurrent layers hold conv (d_conv - 1 columns) + SSM state per sequence, in the
 model dtype unless the config pins it; cross-attention layers hold the image tokens.
 """
@@ -23,6 +24,7 @@ from kvbudget.engines.common import (
     expanded_mla_slot,
     fixed_state_group,
     group_primitives,
+    indexer_group,
     kernel_minus_one_state,
     kv_heads_per_rank,
     latent_slot,
@@ -32,6 +34,7 @@ from kvbudget.model.spec import (
     ChunkedLocal,
     CrossAttention,
     FullAttention,
+    IndexerKeys,
     LatentAttention,
     ModelSpec,
     Recurrent,
@@ -82,6 +85,12 @@ def layout(spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: Engi
                 state, tp=tp, engine=NAME, conv_default=spec.dtype, ssm_default=spec.dtype
             )
             groups.append(fixed_state_group("recurrent", f"{state.variant} state", indices, size, text))
+        elif isinstance(state, IndexerKeys):
+            if tp > 1:
+                warnings.append(f"indexer keys: one key head, replicated on all {tp} GPUs, not split")
+            slot = k.row_bytes(state.head_dim)
+            text = f"1 indexer key x {state.head_dim} dims x {k.per_element()} ({k.name}), no V"
+            groups.append(indexer_group(indices, slot, text, exact_slots()))
         elif isinstance(state, SharedKV):
             groups.append(shared_kv_group(state, indices))
     return Layout(NAME, version, k, v, tp, tuple(groups), None, (), tuple(dict.fromkeys(warnings)))

@@ -9,6 +9,8 @@ S sequences of N tokens means ``-c S*N -np S`` (one stream per sequence unless `
 
 * full-attention and MLA layers: ``n_stream x n_ctx_seq`` cells;
 * sliding-window and chunked layers (iSWA cache): ``n_stream x size_swa`` cells;
+* sparse-attention indexer keys (deepseek32, glm-dsa): a second, K-only cache of ``indexer.key_length``
+  values per cell in the -ctk type, with the main cache's cells (src/llama-kv-cache-dsa.cpp);
 * recurrent layers: ``max(1, S)`` rows of F32 conv (R) and SSM (S) state, whatever -ctk/-ctv say;
 * shared-KV layers: nothing. Cross-attention (mllama) is refused: llama.cpp has no such architecture.
 
@@ -25,9 +27,11 @@ from kvbudget.engines.base import NO_SLOTS, EngineOptions, Group, Layout, Slots,
 from kvbudget.engines.common import group_primitives, shared_kv_group
 from kvbudget.errors import EngineRefusalError, InputError
 from kvbudget.model.spec import (
+    DELTA_VARIANTS,
     ChunkedLocal,
     CrossAttention,
     FullAttention,
+    IndexerKeys,
     LatentAttention,
     ModelSpec,
     Recurrent,
@@ -115,8 +119,12 @@ def recurrent_rows(rec: Recurrent) -> tuple[int, int]:
     src/llama-hparams.cpp: n_embd_r = (d_conv - 1) * (d_inner + 2 * n_group * d_state) and
     n_embd_s = d_state * d_inner for Mamba (Mamba-1 has n_group 0). Gated delta net GGUFs map
     d_inner = v_dim * n_v_heads, d_state = k_dim, n_group = n_k_heads (convert_hf_to_gguf Qwen3Next).
+    Kimi delta attention: n_embd_r = 3 * (d_conv - 1) * n_head * kda_head_dim, n_embd_s = kda_head_dim^2 *
+    n_head, the same numbers. LFM2 short convolution: n_embd_r = n_embd * (L_cache - 1), no S.
     """
-    if rec.variant == "gated_delta_net":
+    if rec.variant == "short_conv":
+        return (rec.conv_kernel - 1) * rec.d_inner, 0
+    if rec.variant in DELTA_VARIANTS:
         d_inner, d_state, n_group = rec.num_v_heads * rec.head_v_dim, rec.head_k_dim, rec.num_k_heads
     else:
         d_inner, d_state = rec.d_inner, rec.d_state
@@ -128,9 +136,9 @@ def recurrent_rows(rec: Recurrent) -> tuple[int, int]:
 class CachePart:
     """One group of identical layers as llama.cpp allocates it.
 
-    ``cache`` is ``kv`` (the base cache), ``swa`` (the SWA half of the iSWA cache), ``recurrent`` or
-    ``none``. ``k_bytes``/``v_bytes`` are one cell of one layer; ``r_bytes``/``s_bytes`` one sequence
-    of one layer.
+    ``cache`` is ``kv`` (the base cache), ``swa`` (the SWA half of the iSWA cache), ``indexer`` (the DSA
+    indexer's key cache), ``recurrent`` or ``none``. ``k_bytes``/``v_bytes`` are one cell of one layer;
+    ``r_bytes``/``s_bytes`` one sequence of one layer.
     """
 
     cache: str
@@ -236,6 +244,13 @@ def plan(spec: ModelSpec, k: CacheDType, v: CacheDType, options: EngineOptions) 
             group = Group("recurrent", f"{state.variant} state (f32)", n, 0, "", NO_SLOTS, False, size, text)
             group = replace(group, layer_indices=indices)
             parts.append(CachePart("recurrent", group, r_bytes=n_r * RS_BYTES, s_bytes=n_s * RS_BYTES))
+        elif isinstance(state, IndexerKeys):
+            # src/llama-kv-cache-dsa.cpp: kv_lid is a llama_kv_cache with n_head_kv 1 and n_embd_head_k =
+            # indexer_head_size, V-less like the MLA cache (is_mla), -ctk type, the main cache's kv_size.
+            kb = k.row_bytes(state.head_dim)
+            text = f"K only: 1 indexer key x {state.head_dim} @ {k.name} = {kb:,} B"
+            group = Group("indexer", "indexer keys (DSA key cache)", n, kb, text, _full_slots(options), True)
+            parts.append(CachePart("indexer", replace(group, layer_indices=indices), kb, 0))
         elif isinstance(state, SharedKV):
             # src/llama-kv-cache.cpp: layers at or past n_layer_kv_from_start reuse an earlier layer's cells.
             group = shared_kv_group(state, indices)
@@ -383,6 +398,13 @@ def logged_caches(
         caches.append(kv("swa", swa_parts, swa_cells(n_ctx_seq, _window(spec) or 0, n_seq, opts)))
     elif kv_parts:
         caches.append(kv("kv", kv_parts, n_ctx_seq))
+    indexer = [p for p in parts if p.cache == "indexer"]
+    if indexer:
+        if swa_parts:
+            # llama_kv_cache_dsa_iswa (dots3note) is not modelled: no architecture kvbudget reads uses it.
+            raise EngineRefusalError(f"{NAME}: a sparse-attention indexer beside sliding-window layers is not modelled")
+        # src/llama-kv-cache-dsa.cpp: "creating main KV cache", then "creating indexer KV cache", each logged.
+        caches.append(kv("kv", indexer, n_ctx_seq))
     rec = [p for p in parts if p.cache == "recurrent"]
     if rec:
         mem_size = max(1, n_seq)  # src/llama-memory-recurrent.cpp: mem_size = max(1, n_seq_max)

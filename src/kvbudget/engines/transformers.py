@@ -18,6 +18,9 @@ the real cache tensors by ``kvbudget measure`` and the oracle tests (``untyped_s
   conv_kernel_size)``, i.e. ``d_conv`` columns, not ``d_conv - 1``, in the compute dtype; the SSM /
   recurrent state is ``zeros_like`` the state the mixer returns, which every PyTorch mixer
   computes in fp32 (see ``_SSM_STATE_SOURCE``), whatever ``mamba_ssm_cache_dtype`` says;
+* sparse-attention indexer (DeepSeek-V3.2, GLM-5), ``DynamicIndexedLayer``: ``indexer_keys [B, S,
+  index_head_dim]`` in the compute dtype, grown by ``torch.cat`` beside the latent: N slots;
+* short convolution (LFM2 ``conv`` layers): conv state of ``conv_L_cache`` columns, no recurrent state;
 * cross attention (Mllama): a ``DynamicLayer`` holding the image tokens' K and V;
 * KV-sharing and MLP/MoE-only layers: ``DummyLayer``, nothing.
 """
@@ -40,6 +43,7 @@ from kvbudget.engines.common import (
     expanded_mla_slot,
     fixed_state_group,
     group_primitives,
+    indexer_group,
     recurrent_bytes,
     shared_kv_group,
 )
@@ -48,6 +52,7 @@ from kvbudget.model.spec import (
     ChunkedLocal,
     CrossAttention,
     FullAttention,
+    IndexerKeys,
     LatentAttention,
     ModelSpec,
     Recurrent,
@@ -78,6 +83,10 @@ _SSM_STATE_SOURCE = {
     "gated_delta_net": "torch_chunk_gated_delta_rule computes in fp32 (modeling_qwen3_next.py)",
     # models/jamba|mamba/modeling_*.py ``mamba_selective_scan``: fp32 discrete_A * state + fp32 deltaB_u
     "mamba1": "mamba_selective_scan promotes the state to fp32 (modeling_jamba.py, modeling_mamba.py)",
+    # models/kimi_linear/modeling_kimi_linear.py: update_recurrent_state(last_recurrent_state.to(torch.float32))
+    "kda": "KimiDeltaAttention stores the state .to(torch.float32) (modeling_kimi_linear.py)",
+    # models/lfm2/modeling_lfm2.py Lfm2ShortConv: only the conv state is cached
+    "short_conv": "Lfm2ShortConv keeps only a conv state (modeling_lfm2.py)",
 }
 FP32 = parse_cache_dtype("fp32")
 
@@ -220,6 +229,12 @@ def layout(
             groups.append(_mla_group(state, n, indices, dtype, options, ver, warnings))
         elif isinstance(state, Recurrent):
             groups.append(_recurrent_group(state, n, indices, dtype, notes))
+        elif isinstance(state, IndexerKeys):
+            # cache_utils.py DynamicIndexedLayer.update_indexer: torch.cat of [B, S, index_head_dim] keys in the
+            # dtype the indexer hands it (the compute dtype: wk -> k_norm, modeling_deepseek_v32.py).
+            slot = dtype.row_bytes(state.head_dim)
+            text = f"indexer_keys {state.head_dim} dims x {dtype.block_bytes} B ({dtype.name})"
+            groups.append(indexer_group(indices, slot, text, exact_slots()))
         elif isinstance(state, SharedKV):
             # get_layer_types_and_kwargs: KV-sharing consumers become DummyLayer (no tensors).
             groups.append(shared_kv_group(state, indices))

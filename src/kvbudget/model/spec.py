@@ -7,7 +7,10 @@ A primitive says what a layer keeps per sequence, independent of any engine:
 * ``ChunkedLocal``: attention inside fixed chunks of ``chunk`` tokens (Llama 4 RoPE layers).
 * ``LatentAttention``: multi-head latent attention; a ``kv_lora_rank + rope_dim`` latent per token,
   or, for engines that expand it, per-head K (``qk_nope + rope``) and V (``v_head_dim``).
-* ``Recurrent``: a fixed-size per-sequence state (Mamba-1, Mamba-2, gated delta net).
+* ``Recurrent``: a fixed-size per-sequence state (Mamba-1, Mamba-2, gated delta net, Kimi delta
+  attention, short convolution).
+* ``IndexerKeys``: the key cache of a sparse-attention (DSA) lightning indexer, one ``head_dim`` key
+  per token, kept beside the layer's MLA latent (DeepSeek-V3.2, GLM-5).
 * ``CrossAttention``: K and V over a fixed-length source (image tokens), independent of text length.
 * ``SharedKV``: reuses the cache of an earlier layer; stores nothing itself.
 
@@ -61,7 +64,9 @@ class LatentAttention:
         return self.kv_lora_rank + self.rope_dim
 
 
-RecurrentVariant = Literal["mamba1", "mamba2", "gated_delta_net"]
+RecurrentVariant = Literal["mamba1", "mamba2", "gated_delta_net", "kda", "short_conv"]
+# Variants whose state has the gated-delta-net geometry: conv over q, k and v; state (v heads, v dim, k dim).
+DELTA_VARIANTS = ("gated_delta_net", "kda")
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,11 @@ class Recurrent:
     * mamba2: conv channels ``d_inner + 2*n_groups*d_state``; ssm ``(num_heads, head_dim, d_state)``.
     * gated_delta_net: conv channels ``2*num_k_heads*head_k_dim + num_v_heads*head_v_dim``;
       ssm ``(num_v_heads, head_v_dim, head_k_dim)``.
+    * kda (Kimi delta attention): the gated-delta-net geometry with ``num_k_heads = num_v_heads`` and
+      ``head_k_dim = head_v_dim`` (vLLM ``kda_state_shape``: three conv states of ``H*D`` channels and a
+      ``(H, D, D)`` state).
+    * short_conv (LFM2): conv channels ``d_inner`` (the hidden size) and no SSM state
+      (vLLM ``short_conv_state_shape``).
 
     ``conv_dtype`` / ``ssm_dtype`` of None mean "the model dtype"; a config may pin the SSM state
     (``mamba_ssm_cache_dtype: float32``).
@@ -96,7 +106,7 @@ class Recurrent:
 
     def conv_channels(self, tp: int = 1) -> int:
         """Channels of the conv state on one tensor-parallel rank."""
-        if self.variant == "mamba1":
+        if self.variant in ("mamba1", "short_conv"):
             return self.d_inner // tp
         if self.variant == "mamba2":
             # vLLM mamba2: groups are replicated up to tp when n_groups % tp != 0.
@@ -110,11 +120,15 @@ class Recurrent:
             return (self.d_inner // tp, self.d_state)
         if self.variant == "mamba2":
             return (self.num_heads // tp, self.head_dim, self.d_state)
+        if self.variant == "short_conv":
+            return ()
         return (self.num_v_heads // tp, self.head_v_dim, self.head_k_dim)
 
     def ssm_elems(self, tp: int = 1) -> int:
-        out = 1
-        for dim in self.ssm_shape(tp):
+        """Values of the SSM / recurrent state on one rank; 0 for a conv-only state."""
+        shape = self.ssm_shape(tp)
+        out = 1 if shape else 0
+        for dim in shape:
             out *= dim
         return out
 
@@ -130,6 +144,19 @@ class CrossAttention:
 
 
 @dataclass(frozen=True)
+class IndexerKeys:
+    """Key cache of a sparse-attention (DSA) lightning indexer: one ``head_dim`` key per token.
+
+    It sits beside the layer's latent (or attention) primitive: the indexer scores every cached token
+    with these keys and picks the top-k the attention then reads, so the keys grow with the sequence
+    like a K cache with one head and no V. Each engine stores them its own way (fp8 + scales, f16, ...).
+    """
+
+    head_dim: int
+    kind: Literal["indexer"] = "indexer"
+
+
+@dataclass(frozen=True)
 class SharedKV:
     """The layer reads the cache of layer ``target`` and allocates nothing."""
 
@@ -137,7 +164,9 @@ class SharedKV:
     kind: Literal["shared_kv"] = "shared_kv"
 
 
-Primitive = FullAttention | SlidingWindow | ChunkedLocal | LatentAttention | Recurrent | CrossAttention | SharedKV
+Primitive = (
+    FullAttention | SlidingWindow | ChunkedLocal | LatentAttention | Recurrent | CrossAttention | SharedKV | IndexerKeys
+)
 
 ATTENTION_KINDS = ("full_attention", "sliding_window", "chunked_local", "latent_attention")
 
