@@ -44,6 +44,7 @@ from kvbudget.model.spec import (
     ChunkedLocal,
     CrossAttention,
     FullAttention,
+    IndexerKeys,
     LatentAttention,
     ModelSpec,
     Primitive,
@@ -198,12 +199,39 @@ def _bucket(
         # vLLM MLAAttentionSpec: 1 kv head x (kv_lora_rank + rope), no factor 2 (kv_cache_interface.py)
         slot, text = latent_slot(state, k)
         return Bucket("latent_attention", "latent attention (MLA)", indices, slot, text, 0)
+    if isinstance(state, IndexerKeys):
+        return _indexer_bucket(spec, state, indices, k)
     if not isinstance(state, Recurrent):
         raise TypeError(f"unexpected primitive {state!r}")
     # vLLM MambaStateShapeCalculator keeps conv_kernel-1 columns; conv in mamba_cache_dtype (auto = model
     # dtype), SSM in mamba_ssm_cache_dtype (config pin, else the conv dtype) (mamba_utils.py)
     size, text = kernel_minus_one_state(state, tp=tp, engine=NAME, conv_default=spec.dtype, ssm_default=spec.dtype)
     return Bucket("recurrent", f"{state.variant} state", indices, 0, "", 0, size, text)
+
+
+INDEXER_QUANT_BLOCK = 128  # vLLM Indexer.quant_block_size (model_executor/models/deepseek_v2.py)
+
+
+def _indexer_bucket(spec: ModelSpec, state: IndexerKeys, indices: tuple[int, ...], k: CacheDType) -> Bucket:
+    """vLLM DeepseekV32IndexerCache (model_executor/models/deepseek_v2.py @ 002d6073): an MLAAttentionSpec of one
+    head of index_head_dim + index_head_dim // 128 * 4 uint8 (fp8 keys + one fp32 scale per 128), whatever
+    --kv-cache-dtype says; being MLA-typed it joins the latent layers' KV-cache group."""
+    if k.name not in ("bf16", "fp16", "fp32"):
+        # vLLM DeepseekV32ForCausalLM.verify_and_update_config (model_executor/models/config.py) turns an fp8
+        # cache into the 656-byte fp8_ds_mla record; other sparse-MLA architectures get no such hook.
+        raise EngineRefusalError(
+            f"vllm: --kv-cache-dtype {k.name} on a sparse-attention (DSA) model is stored in vLLM's fp8_ds_mla "
+            "record (DeepSeek-V3.2) or a backend-specific layout, which kvbudget does not model; use bf16"
+        )
+    latent = sum(1 for _, s in spec.primitives() if isinstance(s, LatentAttention))
+    if len(indices) != latent:
+        raise EngineRefusalError(
+            f"vllm: {latent - len(indices)} of {latent} sparse-attention layers reuse another layer's top-k "
+            "(indexer_types 'shared'); whether vLLM still allocates their indexer cache is not known"
+        )
+    size = state.head_dim + state.head_dim // INDEXER_QUANT_BLOCK * 4
+    text = f"1 indexer key x ({state.head_dim} fp8 B + {state.head_dim // INDEXER_QUANT_BLOCK} fp32 scales)"
+    return Bucket("latent_attention", "indexer keys (fp8 + scales)", indices, size, text, 0)
 
 
 def _base_block(buckets: list[Bucket], options: EngineOptions) -> tuple[int, str]:
