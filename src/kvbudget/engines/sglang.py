@@ -29,6 +29,7 @@ from kvbudget.model.spec import (
     ChunkedLocal,
     CrossAttention,
     FullAttention,
+    IndexerKeys,
     LatentAttention,
     ModelSpec,
     Recurrent,
@@ -47,6 +48,8 @@ MAMBA_CONV_DTYPE = "bf16"  # SGLang SGLANG_MAMBA_CONV_DTYPE default bfloat16 (sr
 # SGLang --kv-cache-dtype choices auto|bf16|bfloat16|fp8_e4m3|fp8_e5m2|fp4_e2m1 (srt/server_args.py);
 # auto resolves to the model dtype (bf16, fp16 or fp32) before we see it. fp4_e2m1 is not modelled.
 CACHE_DTYPES = ("bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2")
+DSA_PAGE_SIZE = 64  # SGLang _handle_deepseek_family: "Setting page size to 64 for DeepSeek DSA" on CUDA
+NSA_QUANT_BLOCK = 128  # SGLang NSATokenToKVPool.quant_block_size (srt/mem_cache/memory_pool.py)
 # SGLang is_hybrid_swa_model allow-list (srt/configs/model_config.py), as model_type / architecture fragments
 SWA_ARCHITECTURES = ("llama4", "gpt_oss", "gptoss", "mimo_v2", "mimov2", "step3p5", "gemma4")
 
@@ -100,8 +103,8 @@ def layout(
 ) -> Layout:
     """SGLang's per-GPU bytes for S sequences of N tokens."""
     _check_dtypes(k, v)
-    page = options.block_size or DEFAULT_PAGE_SIZE
     kinds = {state.kind for _, state in spec.primitives()}
+    page = options.block_size or (DSA_PAGE_SIZE if "indexer" in kinds else DEFAULT_PAGE_SIZE)
     windowed = bool(kinds & {"sliding_window", "chunked_local"})
     swa_pool = windowed and _swa_architecture(spec)
     image = options.image_tokens if "cross_attention" in kinds else 0
@@ -200,7 +203,14 @@ def layout(
                     layer_indices=indices,
                 )
             )
+        elif isinstance(state, IndexerKeys):
+            groups.append(_indexer_group(spec, state, indices, k, page, image))
         elif isinstance(state, Recurrent):
+            if state.variant == "short_conv":
+                raise EngineRefusalError(
+                    "sglang: LFM2's short-convolution state lives in SGLang's MambaPool with a shape and dtype "
+                    "kvbudget has not verified in SGLang's source; use --engine vllm, llamacpp or transformers"
+                )
             # SGLang Mamba2StateShape: conv (conv_dim/tp, conv_kernel-1); SSM float32 unless the config pins it
             # (srt/configs/mamba_utils.py: mamba2_state_dtype, mamba_ssm_dtype)
             size, text = kernel_minus_one_state(
@@ -234,6 +244,36 @@ def layout(
             "(self- and cross-attention) and text tokens do too"
         )
     return Layout(NAME, version, k, v, tp, tuple(groups), page, tuple(notes), tuple(dict.fromkeys(warnings)))
+
+
+def _indexer_group(
+    spec: ModelSpec, state: IndexerKeys, indices: tuple[int, ...], k: CacheDType, page: int, image: int
+) -> Group:
+    # SGLang NSATokenToKVPool (srt/mem_cache/memory_pool.py): index_k_with_scale_buffer of uint8, index_head_dim
+    # fp8 keys + index_head_dim // 128 fp32 scales per token per layer, whatever --kv-cache-dtype says.
+    if k.name not in ("bf16", "fp16", "fp32"):
+        raise EngineRefusalError(
+            f"sglang: --kv-cache-dtype {k.name} on a sparse-attention (DSA) model changes the MLA record with the "
+            "NSA backend (kv_cache_dim), which kvbudget does not model; use bf16"
+        )
+    latent = sum(1 for _, s in spec.primitives() if isinstance(s, LatentAttention))
+    if len(indices) != latent:
+        raise EngineRefusalError(
+            f"sglang: {latent - len(indices)} of {latent} sparse-attention layers reuse another layer's top-k "
+            "(indexer_types 'shared'); how SGLang sizes their indexer buffer is not known"
+        )
+    slot = state.head_dim + state.head_dim // NSA_QUANT_BLOCK * 4
+    text = f"1 indexer key x ({state.head_dim} fp8 B + {state.head_dim // NSA_QUANT_BLOCK} fp32 scales)"
+    return Group(
+        "indexer",
+        "indexer keys (fp8 + scales)",
+        len(indices),
+        slot,
+        text,
+        _full_slots(page, image),
+        True,
+        layer_indices=indices,
+    )
 
 
 def pool_cells(layout: Layout) -> tuple[int, int]:
