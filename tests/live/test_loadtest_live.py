@@ -127,9 +127,8 @@ def test_ramp_sustains_the_planned_slots(server: Server, workload: Path, capsys:
     assert tokens["prompt"] == tokens["planned_prompt"] > 0
     assert tokens["output"] == 8 * (int(str(doc["requests"])))
     assert doc["refused"] == 0 and doc["errors"] == 0 and doc["preempted"] == 0
-    assert int(str(doc["sessions_capped"])) >= 1, "sessions run until the cap ends them"
     peak = float(str(doc["kv_usage_peak"]))
-    assert 0.5 < peak <= 1.0, "slots fill towards the cap (each session's context reaches 249 of 256 cells)"
+    assert 0.35 < peak <= 1.0, "four slots hold at least their first prompts (89 cells each) and grow"
     assert float(str(doc["prefix_hit_rate"])) > 0.5 and doc["prefix_hit_source"] == "server metrics"
     assert doc["stopped_by"] == "criterion"
 
@@ -141,10 +140,10 @@ def test_hold_on_the_chat_api(server: Server, tmp_path: Path, capsys: pytest.Cap
     chat.write_text(workload_text(prefix=16, first=24, append=8, output=8), encoding="utf-8")
     code, doc, err = _run(
         capsys, server.url, "--workload", str(chat), "--context", str(CAP), "--api", "chat",
-        "--history", "filler", "--sessions", "4", "--duration", "6", *FAST,
+        "--history", "filler", "--sessions", "4", "--max-requests", "12", "--duration", "60", *FAST,
     )  # fmt: skip
     assert code == 0, err
-    assert doc["stopped_by"] == "hold" and doc["sessions_sustained"] == 4
+    assert doc["stopped_by"] == "max-requests" and doc["sessions_sustained"] == 4
     (level,) = _levels(doc).values()
     assert level["passed"] is True and level["deferred_peak"] == 0 and level["refused"] == 0
     text = doc["text"]
@@ -153,8 +152,9 @@ def test_hold_on_the_chat_api(server: Server, tmp_path: Path, capsys: pytest.Cap
     assert isinstance(tokens, dict)
     # each later turn's template tokens are the server's own, beyond the planned text
     assert tokens["prompt"] > tokens["planned_prompt"] > 0
-    assert int(str(doc["requests"])) > int(str(doc["sessions_started"])), "sessions take more than one step"
-    assert int(str(doc["sessions_capped"])) >= 1
+    # 81 + 16 + 24 + 8 = 129 tokens after the first step, 206 after the second; a third would pass 256
+    assert int(doc["requests"]) + int(doc["requests_aborted"]) == 12
+    assert int(doc["sessions_capped"]) >= 4 and int(doc["sessions_started"]) >= 8
 
 
 def test_a_cap_above_the_slot_is_refused_by_the_server(
