@@ -29,7 +29,7 @@ SLOTS = 4
 CAP = 256
 
 
-def workload_text(prefix: int, first: int, append: int, output: int) -> str:
+def workload_text(prefix: int, first: int, append: int, output: int, cap: str = 'at_cap = "refuse"') -> str:
     return f"""\
 name = "live-agent"
 steps = 10
@@ -46,7 +46,7 @@ rate_per_s = 1
 system_prompt_tokens = {prefix}
 
 [cap]
-at_cap = "refuse"
+{cap}
 """
 
 
@@ -174,6 +174,22 @@ def test_a_cap_above_the_slot_is_refused_by_the_server(
     assert any("above llama-server's 256 cells per slot" in str(w) for w in doc["warnings"])
     predicted = doc["predicted"]
     assert isinstance(predicted, dict) and predicted["plan_sessions"] == 0  # no slot holds a 1,024-token session
+
+
+def test_sessions_compact_at_the_cap(server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # 89 tokens after the first step, +32 a step: at 249 the next step would pass 256, so the client
+    # cuts its history to 128 tokens (prefix kept, new text) and goes on, as the simulator does.
+    compact = tmp_path / "compact.toml"
+    cap = 'at_cap = "compact"\ntarget_fraction = 0.5'
+    compact.write_text(workload_text(prefix=32, first=48, append=24, output=8, cap=cap), encoding="utf-8")
+    code, doc, err = _run(
+        capsys, server.url, "--workload", str(compact), "--context", str(CAP), "--history", "filler",
+        "--sessions", "2", "--max-requests", "14", "--duration", "60", *FAST,
+    )  # fmt: skip
+    assert code == 0, err
+    assert int(doc["compactions"]) >= 2 and doc["refused"] == 0 and doc["sessions_capped"] == 0
+    assert doc["tokens"]["prompt"] == doc["tokens"]["planned_prompt"]  # the compacted prompts too
+    assert doc["sessions_sustained"] == 2
 
 
 def test_max_requests_bounds_the_run(

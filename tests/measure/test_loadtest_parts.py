@@ -25,10 +25,7 @@ TRACE = ROOT / "tests" / "data" / "traces" / "tracelab_example"
 
 
 def _recorder(engine: str) -> Recorder:
-    async def make() -> Recorder:  # asyncio.Event wants a running loop on Python 3.9; harmless here
-        return Recorder(engine, None)
-
-    return asyncio.run(make())
+    return Recorder(engine, None)
 
 
 def _ok(ttft: float, prompt: int = 100, output: int = 8) -> Reply:
@@ -217,3 +214,22 @@ def test_text_units_and_conversations() -> None:
     chat.reset("PRE", "xy")
     chat.add_user("ef")  # one user turn after a compaction, not two in a row
     assert chat.prompt() == [{"role": "system", "content": "PRE"}, {"role": "user", "content": "xyef"}]
+
+
+def test_a_session_whose_first_step_passes_the_cap_sends_nothing() -> None:
+    from kvbudget.measure.loadtest.client import Client
+    from kvbudget.measure.loadtest.session import Drive, run_session
+
+    source = from_workload(str(EXAMPLE), seed=0, prefix=None)  # a 14,664-token shared prefix
+    units = TextUnits("letters", ALPHABETS[1][1], 1.0, 1, True, "/tokenize")
+
+    async def one() -> tuple[str, Recorder]:
+        rec = Recorder("llamacpp", None)
+        rec.begin_level(1, 0.0)
+        client = Client("http://127.0.0.1:9")  # never opened: nothing may be sent
+        drive = Drive(client, units, "", source, 8192, "filler", 0.0, 0, rec)
+        return await run_session(drive, 0), rec
+
+    ended, rec = asyncio.run(one())
+    assert ended.startswith("too big: its first step needs ") and ended.endswith("over the 8,192-token cap")
+    assert rec.sent == 0 and rec.sessions == {"started": 1, "capped": 1}

@@ -28,6 +28,7 @@ from kvbudget.measure.loadtest.record import Level, Recorder, percentile
 from kvbudget.measure.loadtest.session import Drive, run_session
 
 CEILING_S = 1800.0  # the bound of a run given neither --duration nor --max-requests
+TOO_BIG_STREAK = 50  # sessions in a row whose first step passes the cap: the run cannot measure anything
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ class Ramp:
         self.stopping = False
         self.interrupted = False
         self.crash: str | None = None
+        self.too_big = 0
         self.started = 0.0
 
     def interrupt(self) -> None:
@@ -96,7 +98,6 @@ class Ramp:
             await self._scrape_once()  # the counters' baseline, before any load
             for n in self.schedule.levels:
                 level = self.rec.begin_level(n, time.monotonic())
-                self.tick(self.rec, n)
                 stopped = await self._hold(level, n)
                 self._judge(level, stopped)
                 if stopped:
@@ -122,11 +123,22 @@ class Ramp:
 
     def _ended(self, task: asyncio.Task[str]) -> None:
         self.active.discard(task)
-        if not task.cancelled() and task.exception() is not None and self.crash is None:
+        if not task.cancelled():
             exc = task.exception()
-            self.crash = f"a session stopped on {type(exc).__name__}: {exc}"
+            if exc is not None and self.crash is None:
+                self.crash = f"a session stopped on {type(exc).__name__}: {exc}"
+            elif exc is None and task.result().startswith("too big"):
+                self.too_big += 1
+                if self.too_big >= TOO_BIG_STREAK and self.crash is None:
+                    self.crash = (
+                        f"{self.too_big} sessions in a row could not send a step: the last was {task.result()}; "
+                        "raise --context or use sessions that fit"
+                    )
+            else:
+                self.too_big = 0
         self.rec.wake.set()
-        self._fill()
+        if self.crash is None:
+            self._fill()
 
     async def _stop_sessions(self) -> None:
         self.stopping = True
@@ -142,6 +154,7 @@ class Ramp:
         start = self.started
         self.target = n
         self._fill()
+        self.tick(self.rec, n)
         level_end = level.started_s + schedule.level_time_s
         deadline = start + schedule.deadline_s if schedule.deadline_s is not None else None
         while True:

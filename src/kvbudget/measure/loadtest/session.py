@@ -123,7 +123,8 @@ class Drive:
 
 
 async def run_session(drive: Drive, index: int) -> str:
-    """Run session ``index`` to its end; returns how it ended: completed, capped or failed."""
+    """Run session ``index`` to its end; returns how it ended: completed, capped, failed, stopped, or
+    ``too big: ...`` when even its first step passes the cap (it sent nothing)."""
     rec, units, source = drive.recorder, drive.units, drive.source
     rng = random.Random(f"kvbudget/loadtest/{drive.seed}/{index}")
     conv = Conversation(drive.client.api, drive.prefix_text)
@@ -148,6 +149,9 @@ async def run_session(drive: Drive, index: int) -> str:
             if cap.mode == "refuse" or units.base_tokens + target + append + output + cap.summary_tokens > limit:
                 rec.sessions["capped"] += 1
                 rec.level.sessions_completed += 1
+                if k == 0:
+                    need = held + append + output
+                    return f"too big: its first step needs {need:,} tokens, over the {limit:,}-token cap"
                 return "capped"
             conv.reset(drive.prefix_text, units.text(rng, target - prefix))
             held = planned = units.base_tokens + target
