@@ -72,7 +72,7 @@ async def _serve(port: int, ready: multiprocessing.synchronize.Event) -> None:
         writer.write(head.encode() + body)
         await writer.drain()
 
-    async def stream(writer: asyncio.StreamWriter, request: dict[str, object]) -> None:
+    async def stream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: dict[str, object]) -> None:
         nonlocal running
         prompt = request.get("prompt", "")
         tokens, out = len(prompt) + 1 if isinstance(prompt, str) else 1, int(str(request.get("max_tokens", 1)))
@@ -83,6 +83,8 @@ async def _serve(port: int, ready: multiprocessing.synchronize.Event) -> None:
         try:
             for i in range(out):
                 await asyncio.sleep(max(0.0, start + (i + 1) * TOKEN_S - loop.time()))  # no drift over tokens
+                if writer.is_closing() or reader.at_eof():
+                    return  # the client went away (a load test stopping): stop decoding, as servers do
                 choice = {"text": "x", "index": 0, "finish_reason": "length" if i == out - 1 else None}
                 event: dict[str, object] = {"choices": [choice]}
                 if i == out - 1:
@@ -104,7 +106,7 @@ async def _serve(port: int, ready: multiprocessing.synchronize.Event) -> None:
                 length = next((int(h.split(":")[1]) for h in lines if h.lower().startswith("content-length")), 0)
                 body = json.loads(await reader.readexactly(length)) if length else {}
                 if method == "POST" and path == "/v1/completions":
-                    await stream(writer, body)
+                    await stream(reader, writer, body)
                 elif path == "/v1/models":
                     await reply(writer, "200 OK", b'{"object":"list","data":[{"id":"stub","owned_by":"stub"}]}')
                 elif path == "/metrics":
