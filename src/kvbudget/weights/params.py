@@ -17,6 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from kvbudget.errors import UnknownArchitectureError
+from kvbudget.model.architectures import architecture_of
 from kvbudget.model.families.fields import Fields
 from kvbudget.model.spec import ModelSpec
 from kvbudget.weights import blocks
@@ -81,6 +82,7 @@ class ParamCount:
 
 
 def supported_model_types() -> list[str]:
+    """config.json model types with a parameter-count rule (each is a registered architecture's model type)."""
     return sorted(LAYER_RULES)
 
 
@@ -97,9 +99,16 @@ def count_params(spec: ModelSpec) -> ParamCount:
     """Count the parameters of ``spec`` from ``spec.config`` (the decoder config)."""
     where = spec.source or spec.name
     rule = LAYER_RULES.get(spec.model_type)
+    arch = architecture_of(spec.model_type)
+    if arch is None:
+        raise UnknownArchitectureError(
+            f"{where}: model_type {spec.model_type!r} is not an architecture kvbudget can read "
+            "(kvbudget.model.architectures), so it has no parameter count either"
+        )
     if rule is None:
         raise UnknownArchitectureError(
-            f"{where}: model_type {spec.model_type!r}: kvbudget has no parameter-count rule for it "
+            f"{where}: model_type {spec.model_type!r} ({arch.name}): kvbudget reads its cache but has no "
+            "parameter-count rule for it "
             f"(supported: {', '.join(supported_model_types())}); give the checkpoint (model directory, "
             ".gguf or Hub id) or a measured --weights-size instead"
         )

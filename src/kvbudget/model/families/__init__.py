@@ -1,4 +1,5 @@
-"""Family readers: each known ``model_type`` maps to a function that places every layer's state.
+"""Family readers: each known ``model_type`` maps (through ``model.architectures``, the one registry) to a
+function that places every layer's state.
 
 Unknown architectures fail closed: the error names the model_type and the cache-shaping fields the
 readers could not place. A dense reader also refuses configs carrying fields it does not understand
@@ -8,76 +9,12 @@ readers could not place. A dense reader also refuses configs carrying fields it 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from kvbudget.errors import ConfigError, UnknownArchitectureError
 from kvbudget.model.families.attention import read_attention_model
 from kvbudget.model.families.fields import Fields
-from kvbudget.model.families.hybrid import (
-    read_falcon_h1,
-    read_granite_hybrid,
-    read_jamba,
-    read_mamba,
-    read_nemotron_h,
-    read_qwen3_next,
-)
-from kvbudget.model.families.latent import read_latent_model
-from kvbudget.model.families.vision import read_mllama
-from kvbudget.model.spec import LayerSpec, ModelSpec
-
-Reader = Callable[[Fields, str], tuple[LayerSpec, ...]]
-
-DENSE_TYPES = (
-    "llama",
-    "mistral",
-    "mixtral",
-    "qwen2",
-    "qwen2_moe",
-    "qwen3",
-    "qwen3_moe",
-    "phi3",
-    "cohere",
-    "cohere2",
-    "glm",
-    "glm4",
-    "glm4_moe",
-    "glm4_shared_moe",
-    "minimax_m2",
-    "gemma",
-    "gemma2",
-    "gemma3_text",
-    "gemma3n_text",
-    "gpt_oss",
-    "llama4_text",
-    "olmo",
-    "olmo2",
-    "granite",
-    "granitemoe",
-    "starcoder2",
-    "ernie4_5",
-    "ernie4_5_moe",
-    "seed_oss",
-    "hunyuan_v1_dense",
-    "smollm3",
-    "exaone4",
-)
-
-READERS: dict[str, Reader] = dict.fromkeys(DENSE_TYPES, read_attention_model)
-READERS.update(
-    {
-        "deepseek_v2": read_latent_model,
-        "deepseek_v3": read_latent_model,
-        "kimi_k2": read_latent_model,
-        "jamba": read_jamba,
-        "nemotron_h": read_nemotron_h,
-        "falcon_h1": read_falcon_h1,
-        "granitemoehybrid": read_granite_hybrid,
-        "qwen3_next": read_qwen3_next,
-        "mamba": read_mamba,
-        "mamba2": read_mamba,
-        "mllama_text_model": read_mllama,
-    }
-)
+from kvbudget.model.spec import ModelSpec
 
 # Fields that change what a layer caches. A dense reader that meets one of these fails closed.
 _EXOTIC = (
@@ -92,6 +29,11 @@ _EXOTIC = (
     "full_attention_interval",
     "index_head_dim",
     "compress_ratios",
+    "per_layer_config",
+    "global_head_dim",
+    "num_global_key_value_heads",
+    "linear_attn_config",
+    "conv_L_cache",
 )
 _CACHE_FIELD = re.compile(r"(attn|attention|window|mamba|ssm|kv|layer_types|head|conv|chunk|linear|lora|state)")
 
@@ -126,8 +68,11 @@ def read_spec(
     model_type = decoder.get("model_type") or (top_type if decoder is cfg else None)
     if not isinstance(model_type, str) or not model_type:
         raise ConfigError(f"{where}: field 'model_type' is missing; kvbudget needs it to know the architecture")
+    from kvbudget.model.architectures import by_model_type
+
     fields = Fields(decoder, where)
-    reader = READERS.get(model_type)
+    arch = by_model_type().get(model_type)
+    reader = arch.config_reader if arch is not None else None
     if reader is None:
         raise UnknownArchitectureError(
             f"{where}: model_type {model_type!r} is not an architecture kvbudget can read; "

@@ -6,6 +6,8 @@ Layer-type rules follow the transformers config classes (5.x), which mirror each
 * ``layer_types`` list when present (gpt-oss, Gemma 3, newer configs);
 * Gemma 2: layer i slides when (i+1) % 2 != 0 (Gemma2Config);
 * ``sliding_window_pattern`` p (Gemma 3, Cohere2): layer i slides when (i+1) % p != 0;
+* EXAONE 4 (Exaone4Config): no ``sliding_window`` means every layer is full; a pattern string such as
+  "LLLG" repeats L (local, sliding) and G (global) over the layers, an int p works as above;
 * Qwen2/Qwen3 family: sliding only when ``use_sliding_window`` and i >= ``max_window_layers``;
 * Mistral/Mixtral/Phi-3/Starcoder2: a non-null ``sliding_window`` applies to every layer;
 * Llama 4: ``attention_chunk_size`` on RoPE layers; layer i is global NoPE when
@@ -34,6 +36,8 @@ def attention_layer_types(f: Fields, model_type: str, n_layers: int) -> list[str
             raise f.error(f"layer_types has {len(types)} entries but num_hidden_layers is {n_layers}")
         return types
     window = f.optional_positive("sliding_window")
+    if model_type == "exaone4":
+        return _exaone4_types(f, window, n_layers)
     if model_type == "gemma2":
         return [SLIDING if (i + 1) % 2 else FULL for i in range(n_layers)]
     if f.has("sliding_window_pattern"):
@@ -58,6 +62,18 @@ def attention_layer_types(f: Fields, model_type: str, n_layers: int) -> list[str
     return [FULL] * n_layers
 
 
+def _exaone4_types(f: Fields, window: int | None, n_layers: int) -> list[str]:
+    pattern = f.cfg.get("sliding_window_pattern", 4)
+    if window is None or pattern in (None, 0):
+        return [FULL] * n_layers
+    if isinstance(pattern, str):
+        if not pattern or set(pattern) - {"L", "G"}:
+            raise f.error(f"sliding_window_pattern {pattern!r} must be a string of L (local) and G (global)")
+        return [SLIDING if pattern[i % len(pattern)] == "L" else FULL for i in range(n_layers)]
+    period = f.positive("sliding_window_pattern")
+    return [SLIDING if (i + 1) % period else FULL for i in range(n_layers)]
+
+
 def attention_primitive(f: Fields, layer_type: str, kv_heads: int, k_dim: int, v_dim: int) -> Primitive:
     """The primitive for one attention layer of the given type."""
     if layer_type == SLIDING:
@@ -80,7 +96,7 @@ def read_attention_model(f: Fields, model_type: str) -> tuple[LayerSpec, ...]:
             f"model_type {model_type!r}: layer_types {unknown} are not attention layers kvbudget can place "
             "for this family; this architecture needs its own reader"
         )
-    shared = f.positive("num_kv_shared_layers", default=0) if f.has("num_kv_shared_layers") else 0
+    shared = f.non_negative("num_kv_shared_layers")
     if shared >= n_layers:
         raise f.error(f"num_kv_shared_layers {shared} must be below num_hidden_layers {n_layers}")
     first_shared = n_layers - shared

@@ -36,6 +36,15 @@ class Fields:
             raise self.error(f"field '{key}' must be positive, got {value!r}; fix the config")
         return int(value)
 
+    def non_negative(self, key: str, default: int = 0) -> int:
+        """A whole number >= 0 (``default`` when absent or null)."""
+        value = self.cfg.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise self.error(f"field '{key}' must be a whole number >= 0, got {value!r}")
+        return value
+
     def optional_positive(self, key: str) -> int | None:
         if self.cfg.get(key) is None:
             return None

@@ -4,9 +4,14 @@
   (JambaConfig.layers_block_type).
 * Nemotron-H / Nemotron 3: ``hybrid_override_pattern`` (M Mamba-2, * attention, - MLP, E MoE) or
   ``layers_block_type``; Mamba-2 inner size = mamba_num_heads * mamba_head_dim (NemotronHMamba2Mixer).
+* Configs re-saved by transformers 5 rename the layer kinds (``_LEGACY_LAYER_TYPE_REMAP`` in
+  configuration_utils.py): ``mamba`` -> ``linear_attention``, ``attention`` -> ``full_attention``; MLP and
+  MoE kinds keep their names. Nemotron-H and Granite 4 accept both spellings.
 * Falcon-H1: every layer runs attention *and* a Mamba-2 block (attn_layer_indices null).
-* Granite 4 hybrid (granitemoehybrid): ``layer_types`` of "mamba"/"attention"; inner = expand*hidden.
-* Qwen3-Next: gated delta net, with full attention every ``full_attention_interval``-th layer.
+* Granite 4 hybrid (granitemoehybrid): ``layer_types`` of "mamba"/"attention" (default: all Mamba);
+  inner = expand*hidden.
+* Qwen3-Next and Qwen3.5 (``qwen3_5_text``, ``qwen3_5_moe_text``): gated delta net, with full attention
+  every ``full_attention_interval``-th layer.
 * mamba / mamba2: no attention at all.
 """
 
@@ -68,11 +73,20 @@ def read_jamba(f: Fields, model_type: str) -> tuple[LayerSpec, ...]:
 
 
 _NEMOTRON_CODES = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+# transformers 5 configuration_utils._LEGACY_LAYER_TYPE_REMAP, read backwards.
+_TF5_KINDS = {"linear_attention": "mamba", "full_attention": "attention"}
+
+
+def _legacy_kinds(kinds: list[str]) -> list[str]:
+    """Layer kinds in the pre-transformers-5 spelling (mamba / attention), whichever spelling the file uses."""
+    return [_TF5_KINDS.get(kind, kind) for kind in kinds]
 
 
 def read_nemotron_h(f: Fields, model_type: str) -> tuple[LayerSpec, ...]:
     if f.has("layers_block_type"):
-        kinds = f.str_list("layers_block_type")
+        kinds = _legacy_kinds(f.str_list("layers_block_type"))
+    elif f.has("layer_types"):
+        kinds = _legacy_kinds(f.str_list("layer_types"))
     elif f.has("hybrid_override_pattern"):
         pattern = f.string("hybrid_override_pattern")
         bad = sorted(set(pattern) - set(_NEMOTRON_CODES))
@@ -85,7 +99,10 @@ def read_nemotron_h(f: Fields, model_type: str) -> tuple[LayerSpec, ...]:
         raise f.error(f"layer pattern has {len(kinds)} layers but num_hidden_layers is {f.num_layers()}")
     unknown = sorted(set(kinds) - set(_NEMOTRON_CODES.values()))
     if unknown:
-        raise f.error(f"layers_block_type has unknown kinds {unknown}; known: mamba, attention, mlp, moe")
+        raise f.error(
+            f"layers_block_type has unknown kinds {unknown}; known: mamba (linear_attention), attention "
+            "(full_attention), mlp, moe"
+        )
     mamba = _mamba2(
         f,
         heads="mamba_num_heads",
@@ -132,12 +149,15 @@ def read_falcon_h1(f: Fields, model_type: str) -> tuple[LayerSpec, ...]:
 
 def read_granite_hybrid(f: Fields, model_type: str) -> tuple[LayerSpec, ...]:
     n = f.num_layers()
-    kinds = f.str_list("layer_types") if f.has("layer_types") else ["attention"] * n
+    # GraniteMoeHybridConfig.__post_init__ (transformers 5.24): layer_types None -> every layer linear_attention
+    kinds = _legacy_kinds(f.str_list("layer_types")) if f.has("layer_types") else ["mamba"] * n
     if len(kinds) != n:
         raise f.error(f"layer_types has {len(kinds)} entries but num_hidden_layers is {n}")
     unknown = sorted(set(kinds) - {"mamba", "attention"})
     if unknown:
-        raise f.error(f"layer_types has unknown kinds {unknown}; known: mamba, attention")
+        raise f.error(
+            f"layer_types has unknown kinds {unknown}; known: mamba (linear_attention), attention (full_attention)"
+        )
     inner = f.positive("mamba_expand") * f.positive("hidden_size")
     mamba = _mamba2(
         f,
