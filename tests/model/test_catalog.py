@@ -12,7 +12,15 @@ from kvbudget.cost import compute_cost
 from kvbudget.model import catalog
 from kvbudget.model.families import read_spec
 from kvbudget.model.sources import resolve
-from kvbudget.model.spec import ChunkedLocal, FullAttention, LatentAttention, ModelSpec, Recurrent, SlidingWindow
+from kvbudget.model.spec import (
+    ChunkedLocal,
+    FullAttention,
+    IndexerKeys,
+    LatentAttention,
+    ModelSpec,
+    Recurrent,
+    SlidingWindow,
+)
 
 ENTRIES = catalog.entries()
 
@@ -22,18 +30,20 @@ def _spec(entry: catalog.CatalogEntry) -> ModelSpec:
 
 
 def _attention_bytes_bf16(spec: ModelSpec) -> int:
-    """Per-token bytes over every self-attention layer, windows ignored (how derived_kv counts)."""
+    """Per-token bytes over every self-attention layer and indexer, windows ignored (how derived_kv counts)."""
     total = 0
     for _, state in spec.primitives():
         if isinstance(state, FullAttention | SlidingWindow | ChunkedLocal):
             total += state.kv_heads * (state.k_dim + state.v_dim) * 2
         elif isinstance(state, LatentAttention):
             total += state.latent_dim * 2
+        elif isinstance(state, IndexerKeys):
+            total += state.head_dim * 2
     return total
 
 
 def test_catalog_has_every_verified_model() -> None:
-    assert len(ENTRIES) == 51
+    assert len(ENTRIES) == 62
     assert all(entry.source for entry in ENTRIES)
 
 
@@ -58,6 +68,10 @@ def test_spec_matches_independent_arithmetic(entry: catalog.CatalogEntry) -> Non
         assert len(chunked) == windows["chunked_local_layers"]
         assert len(attention) - len(chunked) == windows["global_NoPE_layers"]
         assert all(s.chunk == windows["chunk"] for s in chunked)
+    indexer = derived.get("indexer")
+    keys = [s for _, s in spec.primitives() if isinstance(s, IndexerKeys)]
+    assert len(keys) == (indexer["layers"] if indexer else 0)
+    assert all(k.head_dim == indexer["index_head_dim"] for k in keys) if indexer else True
     state = derived.get("recurrent_state")
     if state:
         recurrent = [s for _, s in spec.primitives() if isinstance(s, Recurrent)]
