@@ -25,6 +25,7 @@ from kvbudget.errors import KvBudgetError
 
 Api = Literal["completions", "chat"]
 ERROR_TEXT = 300  # characters of an error body kept in a message
+ERROR_BODY = 64 * 1024  # bytes of an error answer read for its message
 TRANSPORT = 0  # Reply.status when no HTTP answer came back
 STALE_S = 1.0  # a failure to write a request this soon after sending it: a stale kept-alive connection
 
@@ -162,7 +163,7 @@ class Client:
                 async with self.http.post(self.url + self.path, json=body, timeout=timeout) as r:
                     reply.status = r.status
                     if r.status != 200:
-                        text = (await r.content.read(64 * 1024)).decode("utf-8", "replace")
+                        text = (await r.read())[:ERROR_BODY].decode("utf-8", "replace")
                         reply.error_kind, reply.error = classify_http(r.status, text)
                         return reply
                     await _read_stream(r, reply, sent, keep_text)
