@@ -102,7 +102,7 @@ def llama_server(model: Path, log: Path, *args: str, ready_timeout_s: float = 60
     assert "-c" in args, "always pass -c to llama-server"
     port = _free_port()
     command = [str(binary()), "-m", str(model), "--host", "127.0.0.1", "--port", str(port)]
-    command += ["-lv", "4", "--metrics", "-t", "2", "--no-warmup", *args]
+    command += ["-lv", "4", "--metrics", "-t", "1", "-tb", "1", "--no-warmup", *args]
     with log.open("wb") as sink:
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     server = Server(f"http://127.0.0.1:{port}", log, process)
