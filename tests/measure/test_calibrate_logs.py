@@ -195,3 +195,25 @@ def test_cli_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
     assert doc["measured"]["kv_blocks"] == {"value": 1952, "unit": "blocks", "line": 3, "text": "1952"}
     assert [r["figure"] for r in doc["reconciliation"]] == ["available_kv_bytes", "kv_blocks", "max_concurrency"]
     assert all(r["agrees"] and r["diff_pct"] == 0 for r in doc["reconciliation"])
+
+
+def test_mid_2025_unified_cache_line_inside_an_lm_studio_log(tmp_path: Path) -> None:
+    # Lines as an LM Studio server log printed them on 2025-07-22 (llama.cpp of mid 2025, quoted in a
+    # public repository): DeepSeek-R1-0528-Qwen3-8B Q8_0, n_ctx 131072, unified cache; note "1/ 1 seqs".
+    text = (
+        "llama_context: n_seq_max     = 1\n"
+        "llama_context: n_ctx         = 131072\n"
+        "llama_context: kv_unified    = true\n"
+        "2025-07-22 01:19:21 [DEBUG]\n"
+        " llama_kv_cache_unified: size = 18432.00 MiB (131072 cells,  36 layers,  1/ 1 seqs), K (f16): 9216.00 MiB,"
+        " V (f16): 9216.00 MiB\n"
+        "llama_context:      CUDA0 compute buffer size =  9240.00 MiB\n"
+    )
+    path = tmp_path / "lmstudio.log"
+    path.write_text(text, encoding="utf-8")
+    log = read_log(path)
+    [cache] = log.caches
+    assert (cache.cells, cache.layers, cache.seqs, cache.streams) == (131072, 36, 1, 1)
+    assert log.generation == "llama_kv_cache_unified"
+    # Qwen3-8B's geometry (36 layers x 8 KV heads x 128): 147,456 B per cell
+    assert _rows(path, "qwen3-8b") == {"kv cache bytes": (True, 0.0), "kv cache cells": (True, 0.0)}

@@ -198,7 +198,7 @@ def _failed(log: EngineLog, m: re.Match[str], line: int, rank: str | None) -> No
 SIZE_LINE = (
     r"(?P<who>llama_kv_cache(?:_unified)?): size = +"
     + MIB.replace("(", "(?P<size>", 1)
-    + r" \( *(?P<cells>\d+) cells, +(?P<layers>\d+) layers, +(?P<seqs>\d+(?:/\d+)?) seqs\)(?P<rest>.*)"
+    + r" \( *(?P<cells>\d+) cells, +(?P<layers>\d+) layers, +(?P<seqs>\d+(?:/ *\d+)?) seqs\)(?P<rest>.*)"
 )
 RULES: tuple[Rule, ...] = (
     rule("build", r"\bbuild(?::| =)? (?P<n>\d+) \((?P<c>\w+)\)", _version),
