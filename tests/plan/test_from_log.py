@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import run_cli
+from tests.plan.test_plan import _plan
 
 LOGS = Path(__file__).parent.parent / "data" / "logs"
 GiB = 2**30
-
-
-def _plan(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, object]:
-    code, out, err = run_cli(capsys, "plan", *argv, "--json")
-    assert code == 0, err
-    doc: dict[str, object] = json.loads(out)
-    return doc
 
 
 def _ledger(doc: dict[str, object]) -> dict[str, dict[str, object]]:
