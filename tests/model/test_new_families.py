@@ -13,7 +13,7 @@ from kvbudget.errors import ConfigError, EngineRefusalError, KvBudgetError, Unkn
 from kvbudget.model import catalog
 from kvbudget.model.architectures import ARCHITECTURES, architecture_of, by_gguf_arch, by_model_type
 from kvbudget.model.families import read_spec
-from kvbudget.model.spec import LatentAttention, ModelSpec, Recurrent, SharedKV
+from kvbudget.model.spec import FullAttention, LatentAttention, ModelSpec, Recurrent, SharedKV, SlidingWindow
 from kvbudget.weights.families import LAYER_RULES
 from kvbudget.weights.params import count_params
 
@@ -76,7 +76,8 @@ def test_gemma4_per_type_heads_from_global_fields_or_per_layer_config() -> None:
     resaved["per_layer_config"] = {str(i): {"head_dim": 512, "num_key_value_heads": 2} for i in full}
     assert _read(resaved).layers == spec.layers
     without_k_eq_v = _read({**text, "attention_k_eq_v": False})
-    assert {s.kv_heads for _, s in without_k_eq_v.primitives()} == {8}  # global heads apply only with k_eq_v
+    heads = {s.kv_heads for _, s in without_k_eq_v.primitives() if isinstance(s, FullAttention | SlidingWindow)}
+    assert heads == {8}  # the global KV heads apply only with attention_k_eq_v
     with pytest.raises(ConfigError, match="per_layer_config overrides"):
         _read({**resaved, "per_layer_config": {"5": {"sliding_window": 8}}})
     with pytest.raises(ConfigError, match="bidirectional"):

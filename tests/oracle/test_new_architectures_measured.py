@@ -16,6 +16,7 @@ layer holds that is neither cache nor the known bookkeeping scalar fails the tes
 from __future__ import annotations
 
 import copy
+import importlib
 import inspect
 import warnings
 from collections.abc import Callable, Iterator
@@ -128,7 +129,7 @@ def _spec(name: str, changes: dict[str, object]) -> ModelSpec:
 
 
 def _tensors(obj: object, out: list[Any]) -> None:
-    import torch
+    torch, _ = _modules()
 
     if isinstance(obj, torch.Tensor):
         out.append(obj)
@@ -163,10 +164,14 @@ def _cache_of(output: Any) -> Any:
     return cache if cache is not None else output.past_key_values
 
 
+def _modules() -> tuple[Any, Any]:
+    """torch and transformers, untyped (the oracle only drives them)."""
+    return importlib.import_module("torch"), importlib.import_module("transformers")
+
+
 def measure_layers(spec: ModelSpec, tokens: int, skeleton: dict[str, object]) -> list[int]:
     """Prefill ``tokens`` random tokens into a skeleton of ``spec``, decode one, return each layer's cache bytes."""
-    import torch
-    import transformers
+    torch, transformers = _modules()
 
     kwargs = skeleton_config(spec, tokens + 1)
     kwargs.update(skeleton)
@@ -222,8 +227,7 @@ def test_each_layer_measured_equals_predicted(case: Case) -> None:
 def test_nemotron_h_resaved_by_transformers_5_reads_and_measures_the_same() -> None:
     """NemotronHConfig writes layers_block_type with linear_attention / full_attention / mlp; kvbudget places
     the same layers, and the re-saved skeleton's real cache is what the engine predicts."""
-    import transformers
-
+    _, transformers = _modules()
     entry = catalog.lookup("Nemotron-H-8B-Base-8K")
     assert entry is not None
     with warnings.catch_warnings():
@@ -246,8 +250,7 @@ def test_granite_4_hybrid_resaved_by_transformers_5() -> None:
     """GraniteMoeHybridConfig renames mamba/attention to linear_attention/full_attention on save; the
     kinds are read either way and the real cache matches (GraniteMoeHybridConfig's own Mamba geometry:
     128 heads x 64, state 256, 1 group, conv 4, expand 2 over hidden 4,096; 8 KV heads x 128)."""
-    import transformers
-
+    _, transformers = _modules()
     kinds = ["mamba", "mamba", "mamba", "attention"] * 2
     fields = {"num_hidden_layers": 8, "num_key_value_heads": 8, "layer_types": kinds, "torch_dtype": "bfloat16"}
     with warnings.catch_warnings():
@@ -269,8 +272,7 @@ def test_granite_4_hybrid_resaved_by_transformers_5() -> None:
 def test_exaone_4_layer_pattern() -> None:
     """Exaone4Config defaults (32 layers, 32 KV heads x 128, window 4096 shrunk to 32 here, pattern 4: three
     local layers then a global one): 24 sliding layers keep 32 tokens, 8 global layers all 65."""
-    import transformers
-
+    _, transformers = _modules()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cfg = transformers.Exaone4Config(sliding_window=32, torch_dtype="bfloat16").to_dict()
