@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvbudget.errors import InputError
@@ -106,6 +105,13 @@ def cmd_loadtest(args: argparse.Namespace) -> str:
 
     if not args.url.startswith(("http://", "https://")):
         raise InputError(f"URL: {args.url!r} must start with http:// or https://, e.g. http://127.0.0.1:8080")
+    from kvbudget.safeio import AtomicWriter
+
+    writer = (
+        AtomicWriter(args.out, "--out", [*(args.trace or []), *([args.workload] if args.workload else [])])
+        if args.out
+        else None
+    )
     hold = _count(args.sessions, "--sessions")
     if hold is not None and any(v is not None for v in (args.start, args.step, args.max_sessions)):
         raise InputError("give --sessions N (hold one level) or a ramp (--start, --step, --max-sessions), not both")
@@ -136,11 +142,8 @@ def cmd_loadtest(args: argparse.Namespace) -> str:
     )
     outcome = run_loadtest(settings, _source(args), _plans(args), Progress(True if args.progress else None))
     document = to_json(outcome)
-    if args.out:
-        try:
-            Path(args.out).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"--out: cannot write {args.out}: {exc.strerror or exc}") from None
+    if writer is not None:
+        writer.write(json.dumps(document, indent=2) + "\n")
     text = json.dumps(document, indent=2) if args.json else render(outcome)
     if outcome.error is not None:
         if args.json or (outcome.recorder is not None and outcome.recorder.requests):

@@ -8,6 +8,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from kvbudget.errors import InputError
@@ -160,7 +161,11 @@ def cmd_simulate(args: argparse.Namespace) -> str:
         raise InputError("give --sessions N or --duration S, not both")
     if args.plot:
         from kvbudget.render.simulate import require_matplotlib
+        from kvbudget.safeio import AtomicWriter
 
+        if Path(args.plot).suffix.lower() not in (".png", ".svg", ".pdf"):
+            raise InputError(f"--plot {args.plot}: the file must end in .png, .svg or .pdf")
+        AtomicWriter(args.plot, "--plot", [*(args.trace or []), *([args.workload] if args.workload else [])])
         require_matplotlib()
     ns = argparse.Namespace(**vars(args))
     ns.model, ns.sessions = model, None  # --sessions here counts simulated sessions, not the plan's

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from kvbudget.errors import InputError, TraceError
@@ -99,31 +96,26 @@ def _cap(args: argparse.Namespace, stats: TraceStats) -> CapAnalysis:
 
 
 def _convert(args: argparse.Namespace) -> str:
+    from kvbudget.safeio import AtomicWriter
     from kvbudget.workload.traces import read_records
 
-    out = Path(args.out)
-    if any(Path(f).resolve() == out.resolve() for f in args.files):
-        raise InputError(f"--out {args.out} is one of the input files; write to another file")
+    writer = AtomicWriter(args.out, "--out", args.files)
     bad: list[BadRow] = []
     records = read_records(args.files, fmt=args.format, strict=args.strict, bad_rows=bad)
-    try:
-        handle, temp = tempfile.mkstemp(prefix=".kvbudget-", suffix=".jsonl", dir=out.parent)
-    except OSError as exc:
-        raise InputError(f"--out {args.out}: cannot write there: {exc.strerror or exc}") from None
+    f, temp = writer.open()
     steps, sessions = 0, set()
     try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as f:
-            for record in records:
-                f.write(json.dumps(record.to_json(), separators=(",", ":")) + "\n")
-                steps += 1
-                sessions.add(record.session)
-        Path(temp).replace(out)
+        for record in records:
+            f.write(json.dumps(record.to_json(), separators=(",", ":")) + "\n")
+            steps += 1
+            sessions.add(record.session)
     except OSError as exc:
-        Path(temp).unlink(missing_ok=True)
+        writer.discard(f, temp)
         raise InputError(f"--out {args.out}: cannot write: {exc.strerror or exc}") from None
     except BaseException:
-        Path(temp).unlink(missing_ok=True)
+        writer.discard(f, temp)
         raise
+    writer.commit(f, temp)
     lines = [f"wrote {steps:,} steps of {len(sessions):,} session(s) to {args.out} (kvbudget JSONL, docs/traces.md)"]
     if bad:
         lines.append(f"{len(bad):,} bad row(s) skipped (use --strict to stop at the first):")

@@ -93,6 +93,9 @@ def _fit(args: argparse.Namespace) -> str:
     rate = _positive(args.rate, "--rate")
     if args.out is not None and Path(args.out).suffix.lower() != ".toml":
         raise InputError(f"--out: {args.out} must end in .toml (fit writes TOML)")
+    from kvbudget.safeio import AtomicWriter
+
+    writer = AtomicWriter(args.out, "--out", args.traces) if args.out is not None else None
     bad_rows: list[BadRow] = []
     count = 0
 
@@ -105,11 +108,8 @@ def _fit(args: argparse.Namespace) -> str:
     stream = read_records(args.traces, fmt=args.format, strict=args.strict, bad_rows=bad_rows)
     workload = fit_workload(counted(stream), rate_per_s=rate, prefix_tokens=prefix, method=args.method, name=args.name)
     text = dump_toml(workload)
-    if args.out is not None:
-        try:
-            Path(args.out).write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"--out: cannot write {args.out} ({exc.strerror or exc})") from None
+    if writer is not None:
+        writer.write(text)
     bad = [str(row) for row in bad_rows]
     if args.json:
         data = {

@@ -109,7 +109,7 @@ def test_unknown_empty_missing_and_binary_files(tmp_path: Path) -> None:
     empty.write_text("", encoding="utf-8")
     with pytest.raises(TraceError, match="empty"):
         detect_format(empty)
-    with pytest.raises(TraceError, match=r"nothere\.json: cannot read"):
+    with pytest.raises(TraceError, match=r"nothere\.json: no such file \(trace\)"):
         read_records([tmp_path / "nothere.json"])
     with pytest.raises(TraceError, match="unknown trace format 'csv'"):
         read_records([odd], fmt="csv")

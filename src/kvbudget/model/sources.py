@@ -3,7 +3,6 @@ or a Hugging Face repo id (config only, through huggingface_hub, honouring HF_HU
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -18,17 +17,17 @@ _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 
 
 def load_config_file(path: Path) -> dict[str, Any]:
-    """Read a config.json; malformed JSON or a non-object is a one-line ConfigError naming the file."""
+    """Read a config.json; malformed JSON or a non-object is a one-line ConfigError naming the file.
+
+    Through kvbudget.safeio: regular files only, UTF-8 with or without a BOM, no NaN / Infinity /
+    1e309 / 5,000-digit integers, no nesting past what Python follows."""
+    from kvbudget.errors import InputError
+    from kvbudget.safeio import read_json
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SourceError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); fix the file"
-        ) from None
+        data = read_json(path, "config")
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a config must be a JSON object, found {type(data).__name__}")
     return data
@@ -41,7 +40,7 @@ def from_config(config: dict[str, Any], *, name: str, source: str) -> ModelSpec:
 def _from_path(path: Path, ref: str) -> ModelSpec:
     if path.is_dir():
         config = path / "config.json"
-        if config.is_file():
+        if config.exists():
             return from_config(load_config_file(config), name=path.name, source=str(config))
         ggufs = sorted(path.glob("*.gguf"))
         if len(ggufs) >= 1:

@@ -100,10 +100,9 @@ def load_file(path: str | Path) -> Workload:
     suffix = p.suffix.lower()
     if suffix not in (".toml", ".yaml", ".yml"):
         raise InputError(f"{where}: a workload file must end in .toml, .yaml or .yml")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{where}: cannot read the workload file ({exc.strerror or exc})") from None
+    from kvbudget.safeio import read_text
+
+    text = read_text(p, "workload file")
     data = _parse_toml(text, where) if suffix == ".toml" else _parse_yaml(text, where)
     return from_dict(data, where=where, base=p.parent)
 
@@ -115,8 +114,10 @@ def _parse_toml(text: str, where: str) -> Any:
         import tomli as tomllib
     try:
         return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{where}: not valid TOML: {exc}") from None
+    except ValueError as exc:  # TOMLDecodeError, and an integer past Python's 4,300-digit limit
+        raise InputError(f"{where}: not valid TOML: {' '.join(str(exc).split())}") from None
+    except RecursionError:
+        raise InputError(f"{where}: nests deeper than a workload file can; it is not a workload file") from None
 
 
 def _parse_yaml(text: str, where: str) -> Any:
@@ -125,10 +126,33 @@ def _parse_yaml(text: str, where: str) -> Any:
     except ImportError:
         raise MissingExtraError(f"{where}: reading YAML needs PyYAML: pip install 'kvbudget[yaml]'") from None
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+        return yaml.load(text, Loader=_unique_key_loader(yaml))
+    except RecursionError:
+        raise InputError(f"{where}: nests deeper than a workload file can; it is not a workload file") from None
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: an integer past Python's 4,300-digit limit
         detail = " ".join(str(exc).split())
-        raise InputError(f"{where}: not valid YAML: {detail}") from None
+        raise InputError(f"{where}: not valid YAML: {detail[:300]}") from None
+
+
+def _unique_key_loader(yaml: Any) -> Any:
+    """PyYAML's SafeLoader refusing a key given twice in one mapping (PyYAML keeps the last one silently)."""
+
+    class UniqueKeyLoader(yaml.SafeLoader):  # type: ignore[misc]
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[object] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None,
+                        None,
+                        f"key {key!r} is given twice (line {key_node.start_mark.line + 1})",
+                        key_node.start_mark,
+                    )
+                seen.add(key)
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeyLoader
 
 
 class _Reader:

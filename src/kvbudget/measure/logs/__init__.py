@@ -17,6 +17,7 @@ from kvbudget.measure.logs import llamacpp, sglang, vllm
 from kvbudget.measure.logs.record import EngineLog
 from kvbudget.measure.logs.rules import Rule, apply
 from kvbudget.measure.logs.text import MAX_LOG_BYTES, clean, rank_of
+from kvbudget.safeio import regular_file
 
 __all__ = ["EngineLog", "read_log"]
 
@@ -91,8 +92,7 @@ def read_log(path: str | Path, engine: str | None = None) -> EngineLog:
     logs = {name: EngineLog(str(p), name) for name, _ in _READERS}
     v1 = v0 = ollama = lines = 0
     try:
-        if not p.is_file():
-            raise InputError(f"{p}: not a regular file; give the engine's start-up log (a text file)")
+        regular_file(p, "engine start-up log")
         if p.stat().st_size > MAX_LOG_BYTES:
             raise InputError(f"{p}: larger than 2 GiB; cut the start-up part of the log (its first lines)")
         with p.open("r", encoding="utf-8-sig", errors="replace", newline="") as f:

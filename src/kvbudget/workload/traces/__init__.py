@@ -14,7 +14,6 @@ docs/traces.md. Readers yield the steps of one session in step order; sessions m
 from __future__ import annotations
 
 import importlib
-import json
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -52,7 +51,7 @@ def _by_keys(row: dict[str, object]) -> str | None:
 
 def detect_format(path: str | Path) -> str:
     """The format of a trace file, from its content (the first 64 KiB). Raises TraceError when unknown."""
-    from kvbudget.workload.traces._common import read_head
+    from kvbudget.workload.traces._common import loads, read_head
 
     where = Path(path)
     if where.is_dir():
@@ -63,7 +62,7 @@ def detect_format(path: str | Path) -> str:
     if head[0] in "{[":
         for line in head.split("\n")[:5]:  # JSONL (or a small one-line document): the first whole lines decide
             try:
-                row = json.loads(line)
+                row = loads(line)
             except ValueError:
                 continue
             found = _by_keys(row) if isinstance(row, dict) else None

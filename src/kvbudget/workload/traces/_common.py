@@ -30,7 +30,16 @@ class RowError(Exception):
 
 
 def open_text(path: Path) -> IO[str]:
-    """The file as UTF-8 text; gzip-compressed files (TraceLab, Copilot releases) are opened transparently."""
+    """The file as UTF-8 text; gzip-compressed files (TraceLab, Copilot releases) are opened transparently.
+
+    Only regular files: a FIFO or a device would block or never end (kvbudget.safeio)."""
+    from kvbudget.errors import InputError
+    from kvbudget.safeio import regular_file
+
+    try:
+        regular_file(path, "trace")
+    except InputError as exc:
+        raise TraceError(str(exc)) from None
     try:
         raw = path.open("rb")
     except OSError as exc:
@@ -44,6 +53,14 @@ def open_text(path: Path) -> IO[str]:
         raw.close()
         return gzip.open(path, "rt", encoding="utf-8", newline="")
     return io.TextIOWrapper(raw, encoding="utf-8", newline="")
+
+
+def loads(text: str) -> object:
+    """json.loads whose too-deep nesting is a ValueError like any other malformed JSON."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested deeper than a trace row can be") from None
 
 
 def read_head(path: Path, size: int = 65536) -> str:
@@ -61,7 +78,7 @@ def json_lines(path: Path, bad: BadSink) -> Iterator[tuple[int, dict[str, object
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = loads(line)
             except ValueError as exc:
                 bad(BadRow(str(path), number, f"not valid JSON: {_json_reason(exc)}"))
                 continue
@@ -77,7 +94,7 @@ def load_document(path: Path, bad: BadSink) -> tuple[str, object] | None:
     with open_text(path) as f:
         text = f.read()
     try:
-        return text, json.loads(text)
+        return text, loads(text)
     except json.JSONDecodeError as exc:
         bad(BadRow(str(path), exc.lineno, f"not valid JSON: {exc.msg} (column {exc.colno}); the document is skipped"))
     except ValueError as exc:

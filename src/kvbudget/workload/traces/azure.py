@@ -23,7 +23,8 @@ COLUMNS = ("timestamp", "contexttokens", "generatedtokens")
 def read(path: Path, bad: BadSink) -> Iterator[StepRecord]:
     source = f"azure:{path.name}"
     with open_text(path) as f:
-        rows = csv.reader(f)
+        reader = csv.reader(f)
+        rows = _checked(reader, path)
         header = next(rows, None)
         names = [cell.strip().lower() for cell in header or []]
         missing = [c for c in COLUMNS if c not in names]
@@ -34,7 +35,7 @@ def read(path: Path, bad: BadSink) -> Iterator[StepRecord]:
             )
         at = {c: names.index(c) for c in COLUMNS}
         for cells in rows:
-            line = rows.line_num
+            line = reader.line_num
             if not any(cell.strip() for cell in cells):
                 continue
             try:
@@ -55,6 +56,20 @@ def read(path: Path, bad: BadSink) -> Iterator[StepRecord]:
                 new_tokens=prompt,
                 source=source,
             )
+
+
+def _checked(reader: Iterator[list[str]], path: Path) -> Iterator[list[str]]:
+    """Rows of the csv reader; a row the csv module cannot split (a field over its 128 KiB limit, a NUL
+    byte) stops the file with one line naming it: what follows such a row cannot be trusted."""
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            line = getattr(reader, "line_num", 0)
+            raise TraceError(f"{path}:{line}: not a CSV row ({exc}); this is not an Azure LLM trace") from None
+        yield cells
 
 
 def _count(cell: str, key: str) -> int:
