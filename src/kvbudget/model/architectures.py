@@ -8,8 +8,10 @@ KV readers (``model.families.read_spec``, ``model.gguf.read_gguf_spec``), the pa
 (``weights.params``) and the coverage matrix (``kvbudget.coverage``) all look architectures up here, so
 a new architecture is one entry.
 
-``example`` names a catalog model of the architecture (the coverage matrix costs it on every engine);
-``gguf_example`` is GGUF metadata with a real model's cache geometry, for architectures read from GGUF.
+``example`` names a catalog model of the architecture, or ``config_example`` is a config.json of it (the
+coverage matrix costs it on every engine); ``gguf_example`` is GGUF metadata (key suffixes after
+``{arch}.``) with the cache geometry of ``gguf_source``, for architectures read from GGUF. The live
+llama.cpp tests write these same keys into the tiny GGUFs they serve.
 """
 
 from __future__ import annotations
@@ -49,35 +51,124 @@ class Architecture:
     gguf_reader: g.GgufReader | None = None
     gguf_keys: frozenset[str] = frozenset()
     example: str = ""
+    config_example: Mapping[str, object] = field(default_factory=dict, compare=False, hash=False)
     gguf_example: Mapping[str, object] = field(default_factory=dict, compare=False, hash=False)
+    gguf_source: str = ""
+
+
+def _attn(layers: int, heads: int, kv: int | list[int], dim: int, **extra: object) -> dict[str, object]:
+    """GGUF metadata of an attention stack (key suffixes after ``{arch}.``)."""
+    return {
+        "block_count": layers,
+        "context_length": 131_072,
+        "embedding_length": heads * dim,
+        "attention.head_count": heads,
+        "attention.head_count_kv": kv,
+        "attention.key_length": dim,
+        "attention.value_length": dim,
+        **extra,
+    }
+
+
+def _cfg(model_type: str, layers: int, heads: int, kv: int, dim: int, **extra: object) -> dict[str, object]:
+    """A config.json of an attention stack (for architectures the catalog has no model of)."""
+    return {
+        "model_type": model_type,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv,
+        "head_dim": dim,
+        "hidden_size": heads * dim,
+        **extra,
+    }
+
+
+_SYNTHETIC = "synthetic geometry (8 layers, 8 heads, 2 KV heads x 128), not a released model"
 
 
 def _dense(
-    name: str, *types: str, gguf: tuple[str, ...] = (), keys: frozenset[str] = g.ATTN, example: str = ""
+    name: str,
+    *types: str,
+    gguf: tuple[str, ...] = (),
+    keys: frozenset[str] = g.ATTN,
+    example: str = "",
+    config_example: Mapping[str, object] | None = None,
+    gguf_example: Mapping[str, object] | None = None,
+    gguf_source: str = "",
 ) -> Architecture:
-    reader = g.read_attention if gguf else None
-    return Architecture(name, types, read_attention_model, gguf, reader, keys if gguf else frozenset(), example)
+    return Architecture(
+        name,
+        types,
+        read_attention_model,
+        gguf,
+        g.read_attention if gguf else None,
+        keys if gguf else frozenset(),
+        example,
+        config_example or {},
+        gguf_example or {},
+        gguf_source,
+    )
 
 
 _HYBRID_KEYS = g.ATTN | g.SSM
 _DELTA_KEYS = _HYBRID_KEYS | {"full_attention_interval", "attention.recurrent_layers"}
 _MLA_KEYS = g.ATTN | {"attention.kv_lora_rank", "attention.key_length_mla", "attention.value_length_mla"}
+_NANO = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME"  # NVIDIA-Nemotron-3-Nano-30B-A3B
+_SWA_5 = ["full_attention" if (i + 1) % 5 == 0 else "sliding_attention" for i in range(35)]
+_LFM2_KV = [8 if i in (2, 5, 8, 10, 12, 14) else 0 for i in range(16)]  # LFM2-350M attention layers
 
 ARCHITECTURES: tuple[Architecture, ...] = (
-    _dense("Llama", "llama", "mistral", "mixtral", gguf=("llama",), example="Llama-3.1-8B"),
-    Architecture(
-        "Llama 4",
-        ("llama4_text",),
-        read_attention_model,
-        ("llama4",),
-        g.read_attention,
-        g.ATTN | g.SWA,
-        "Llama-4-Scout-17B-16E-Instruct",
+    _dense(
+        "Llama",
+        "llama",
+        "mistral",
+        "mixtral",
+        gguf=("llama",),
+        example="Llama-3.1-8B",
+        gguf_example=_attn(32, 32, 8, 128),
+        gguf_source="Llama-3.1-8B",
     ),
-    _dense("Qwen2", "qwen2", gguf=("qwen2",), example="Qwen2.5-7B"),
-    _dense("Qwen2 MoE", "qwen2_moe", gguf=("qwen2moe",)),
-    _dense("Qwen3", "qwen3", gguf=("qwen3",), example="Qwen3-8B"),
-    _dense("Qwen3 MoE", "qwen3_moe", gguf=("qwen3moe",), example="Qwen3-30B-A3B"),
+    _dense(
+        "Llama 4",
+        "llama4_text",
+        gguf=("llama4",),
+        keys=g.ATTN | g.SWA,
+        example="Llama-4-Scout-17B-16E-Instruct",
+        gguf_example=_attn(48, 40, 8, 128),
+        gguf_source="Llama-4-Scout-17B-16E-Instruct (no sliding_window key: llama.cpp chunks at 8192)",
+    ),
+    _dense(
+        "Qwen2",
+        "qwen2",
+        gguf=("qwen2",),
+        example="Qwen2.5-7B",
+        gguf_example=_attn(28, 28, 4, 128),
+        gguf_source="Qwen2.5-7B",
+    ),
+    _dense(
+        "Qwen2 MoE",
+        "qwen2_moe",
+        gguf=("qwen2moe",),
+        config_example=_cfg("qwen2_moe", 8, 8, 2, 128),
+        gguf_example=_attn(8, 8, 2, 128),
+        gguf_source=_SYNTHETIC,
+    ),
+    _dense(
+        "Qwen3",
+        "qwen3",
+        gguf=("qwen3",),
+        example="Qwen3-8B",
+        gguf_example=_attn(36, 32, 8, 128),
+        gguf_source="Qwen3-8B",
+    ),
+    _dense(
+        "Qwen3 MoE",
+        "qwen3_moe",
+        gguf=("qwen3moe",),
+        example="Qwen3-30B-A3B",
+        gguf_example=_attn(48, 32, 4, 128),
+        gguf_source="Qwen3-30B-A3B",
+    ),
     Architecture(
         "Qwen3-Next",
         ("qwen3_next",),
@@ -86,30 +177,71 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         g.read_hybrid,
         _DELTA_KEYS,
         "Qwen3-Next-80B-A3B",
+        gguf_example=_attn(
+            48,
+            16,
+            2,
+            256,
+            **{
+                "full_attention_interval": 4,
+                "ssm.conv_kernel": 4,
+                "ssm.inner_size": 32 * 128,
+                "ssm.state_size": 128,
+                "ssm.group_count": 16,
+                "ssm.time_step_rank": 32,
+            },
+        ),
+        gguf_source="Qwen3-Next-80B-A3B",
     ),
     Architecture(
         "Qwen3.5",
         ("qwen3_5_text", "qwen3_5_moe_text"),
         read_qwen3_next,
-        ("qwen35", "qwen35moe"),
+        ("qwen35moe", "qwen35"),
         g.read_hybrid,
         _DELTA_KEYS,
         "Qwen3.5-35B-A3B",
+        gguf_example=_attn(
+            40,
+            16,
+            2,
+            256,
+            **{
+                "full_attention_interval": 4,
+                "ssm.conv_kernel": 4,
+                "ssm.inner_size": 32 * 128,
+                "ssm.state_size": 128,
+                "ssm.group_count": 16,
+                "ssm.time_step_rank": 32,
+            },
+        ),
+        gguf_source="Qwen3.5-35B-A3B",
     ),
     _dense("Phi-3", "phi3", example="Phi-4"),
     _dense("Command R", "cohere", example="c4ai-command-r-08-2024"),
-    _dense("Command R7B", "cohere2", gguf=("cohere2",), keys=g.ATTN | g.SWA),
-    _dense("GLM", "glm"),
-    _dense("GLM-4", "glm4"),
     _dense(
-        "GLM-4.5 MoE", "glm4_moe", "glm4_shared_moe", gguf=("glm4moe",), keys=g.ATTN | g.NEXTN, example="GLM-4.5-Air"
+        "Command R7B",
+        "cohere2",
+        gguf=("cohere2",),
+        keys=g.ATTN | g.SWA,
+        config_example=_cfg("cohere2", 32, 32, 8, 128, sliding_window=4096, sliding_window_pattern=4),
+        gguf_example=_attn(32, 32, 8, 128, **{"attention.sliding_window": 4096}),
+        gguf_source="Command R7B-like (32 layers, 8 KV heads x 128, window 4096; no pattern key: llama.cpp makes "
+        "every 4th layer global)",
     ),
-    Architecture(
-        "GLM-5 (sparse MLA)",
-        ("glm_moe_dsa",),
-        read_latent_model,
-        example="GLM-5",
+    _dense("GLM", "glm", config_example=_cfg("glm", 8, 8, 2, 128)),
+    _dense("GLM-4", "glm4", config_example=_cfg("glm4", 8, 8, 2, 128)),
+    _dense(
+        "GLM-4.5 MoE",
+        "glm4_moe",
+        "glm4_shared_moe",
+        gguf=("glm4moe",),
+        keys=g.ATTN | g.NEXTN,
+        example="GLM-4.5-Air",
+        gguf_example=_attn(47, 96, 8, 128, nextn_predict_layers=1),
+        gguf_source="GLM-4.5-Air (46 layers + 1 MTP layer)",
     ),
+    Architecture("GLM-5 (sparse MLA)", ("glm_moe_dsa",), read_latent_model, example="GLM-5"),
     Architecture(
         "DeepSeek-V2/V3",
         ("deepseek_v2", "deepseek_v3", "kimi_k2"),
@@ -118,14 +250,50 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         g.read_deepseek2,
         _MLA_KEYS,
         "DeepSeek-V3",
+        gguf_example={
+            "block_count": 61,
+            "embedding_length": 7168,
+            "attention.head_count": 128,
+            "attention.head_count_kv": 1,
+            "attention.key_length": 576,
+            "attention.value_length": 512,
+            "attention.key_length_mla": 192,
+            "attention.value_length_mla": 128,
+            "attention.kv_lora_rank": 512,
+            "rope.dimension_count": 64,
+        },
+        gguf_source="DeepSeek-V3 (an MLA GGUF, llama.cpp PR #12801)",
     ),
     Architecture("DeepSeek-V3.2 (sparse MLA)", ("deepseek_v32",), read_latent_model, example="DeepSeek-V3.2"),
     Architecture("MiniCPM3", ("minicpm3",), read_latent_model, example="MiniCPM3-4B"),
     Architecture("Kimi Linear", ("kimi_linear",), read_kimi_linear, example="Kimi-Linear-48B-A3B-Instruct"),
     _dense("MiniMax-M2", "minimax_m2", example="MiniMax-M2"),
-    _dense("Gemma", "gemma", gguf=("gemma",)),
-    _dense("Gemma 2", "gemma2", gguf=("gemma2",), keys=g.ATTN | g.SWA, example="gemma-2-9b"),
-    _dense("Gemma 3", "gemma3_text", gguf=("gemma3",), keys=g.ATTN | g.SWA, example="gemma-3-27b-it"),
+    _dense(
+        "Gemma",
+        "gemma",
+        gguf=("gemma",),
+        config_example=_cfg("gemma", 8, 8, 2, 128),
+        gguf_example=_attn(8, 8, 2, 128),
+        gguf_source=_SYNTHETIC,
+    ),
+    _dense(
+        "Gemma 2",
+        "gemma2",
+        gguf=("gemma2",),
+        keys=g.ATTN | g.SWA,
+        example="gemma-2-9b",
+        gguf_example=_attn(42, 16, 8, 256, **{"attention.sliding_window": 4096}),
+        gguf_source="gemma-2-9b",
+    ),
+    _dense(
+        "Gemma 3",
+        "gemma3_text",
+        gguf=("gemma3",),
+        keys=g.ATTN | g.SWA,
+        example="gemma-3-27b-it",
+        gguf_example=_attn(62, 32, 16, 128, **{"attention.sliding_window": 1024}),
+        gguf_source="gemma-3-27b-it",
+    ),
     Architecture(
         "Gemma 3n",
         ("gemma3n_text",),
@@ -133,13 +301,26 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         ("gemma3n",),
         g.read_gemma3n,
         g.ATTN | g.SWA | {"attention.shared_kv_layers"},
+        config_example=_cfg(
+            "gemma3n_text", 35, 8, 2, 256, sliding_window=512, num_kv_shared_layers=15, layer_types=_SWA_5
+        ),
+        gguf_example=_attn(35, 8, 2, 256, **{"attention.sliding_window": 512, "attention.shared_kv_layers": 15}),
+        gguf_source="Gemma3nTextConfig defaults (google/gemma-3n-E4B): 35 layers, 2 KV heads x 256, window 512",
     ),
     Architecture("Gemma 4", ("gemma4_text",), read_gemma4, example="gemma-4-26B-A4B-it"),
-    _dense("gpt-oss", "gpt_oss", gguf=("gpt-oss",), keys=g.ATTN | g.SWA, example="gpt-oss-20b"),
-    _dense("OLMo", "olmo"),
-    _dense("OLMo 2", "olmo2"),
-    _dense("Granite", "granite"),
-    _dense("Granite MoE", "granitemoe"),
+    _dense(
+        "gpt-oss",
+        "gpt_oss",
+        gguf=("gpt-oss",),
+        keys=g.ATTN | g.SWA,
+        example="gpt-oss-20b",
+        gguf_example=_attn(24, 64, 8, 64, **{"attention.sliding_window": 128}),
+        gguf_source="gpt-oss-20b",
+    ),
+    _dense("OLMo", "olmo", config_example=_cfg("olmo", 8, 8, 8, 128)),
+    _dense("OLMo 2", "olmo2", config_example=_cfg("olmo2", 8, 8, 8, 128)),
+    _dense("Granite", "granite", config_example=_cfg("granite", 8, 8, 2, 128)),
+    _dense("Granite MoE", "granitemoe", config_example=_cfg("granitemoe", 8, 8, 2, 128)),
     Architecture(
         "Granite 4 hybrid",
         ("granitemoehybrid",),
@@ -147,22 +328,97 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         ("granitehybrid",),
         g.read_hybrid,
         _HYBRID_KEYS,
+        config_example=_cfg(
+            "granitemoehybrid",
+            8,
+            8,
+            2,
+            128,
+            layer_types=["mamba", "mamba", "mamba", "attention"] * 2,
+            mamba_n_heads=32,
+            mamba_d_head=64,
+            mamba_d_state=128,
+            mamba_n_groups=1,
+            mamba_d_conv=4,
+            mamba_expand=2,
+        ),
+        gguf_example=_attn(
+            8,
+            8,
+            [0, 0, 0, 2] * 2,
+            128,
+            **{
+                "ssm.conv_kernel": 4,
+                "ssm.inner_size": 2048,
+                "ssm.state_size": 128,
+                "ssm.group_count": 1,
+                "ssm.time_step_rank": 32,
+            },
+        ),
+        gguf_source="synthetic geometry (6 Mamba-2 + 2 attention layers), not a released model",
     ),
-    _dense("StarCoder2", "starcoder2"),
-    _dense("ERNIE 4.5", "ernie4_5", "ernie4_5_moe"),
-    _dense("Seed-OSS", "seed_oss"),
-    _dense("Hunyuan dense", "hunyuan_v1_dense"),
-    _dense("SmolLM3", "smollm3", gguf=("smollm3",), example="SmolLM3-3B"),
-    _dense("EXAONE 4", "exaone4", gguf=("exaone4",), keys=g.ATTN | g.SWA),
-    Architecture("Jamba", ("jamba",), read_jamba, ("jamba",), g.read_hybrid, _HYBRID_KEYS, "Jamba-v0.1"),
+    _dense("StarCoder2", "starcoder2", config_example=_cfg("starcoder2", 8, 8, 2, 128)),
+    _dense("ERNIE 4.5", "ernie4_5", "ernie4_5_moe", config_example=_cfg("ernie4_5", 8, 8, 2, 128)),
+    _dense("Seed-OSS", "seed_oss", config_example=_cfg("seed_oss", 8, 8, 2, 128)),
+    _dense("Hunyuan dense", "hunyuan_v1_dense", config_example=_cfg("hunyuan_v1_dense", 8, 8, 2, 128)),
+    _dense(
+        "SmolLM3",
+        "smollm3",
+        gguf=("smollm3",),
+        example="SmolLM3-3B",
+        gguf_example=_attn(36, 16, 4, 128),
+        gguf_source="SmolLM3-3B",
+    ),
+    _dense(
+        "EXAONE 4",
+        "exaone4",
+        gguf=("exaone4",),
+        keys=g.ATTN | g.SWA,
+        config_example=_cfg("exaone4", 64, 40, 8, 128, sliding_window=4096, sliding_window_pattern="LLLG"),
+        gguf_example=_attn(64, 40, 8, 128),
+        gguf_source="EXAONE-4.0-32B-like (64 layers, 8 KV heads x 128; no window keys: llama.cpp slides 48 layers "
+        "at 4096)",
+    ),
+    Architecture(
+        "Jamba",
+        ("jamba",),
+        read_jamba,
+        ("jamba",),
+        g.read_hybrid,
+        _HYBRID_KEYS,
+        "Jamba-v0.1",
+        gguf_example=_attn(
+            32,
+            32,
+            [8 if i % 8 == 4 else 0 for i in range(32)],
+            128,
+            **{"ssm.conv_kernel": 4, "ssm.inner_size": 8192, "ssm.state_size": 16},
+        ),
+        gguf_source="Jamba-v0.1",
+    ),
     Architecture(
         "Nemotron-H",
         ("nemotron_h",),
         read_nemotron_h,
-        ("nemotron_h", "nemotron_h_moe"),
+        ("nemotron_h_moe", "nemotron_h"),
         g.read_nemotron_h_moe,
         _HYBRID_KEYS | g.NEXTN,
         "Nemotron-H-8B-Base-8K",
+        gguf_example=_attn(
+            52,
+            32,
+            [2 if c == "*" else 0 for c in _NANO],
+            128,
+            **{
+                "feed_forward_length": [1856 if c == "E" else 0 for c in _NANO],
+                "ssm.conv_kernel": 4,
+                "ssm.inner_size": 64 * 64,
+                "ssm.state_size": 128,
+                "ssm.group_count": 8,
+                "ssm.time_step_rank": 64,
+            },
+        ),
+        gguf_source="NVIDIA-Nemotron-3-Nano-30B-A3B",
     ),
     Architecture(
         "Falcon-H1",
@@ -172,15 +428,40 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         g.read_falcon_h1,
         _HYBRID_KEYS,
         "Falcon-H1-0.5B",
+        gguf_example=_attn(
+            36,
+            8,
+            2,
+            64,
+            **{
+                "embedding_length": 1024,
+                "ssm.conv_kernel": 4,
+                "ssm.inner_size": 24 * 64,
+                "ssm.state_size": 128,
+                "ssm.group_count": 1,
+                "ssm.time_step_rank": 24,
+            },
+        ),
+        gguf_source="Falcon-H1-0.5B",
     ),
     Architecture(
         "Mamba",
         ("mamba", "mamba2"),
         read_mamba,
-        ("mamba", "mamba2"),
+        ("mamba2", "mamba"),
         g.read_hybrid,
         _HYBRID_KEYS,
         "Mamba-Codestral-7B-v0.1",
+        gguf_example={
+            "block_count": 64,
+            "embedding_length": 4096,
+            "ssm.conv_kernel": 4,
+            "ssm.inner_size": 8192,
+            "ssm.state_size": 128,
+            "ssm.group_count": 8,
+            "ssm.time_step_rank": 128,
+        },
+        gguf_source="Mamba-Codestral-7B-v0.1",
     ),
     Architecture(
         "LFM2",
@@ -190,6 +471,15 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         g.read_lfm2,
         g.ATTN | {"shortconv.l_cache", "attention.sliding_window"},
         "LFM2-350M",
+        gguf_example={
+            "block_count": 16,
+            "context_length": 128_000,
+            "embedding_length": 1024,
+            "attention.head_count": 16,
+            "attention.head_count_kv": _LFM2_KV,
+            "shortconv.l_cache": 3,
+        },
+        gguf_source="LFM2-350M",
     ),
     Architecture("Llama 3.2 Vision", ("mllama_text_model",), read_mllama, example="Llama-3.2-11B-Vision"),
 )
