@@ -208,3 +208,49 @@ def test_any_size_argument(capsys: pytest.CaptureFixture[str], value: str) -> No
     assert code in (0, 1)
     if code == 1:
         assert err.startswith("Error: ") and err.count("\n") == 1
+
+
+# ---- silent wrong answers, fixed at their mechanism ------------------------------------------------
+
+
+def _jsonl(path: Path, rows: list[dict[str, object]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _step(session: str, step: int, start: float, prompt: int) -> dict[str, object]:
+    return {"session": session, "step": step, "start_s": start, "prompt_tokens": prompt, "output_tokens": 10}
+
+
+def test_equal_session_ids_in_two_files_are_two_sessions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = _jsonl(tmp_path / "a.jsonl", [_step("s1", 0, 0, 1000), _step("s1", 1, 5, 1500)])
+    b = _jsonl(tmp_path / "b.jsonl", [_step("s1", 0, 0, 100), _step("s1", 1, 5, 200)])
+    code, out, err = run_cli(capsys, "trace", "stats", str(a), str(b), "--json")
+    assert code == 0, err
+    assert json.loads(out)["sessions"] == 2
+    code, out, err = run_cli(capsys, "trace", "stats", str(a), str(b), "--json", "--sessions-span-files")
+    assert code == 0, err
+    assert json.loads(out)["sessions"] == 1  # the user says the files are one trace
+    assert "given twice" in _one_error(capsys, "trace", "stats", str(a), str(a))
+
+
+def test_counts_past_any_real_context_are_bad_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _jsonl(tmp_path / "big.jsonl", [_step("s", 0, 0, 2**63)])
+    assert "past any real context" in _one_error(
+        capsys, "trace", "stats", str(path), "--format", "kvbudget", "--strict"
+    )
+
+
+def test_corrupt_gzip_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "trace.jsonl.gz"
+    path.write_bytes(b"\x1f\x8b\x08\x00" + b"not really gzip" * 10)
+    assert "a corrupt gzip file" in _one_error(capsys, "trace", "stats", str(path), "--format", "kvbudget")
+
+
+def test_options_an_engine_cannot_honour(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "give both sides of K/V" in _one_error(capsys, "cost", "llama-3.1-8b", "--kv-dtype", "fp8/")
+    err = _one_error(capsys, "cost", "llama-3.1-8b", "--engine", "vllm", "--tp", "64")
+    assert "divide the 32 attention heads" in err
+    assert "a version is a release number" in _one_error(capsys, "cost", "llama-3.1-8b", "--engine", "vllm@latest")
+    code, out, err = run_cli(capsys, "plan", "llama-3.1-8b", "--gpu", "h100", "--context", "8k", "--utilization", "0.5")
+    assert code == 0 and "--utilization 0.5 is ignored: ideal has no memory fraction" in out + err

@@ -130,7 +130,9 @@ def _sources(args: argparse.Namespace, context: int) -> tuple[Callable[[], Itera
     except ImportError:  # pragma: no cover - the trace readers ship with the package
         raise InputError("--trace: this installation has no trace readers (kvbudget.workload.traces)") from None
     bad: list[BadRow] = []
-    records = list(read_records(args.trace, fmt=args.format, strict=args.strict, bad_rows=bad))
+    records = list(
+        read_records(args.trace, fmt=args.format, strict=args.strict, bad_rows=bad, span_files=args.sessions_span_files)
+    )
     if not records:
         raise InputError(f"--trace: no usable step records in {', '.join(args.trace)}")
 
@@ -286,6 +288,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     g.add_argument("--trace", nargs="+", default=None, help="trace file(s) to replay (docs/traces.md)")
     g.add_argument("--format", default=None, help="trace format (default: detected)")
     g.add_argument("--strict", action="store_true", help="fail at the first bad trace row instead of skipping it")
+    g.add_argument(
+        "--sessions-span-files",
+        action="store_true",
+        help="the files are parts of one trace: a session id continues across them (default: per file)",
+    )
     g.add_argument("--seed", type=int, default=0, help="seed of the generated sessions (default 0)")
     g.add_argument("--sessions", default=None, help=f"sessions to simulate (default {DEFAULT_SESSIONS} generated)")
     g.add_argument("--duration", default=None, help="simulated time instead of --sessions: 600, 10m, 2h")

@@ -39,12 +39,22 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     s.add_argument("files", nargs="+", metavar="FILE", help="trace files (formats detected unless --format)")
     s.add_argument("--format", choices=FORMATS, default=None, help="read every file as this format")
     s.add_argument("--strict", action="store_true", help="stop at the first bad row instead of skipping it")
+    s.add_argument(
+        "--sessions-span-files",
+        action="store_true",
+        help="the files are parts of one trace: a session id continues across them (default: per file)",
+    )
     add_optional_plan_options(s)
     c = commands.add_parser("convert", help="write traces as kvbudget per-step JSONL (docs/traces.md)")
     c.add_argument("files", nargs="+", metavar="FILE", help="trace files (formats detected unless --format)")
     c.add_argument("--out", required=True, metavar="FILE.jsonl", help="the JSONL file to write")
     c.add_argument("--format", choices=FORMATS, default=None, help="read every file as this format")
     c.add_argument("--strict", action="store_true", help="stop at the first bad row instead of skipping it")
+    c.add_argument(
+        "--sessions-span-files",
+        action="store_true",
+        help="the files are parts of one trace: a session id continues across them (default: per file)",
+    )
     return {"trace": _cmd_trace}
 
 
@@ -65,7 +75,9 @@ def _stats(args: argparse.Namespace) -> str:
         if given:
             raise InputError(f"{', '.join(given)} describe a deployment for the cap analysis; add --model M")
     bad: list[BadRow] = []
-    records = read_records(args.files, fmt=args.format, strict=args.strict, bad_rows=bad)
+    records = read_records(
+        args.files, fmt=args.format, strict=args.strict, bad_rows=bad, span_files=args.sessions_span_files
+    )
     stats = trace_stats(records, 0)
     stats = replace(stats, bad_rows=len(bad))  # the bad rows are known once the records are consumed
     cap = _cap(args, stats) if args.model is not None else None
@@ -101,7 +113,9 @@ def _convert(args: argparse.Namespace) -> str:
 
     writer = AtomicWriter(args.out, "--out", args.files)
     bad: list[BadRow] = []
-    records = read_records(args.files, fmt=args.format, strict=args.strict, bad_rows=bad)
+    records = read_records(
+        args.files, fmt=args.format, strict=args.strict, bad_rows=bad, span_files=args.sessions_span_files
+    )
     f, temp = writer.open()
     steps, sessions = 0, set()
     try:

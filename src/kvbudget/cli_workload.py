@@ -37,6 +37,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     f.add_argument("--method", choices=["empirical", "lognormal"], default="empirical", help="token/pause fit")
     f.add_argument("--name", default="", help="name written into the workload file")
     f.add_argument("--strict", action="store_true", help="fail on the first bad row instead of skipping it")
+    f.add_argument(
+        "--sessions-span-files",
+        action="store_true",
+        help="the files are parts of one trace: a session id continues across them (default: per file)",
+    )
     f.add_argument("--json", action="store_true", help="print the versioned JSON contract")
     return {"workload": _cmd_workload}
 
@@ -105,7 +110,9 @@ def _fit(args: argparse.Namespace) -> str:
             count += 1
             yield rec
 
-    stream = read_records(args.traces, fmt=args.format, strict=args.strict, bad_rows=bad_rows)
+    stream = read_records(
+        args.traces, fmt=args.format, strict=args.strict, bad_rows=bad_rows, span_files=args.sessions_span_files
+    )
     workload = fit_workload(counted(stream), rate_per_s=rate, prefix_tokens=prefix, method=args.method, name=args.name)
     text = dump_toml(workload)
     if writer is not None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from kvbudget.engines import EngineRef, build_layout, parse_engine
 from kvbudget.engines.base import EngineOptions, Group, Layout
+from kvbudget.errors import InputError
 from kvbudget.model.spec import ModelSpec
 from kvbudget.precision import CacheDType, parse_cache_dtype
 
@@ -141,7 +142,9 @@ def resolve_dtypes(
     spec: ModelSpec, kv_dtype: str = "auto", k_dtype: str | None = None, v_dtype: str | None = None
 ) -> tuple[CacheDType, CacheDType]:
     """K and V cache dtypes; ``q8_0/q4_0`` in --kv-dtype sets K and V apart; --k-dtype/--v-dtype override."""
-    k_text, _, v_text = kv_dtype.partition("/")
+    k_text, slash, v_text = kv_dtype.partition("/")
+    if slash and (not k_text.strip() or not v_text.strip()):
+        raise InputError(f"--kv-dtype {kv_dtype!r}: give both sides of K/V, e.g. q8_0/q4_0, or one dtype for both")
     k = parse_cache_dtype(k_dtype or k_text, model_dtype=spec.dtype, what="--k-dtype" if k_dtype else "--kv-dtype")
     v = parse_cache_dtype(
         v_dtype or v_text or k_text, model_dtype=spec.dtype, what="--v-dtype" if v_dtype else "--kv-dtype"

@@ -80,8 +80,22 @@ def _check_version(name: str, version: str) -> None:
 def build_layout(
     spec: ModelSpec, engine: EngineRef, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions
 ) -> Layout:
+    _check_tp(spec, engine, tp)
     layout: Layout = module(engine.name).layout(spec, k, v, tp, options, engine.version)
     return layout
+
+
+def _check_tp(spec: ModelSpec, engine: EngineRef, tp: int) -> None:
+    """vLLM and SGLang refuse a tensor-parallel size that does not divide the query heads
+    (vLLM ModelConfig.verify_with_parallel_config; SGLang ModelConfig: num_attention_heads % tp_size)."""
+    if tp <= 1 or engine.name not in ("vllm", "sglang"):
+        return
+    heads = spec.config.get("num_attention_heads")
+    if isinstance(heads, int) and not isinstance(heads, bool) and heads > 0 and heads % tp:
+        raise InputError(
+            f"--tp {tp}: {engine.name} needs the tensor-parallel size to divide the {heads} attention heads of "
+            f"{spec.name}; use a divisor of {heads}"
+        )
 
 
 def version_tuple(version: str) -> tuple[int, ...]:

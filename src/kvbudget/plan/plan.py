@@ -212,6 +212,11 @@ def make_plan(i: PlanInputs) -> Plan:
     layout = staged_layout(i.spec, i.engine, i.k, i.v, i.tp, i.pp, i.options)
     warnings += list(dict.fromkeys(w for stage in layout.stages for w in stage.warnings))
     share = engine_share(i.engine, i.gpu_memory_bytes, utilization=i.utilization, tp=i.tp, pp=i.pp)
+    if i.utilization is not None and share.fraction is None:
+        warnings.append(
+            f"--utilization {i.utilization} is ignored: {i.engine.name} has no memory fraction "
+            "(vLLM gpu_memory_utilization and SGLang mem_fraction_static do)"
+        )
     weights_per_gpu = cdiv(i.weights.bytes, i.tp * i.pp)
     if i.options.max_num_batched_tokens:
         batched, batched_basis = i.options.max_num_batched_tokens, "as set"

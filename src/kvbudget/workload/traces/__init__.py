@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from kvbudget.errors import TraceError
@@ -104,15 +105,27 @@ def read_records(
     fmt: str | None = None,
     strict: bool = False,
     bad_rows: list[BadRow] | None = None,
+    span_files: bool = False,
 ) -> Iterator[StepRecord]:
     """Stream the records of every file, in the order given.
 
     Formats are checked (or detected) for every file before the first record, so an unknown format
     fails at once. ``bad_rows`` collects each unusable row with file and line; ``strict`` (or no
     ``bad_rows`` list) raises TraceError at the first one instead.
+
+    A session belongs to its file: with several files, session ids are prefixed with the file's name
+    (its path when two names are alike), so equal ids in two files are two sessions, never one with
+    invented growth. ``span_files`` says the files are parts of one trace whose sessions continue
+    across them. The same file given twice is refused.
     """
     if not paths:
         raise TraceError("no trace files given")
+    seen: dict[Path, str] = {}
+    for p in paths:
+        key = Path(p).resolve()
+        if key in seen:
+            raise TraceError(f"{p}: given twice (also as {seen[key]}); each trace file is read once")
+        seen[key] = str(p)
     plan = [(Path(p), reader(fmt) if fmt is not None else reader(detect_format(p))) for p in paths]
 
     def sink(bad: BadRow) -> None:
@@ -120,13 +133,30 @@ def read_records(
             raise TraceError(str(bad))
         bad_rows.append(bad)
 
-    return _stream(plan, sink)
+    names = [path.name for path, _ in plan]
+    labels = (
+        None
+        if span_files or len(plan) == 1
+        else [path.name if names.count(path.name) == 1 else str(path) for path, _ in plan]
+    )
+    return _stream(plan, sink, labels)
 
 
-def _stream(plan: list[tuple[Path, Reader]], sink: Callable[[BadRow], None]) -> Iterator[StepRecord]:
-    for path, read in plan:
+def _stream(
+    plan: list[tuple[Path, Reader]], sink: Callable[[BadRow], None], labels: list[str] | None
+) -> Iterator[StepRecord]:
+    for index, (path, read) in enumerate(plan):
         try:
-            yield from read(path, sink)
+            if labels is None:
+                yield from read(path, sink)
+                continue
+            label = labels[index]
+            for record in read(path, sink):
+                yield replace(
+                    record,
+                    session=f"{label}/{record.session}",
+                    parent=(f"{label}/{record.parent}" if record.parent is not None else None),
+                )
         except UnicodeDecodeError:
             raise TraceError(f"{path}: not UTF-8 text; is this a trace file?") from None
         except (OSError, EOFError) as exc:  # unreadable, or a truncated .gz

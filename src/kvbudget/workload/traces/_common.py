@@ -12,16 +12,18 @@ import gzip
 import io
 import json
 import math
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from kvbudget.errors import TraceError
 from kvbudget.workload.record import BadRow, StepRecord
 
 BadSink = Callable[[BadRow], None]
+MAX_COUNT = 2**40  # tokens, steps, ids: no real trace comes near; 2^63 would overflow the statistics
 JsonPath = tuple[str | int, ...]
 
 
@@ -50,9 +52,29 @@ def open_text(path: Path) -> IO[str]:
         raw.close()
         raise TraceError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if magic == b"\x1f\x8b":
-        raw.close()
-        return gzip.open(path, "rt", encoding="utf-8", newline="")
+        return io.TextIOWrapper(io.BufferedReader(_CheckedGzip(path, raw)), encoding="utf-8", newline="")
     return io.TextIOWrapper(raw, encoding="utf-8", newline="")
+
+
+class _CheckedGzip(io.RawIOBase):
+    """A gzip stream whose corruption (truncated, bad CRC, not gzip after all) is one TraceError line."""
+
+    def __init__(self, path: Path, raw: IO[bytes]) -> None:
+        self._path, self._raw, self._inner = path, raw, gzip.GzipFile(fileobj=raw)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        try:
+            return self._inner.readinto(buffer)
+        except (EOFError, OSError, zlib.error) as exc:
+            raise TraceError(f"{self._path}: a corrupt gzip file ({exc}); decompress it to see what is left") from None
+
+    def close(self) -> None:
+        self._inner.close()  # a GzipFile never closes the file object it was given
+        self._raw.close()
+        super().close()
 
 
 def loads(text: str) -> object:
@@ -168,6 +190,8 @@ def as_whole(value: object, key: str, *, minimum: int | None = 0) -> int:
         value = int(value)
     if minimum is not None and value < minimum:
         raise RowError(f"{key!r} must be at least {minimum}, got {value}")
+    if value > MAX_COUNT:
+        raise RowError(f"{key!r} is {value:,}, past any real context (at most {MAX_COUNT:,})")
     return value
 
 
