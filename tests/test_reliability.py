@@ -254,3 +254,24 @@ def test_options_an_engine_cannot_honour(capsys: pytest.CaptureFixture[str]) -> 
     assert "a version is a release number" in _one_error(capsys, "cost", "llama-3.1-8b", "--engine", "vllm@latest")
     code, out, err = run_cli(capsys, "plan", "llama-3.1-8b", "--gpu", "h100", "--context", "8k", "--utilization", "0.5")
     assert code == 0 and "--utilization 0.5 is ignored: ideal has no memory fraction" in out + err
+
+
+def _safetensors(path: Path, tensors: dict[str, tuple[int, int]], data: int) -> Path:
+    header = {n: {"dtype": "BF16", "shape": [(e - b) // 2], "data_offsets": [b, e]} for n, (b, e) in tensors.items()}
+    raw = json.dumps(header).encode()
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + b"\0" * data)
+    return path
+
+
+def test_safetensors_offsets_are_checked_against_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kvbudget.errors import ConfigError
+    from kvbudget.weights.sources import read_safetensors_header
+
+    ok = _safetensors(tmp_path / "ok.safetensors", {"a": (0, 8), "b": (8, 16)}, 16)
+    assert [row[3] for row in read_safetensors_header(ok)] == [8, 8]
+    past = _safetensors(tmp_path / "past.safetensors", {"a": (0, 8), "b": (8, 4096)}, 16)
+    with pytest.raises(ConfigError, match="ends at byte 4,096 of a 16-byte data section"):
+        read_safetensors_header(past)
+    overlap = _safetensors(tmp_path / "overlap.safetensors", {"a": (0, 8), "b": (4, 12)}, 16)
+    with pytest.raises(ConfigError, match="overlap"):
+        read_safetensors_header(overlap)

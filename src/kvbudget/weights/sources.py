@@ -111,7 +111,29 @@ def read_safetensors_header(path: Path) -> list[tuple[str, str, list[int], int]]
         raise ConfigError(f"{path}: the safetensors header is not valid JSON; the file is damaged") from None
     if not isinstance(header, dict):
         raise ConfigError(f"{path}: the safetensors header must be a JSON object")
-    return [_tensor_row(path, name, info) for name, info in header.items() if name != "__metadata__"]
+    rows = [_tensor_row(path, name, info) for name, info in header.items() if name != "__metadata__"]
+    _check_offsets(path, header, path.stat().st_size - 8 - length)
+    return rows
+
+
+def _check_offsets(path: Path, header: dict[str, Any], data_bytes: int) -> None:
+    """Every tensor inside the data section and none overlapping: summed sizes are then the file's
+    real bytes (safetensors spec: data_offsets are [begin, end) relative to the byte buffer)."""
+    spans = sorted(
+        (int(info["data_offsets"][0]), int(info["data_offsets"][1]), name)
+        for name, info in header.items()
+        if name != "__metadata__"
+    )
+    previous_end, previous = 0, None
+    for begin, end, name in spans:
+        if end > data_bytes:
+            raise ConfigError(
+                f"{path}: tensor {name!r} ends at byte {end:,} of a {data_bytes:,}-byte data section; "
+                "the file is truncated or damaged"
+            )
+        if begin < previous_end:
+            raise ConfigError(f"{path}: tensors {previous!r} and {name!r} overlap in the header; the file is damaged")
+        previous_end, previous = end, name
 
 
 def _tensor_row(path: Path | str, name: str, info: Any) -> tuple[str, str, list[int], int]:
