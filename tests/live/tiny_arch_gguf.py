@@ -1,0 +1,396 @@
+"""Tiny GGUF files of other architectures, with a real model's cache geometry, that llama-server loads.
+
+The cache-shaping metadata is the registry's own sample (``kvbudget.model.architectures``:
+``gguf_example``, a real model's layers, KV heads, head dims, windows and state sizes). Around it each
+writer adds what llama.cpp's loader requires of that architecture and nothing more: its other keys
+(norm epsilons, expert counts, ...) and every tensor ``load_arch_tensors`` creates (src/models/<arch>.cpp),
+at the shapes it asks for. Widths that do not shape the cache (hidden size where the attention is
+independent of it, MLP and expert sizes, vocabulary) are tiny.
+
+The weights are zeros in a sparse file: the header, metadata and tensor table are written, and the
+file is then extended to its full size without writing data, so a GGUF of a 64-layer model costs
+neither time nor disk. llama-server maps it, allocates its caches and logs their sizes at start-up
+(``--no-warmup``: nothing is computed), which is all the tests read.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+from kvbudget.model.architectures import by_gguf_arch
+from tests.live.tiny_gguf import VOCAB, _vocab
+
+EMBED = 64
+FFN = 64
+# Kept f32 as convert_hf_to_gguf keeps them: ggml's CPU ssm_conv reads its conv weight as f32.
+F32_TENSORS = ("ssm_conv1d.weight", "shortconv.conv.weight", ".ssm_a", ".ssm_d", "ssm_norm.weight")
+Shapes = dict[str, tuple[int, ...]]  # tensor name -> ggml shape (ne0 first, as llama.cpp writes it)
+
+
+def _add_key(w: gguf.GGUFWriter, key: str, value: object) -> None:
+    """Each value in the type llama.cpp's loader reads it as (convert_hf_to_gguf's types)."""
+    if isinstance(value, bool):
+        w.add_bool(key, value)
+    elif isinstance(value, int):
+        w.add_uint32(key, value)
+    elif isinstance(value, float):
+        w.add_float32(key, value)
+    elif isinstance(value, str):
+        w.add_string(key, value)
+    elif isinstance(value, list):
+        w.add_array(key, value)
+    else:
+        raise TypeError(f"{key}: cannot write {value!r}")
+
+
+def write_sparse(path: Path, arch: str, name: str, keys: dict[str, object], tensors: Shapes) -> Path:
+    """A GGUF with ``keys`` (suffixes after ``{arch}.``) and zero-filled ``tensors``: 1-D and state-space tensors
+    in f32, the others f16."""
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name(name)
+    for suffix, value in keys.items():
+        _add_key(w, f"{arch}.{suffix}", value)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    _vocab(w)
+    data = 0
+    for tensor, shape in tensors.items():
+        dtype = np.float32 if len(shape) == 1 or tensor.endswith(F32_TENSORS) else np.float16
+        nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+        w.add_tensor_info(tensor, tuple(reversed(shape)), np.dtype(dtype), nbytes)
+        data += gguf.GGUFWriter.ggml_pad(nbytes, w.data_alignment)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    assert w.fout is not None
+    start = gguf.GGUFWriter.ggml_pad(w.fout[0].tell(), w.data_alignment)
+    w.close()
+    with path.open("r+b") as out:
+        out.truncate(start + data)  # the tensor data: zeros, never written (a sparse file)
+    return path
+
+
+# ---- tensor groups (names from gguf.TENSOR_NAMES, which mirror src/llama-arch.cpp) ----
+
+
+def _embeddings(embd: int, norm: str = "output_norm.weight") -> Shapes:
+    return {"token_embd.weight": (embd, VOCAB), norm: (embd,)}
+
+
+def _attention(i: int, embd: int, q: int, k: int, v: int, *, norm: bool = True) -> Shapes:
+    out: Shapes = {f"blk.{i}.attn_norm.weight": (embd,)} if norm else {}
+    out.update(
+        {
+            f"blk.{i}.attn_q.weight": (embd, q),
+            f"blk.{i}.attn_k.weight": (embd, k),
+            f"blk.{i}.attn_v.weight": (embd, v),
+            f"blk.{i}.attn_output.weight": (q, embd),
+        }
+    )
+    return out
+
+
+def _mlp(i: int, embd: int, ff: int = FFN, *, gate: bool = True, norm: str | None = "ffn_norm.weight") -> Shapes:
+    out: Shapes = {f"blk.{i}.{norm}": (embd,)} if norm else {}
+    if gate:
+        out[f"blk.{i}.ffn_gate.weight"] = (embd, ff)
+    out.update({f"blk.{i}.ffn_up.weight": (embd, ff), f"blk.{i}.ffn_down.weight": (ff, embd)})
+    return out
+
+
+def _moe(i: int, embd: int, experts: int, ff: int = FFN, *, shared: bool = True, probs_bias: bool = False) -> Shapes:
+    out: Shapes = {
+        f"blk.{i}.ffn_gate_inp.weight": (embd, experts),
+        f"blk.{i}.ffn_gate_exps.weight": (embd, ff, experts),
+        f"blk.{i}.ffn_down_exps.weight": (ff, embd, experts),
+        f"blk.{i}.ffn_up_exps.weight": (embd, ff, experts),
+    }
+    if probs_bias:
+        out[f"blk.{i}.exp_probs_b.bias"] = (experts,)
+    if shared:
+        out.update(
+            {
+                f"blk.{i}.ffn_gate_shexp.weight": (embd, ff),
+                f"blk.{i}.ffn_up_shexp.weight": (embd, ff),
+                f"blk.{i}.ffn_down_shexp.weight": (ff, embd),
+            }
+        )
+    return out
+
+
+def _mamba2(i: int, embd: int, inner: int, state: int, groups: int, heads: int, conv: int, *, norm: bool) -> Shapes:
+    conv_dim = inner + 2 * groups * state
+    out: Shapes = {
+        f"blk.{i}.ssm_in.weight": (embd, inner + conv_dim + heads),
+        f"blk.{i}.ssm_conv1d.weight": (conv, conv_dim),
+        f"blk.{i}.ssm_conv1d.bias": (conv_dim,),  # optional to the loader, but build_mamba2_layer adds it
+        f"blk.{i}.ssm_dt.bias": (heads,),
+        f"blk.{i}.ssm_a": (1, heads),
+        f"blk.{i}.ssm_d": (1, heads),
+        f"blk.{i}.ssm_out.weight": (inner, embd),
+    }
+    if norm:
+        out[f"blk.{i}.ssm_norm.weight"] = (inner // groups, groups)
+    return out
+
+
+def _example(arch: str) -> dict[str, object]:
+    return dict(by_gguf_arch()[arch].gguf_example)
+
+
+def _layers(keys: dict[str, object]) -> int:
+    value = keys["block_count"]
+    assert isinstance(value, int)
+    return value
+
+
+def _per_layer(keys: dict[str, object], key: str) -> list[int]:
+    value = keys[key]
+    n = _layers(keys)
+    if isinstance(value, list):
+        return [int(x) for x in value]
+    assert isinstance(value, int)
+    return [value] * n
+
+
+def _dims(keys: dict[str, object]) -> tuple[int, int]:
+    k, v = keys["attention.key_length"], keys["attention.value_length"]
+    assert isinstance(k, int) and isinstance(v, int)
+    return k, v
+
+
+# ---- one writer per architecture ----
+
+RMS = 1e-5
+
+
+def write_llama4(path: Path) -> Path:
+    """src/models/llama4.cpp: experts required (n_expert > 0), interleave_moe_layer_step, rms eps."""
+    keys = _example("llama4") | {
+        "embedding_length": EMBED,
+        "feed_forward_length": FFN,
+        "expert_feed_forward_length": FFN,
+        "expert_count": 2,
+        "expert_used_count": 1,
+        "interleave_moe_layer_step": 1,
+        "attention.layer_norm_rms_epsilon": RMS,
+    }
+    heads, kv = _per_layer(keys, "attention.head_count"), _per_layer(keys, "attention.head_count_kv")
+    k, v = _dims(keys)
+    tensors = _embeddings(EMBED)
+    for i in range(_layers(keys)):
+        tensors |= _attention(i, EMBED, heads[i] * k, kv[i] * k, kv[i] * v)
+        tensors |= {f"blk.{i}.ffn_norm.weight": (EMBED,)} | _moe(i, EMBED, 2)
+    return write_sparse(path, "llama4", "llama-4-scout-tiny", keys, tensors)
+
+
+def write_smollm3(path: Path) -> Path:
+    keys = _example("smollm3") | {
+        "embedding_length": EMBED,
+        "feed_forward_length": FFN,
+        "attention.layer_norm_rms_epsilon": RMS,
+    }
+    heads, kv = _per_layer(keys, "attention.head_count"), _per_layer(keys, "attention.head_count_kv")
+    k, v = _dims(keys)
+    tensors = _embeddings(EMBED)
+    for i in range(_layers(keys)):
+        tensors |= _attention(i, EMBED, heads[i] * k, kv[i] * k, kv[i] * v) | _mlp(i, EMBED)
+    return write_sparse(path, "smollm3", "smollm3-3b-tiny", keys, tensors)
+
+
+def write_glm4moe(path: Path) -> Path:
+    """src/models/glm4-moe.cpp: layer 0 dense (leading_dense_block_count), MoE with a shared expert and expert
+    bias after it; the MTP layer's tensors are left out, as a trunk-only GGUF."""
+    keys = _example("glm4moe") | {
+        "embedding_length": EMBED,
+        "feed_forward_length": FFN,
+        "expert_feed_forward_length": FFN,
+        "expert_count": 2,
+        "expert_used_count": 1,
+        "expert_shared_count": 1,
+        "leading_dense_block_count": 1,
+        "attention.layer_norm_rms_epsilon": RMS,
+    }
+    nextn = keys["nextn_predict_layers"]
+    assert isinstance(nextn, int)
+    heads, kv = _per_layer(keys, "attention.head_count"), _per_layer(keys, "attention.head_count_kv")
+    k, v = _dims(keys)
+    tensors = _embeddings(EMBED)
+    for i in range(_layers(keys) - nextn):
+        tensors |= _attention(i, EMBED, heads[i] * k, kv[i] * k, kv[i] * v)
+        tensors[f"blk.{i}.post_attention_norm.weight"] = (EMBED,)
+        tensors |= _mlp(i, EMBED, norm=None) if i == 0 else _moe(i, EMBED, 2, probs_bias=True)
+    return write_sparse(path, "glm4moe", "glm-4.5-air-tiny", keys, tensors)
+
+
+def _square_attention(arch: str, heads_for_embd: int) -> tuple[dict[str, object], int, int, int, int]:
+    """Architectures whose output projection is n_embd x n_embd: n_embd = heads x head_dim. The query heads are
+    set to the KV heads (the KV geometry stays the model's)."""
+    keys = _example(arch)
+    k, v = _dims(keys)
+    embd = heads_for_embd * k
+    keys |= {"embedding_length": embd, "attention.head_count": heads_for_embd, "feed_forward_length": FFN}
+    return keys, embd, k, v, heads_for_embd
+
+
+def write_exaone4(path: Path) -> Path:
+    """src/models/exaone4.cpp: post-norms only, q/k norms, o {n_embd, n_embd}; no window keys, so a 64-layer
+    model slides with llama.cpp's hard-coded 4096 on three of every four layers."""
+    kv_heads = _per_layer(_example("exaone4"), "attention.head_count_kv")[0]
+    keys, embd, k, v, heads = _square_attention("exaone4", kv_heads)
+    keys["attention.layer_norm_rms_epsilon"] = RMS
+    tensors = _embeddings(embd)
+    for i in range(_layers(keys)):
+        tensors |= _attention(i, embd, heads * k, kv_heads * k, kv_heads * v, norm=False)
+        tensors |= {
+            f"blk.{i}.post_attention_norm.weight": (embd,),
+            f"blk.{i}.attn_q_norm.weight": (k,),
+            f"blk.{i}.attn_k_norm.weight": (k,),
+            f"blk.{i}.post_ffw_norm.weight": (embd,),
+        }
+        tensors |= _mlp(i, embd, norm=None)
+    return write_sparse(path, "exaone4", "exaone-4-32b-tiny", keys, tensors)
+
+
+def write_cohere2(path: Path) -> Path:
+    """src/models/cohere2.cpp: q and o are n_embd wide (head_dim = n_embd / n_head), logit scale and a layer
+    norm epsilon required, no pattern key: llama.cpp makes every 4th layer global."""
+    kv_heads = _per_layer(_example("cohere2"), "attention.head_count_kv")[0]
+    keys, embd, k, v, heads = _square_attention("cohere2", kv_heads)
+    keys |= {"logit_scale": 0.0625, "attention.layer_norm_epsilon": RMS}
+    tensors = _embeddings(embd)
+    for i in range(_layers(keys)):
+        tensors |= _attention(i, embd, heads * k, kv_heads * k, kv_heads * v) | _mlp(i, embd, norm=None)
+    return write_sparse(path, "cohere2", "command-r7b-tiny", keys, tensors)
+
+
+def write_gemma3n(path: Path) -> Path:
+    """src/models/gemma3n.cpp: AltUp (4 inputs), Laurel (rank 64) and per-layer inputs of 256 (the llama_hparams
+    defaults), q/k norms and post norms on every layer."""
+    keys = _example("gemma3n") | {
+        "embedding_length": EMBED,
+        "feed_forward_length": FFN,
+        "attention.layer_norm_rms_epsilon": 1e-6,
+    }
+    n, altup, laurel, per_layer = _layers(keys), 4, 64, 256
+    heads, kv = _per_layer(keys, "attention.head_count"), _per_layer(keys, "attention.head_count_kv")
+    k, v = _dims(keys)
+    tensors = _embeddings(EMBED) | {
+        "altup_proj.weight": (EMBED, EMBED, altup - 1),
+        "altup_unembd_proj.weight": (EMBED, EMBED, altup - 1),
+        "per_layer_token_embd.weight": (per_layer * n, VOCAB),
+        "per_layer_model_proj.weight": (EMBED, per_layer * n),
+        "per_layer_proj_norm.weight": (per_layer,),
+    }
+    for i in range(n):
+        tensors |= _attention(i, EMBED, heads[i] * k, kv[i] * k, kv[i] * v)
+        tensors |= {
+            f"blk.{i}.attn_q_norm.weight": (k,),
+            f"blk.{i}.attn_k_norm.weight": (k,),
+            f"blk.{i}.post_attention_norm.weight": (EMBED,),
+            f"blk.{i}.post_ffw_norm.weight": (EMBED,),
+            f"blk.{i}.inp_gate.weight": (EMBED, per_layer),
+            f"blk.{i}.proj.weight": (per_layer, EMBED),
+            f"blk.{i}.post_norm.weight": (EMBED,),
+            f"blk.{i}.altup_correct_coef.weight": (altup, altup),
+            f"blk.{i}.altup_correct_scale.weight": (EMBED,),
+            f"blk.{i}.altup_predict_coef.weight": (altup, altup * altup),
+            f"blk.{i}.altup_router.weight": (EMBED, altup),
+            f"blk.{i}.altup_router_norm.weight": (EMBED,),
+            f"blk.{i}.laurel_l.weight": (EMBED, laurel),
+            f"blk.{i}.laurel_r.weight": (laurel, EMBED),
+            f"blk.{i}.laurel_post_norm.weight": (EMBED,),
+        }
+        tensors |= _mlp(i, EMBED)
+    return write_sparse(path, "gemma3n", "gemma-3n-e4b-tiny", keys, tensors)
+
+
+def write_lfm2(path: Path) -> Path:
+    """src/models/lfm2.cpp: the short-conv state spans the hidden size, so it stays the model's (1,024);
+    head_count_kv 0 marks a conv layer; the output norm is named token_embd_norm."""
+    keys = _example("lfm2") | {"feed_forward_length": FFN, "attention.layer_norm_rms_epsilon": RMS}
+    embd = keys["embedding_length"]
+    assert isinstance(embd, int)
+    heads, kv = _per_layer(keys, "attention.head_count"), _per_layer(keys, "attention.head_count_kv")
+    l_cache = keys["shortconv.l_cache"]
+    assert isinstance(l_cache, int)
+    dim = embd // heads[0]
+    tensors = _embeddings(embd, "token_embd_norm.weight")
+    for i in range(_layers(keys)):
+        tensors |= _mlp(i, embd) | {f"blk.{i}.attn_norm.weight": (embd,)}
+        if kv[i]:
+            tensors |= _attention(i, embd, embd, kv[i] * dim, kv[i] * dim, norm=False)
+            tensors |= {f"blk.{i}.attn_q_norm.weight": (dim,), f"blk.{i}.attn_k_norm.weight": (dim,)}
+        else:
+            tensors |= {
+                f"blk.{i}.shortconv.conv.weight": (l_cache, embd),
+                f"blk.{i}.shortconv.in_proj.weight": (embd, 3 * embd),
+                f"blk.{i}.shortconv.out_proj.weight": (embd, embd),
+            }
+    return write_sparse(path, "lfm2", "lfm2-350m-tiny", keys, tensors)
+
+
+def _int(keys: dict[str, object], key: str) -> int:
+    value = keys[key]
+    assert isinstance(value, int), key
+    return value
+
+
+def _ssm(keys: dict[str, object]) -> tuple[int, int, int, int, int]:
+    """(inner, state, groups, heads, conv kernel) of a Mamba-2 GGUF."""
+    names = ("inner_size", "state_size", "group_count", "time_step_rank", "conv_kernel")
+    inner, state, groups, heads, conv = (_int(keys, f"ssm.{name}") for name in names)
+    return inner, state, groups, heads, conv
+
+
+def write_falcon_h1(path: Path) -> Path:
+    """src/models/falcon-h1.cpp: every layer has a Mamba-2 mixer and attention; ffn_norm has no .weight suffix."""
+    keys = _example("falcon-h1") | {"feed_forward_length": FFN, "attention.layer_norm_rms_epsilon": RMS}
+    embd = keys["embedding_length"]
+    assert isinstance(embd, int)
+    inner, state, groups, ssm_heads, conv = _ssm(keys)
+    heads, kv = _per_layer(keys, "attention.head_count"), _per_layer(keys, "attention.head_count_kv")
+    k, v = _dims(keys)
+    tensors = _embeddings(embd)
+    for i in range(_layers(keys)):
+        tensors |= _mamba2(i, embd, inner, state, groups, ssm_heads, conv, norm=True)
+        tensors |= _attention(i, embd, heads[i] * k, kv[i] * k, kv[i] * v)
+        tensors |= _mlp(i, embd, norm=None) | {f"blk.{i}.ffn_norm": (embd,)}
+    return write_sparse(path, "falcon-h1", "falcon-h1-0.5b-tiny", keys, tensors)
+
+
+def write_nemotron_h_moe(path: Path) -> Path:
+    """src/models/nemotron-h.cpp: head_count_kv and feed_forward_length per layer tell Mamba-2 (both 0),
+    attention (KV heads) and MLP layers apart; expert_count 0 keeps the MLP layers dense."""
+    keys = _example("nemotron_h_moe") | {"embedding_length": EMBED, "attention.layer_norm_epsilon": RMS}
+    inner, state, groups, ssm_heads, conv = _ssm(keys)
+    heads, kv = _per_layer(keys, "attention.head_count"), _per_layer(keys, "attention.head_count_kv")
+    ff = _per_layer(keys, "feed_forward_length")
+    k, v = _dims(keys)
+    tensors = _embeddings(EMBED)
+    for i in range(_layers(keys)):
+        tensors[f"blk.{i}.attn_norm.weight"] = (EMBED,)
+        if kv[i] == 0 and ff[i] == 0:
+            tensors |= _mamba2(i, EMBED, inner, state, groups, ssm_heads, conv, norm=True)
+        elif ff[i] == 0:
+            tensors |= _attention(i, EMBED, heads[i] * k, kv[i] * k, kv[i] * v, norm=False)
+        else:
+            tensors |= _mlp(i, EMBED, ff[i], gate=False, norm=None)
+    return write_sparse(path, "nemotron_h_moe", "nemotron-3-nano-tiny", keys, tensors)
+
+
+WRITERS: dict[str, Callable[[Path], Path]] = {
+    "llama4": write_llama4,
+    "smollm3": write_smollm3,
+    "glm4moe": write_glm4moe,
+    "exaone4": write_exaone4,
+    "cohere2": write_cohere2,
+    "gemma3n": write_gemma3n,
+    "lfm2": write_lfm2,
+    "falcon-h1": write_falcon_h1,
+    "nemotron_h_moe": write_nemotron_h_moe,
+}
