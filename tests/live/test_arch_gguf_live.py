@@ -117,5 +117,7 @@ def test_calibrate_reconciles_the_live_log(tmp_path: Path, case: str) -> None:
     with llama_server(model, log_path, *spec.args):
         pass
     cal = calibrate(read_log(log_path))
-    assert [c["cells"] for c in cal.predicted["caches"]] == [cells for _, cells, _ in spec.caches]
+    caches = cal.predicted["caches"]
+    assert isinstance(caches, list)
+    assert [c["cells"] for c in caches] == [cells for _, cells, _ in spec.caches]
     assert cal.rows and all(row.agrees for row in cal.rows)
