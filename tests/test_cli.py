@@ -117,3 +117,17 @@ def test_console_script_runs_as_a_process() -> None:
         [sys.executable, "-m", "kvbudget", "cost", "nope-model"], capture_output=True, text=True, check=False
     )
     assert bad.returncode == 1 and bad.stderr.startswith("Error: ") and bad.stderr.count("\n") == 1
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "--version")
+    assert code == 0 and out.startswith("kvbudget ")
+
+
+def test_errors_under_json_are_a_json_document(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "cost", "no-such-model", "--json")
+    assert code == 1
+    doc = json.loads(out)
+    assert doc["schema_version"] == 1 and doc["error"]["kind"] == "SourceError"
+    assert "no-such-model" in doc["error"]["message"]
+    assert err.startswith("Error: ") and err.count("\n") == 1  # the one line stays on stderr

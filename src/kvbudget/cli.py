@@ -92,11 +92,21 @@ class _Parser(argparse.ArgumentParser):
         self.exit(1, f"Error: {self.prog}: {message}; see {self.prog} --help\n")
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("kvbudget")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="kvbudget",
         description="Exact KV-cache memory of LLMs per serving engine, with the arithmetic shown.",
     )
+    parser.add_argument("--version", action="version", version=f"kvbudget {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("cost", help="bytes per token, per sequence and for S sequences")
@@ -270,6 +280,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         output = COMMANDS[args.command](args)
     except KvBudgetError as exc:
+        if getattr(args, "json", False) and not exc.reported:  # the JSON contract holds for errors too
+            document = {"schema_version": 1, "error": {"kind": type(exc).__name__, "message": str(exc)}}
+            print(json.dumps(document, indent=2))
         print(f"Error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -148,7 +148,9 @@ def cmd_loadtest(args: argparse.Namespace) -> str:
     if outcome.error is not None:
         if args.json or (outcome.recorder is not None and outcome.recorder.requests):
             print(text, flush=True)
-        raise ServerError(outcome.error)
+        error = ServerError(outcome.error)
+        error.reported = bool(args.json)
+        raise error
     if outcome.stopped_by == "interrupted":
         print(text, flush=True)
         raise KeyboardInterrupt

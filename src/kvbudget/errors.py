@@ -6,6 +6,10 @@ from __future__ import annotations
 class KvBudgetError(Exception):
     """Base class for every error a user can cause. Its message is one line: what, where, how to fix."""
 
+    # True when the command already wrote its own JSON document carrying this error (loadtest keeps
+    # what it measured), so the CLI does not print a second document.
+    reported: bool = False
+
 
 class InputError(KvBudgetError):
     """A value given on the command line or to the API cannot be used (size, dtype, option)."""
