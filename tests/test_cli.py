@@ -131,3 +131,12 @@ def test_errors_under_json_are_a_json_document(capsys: pytest.CaptureFixture[str
     assert doc["schema_version"] == 1 and doc["error"]["kind"] == "SourceError"
     assert "no-such-model" in doc["error"]["message"]
     assert err.startswith("Error: ") and err.count("\n") == 1  # the one line stays on stderr
+
+
+def test_cost_warns_past_the_native_window(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "cost", "qwen3-32b", "--tokens", "200k", "--json")
+    assert code == 0
+    [warning] = [w for w in json.loads(out)["warnings"] if "max_position_embeddings" in w]
+    assert "204,800 tokens is beyond Qwen3-32B's max_position_embeddings 40,960" in warning
+    code, out, _ = run_cli(capsys, "cost", "qwen3-32b", "--tokens", "32k", "--json")
+    assert not [w for w in json.loads(out)["warnings"] if "max_position_embeddings" in w]

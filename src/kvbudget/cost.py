@@ -57,6 +57,22 @@ class CostReport:
     sequences: int
 
     @property
+    def warnings(self) -> tuple[str, ...]:
+        """The layout's warnings, and a context past the model's native window (the engine refuses it
+        unless the model length is overridden, and quality past it is not the model's)."""
+        out = list(self.layout.warnings)
+        window = self.model.max_position_embeddings
+        if window and self.tokens > window:
+            out.append(
+                f"{self.tokens:,} tokens is beyond {self.model.name}'s max_position_embeddings {window:,}: engines "
+                "refuse it unless the model length is overridden (vLLM --max-model-len with "
+                "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, SGLang --context-length with "
+                "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1, llama.cpp --rope-scaling), and past it the "
+                "model runs outside what it was trained for"
+            )
+        return tuple(out)
+
+    @property
     def kv_bytes_per_token(self) -> int:
         return self.layout.kv_bytes_per_token
 
@@ -134,7 +150,7 @@ class CostReport:
                 for g in self.groups()
             ],
             "notes": list(self.model.notes) + list(self.layout.notes),
-            "warnings": list(self.layout.warnings),
+            "warnings": list(self.warnings),
         }
 
 

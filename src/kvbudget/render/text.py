@@ -59,7 +59,7 @@ def render_cost(report: CostReport, units: UnitSystem) -> str:
         lines.append(f"  {g.label}: {g.explain()} = {format_int(g.bytes_at_tokens)} B")
     for note in (*spec.notes, *layout.notes):
         lines.append(f"note: {note}")
-    for warning in layout.warnings:
+    for warning in report.warnings:
         lines.append(f"warning: {warning}")
     return "\n".join(lines)
 
