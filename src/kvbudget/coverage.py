@@ -1,0 +1,187 @@
+"""The coverage matrix: every registered architecture x reader (config.json, GGUF) x engine.
+
+Generated from the code, never written by hand: for each architecture of the model-type registry
+(``kvbudget.model.architectures``) the config reader reads its sample config (a catalog model, or the
+registry's config sample) and the GGUF reader its GGUF sample metadata; every engine then builds the
+layout at its default version and cache dtype ("auto": the model dtype; f16 for a GGUF). A cell is
+``exact`` when the engine returns its byte-exact layout, or ``refused`` with the reason the engine (or
+the reader) gives. ``tests/test_coverage.py`` regenerates the matrix and fails when ``docs/coverage.md``
+differs, so the document cannot drift from the code.
+
+    python -m kvbudget.coverage                      # print the matrix (markdown)
+    python -m kvbudget.coverage --out docs/coverage.md
+    python -m kvbudget.coverage --check docs/coverage.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvbudget.cost import compute_cost
+from kvbudget.engines import ENGINES, parse_engine
+from kvbudget.errors import KvBudgetError
+from kvbudget.model import catalog
+from kvbudget.model.architectures import ARCHITECTURES, Architecture
+from kvbudget.model.families import read_spec
+from kvbudget.model.gguf import spec_from_metadata
+from kvbudget.model.spec import ModelSpec
+
+EXACT = "exact"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One architecture on one reader and engine: exact, or refused with the reason."""
+
+    exact: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Row:
+    architecture: Architecture
+    config_sample: str
+    gguf_sample: str
+    config: tuple[Cell, ...]
+    gguf: tuple[Cell, ...]
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _config_spec(arch: Architecture) -> tuple[ModelSpec | None, str, str]:
+    """(spec, sample label, reader refusal) of the architecture's config sample."""
+    if arch.example:
+        entry = catalog.lookup(arch.example)
+        if entry is None:
+            return None, arch.example, f"catalog model {arch.example!r} is missing"
+        try:
+            return read_spec(entry.config, name=entry.name, source=entry.source), f"catalog: {entry.name}", ""
+        except KvBudgetError as exc:
+            return None, f"catalog: {entry.name}", _first_line(exc)
+    if arch.config_example:
+        try:
+            spec = read_spec(dict(arch.config_example), name=arch.name, source="registry sample")
+        except KvBudgetError as exc:
+            return None, "registry config sample", _first_line(exc)
+        return spec, "registry config sample", ""
+    return None, "-", "no config sample"
+
+
+def _gguf_spec(arch: Architecture) -> tuple[ModelSpec | None, str, str]:
+    if arch.gguf_reader is None or not arch.gguf_archs:
+        return None, "-", "no GGUF reader: llama.cpp's rules for this architecture are not implemented"
+    name = arch.gguf_archs[0]
+    values = {"general.architecture": name, **{f"{name}.{k}": v for k, v in arch.gguf_example.items()}}
+    label = f"{name}: {arch.gguf_source}"
+    try:
+        return spec_from_metadata(values, f"{name}.gguf", name), label, ""
+    except KvBudgetError as exc:
+        return None, label, _first_line(exc)
+
+
+def _cells(spec: ModelSpec | None, reader_refusal: str) -> tuple[Cell, ...]:
+    out: list[Cell] = []
+    for engine in ENGINES:
+        if spec is None:
+            out.append(Cell(False, reader_refusal))
+            continue
+        try:
+            compute_cost(spec, engine=parse_engine(engine), tokens=1)
+        except KvBudgetError as exc:
+            out.append(Cell(False, _first_line(exc)))
+        else:
+            out.append(Cell(True))
+    return tuple(out)
+
+
+def matrix() -> list[Row]:
+    """Every registered architecture with its samples and one cell per reader and engine."""
+    rows: list[Row] = []
+    for arch in ARCHITECTURES:
+        config_spec, config_label, config_refusal = _config_spec(arch)
+        gguf_spec, gguf_label, gguf_refusal = _gguf_spec(arch)
+        rows.append(
+            Row(arch, config_label, gguf_label, _cells(config_spec, config_refusal), _cells(gguf_spec, gguf_refusal))
+        )
+    return rows
+
+
+def render(rows: Sequence[Row]) -> str:
+    """The matrix as markdown: one table of cells, numbered reasons, and the samples each row used."""
+    reasons: dict[str, int] = {}
+
+    def cell(c: Cell) -> str:
+        if c.exact:
+            return EXACT
+        number = reasons.setdefault(c.reason, len(reasons) + 1)
+        return f"refused [{number}]"
+
+    engines = list(ENGINES)
+    head = ["architecture", "config model_type"] + [f"config: {e}" for e in engines]
+    head += ["GGUF architecture"] + [f"GGUF: {e}" for e in engines]
+    lines = [
+        "# Coverage: architectures x readers x engines",
+        "",
+        "Generated by `python -m kvbudget.coverage --out docs/coverage.md` from the model-type registry",
+        "(`src/kvbudget/model/architectures.py`) and the engines; `tests/test_coverage.py` regenerates it and",
+        "fails when this file differs. Each architecture's sample (below the table) is read by the config reader",
+        "and by the GGUF reader, and costed on every engine at its default version (`kvbudget --version`) and",
+        "cache dtype (the model dtype; f16 for a GGUF). `exact`: the engine's byte-exact layout; `refused [n]`:",
+        "the engine or reader refuses, for reason n. An architecture missing from the table fails closed:",
+        "kvbudget names its model_type and the fields it could not place.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    counts = {"config": 0, "gguf": 0}
+    for row in rows:
+        arch = row.architecture
+        gguf_names = ", ".join(arch.gguf_archs) if arch.gguf_reader is not None else "-"
+        cells = [arch.name, ", ".join(arch.model_types), *(cell(c) for c in row.config)]
+        cells += [gguf_names, *(cell(c) for c in row.gguf)]
+        lines.append("| " + " | ".join(cells) + " |")
+        counts["config"] += sum(c.exact for c in row.config)
+        counts["gguf"] += sum(c.exact for c in row.gguf)
+    total = len(rows) * len(ENGINES)
+    lines += [
+        "",
+        f"{len(rows)} architectures; exact cells: {counts['config']} of {total} from config.json, "
+        f"{counts['gguf']} of {total} from GGUF.",
+        "",
+        "## Reasons",
+        "",
+    ]
+    lines += [f"{number}. {reason}" for reason, number in reasons.items()]
+    lines += ["", "## Samples", "", "| architecture | config sample | GGUF sample |", "|---|---|---|"]
+    lines += [f"| {row.architecture.name} | {row.config_sample} | {row.gguf_sample} |" for row in rows]
+    return "\n".join(line.replace("\n", " ") for line in lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kvbudget.coverage", description=__doc__.splitlines()[0])
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--out", type=Path, help="write the matrix to this file")
+    group.add_argument("--check", type=Path, help="exit 1 if this file is not the generated matrix")
+    args = parser.parse_args(argv)
+    text = render(matrix())
+    if args.out is not None:
+        args.out.write_text(text, encoding="utf-8")
+        return 0
+    if args.check is not None:
+        current = args.check.read_text(encoding="utf-8") if args.check.is_file() else ""
+        if current != text:
+            print(f"{args.check} is out of date: run python -m kvbudget.coverage --out {args.check}", file=sys.stderr)
+            return 1
+        return 0
+    sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
