@@ -25,7 +25,9 @@ from kvbudget.precision import parse_cache_dtype
 from tests.live.server import llama_server
 from tests.live.tiny_arch_gguf import WRITERS
 
-CACHE_LINE = re.compile(r"(llama_kv_cache(?:_iswa)?: (?:size = .*|creating .*)|llama_memory_recurrent: size = .*)$")
+CACHE_LINE = re.compile(
+    r"(llama_kv_cache(?:_iswa|_dsa)?: (?:size = .*|creating .*)|llama_memory_recurrent: size = .*)$"
+)
 # The pinned llama.cpp logs its recurrent memory as "(N cells, L layers, S seqs  R rs_seq), R ..., S ..., P ...";
 # kvbudget's log_line keeps the earlier format, so the recurrent line is compared figure by figure.
 RECURRENT = re.compile(
@@ -61,6 +63,16 @@ CASES = {
     "falcon-h1-parallel-hybrid": Case("falcon-h1", ("-c", "1024", "-np", "2"), (("kv", 512, 36), ("recurrent", 2, 36))),
     # NVIDIA-Nemotron-3-Nano: 6 attention layers, 23 Mamba-2 layers (the recurrent line counts all 52).
     "nemotron-h-moe": Case("nemotron_h_moe", ("-c", "1024", "-np", "2"), (("kv", 512, 6), ("recurrent", 2, 52))),
+    # DeepSeek-V3.2 (61 trunk layers + 1 MTP): the V-less MLA cache, then the indexer's K-only cache of 128 f16
+    # values per cell (llama_kv_cache_dsa), both over the trunk layers.
+    "deepseek32-indexer-cache": Case("deepseek32", ("-c", "2048", "-np", "2"), (("kv", 1024, 61), ("kv", 1024, 61))),
+    "glm5-indexer-cache": Case("glm-dsa", ("-c", "2048", "-np", "1"), (("kv", 2048, 78), ("kv", 2048, 78))),
+    # GLM-5.2's context: llama.cpp's built-in pattern gives 21 of 78 layers an indexer cache.
+    "glm5.2-default-indexer-types": Case(
+        "glm-dsa-5.2", ("-c", "2048", "-np", "1"), (("kv", 2048, 78), ("kv", 2048, 21))
+    ),
+    # MiniCPM3: no MLA cache in llama.cpp: 40 KV heads x (K 96 + V 64) per layer.
+    "minicpm3-per-head-kv": Case("minicpm3", ("-c", "1024", "-np", "1"), (("kv", 1024, 62),)),
 }
 
 

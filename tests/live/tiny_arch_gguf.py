@@ -383,6 +383,114 @@ def write_nemotron_h_moe(path: Path) -> Path:
     return write_sparse(path, "nemotron_h_moe", "nemotron-3-nano-tiny", keys, tensors)
 
 
+def _mla_layer(i: int, embd: int, heads: int, q_lora: int, k_mla: int, v_mla: int, rope: int, rank: int) -> Shapes:
+    """DeepSeek-style MLA with split k_b / v_b (an MLA GGUF, llama.cpp PR #12801)."""
+    return {
+        f"blk.{i}.attn_norm.weight": (embd,),
+        f"blk.{i}.attn_q_a_norm.weight": (q_lora,),
+        f"blk.{i}.attn_kv_a_norm.weight": (rank,),
+        f"blk.{i}.attn_q_a.weight": (embd, q_lora),
+        f"blk.{i}.attn_q_b.weight": (q_lora, heads * k_mla),
+        f"blk.{i}.attn_kv_a_mqa.weight": (embd, rank + rope),
+        f"blk.{i}.attn_k_b.weight": (k_mla - rope, rank, heads),
+        f"blk.{i}.attn_v_b.weight": (rank, v_mla, heads),
+        f"blk.{i}.attn_output.weight": (heads * v_mla, embd),
+        f"blk.{i}.ffn_norm.weight": (embd,),
+    }
+
+
+def _indexer(i: int, embd: int, q_lora: int, heads: int, dim: int) -> Shapes:
+    return {
+        f"blk.{i}.indexer.k_norm.weight": (dim,),
+        f"blk.{i}.indexer.k_norm.bias": (dim,),
+        f"blk.{i}.indexer.proj.weight": (embd, heads),
+        f"blk.{i}.indexer.attn_k.weight": (embd, dim),
+        f"blk.{i}.indexer.attn_q_b.weight": (q_lora, heads * dim),
+    }
+
+
+def _write_sparse_mla(path: Path, arch: str, name: str, full: Callable[[int], bool], **changes: object) -> Path:
+    """src/models/deepseek32.cpp and glm-dsa.cpp: MLA with q compression, the DSA indexer (on the layers that
+    run one), one leading dense layer, MoE with a shared expert after it; MTP layer tensors left out. The
+    attention and indexer head counts do not shape either cache (one latent, one key per token), so the
+    tiny model runs 8 and 4 of them."""
+    q_lora = 32
+    keys = _example(arch) | {
+        "attention.head_count": 8,
+        "attention.indexer.head_count": 4,
+        "embedding_length": EMBED,
+        "feed_forward_length": FFN,
+        "expert_feed_forward_length": FFN,
+        "expert_count": 2,
+        "expert_used_count": 1,
+        "expert_shared_count": 1,
+        "expert_gating_func": 2,  # sigmoid
+        "leading_dense_block_count": 1,
+        "attention.q_lora_rank": q_lora,
+        "attention.layer_norm_rms_epsilon": RMS,
+        **changes,
+    }
+    heads = _int(keys, "attention.head_count")
+    k_mla, v_mla = _int(keys, "attention.key_length_mla"), _int(keys, "attention.value_length_mla")
+    rope, rank = _int(keys, "rope.dimension_count"), _int(keys, "attention.kv_lora_rank")
+    idx_heads, idx_dim = _int(keys, "attention.indexer.head_count"), _int(keys, "attention.indexer.key_length")
+    tensors = _embeddings(EMBED)
+    for i in range(_layers(keys) - _int(keys, "nextn_predict_layers")):
+        tensors |= _mla_layer(i, EMBED, heads, q_lora, k_mla, v_mla, rope, rank)
+        if full(i):
+            tensors |= _indexer(i, EMBED, q_lora, idx_heads, idx_dim)
+        tensors |= _mlp(i, EMBED, norm=None) if i == 0 else _moe(i, EMBED, 2, probs_bias=True)
+    return write_sparse(path, arch, name, keys, tensors)
+
+
+def write_deepseek32(path: Path) -> Path:
+    return _write_sparse_mla(path, "deepseek32", "deepseek-v3.2-tiny", lambda i: True)
+
+
+def write_glm_dsa(path: Path) -> Path:
+    return _write_sparse_mla(path, "glm-dsa", "glm-5-tiny", lambda i: True)
+
+
+def write_glm52_dsa(path: Path) -> Path:
+    """GLM-5.2's 1,048,576-token context without an indexer.types key: llama.cpp applies its hard-coded
+    GLM-5.2 pattern (layers 0, 1, then every 4th from 2 run an indexer); the others carry no indexer tensors."""
+    return _write_sparse_mla(
+        path, "glm-dsa", "glm-5.2-tiny", lambda i: i < 2 or (i - 2) % 4 == 0, context_length=1_048_576
+    )
+
+
+def write_minicpm3(path: Path) -> Path:
+    """src/models/minicpm3.cpp: MLA weights (q compression, unsplit kv_b) over a plain per-head KV cache. The
+    hidden size stays the model's: the V head dim is embedding_length / head_count (no value_length key)."""
+    q_lora = 32
+    keys = _example("minicpm3") | {
+        "feed_forward_length": FFN,
+        "attention.q_lora_rank": q_lora,
+        "attention.layer_norm_rms_epsilon": RMS,
+    }
+    embd, heads = _int(keys, "embedding_length"), _int(keys, "attention.head_count")
+    k_dim, rope, rank = (
+        _int(keys, "attention.key_length"),
+        _int(keys, "rope.dimension_count"),
+        _int(keys, "attention.kv_lora_rank"),
+    )
+    v_dim = embd // heads
+    tensors = _embeddings(embd)
+    for i in range(_layers(keys)):
+        tensors |= {
+            f"blk.{i}.attn_norm.weight": (embd,),
+            f"blk.{i}.attn_q_a_norm.weight": (q_lora,),
+            f"blk.{i}.attn_kv_a_norm.weight": (rank,),
+            f"blk.{i}.attn_q_a.weight": (embd, q_lora),
+            f"blk.{i}.attn_q_b.weight": (q_lora, heads * k_dim),
+            f"blk.{i}.attn_kv_a_mqa.weight": (embd, rank + rope),
+            f"blk.{i}.attn_kv_b.weight": (rank, heads * (k_dim - rope + v_dim)),
+            f"blk.{i}.attn_output.weight": (heads * v_dim, embd),
+        }
+        tensors |= _mlp(i, embd)
+    return write_sparse(path, "minicpm3", "minicpm3-4b-tiny", keys, tensors)
+
+
 WRITERS: dict[str, Callable[[Path], Path]] = {
     "llama4": write_llama4,
     "smollm3": write_smollm3,
@@ -393,4 +501,8 @@ WRITERS: dict[str, Callable[[Path], Path]] = {
     "lfm2": write_lfm2,
     "falcon-h1": write_falcon_h1,
     "nemotron_h_moe": write_nemotron_h_moe,
+    "deepseek32": write_deepseek32,
+    "glm-dsa": write_glm_dsa,
+    "glm-dsa-5.2": write_glm52_dsa,
+    "minicpm3": write_minicpm3,
 }

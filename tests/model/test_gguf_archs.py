@@ -92,3 +92,22 @@ def test_unread_gguf_architecture_names_what_it_could_not_place() -> None:
     values = {"general.architecture": "kimi-linear", "kimi-linear.block_count": 27, "kimi-linear.kda.head_dim": 128}
     with pytest.raises(UnknownArchitectureError, match=r"'kimi-linear' is not one kvbudget can read.*kda.head_dim"):
         spec_from_metadata(values, "kimi.gguf", "kimi")
+
+
+def test_sparse_mla_indexer_layers() -> None:
+    v32 = _spec("deepseek32")
+    assert len(v32.layers) == 62 and v32.layers[61].states == ()  # the MTP layer
+    assert _kinds(v32) == {"latent_attention": 61, "indexer": 61}
+    assert _kinds(_spec("glm-dsa")) == {"latent_attention": 78, "indexer": 78}  # GLM-5: context below 1M
+    glm52 = _spec("glm-dsa", context_length=1_048_576)  # llama.cpp's built-in GLM-5.2 pattern
+    assert [i for i, layer in enumerate(glm52.layers) if len(layer.states) == 2] == [0, 1, *range(2, 78, 4)]
+    explicit = _spec("glm-dsa", **{"attention.indexer.types": [int(i % 2 == 0) for i in range(78)]})
+    assert explicit.count("indexer") == 39
+    with pytest.raises(ConfigError, match="needs an MLA GGUF"):
+        _spec("deepseek32", **{"attention.key_length_mla": None})
+
+
+def test_minicpm3_is_a_per_head_cache_in_llamacpp() -> None:
+    spec = _spec("minicpm3")
+    assert {s for _, s in spec.primitives()} == {FullAttention(40, 96, 64)}  # V: 2,560 / 40 heads
+    assert "not the kv_lora_rank + rope latent" in " ".join(spec.notes)

