@@ -73,6 +73,12 @@ CASES = {
     ),
     # MiniCPM3: no MLA cache in llama.cpp: 40 KV heads x (K 96 + V 64) per layer.
     "minicpm3-per-head-kv": Case("minicpm3", ("-c", "1024", "-np", "1"), (("kv", 1024, 62),)),
+    # Kimi Linear: 7 MLA layers (V-less latent) and KDA rows on all 27 (R 3 x 3 x 4,096, S 128 x 128 x 32, f32).
+    "kimi-linear-kda-mla": Case("kimi-linear", ("-c", "1024", "-np", "2"), (("kv", 512, 7), ("recurrent", 2, 27))),
+    # Gemma 4 26B: 5 full layers (2 KV heads x 512) and 25 sliding (8 x 256) at window 1024: pad(1024 + 512, 256).
+    "gemma4-per-type-heads": Case("gemma4", ("-c", "4096", "-np", "1"), (("kv", 4096, 5), ("swa", 1536, 25))),
+    # The last 20 of 35 layers reuse KV: 3 full and 12 sliding layers keep a cache.
+    "gemma4-shared-kv": Case("gemma4-shared-kv", ("-c", "4096", "-np", "1"), (("kv", 4096, 3), ("swa", 1536, 12))),
 }
 
 

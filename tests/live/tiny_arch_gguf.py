@@ -28,7 +28,16 @@ from tests.live.tiny_gguf import VOCAB, _vocab
 EMBED = 64
 FFN = 64
 # Kept f32 as convert_hf_to_gguf keeps them: ggml's CPU ssm_conv reads its conv weight as f32.
-F32_TENSORS = ("ssm_conv1d.weight", "shortconv.conv.weight", ".ssm_a", ".ssm_d", "ssm_norm.weight")
+F32_TENSORS = (
+    "ssm_conv1d.weight",
+    "ssm_conv1d_q.weight",
+    "ssm_conv1d_k.weight",
+    "ssm_conv1d_v.weight",
+    "shortconv.conv.weight",
+    ".ssm_a",
+    ".ssm_d",
+    "ssm_norm.weight",
+)
 Shapes = dict[str, tuple[int, ...]]  # tensor name -> ggml shape (ne0 first, as llama.cpp writes it)
 
 
@@ -491,6 +500,102 @@ def write_minicpm3(path: Path) -> Path:
     return write_sparse(path, "minicpm3", "minicpm3-4b-tiny", keys, tensors)
 
 
+def write_gemma4(path: Path, **changes: object) -> Path:
+    """src/models/gemma4.cpp: q/k norms and post norms on every layer, rope_freqs on full layers (loaded once),
+    no per-layer inputs (embedding_length_per_layer_input 0, as the 26B) and no experts (they are optional)."""
+    keys = _example("gemma4") | {
+        "embedding_length": EMBED,
+        "feed_forward_length": FFN,
+        "embedding_length_per_layer_input": 0,
+        "rope.dimension_count": 512,  # the RoPE span of each layer type: its head dim
+        "rope.dimension_count_swa": 256,
+        "attention.layer_norm_rms_epsilon": 1e-6,
+        **changes,
+    }
+    heads, kv = _per_layer(keys, "attention.head_count"), _per_layer(keys, "attention.head_count_kv")
+    swa = keys["attention.sliding_window_pattern"]
+    assert isinstance(swa, list)
+    full_dim, swa_dim = _int(keys, "attention.key_length"), _int(keys, "attention.key_length_swa")
+    tensors = _embeddings(EMBED)
+    for i in range(_layers(keys)):
+        dim = swa_dim if swa[i] else full_dim
+        tensors |= _attention(i, EMBED, heads[i] * dim, kv[i] * dim, kv[i] * dim)
+        tensors |= {
+            f"blk.{i}.attn_q_norm.weight": (dim,),
+            f"blk.{i}.attn_k_norm.weight": (dim,),
+            f"blk.{i}.post_attention_norm.weight": (EMBED,),
+            f"blk.{i}.post_ffw_norm.weight": (EMBED,),
+        }
+        if not swa[i]:
+            tensors["rope_freqs.weight"] = (full_dim // 2,)
+        tensors |= _mlp(i, EMBED)
+    return write_sparse(path, "gemma4", "gemma-4-26b-a4b-tiny", keys, tensors)
+
+
+def write_gemma4_shared(path: Path) -> Path:
+    """The layer structure of Gemma 4's small models (35 layers, every 5th full, the last 20 reusing KV: llama.cpp
+    needs layers 13 and 14 to be sliding and full) with the 26B's heads; not a released model."""
+    full = [(i + 1) % 5 == 0 for i in range(35)]
+    return write_gemma4(
+        path,
+        block_count=35,
+        **{
+            "attention.head_count_kv": [2 if f else 8 for f in full],
+            "attention.sliding_window_pattern": [not f for f in full],
+            "attention.shared_kv_layers": 20,
+        },
+    )
+
+
+def write_kimi_linear(path: Path) -> Path:
+    """src/models/kimi-linear.cpp: KDA layers (separate q/k/v short convs, forget and output gates) where
+    head_count_kv is 0, MLA without q compression elsewhere; layer 0 dense, MoE after it."""
+    keys = _example("kimi-linear") | {
+        "embedding_length": EMBED,
+        "feed_forward_length": FFN,
+        "expert_feed_forward_length": FFN,
+        "expert_count": 2,
+        "expert_used_count": 1,
+        "expert_shared_count": 1,
+        "expert_gating_func": 2,
+        "leading_dense_block_count": 1,
+        "attention.layer_norm_rms_epsilon": RMS,
+    }
+    heads, kv = _per_layer(keys, "attention.head_count"), _per_layer(keys, "attention.head_count_kv")
+    dim, conv = _int(keys, "kda.head_dim"), _int(keys, "ssm.conv_kernel")
+    k_mla, v_mla = _int(keys, "attention.key_length_mla"), _int(keys, "attention.value_length_mla")
+    rope, rank = _int(keys, "rope.dimension_count"), _int(keys, "attention.kv_lora_rank")
+    tensors = _embeddings(EMBED) | {"output.weight": (EMBED, VOCAB)}
+    for i in range(_layers(keys)):
+        proj = dim * heads[0]
+        tensors[f"blk.{i}.attn_norm.weight"] = (EMBED,)
+        if kv[i] == 0:
+            tensors |= {f"blk.{i}.ssm_conv1d_{x}.weight": (conv, 1, proj) for x in "qkv"}
+            tensors |= _attention(i, EMBED, proj, proj, proj, norm=False)
+            tensors |= {
+                f"blk.{i}.ssm_f_a.weight": (EMBED, dim),
+                f"blk.{i}.ssm_f_b.weight": (dim, proj),
+                f"blk.{i}.ssm_beta.weight": (EMBED, heads[0]),
+                f"blk.{i}.ssm_a": (1, heads[0]),
+                f"blk.{i}.ssm_dt.bias": (proj,),
+                f"blk.{i}.ssm_g_a.weight": (EMBED, dim),
+                f"blk.{i}.ssm_g_b.weight": (dim, proj),
+                f"blk.{i}.ssm_norm.weight": (dim,),
+            }
+        else:
+            tensors |= {
+                f"blk.{i}.attn_kv_a_norm.weight": (rank,),
+                f"blk.{i}.attn_q.weight": (EMBED, heads[i] * k_mla),
+                f"blk.{i}.attn_kv_a_mqa.weight": (EMBED, rank + rope),
+                f"blk.{i}.attn_k_b.weight": (k_mla - rope, rank, heads[i]),
+                f"blk.{i}.attn_v_b.weight": (rank, v_mla, heads[i]),
+                f"blk.{i}.attn_output.weight": (heads[i] * v_mla, EMBED),
+            }
+        tensors[f"blk.{i}.ffn_norm.weight"] = (EMBED,)
+        tensors |= _mlp(i, EMBED, norm=None) if i == 0 else _moe(i, EMBED, 2, probs_bias=True)
+    return write_sparse(path, "kimi-linear", "kimi-linear-48b-tiny", keys, tensors)
+
+
 WRITERS: dict[str, Callable[[Path], Path]] = {
     "llama4": write_llama4,
     "smollm3": write_smollm3,
@@ -505,4 +610,7 @@ WRITERS: dict[str, Callable[[Path], Path]] = {
     "glm-dsa": write_glm_dsa,
     "glm-dsa-5.2": write_glm52_dsa,
     "minicpm3": write_minicpm3,
+    "kimi-linear": write_kimi_linear,
+    "gemma4": write_gemma4,
+    "gemma4-shared-kv": write_gemma4_shared,
 }

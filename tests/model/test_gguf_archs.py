@@ -89,9 +89,9 @@ def test_smollm3_reads_as_dense() -> None:
 
 
 def test_unread_gguf_architecture_names_what_it_could_not_place() -> None:
-    values = {"general.architecture": "kimi-linear", "kimi-linear.block_count": 27, "kimi-linear.kda.head_dim": 128}
-    with pytest.raises(UnknownArchitectureError, match=r"'kimi-linear' is not one kvbudget can read.*kda.head_dim"):
-        spec_from_metadata(values, "kimi.gguf", "kimi")
+    values = {"general.architecture": "rwkv7", "rwkv7.block_count": 24, "rwkv7.wkv.head_size": 64}
+    with pytest.raises(UnknownArchitectureError, match=r"'rwkv7' is not one kvbudget can read.*wkv.head_size"):
+        spec_from_metadata(values, "rwkv7.gguf", "rwkv7")
 
 
 def test_sparse_mla_indexer_layers() -> None:
@@ -111,3 +111,28 @@ def test_minicpm3_is_a_per_head_cache_in_llamacpp() -> None:
     spec = _spec("minicpm3")
     assert {s for _, s in spec.primitives()} == {FullAttention(40, 96, 64)}  # V: 2,560 / 40 heads
     assert "not the kv_lora_rank + rope latent" in " ".join(spec.notes)
+
+
+def test_gemma4_per_type_geometry_and_shared_kv() -> None:
+    spec = _spec("gemma4")
+    assert {s for _, s in spec.primitives()} == {FullAttention(2, 512, 512), SlidingWindow(8, 256, 256, 1024)}
+    full = [(i + 1) % 5 == 0 for i in range(35)]
+    small = {
+        "block_count": 35,
+        "attention.head_count_kv": [2 if f else 8 for f in full],
+        "attention.sliding_window_pattern": [not f for f in full],
+        "attention.shared_kv_layers": 20,
+    }
+    shared = _spec("gemma4", **small)
+    assert {s.target for _, s in shared.primitives() if isinstance(s, SharedKV)} == {13, 14}
+    with pytest.raises(ConfigError, match="cannot load this file"):
+        _spec("gemma4", **{"attention.shared_kv_layers": 10})  # layer 19 of the 26B pattern is sliding
+
+
+def test_kimi_linear_gguf() -> None:
+    spec = _spec("kimi-linear")
+    assert _kinds(spec) == {"recurrent": 20, "latent_attention": 7}
+    kda = {s for _, s in spec.primitives() if isinstance(s, Recurrent)}
+    assert kda == {
+        Recurrent("kda", 4, num_k_heads=32, head_k_dim=128, num_v_heads=32, head_v_dim=128, ssm_dtype="float32")
+    }

