@@ -41,6 +41,12 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--block-size", default=None, help="vLLM/SGLang block (page) size in tokens")
     g.add_argument("--max-num-batched-tokens", default=None, help="vLLM max_num_batched_tokens (window reserve)")
     g.add_argument(
+        "--no-prefix-caching",
+        action="store_true",
+        help="vLLM --no-enable-prefix-caching (default: vLLM's own, on for decoder and hybrid models; "
+        "on, a Mamba layer holds 2-3 state pages per sequence)",
+    )
+    g.add_argument(
         "--image-tokens", default="6404", help="cross-attention source tokens (default 6404: one image, 4 tiles x 1601)"
     )
     g.add_argument(
@@ -67,6 +73,7 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
         n_ubatch=parse_count(args.ubatch, what="--ubatch"),
         flash_attn=not args.no_flash_attn,
         kv_unified=args.kv_unified,
+        prefix_caching=False if args.no_prefix_caching else None,
     )
 
 

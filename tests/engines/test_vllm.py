@@ -58,12 +58,20 @@ def test_deepseek_v3_mla_latent() -> None:
     assert vllm.pool(spec, BF16, BF16, options=EngineOptions(block_size=16)).page_bytes == 18_432
     report = compute_cost(spec, engine="vllm", options=EngineOptions(block_size=16))
     assert report.kv_bytes_per_token == 70_272
-    # FlashMLA forces block 64 by default: 100 tokens -> 2 blocks = 128 slots x 70,272 B
+    # vLLM 0.33 on Hopper with a bf16 cache picks FLASH_ATTN_MLA (blocks of 16, as vLLM's own code does in
+    # tests/oracle): 100 tokens -> 7 blocks = 112 slots x 70,272 B
     default = compute_cost(spec, engine="vllm", tokens=100)
-    assert default.layout.block_size == 64
-    assert default.sequence_bytes == 128 * 70_272
-    # fp8 latent: 576 B per layer per token
-    assert compute_cost(spec, engine="vllm", kv_dtype="fp8").kv_bytes_per_token == 35_136
+    assert default.layout.block_size == 16
+    assert default.sequence_bytes == 112 * 70_272
+    assert any("FLASH_ATTN_MLA" in n for n in default.layout.notes)
+    # fp8 latent: 576 B per layer per token; FLASH_ATTN_MLA takes 16-bit caches only, so FlashMLA's 64
+    fp8 = compute_cost(spec, engine="vllm", kv_dtype="fp8", tokens=100)
+    assert fp8.kv_bytes_per_token == 35_136
+    assert fp8.layout.block_size == 64
+    # the GPU decides: Blackwell FlashInfer-MLA (32), Ampere Triton MLA (16); vLLM 0.25 FlashMLA's 64
+    assert vllm.pool(spec, BF16, BF16, options=EngineOptions(gpu_capability=100)).block_size == 32
+    assert vllm.pool(spec, BF16, BF16, options=EngineOptions(gpu_capability=80)).block_size == 16
+    assert vllm.pool(spec, BF16, BF16, version="0.25.0").block_size == 64
 
 
 def test_mla_replicated_on_every_rank() -> None:
@@ -214,16 +222,22 @@ def test_nemotron_h_block_alignment_by_hand() -> None:
     assert layout.block_size == 1040
     assert any("Setting attention block size to 1040 tokens" in n for n in layout.notes)
     assert any("Padding mamba page size by 0.10%" in n for n in layout.notes)
+    # prefix caching is on by default for hybrids, so mamba_cache_mode "align": 2 pages per request (0.28)
     state = next(g for g in layout.groups if g.kind == "recurrent")
-    assert state.state_bytes == 4_259_840
+    assert state.state_bytes == 2 * 4_259_840
     assert "4,194,304" in state.state_formula and "61,440" in state.state_formula
-    # 8,192 tokens: cdiv(8,192, 1,040) = 8 blocks = 8,320 slots; 4 x 4,096 x 8,320 + 24 x 4,259,840
-    assert layout.sequence_bytes(8192) == 136_314_880 + 102_236_160
+    # 8,192 tokens: cdiv(8,192, 1,040) = 8 blocks = 8,320 slots; 4 x 4,096 x 8,320 + 24 x 2 x 4,259,840
+    assert layout.sequence_bytes(8192) == 136_314_880 + 2 * 102_236_160
+    off = vllm.layout(spec, BF16, BF16, 1, EngineOptions(prefix_caching=False), "0.28.0")
+    assert off.sequence_bytes(8192) == 136_314_880 + 102_236_160  # mode "none": one page
     pool = vllm.pool(spec, BF16, BF16)
     # 4 attention + 24 Mamba: group size 4 -> 1 + 6 groups; one block spans 4 pages
     assert (pool.mode, pool.layers_per_block, pool.num_groups) == ("hybrid", 4, 7)
     assert vllm.num_blocks(pool, 8 * GiB) == 504  # 8 GiB // 4,259,840 // 4
-    assert pool.blocks_per_request(8192) == 8 + 6
+    # vLLM 0.33, align mode: each Mamba2 group holds 2 + 1 prefill checkpoint pages per request
+    assert (pool.prefix_caching, pool.mamba_cache_mode) == (True, "align")
+    assert pool.blocks_per_request(8192) == 8 + 6 * 3
+    assert vllm.pool(spec, BF16, BF16, options=EngineOptions(prefix_caching=False)).blocks_per_request(8192) == 8 + 6
 
 
 def _qwen35_spec() -> ModelSpec:
@@ -321,3 +335,57 @@ def test_nvfp4_needs_027() -> None:
 def test_latent_plus_v_refused() -> None:
     with pytest.raises(EngineRefusalError, match="latent only"):
         compute_cost(resolve("deepseek-v3"), engine="vllm", options=EngineOptions(mla_storage="latent+v"))
+
+
+# ---- vLLM 0.33 rules, as vLLM's own code gives them (tests/oracle/test_vllm_oracle.py runs it) ----
+
+
+def test_qwen3_next_block_follows_the_gdn_checkpoint_alignment() -> None:
+    spec = resolve("qwen3-next-80b-a3b")
+    # prefix caching on (default): mode "align", FlashInfer's GDN prefill exports 64-aligned checkpoints:
+    # block = lcm(16, 64) x cdiv(state page, 64 x 2,048 B) = 576; 2 + 1 checkpoint pages per GDN layer
+    pool = vllm.pool(spec, BF16, BF16)
+    assert (pool.block_size, pool.mamba_cache_mode) == (576, "align")
+    assert next(b for b in pool.buckets if b.kind == "recurrent").state_pages == 3
+    # prefix caching off: mode "none", blocks of 16 only: 544, one page
+    off = vllm.pool(spec, BF16, BF16, options=EngineOptions(prefix_caching=False))
+    assert (off.block_size, off.mamba_cache_mode) == (544, "none")
+    # Ampere runs the Triton GDN prefill: no checkpoint page, no 64 alignment (2 pages in align mode)
+    ampere = vllm.pool(spec, BF16, BF16, options=EngineOptions(gpu_capability=80))
+    assert ampere.block_size == 544
+    assert next(b for b in ampere.buckets if b.kind == "recurrent").state_pages == 2
+
+
+def test_mamba1_takes_no_checkpoint_page() -> None:
+    pool = vllm.pool(resolve("jamba-v0.1"), BF16, BF16)
+    assert next(b for b in pool.buckets if b.kind == "recurrent").state_pages == 2
+
+
+def test_attention_free_models_run_without_prefix_caching() -> None:
+    pool = vllm.pool(resolve("mamba-codestral-7b-v0.1"), BF16, BF16)
+    assert (pool.prefix_caching, pool.mamba_cache_mode, pool.block_size) == (False, "none", None)
+
+
+def test_admission_holds_back_the_null_block() -> None:
+    pool = vllm.pool(resolve("llama-3.1-8b"), BF16, BF16)
+    # 8,192 tokens need 512 blocks of 2 MiB = 1 GiB; with exactly 1 GiB, vLLM >= 0.29 keeps one block back
+    assert vllm.num_blocks(pool, GiB) == 512
+    with pytest.raises(EngineRefusalError, match="estimated maximum model length is 8176"):
+        vllm.check_admission(pool, GiB, 8192)
+    assert vllm.estimate_max_model_len(pool, GiB, 8192) == 511 * 16
+    vllm.check_admission(pool, GiB + 2 * 2**20, 8192)
+    # 0.28 checked against the whole memory
+    vllm.check_admission(vllm.pool(resolve("llama-3.1-8b"), BF16, BF16, version="0.28.0"), GiB, 8192)
+    with pytest.raises(EngineRefusalError, match="No available memory"):
+        vllm.check_admission(pool, 2 * 2**20, 8192)
+
+
+def test_capacity_line_is_one_line_since_028() -> None:
+    spec = resolve("llama-3.1-8b")
+    assert vllm.report_lines(vllm.pool(spec, BF16, BF16), 20 * GiB, 8192) == (
+        "GPU KV cache size: 163,840 tokens, Maximum concurrency for 8,192 tokens per request: 20.00x",
+    )
+    assert vllm.report_lines(vllm.pool(spec, BF16, BF16, version="0.27.1"), 20 * GiB, 8192) == (
+        "GPU KV cache size: 163,840 tokens",
+        "Maximum concurrency for 8,192 tokens per request: 20.00x",
+    )

@@ -6,12 +6,16 @@ dist-info that points here, and the oracle tests put this folder on PYTHONPATH),
 subprocesses (model inspection) see the same stand-ins. Every stand-in is listed in docs/engines.md:
 
 * the device: an NVIDIA GPU of compute capability ``KVBUDGET_ORACLE_SM`` (default 90, H100/H200),
-  named ``KVBUDGET_ORACLE_GPU_NAME``, with ``KVBUDGET_ORACLE_GPU_BYTES`` of memory, one device,
-  fully connected;
+  named ``KVBUDGET_ORACLE_GPU_NAME``, with ``KVBUDGET_ORACLE_GPU_BYTES`` of memory and
+  ``KVBUDGET_ORACLE_SMS`` multiprocessors, one device, fully connected; tensors a layer allocates
+  while it is built go to the meta device;
 * the compiled kernels a CUDA build of the wheel carries, whose import needs a CUDA runtime:
   ``vllm._C_stable_libtorch`` (custom ops, registered but never called: nothing runs a forward pass)
-  and FlashAttention 2/3 (``_vllm_fa2_C``, ``_vllm_fa3_C``), so that backend selection sees them
-  present as on a real H100. FlashAttention 4 (CuTe DSL) is left to import or fail on its own.
+  FlashAttention 2/3 (``_vllm_fa2_C``, ``_vllm_fa3_C``) and FlashMLA (``_flashmla_C``,
+  ``_flashmla_extension_C``), all shipped in the wheel, so that backend selection sees them present as
+  on a real H100; their capability queries answer by compute capability. FlashAttention 4 (CuTe DSL)
+  imports on its own; FlashInfer (a separate wheel) is absent, as it is from a plain ``pip install
+  vllm`` on Hopper it is not the backend chosen for the matrix here.
 
 Nothing else is replaced: engine arguments, defaults, model classes, KV-cache specs, block sizes,
 grouping and capacity are the engines' own code.
@@ -38,6 +42,8 @@ def install_kernel_stubs() -> None:
         "vllm._C_stable_libtorch",
         "vllm.vllm_flash_attn._vllm_fa2_C",
         "vllm.vllm_flash_attn._vllm_fa3_C",
+        "vllm._flashmla_C",
+        "vllm._flashmla_extension_C",
     ):
         _stub(name)
     _capability_queries()
@@ -135,7 +141,8 @@ def _make_platform() -> Any:
 
     sm = int(os.environ.get("KVBUDGET_ORACLE_SM", "90"))
     name = os.environ.get("KVBUDGET_ORACLE_GPU_NAME", "NVIDIA H100 80GB HBM3")
-    total = int(os.environ.get("KVBUDGET_ORACLE_GPU_BYTES", str(85_017_378_816)))
+    total = int(os.environ.get("KVBUDGET_ORACLE_GPU_BYTES", str(85_520_809_984)))
+    sms = int(os.environ.get("KVBUDGET_ORACLE_SMS", "132"))  # streaming multiprocessors (H100 SXM: 132)
 
     class StandInCudaPlatform(cuda.NonNvmlCudaPlatform):  # type: ignore[misc]
         @classmethod
@@ -157,6 +164,10 @@ def _make_platform() -> Any:
         @classmethod
         def device_count(cls) -> int:
             return 1
+
+        @classmethod
+        def num_compute_units(cls, device_id: int = 0) -> int:  # noqa: ARG003
+            return sms
 
         @classmethod
         def current_device(cls) -> Any:

@@ -33,6 +33,7 @@ import oracle_standin
 oracle_standin.install_kernel_stubs()
 
 import torch  # noqa: E402
+import vllm.logger  # noqa: E402
 from vllm.config import set_current_vllm_config  # noqa: E402
 from vllm.distributed.kv_transfer.kv_connector.utils import get_current_attn_backends  # noqa: E402
 from vllm.distributed.parallel_state import (  # noqa: E402
@@ -156,6 +157,7 @@ def run_case(case: dict[str, Any], folder: str) -> dict[str, Any]:
     for available in case["available"]:
         entry: dict[str, Any] = {"available": available}
         _listen()
+        vllm.logger._print_info_once.cache_clear()  # info_once drops a line equal to an earlier case's
         before = len(LINES.lines)
         try:
             with set_current_vllm_config(vllm_config):

@@ -238,3 +238,62 @@ def test_gpu_choice_is_exclusive() -> None:
     # a card no log measured: nvidia-smi minus the median driver reserve, labelled estimated
     assert gpu_memory("h200", None)[0] == (143_771 - 484) * 2**20
     assert gpu_memory("h200", None)[2] == "estimated"
+
+
+def test_vllm_refusal_with_its_estimated_length(capsys: pytest.CaptureFixture[str]) -> None:
+    """A KV pool of exactly 1 GiB for Llama-3.1-8B at 8,192 tokens: the bytes hold one session (512 blocks of
+    2 MiB), but vLLM >= 0.29 holds the null block back and refuses, naming 8,176 tokens; the plan says so and
+    prints no capacity line vLLM never reaches."""
+    plan = _plan(
+        capsys,
+        "llama-3.1-8b",
+        "--engine",
+        "vllm",
+        "--gpu-memory",
+        "20GiB",
+        "--utilization",
+        "1",
+        "--weights-size",
+        "18GiB",
+        "--overhead",
+        "1GiB",
+        "--context",
+        "8192",
+    )
+    assert plan["kv_pool_bytes"] == GiB
+    assert plan["sessions"] == 0
+    assert plan["token_budget"] == 0
+    assert len(plan["engine_log"]) == 1
+    assert "estimated maximum model length is 8176" in plan["engine_log"][0]
+    # 2 MiB more: one session, and vLLM's one-line capacity report
+    plan = _plan(
+        capsys,
+        "llama-3.1-8b",
+        "--engine",
+        "vllm",
+        "--gpu-memory",
+        "20GiB",
+        "--utilization",
+        "1",
+        "--weights-size",
+        "18GiB",
+        "--overhead",
+        str(GiB - 2 * 2**20),
+        "--context",
+        "8192",
+    )
+    assert plan["sessions"] == 1
+    assert plan["engine_log"] == [
+        "GPU KV cache size: 8,208 tokens, Maximum concurrency for 8,192 tokens per request: 1.00x"
+    ]
+
+
+def test_vllm_no_prefix_caching_switch(capsys: pytest.CaptureFixture[str]) -> None:
+    """Nemotron-3-Nano on an H100: prefix caching on (vLLM's default) holds 3 Mamba pages per session."""
+    args = ("nemotron-3-nano", "--engine", "vllm", "--gpu", "h100-80gb", "--weights", "fp8", "--context", "32k")
+    on = _plan(capsys, *args)
+    off = _plan(capsys, *args, "--no-prefix-caching")
+    assert off["sessions"] > on["sessions"]
+    assert off["per_session_bytes"] < on["per_session_bytes"]
+    assert "--no-enable-prefix-caching" in off["flags"]["vllm"]
+    assert "prefix-caching" not in on["flags"]["vllm"]

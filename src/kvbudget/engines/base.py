@@ -140,3 +140,5 @@ class EngineOptions:
     flash_attn: bool = True  # llama.cpp -fa (auto turns it on where supported)
     kv_unified: bool = False  # llama.cpp --kv-unified
     disable_hybrid_kv_cache_manager: bool = False  # vLLM
+    prefix_caching: bool | None = None  # vLLM --[no-]enable-prefix-caching, SGLang radix cache; None: the default
+    gpu_capability: int | None = None  # compute capability x 10 (90 = Hopper) of the plan's GPU; None: SM90

@@ -7,7 +7,13 @@ Per sequence of N tokens (N in the role of ``max_model_len``) each layer holds w
 * sliding window W: ``cdiv(min(W - 1 + R, N), B) + 1`` blocks, R = max_num_batched_tokens (<= 0.25) or
   max_in_flight_tokens = 2 x max_num_batched_tokens (>= 0.26, async scheduling, pp <= 1);
 * chunked local attention: ``cdiv(min(chunk + R, N), B)`` blocks; cross attention ``cdiv(image_tokens, B)``;
-* Mamba / gated-delta-net state: one page per sequence (mamba_cache_mode "none"), padded to the attention page.
+* Mamba / gated-delta-net state, padded to the attention page: one page per sequence with prefix caching
+  off (mamba_cache_mode "none"); with prefix caching on, vLLM's default for hybrids (mode "align"),
+  2 pages plus a prefill checkpoint page for Mamba2 (>= 0.32) and Gated DeltaNet on FlashInfer (>= 0.33).
+
+The MLA block size follows the attention backend vLLM picks for the GPU and cache dtype (0.26+):
+FLASH_ATTN_MLA (multiples of 16) on Hopper with a 16-bit cache, FlashMLA (64) on Hopper with fp8,
+FlashInfer-MLA (32) on Blackwell, Triton MLA (16) on Ampere, Ada and consumer Blackwell.
 
 Hybrid models are cut into KV-cache groups of equal size (padding layers included); see ``vllm_pool``.
 S sequences cost S times one sequence.
@@ -30,9 +36,12 @@ from kvbudget.engines.common import (
 from kvbudget.engines.vllm_pool import (
     ATTENTION,
     Bucket,
+    MambaCacheMode,
     VllmPool,
     align_mamba,
+    check_admission,
     disable_hybrid,
+    estimate_max_model_len,
     group_buckets,
     kv_cache_size_tokens,
     max_concurrency,
@@ -59,6 +68,8 @@ __all__ = [
     "NAME",
     "VllmPool",
     "accepted_dtypes",
+    "check_admission",
+    "estimate_max_model_len",
     "kv_cache_size_tokens",
     "layout",
     "max_concurrency",
@@ -68,10 +79,21 @@ __all__ = [
 ]
 
 NAME = "vllm"
-DEFAULT_VERSION = "0.28.0"
+DEFAULT_VERSION = "0.33.0"  # checked against vLLM 0.33.0's own code in the test suite (tests/oracle)
 
 DEFAULT_BLOCK_SIZE = 16  # vLLM CacheConfig.DEFAULT_BLOCK_SIZE (vllm/config/cache.py)
-FLASHMLA_BLOCK_SIZE = 64  # vLLM CUDA: FlashMLA needs a multiple of 64, forced to 64 (vllm/platforms/cuda.py)
+FLASHMLA_BLOCK_SIZE = 64  # vLLM FlashMLABackend.get_supported_kernel_block_sizes: [64] (v1/attention/backends/mla)
+FLASHINFER_MLA_BLOCK_SIZE = 32  # vLLM FlashInferMLABackend: [32, 64], the smallest preferred (backends/mla)
+DEFAULT_GPU_CAPABILITY = 90  # the GPU assumed when none is named: Hopper (H100/H200), compute capability 9.0
+# vLLM 0.26+ CudaPlatform._get_backend_priorities (platforms/cuda.py): MLA backend by GPU and cache dtype;
+# before, kvbudget keeps FlashMLA's 64 (the rule of the older sources read)
+MLA_BACKEND_SINCE = (0, 26)
+# vLLM 0.26+ ModelConfig.is_prefix_caching_supported: generative decoder and hybrid models on, attention-free
+# and encoder-decoder off (config/model.py); MambaModelConfig then sets mamba_cache_mode "align" (models/config.py)
+PREFIX_CACHING_DEFAULT_SINCE = (0, 26)
+MAMBA2_CHECKPOINT_SINCE = (0, 32)  # vLLM 0.32 MambaMixer2.get_kv_cache_spec: num_prefill_checkpoint_blocks=1
+GDN_CHECKPOINT_SINCE = (0, 33)  # vLLM 0.33 QwenGatedDeltaNetAttention: FlashInfer prefill exports checkpoints
+GDN_CHECKPOINT_ALIGNMENT = 64  # vLLM 0.33 FLASHINFER_GDN_CHECKPOINT_ALIGNMENT (v1/attention/backends/gdn_attn.py)
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM API server on >=70 GiB non-A100 GPUs (EngineArgs.get_batch_defaults)
 MAX_CONCURRENT_BATCHES = 2  # vLLM >=0.26 async scheduling, V1 runner, pp <= 1 (VllmConfig.max_concurrent_batches)
 V1_SINCE = (0, 8)  # vLLM 0.8.0 made the V1 engine the default (VLLM_USE_V1); V0 sized hybrids differently
@@ -234,13 +256,80 @@ def _indexer_bucket(spec: ModelSpec, state: IndexerKeys, indices: tuple[int, ...
     return Bucket("latent_attention", "indexer keys (fp8 + scales)", indices, size, text, 0)
 
 
-def _base_block(buckets: list[Bucket], options: EngineOptions) -> tuple[int, str]:
+def mla_backend(capability: int, k: CacheDType, version: str) -> tuple[str, int]:
+    """The MLA attention backend vLLM picks on a GPU of this compute capability (x10), and its block size."""
+    if version_tuple(version)[:2] < MLA_BACKEND_SINCE:
+        # older vLLM CudaPlatform.check_and_update_config: FlashMLA forces block size 64 (platforms/cuda.py)
+        return "FLASHMLA", FLASHMLA_BLOCK_SIZE
+    major = capability // 10
+    sixteen_bit = k.name in ("bf16", "fp16")
+    # vLLM 0.33 _get_backend_priorities + each backend's supports_compute_capability / supported_kv_cache_dtypes
+    if major == 9:
+        # Hopper: FLASH_ATTN_MLA first (16-bit caches only, MultipleOf(16)), then FlashMLA ([64], fp8 too)
+        return ("FLASH_ATTN_MLA", DEFAULT_BLOCK_SIZE) if sixteen_bit else ("FLASHMLA", FLASHMLA_BLOCK_SIZE)
+    if major == 10:
+        # Blackwell datacenter: FLASHINFER_MLA first ([32, 64]; the default 16 unsupported, so 32)
+        return "FLASHINFER_MLA", FLASHINFER_MLA_BLOCK_SIZE
+    # Ampere, Ada (8.x) and consumer Blackwell (12.x): TRITON_MLA, MultipleOf(16)
+    return "TRITON_MLA", DEFAULT_BLOCK_SIZE
+
+
+def _base_block(buckets: list[Bucket], options: EngineOptions, k: CacheDType, version: str) -> tuple[int, str, str]:
+    """(block size, why, MLA backend or "")."""
+    latent = any(b.kind == "latent_attention" for b in buckets)
+    backend = mla_backend(options.gpu_capability or DEFAULT_GPU_CAPABILITY, k, version) if latent else None
     if options.block_size:
-        return options.block_size, f"block size {options.block_size} tokens (--block-size)"
-    if any(b.kind == "latent_attention" for b in buckets):
-        # vLLM CudaPlatform.check_and_update_config: FlashMLA forces block size 64 (vllm/platforms/cuda.py)
-        return FLASHMLA_BLOCK_SIZE, f"block size {FLASHMLA_BLOCK_SIZE} tokens (FlashMLA on CUDA forces 64)"
-    return DEFAULT_BLOCK_SIZE, f"block size {DEFAULT_BLOCK_SIZE} tokens (CacheConfig.DEFAULT_BLOCK_SIZE)"
+        return (
+            options.block_size,
+            f"block size {options.block_size} tokens (--block-size)",
+            backend[0] if backend else "",
+        )
+    if backend is not None:
+        name, block = backend
+        sm = options.gpu_capability or DEFAULT_GPU_CAPABILITY
+        return block, f"block size {block} tokens (MLA backend {name} on compute capability {sm / 10:.1f})", name
+    return DEFAULT_BLOCK_SIZE, f"block size {DEFAULT_BLOCK_SIZE} tokens (CacheConfig.DEFAULT_BLOCK_SIZE)", ""
+
+
+def default_prefix_caching(spec: ModelSpec, version: str) -> bool:
+    """vLLM's --enable-prefix-caching default for this model."""
+    kinds = {state.kind for _, state in spec.primitives()}
+    if version_tuple(version)[:2] < PREFIX_CACHING_DEFAULT_SINCE:
+        # older releases are sized here as before: hybrids without prefix caching (mode "none")
+        return "recurrent" not in kinds
+    # vLLM ModelConfig.is_prefix_caching_supported: attention-free and encoder-decoder models off (config/model.py)
+    attention = kinds & {"full_attention", "latent_attention", "sliding_window", "chunked_local", "shared_kv"}
+    return bool(attention) and "cross_attention" not in kinds
+
+
+def _gdn_flashinfer(spec: ModelSpec, capability: int) -> bool:
+    """vLLM 0.33 _resolve_gdn_prefill_backend "auto": FlashInfer on Hopper, or Blackwell (10.x, 12.x) with
+    head_k_dim 128 and CUDA 13 (the wheels' runtime) (model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py)."""
+    major = capability // 10
+    heads = {s.head_k_dim for _, s in spec.primitives() if isinstance(s, Recurrent) and s.variant == "gated_delta_net"}
+    return major == 9 or (major in (10, 12) and heads == {128})
+
+
+def _state_pages(spec: ModelSpec, mode: MambaCacheMode, options: EngineOptions, version: str) -> tuple[int, int, str]:
+    """(pages one request holds per Mamba layer, prefill checkpoint alignment, why)."""
+    if mode == "none":
+        return 1, 1, "1 page per sequence (mamba_cache_mode none, prefix caching off)"
+    variants = {s.variant for _, s in spec.primitives() if isinstance(s, Recurrent)}
+    capability = options.gpu_capability or DEFAULT_GPU_CAPABILITY
+    at = version_tuple(version)[:2]
+    checkpoint, alignment, why = 0, 1, ""
+    if variants == {"mamba2"} and at >= MAMBA2_CHECKPOINT_SINCE:
+        # vLLM >= 0.32 MambaMixer2.get_kv_cache_spec: num_prefill_checkpoint_blocks=1, alignment 1
+        checkpoint, why = 1, " + 1 prefill checkpoint page (Mamba2, vLLM >= 0.32)"
+    elif variants == {"gated_delta_net"} and at >= GDN_CHECKPOINT_SINCE and _gdn_flashinfer(spec, capability):
+        # vLLM >= 0.33 QwenGatedDeltaNetAttention: FlashInfer prefill exports 64-aligned checkpoints
+        checkpoint, alignment = 1, GDN_CHECKPOINT_ALIGNMENT
+        why = (
+            f" + 1 prefill checkpoint page (Gated DeltaNet on FlashInfer, blocks aligned to {alignment}, vLLM >= 0.33)"
+        )
+    # vLLM MambaSpec.max_memory_usage_bytes, mode "align": page x (2 + speculative + checkpoint) (kv_cache_interface.py)
+    pages = 2 + checkpoint
+    return pages, alignment, f"{pages} pages per sequence (mamba_cache_mode align with prefix caching: 2{why})"
 
 
 def _plan(
@@ -253,19 +342,52 @@ def _plan(
     buckets, shared = _buckets(spec, k, tp, options, warnings)
     if not buckets:
         raise EngineRefusalError(f"vllm: {spec.name} has no layer with a KV cache or recurrent state")
-    base, block_note = _base_block(buckets, options)
-    block, padded = align_mamba(buckets, base, notes)
+    prefix = default_prefix_caching(spec, version) if options.prefix_caching is None else options.prefix_caching
+    has_state = any(b.kind == "recurrent" for b in buckets)
+    # vLLM MambaModelConfig.verify_and_update_config: prefix caching on -> "align", off -> "none" (models/config.py)
+    mode: MambaCacheMode = "align" if prefix and has_state else "none"
+    pages, alignment, pages_note = _state_pages(spec, mode, options, version)
+    base, block_note, backend = _base_block(buckets, options, k, version)
+    block, padded = align_mamba(buckets, base, notes, alignment)
     if block != base:
         block_note = f"block size {block} tokens (raised from {base} so one attention page holds a Mamba state)"
-    buckets = [replace(b, block_size=block, page_padded=padded if b.kind == "recurrent" else 0) for b in buckets]
+    buckets = [
+        replace(
+            b,
+            block_size=block,
+            page_padded=padded if b.kind == "recurrent" else 0,
+            state_pages=pages if b.kind == "recurrent" else 1,
+        )
+        for b in buckets
+    ]
     if options.disable_hybrid_kv_cache_manager:
         buckets = disable_hybrid(buckets)
-    mode, grouped, page, per_block, pool_notes = group_buckets(buckets)
+    pool_mode, grouped, page, per_block, pool_notes = group_buckets(buckets)
     batched, in_flight, _text = _in_flight(options, version)
     has_attention = any(b.kind in ATTENTION for b in grouped)
-    result = VllmPool(version, mode, grouped, page, per_block, batched, in_flight, block if has_attention else None)
+    result = VllmPool(
+        version,
+        pool_mode,
+        grouped,
+        page,
+        per_block,
+        batched,
+        in_flight,
+        block if has_attention else None,
+        prefix,
+        mode,
+        backend,
+    )
     notes[:0] = [block_note] if has_attention else []
     notes.extend(pool_notes)
+    notes.append(
+        f"prefix caching {'on' if prefix else 'off'} ("
+        + ("set" if options.prefix_caching is not None else f"vLLM {version}'s default for this model")
+        + ("; --no-prefix-caching turns it off" if prefix else "")
+        + ")"
+    )
+    if has_state:
+        notes.append(f"Mamba state: {pages_note}")
     return result, shared, notes, warnings
 
 
@@ -305,12 +427,19 @@ def _slots(b: Bucket, r: int, r_text: str) -> Slots:
 def _group(b: Bucket, r: int, r_text: str) -> Group:
     alloc = b.alloc_layers if b.alloc_layers != b.layers else 0
     if b.kind == "recurrent":
+        pages = b.state_pages
         text = (
             b.state_formula
             + (f"; page padded to {b.page_padded:,} B (the attention page)" if b.page_padded else "")
-            + "; 1 page per sequence (mamba_cache_mode none)"
+            + (
+                f"; {pages} pages per sequence (mamba_cache_mode align, prefix caching on)"
+                if pages > 1
+                else "; 1 page per sequence (mamba_cache_mode none)"
+            )
         )
-        return Group("recurrent", b.label, b.layers, 0, "", NO_SLOTS, False, b.page_bytes, text, alloc, b.layer_indices)
+        return Group(
+            "recurrent", b.label, b.layers, 0, "", NO_SLOTS, False, b.page_bytes * pages, text, alloc, b.layer_indices
+        )
     if b.kind == "cross_attention":
         tokens = b.blocks(0, r) * b.block_size
         text = (
@@ -380,11 +509,6 @@ def layout(
         notes.append(
             "vLLM releases where VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to 0 turn the "
             "hybrid manager off for chunked attention: model that with disable_hybrid_kv_cache_manager"
-        )
-    if "recurrent" in kinds:
-        notes.append(
-            "Mamba state: 1 page per sequence (mamba_cache_mode none, prefix caching off); with prefix "
-            "caching on (mode align) vLLM reserves 2 pages per sequence"
         )
     if "cross_attention" in kinds:
         notes.append("cross attention: image_tokens plays max_num_encoder_input_tokens")

@@ -18,6 +18,7 @@ Three pool shapes, as in vLLM:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from math import lcm
 from typing import Literal
 
 from kvbudget.engines import version_tuple
@@ -25,8 +26,11 @@ from kvbudget.engines.base import cdiv
 from kvbudget.errors import EngineRefusalError
 
 PoolMode = Literal["uniform", "uniform_type", "hybrid"]
+MambaCacheMode = Literal["none", "align"]
 KERNEL_BLOCK_ALIGNMENT = 16  # vLLM FlashAttention/Triton kernel block sizes: multiples of 16 (attention backends)
 ATTENTION = ("full_attention", "latent_attention", "sliding_window", "chunked_local", "cross_attention")
+ONE_LINE_LOG_SINCE = (0, 28)  # vLLM 0.28 update_kv_cache_capacity: one "KV cache size ..., Maximum concurrency" line
+NULL_BLOCK_CHECK_SINCE = (0, 29)  # vLLM 0.29 get_kv_cache_configs: the admission check reserves the null block
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,7 @@ class Bucket:
     fixed_tokens: int = 0  # cross-attention: encoder (image) tokens per request
     kv_groups: int = 1  # KV-cache groups this bucket is cut into (hybrid pools)
     alloc_layers: int = 0  # layers allocated, padding included (hybrid pools)
+    state_pages: int = 1  # recurrent: pages one request holds (mamba_cache_mode none: 1; align: 2 + checkpoint)
 
     @property
     def layers(self) -> int:
@@ -100,8 +105,9 @@ class Bucket:
         if self.kind == "cross_attention":
             # vLLM CrossAttentionSpec: cdiv(max_num_encoder_input_tokens, B) (kv_cache_interface.py)
             return cdiv(self.fixed_tokens, b)
-        # vLLM MambaSpec, mamba_cache_mode "none": one page per request (kv_cache_interface.py)
-        return 1
+        # vLLM MambaSpec.max_memory_usage_bytes: mode "none" 1 page, "align" 2 + checkpoint pages
+        # (kv_cache_interface.py); state_pages carries the count the engine module decided
+        return self.state_pages
 
 
 @dataclass(frozen=True)
@@ -116,6 +122,9 @@ class VllmPool:
     max_num_batched_tokens: int
     in_flight_tokens: int  # what the sliding/chunked rule adds to the window for this version
     block_size: int | None
+    prefix_caching: bool = False  # --enable-prefix-caching as resolved (vLLM's default for the model, or set)
+    mamba_cache_mode: MambaCacheMode = "none"
+    attention_backend: str = ""  # the backend whose block-size rule was applied (MLA), in vLLM's name
 
     @property
     def block_bytes(self) -> int:
@@ -175,13 +184,71 @@ def kv_cache_size_tokens(pool: VllmPool, available_bytes: int, max_model_len: in
     return int(max_concurrency(pool, available_bytes, max_model_len) * max_model_len)
 
 
-def report_lines(pool: VllmPool, available_bytes: int, max_model_len: int) -> tuple[str, str]:
-    """The two startup log lines, formatted as vLLM formats them."""
+def report_lines(pool: VllmPool, available_bytes: int, max_model_len: int) -> tuple[str, ...]:
+    """The startup capacity log line(s), formatted as vLLM formats them: one line from 0.28, two before."""
     tokens = kv_cache_size_tokens(pool, available_bytes, max_model_len)
     concurrency = max_concurrency(pool, available_bytes, max_model_len)
-    return (
-        f"GPU KV cache size: {tokens:,} tokens",
-        f"Maximum concurrency for {max_model_len:,} tokens per request: {concurrency:.2f}x",
+    size = f"GPU KV cache size: {tokens:,} tokens"
+    most = f"Maximum concurrency for {max_model_len:,} tokens per request: {concurrency:.2f}x"
+    if version_tuple(pool.version)[:2] >= ONE_LINE_LOG_SINCE:
+        # vLLM >= 0.28 update_kv_cache_capacity: "%s KV cache size: %s tokens, Maximum concurrency ..."
+        # (kv_cache_utils.py)
+        return (f"{size}, {most}",)
+    # vLLM <= 0.27 _report_kv_cache_config: two info lines (kv_cache_utils.py)
+    return (size, most)
+
+
+def needed_bytes(pool: VllmPool, max_model_len: int) -> int:
+    """Bytes one request of ``max_model_len`` tokens needs (``_max_memory_usage_bytes_from_groups``)."""
+    # vLLM 0.33 kv_cache_planning.py: bytes_per_block x sum over groups of cdiv(max_memory_usage, page)
+    return pool.block_bytes * pool.blocks_per_request(max_model_len)
+
+
+def admission_bytes(pool: VllmPool, available_bytes: int) -> int:
+    """The KV memory vLLM's admission check plans against: less the null block from 0.29."""
+    if version_tuple(pool.version)[:2] >= NULL_BLOCK_CHECK_SINCE:
+        # vLLM >= 0.29 get_kv_cache_configs: "Reserve the null block BlockPool permanently holds back"
+        # (kv_cache_planning.py; kv_cache_utils.py before 0.33)
+        return available_bytes - pool.block_bytes
+    return available_bytes
+
+
+def estimate_max_model_len(pool: VllmPool, available_bytes: int, max_model_len: int) -> int:
+    """vLLM's "estimated maximum model length": the longest request that fits (0 if not one token)."""
+    # vLLM _estimate_max_model_len_from_groups: binary search over [1, max_model_len] (kv_cache_planning.py)
+    memory = admission_bytes(pool, available_bytes)
+    if needed_bytes(pool, 1) > memory:
+        return 0
+    lo, hi = 1, max_model_len
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if needed_bytes(pool, mid) <= memory:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def check_admission(pool: VllmPool, available_bytes: int, max_model_len: int) -> None:
+    """Raise EngineRefusalError where vLLM refuses to start: one request of ``max_model_len`` must fit."""
+    memory = admission_bytes(pool, available_bytes)
+    if memory <= 0:
+        # vLLM _check_enough_kv_cache_memory: "No available memory for the cache blocks" (kv_cache_planning.py)
+        raise EngineRefusalError(
+            f"vllm {pool.version} refuses to start: No available memory for the cache blocks "
+            f"({available_bytes:,} B of KV memory, {pool.block_bytes:,} B per block"
+            + (", one held back as the null block)" if memory != available_bytes else ")")
+            + "; raise --gpu-memory-utilization"
+        )
+    needed = needed_bytes(pool, max_model_len)
+    if needed <= memory:
+        return
+    estimate = estimate_max_model_len(pool, available_bytes, max_model_len)
+    hint = f" Based on the available memory, the estimated maximum model length is {estimate}." if estimate else ""
+    raise EngineRefusalError(
+        f"vllm {pool.version} refuses to start: To serve at least one request with the model's max seq len "
+        f"({max_model_len}), {needed / 2**30:.2f} GiB KV cache is needed, which is larger than the available KV "
+        f"cache memory ({memory / 2**30:.2f} GiB).{hint}"
     )
 
 
@@ -243,17 +310,21 @@ def _uniform_page_groups(buckets: list[Bucket]) -> tuple[PoolMode, tuple[Bucket,
     return "hybrid", tuple(out), page, group_size, tuple(notes)
 
 
-def align_mamba(buckets: list[Bucket], block: int, notes: list[str]) -> tuple[int, int]:
-    """vLLM hybrid attention + Mamba: raise the block size, pad the Mamba page. Returns (block, padded page)."""
+def align_mamba(buckets: list[Bucket], block: int, notes: list[str], checkpoint_alignment: int = 1) -> tuple[int, int]:
+    """vLLM hybrid attention + Mamba: raise the block size, pad the Mamba page. Returns (block, padded page).
+
+    ``checkpoint_alignment``: in mamba_cache_mode "align", the prefill checkpoints' token alignment
+    (vLLM 0.33: 64 for Gated DeltaNet with FlashInfer's prefill kernel, else 1)."""
     attention = [b for b in buckets if b.kind in ATTENTION]
     states = [b for b in buckets if b.kind == "recurrent"]
     if not attention or not states:
         return block, 0
     # vLLM >=0.27 Platform._align_hybrid_block_size (older HybridAttentionMambaModelConfig.verify_and_update_config):
-    # attn_block = align * cdiv(mamba_page, align * attn_page_per_token), align = max(kernel alignment, block)
+    # attn_block = align * cdiv(mamba_page, align * attn_page_per_token), align = max(kernel alignment, block);
+    # vLLM 0.33 (platforms/interface.py): in mode "align", align = lcm(align, checkpoint alignment)
     per_token = attention[0].slot_bytes
     mamba_page = max(b.state_bytes for b in states)
-    align = max(KERNEL_BLOCK_ALIGNMENT, block)
+    align = lcm(max(KERNEL_BLOCK_ALIGNMENT, block), checkpoint_alignment)
     attn_block = align * cdiv(mamba_page, align * per_token)
     if block < attn_block:
         notes.append(

@@ -99,14 +99,22 @@ def _int(cfg: dict[str, object], key: str, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
 
 
+VLLM_BATCH_160GIB_SINCE = (0, 28)  # vLLM 0.28 EngineArgs.get_batch_defaults: a >= 160 GiB tier (16,384)
+
+
 def default_batched_tokens(engine: EngineRef, total_bytes: int, gpu_label: str, n_ubatch: int) -> tuple[int, str]:
     """Tokens of the engine's profiling / prefill batch when the user sets none, and why.
 
-    vLLM API server (EngineArgs.get_batch_defaults): 8,192 on GPUs with >= 70 GiB that are not A100,
-    else 2,048. SGLang: chunked_prefill_size by GPU memory (server_args.py). llama.cpp: -ub.
+    vLLM API server (EngineArgs.get_batch_defaults): 16,384 on GPUs with >= 160 GiB (0.28+), 8,192 on
+    GPUs with >= 70 GiB that are not A100 (nor GB10), else 2,048. SGLang: chunked_prefill_size by GPU
+    memory (server_args.py). llama.cpp: -ub.
     """
     if engine.name == "vllm":
-        big = total_bytes >= 70 * GiB and "a100" not in gpu_label.lower()
+        label = gpu_label.lower()
+        if total_bytes >= 160 * GiB and version_tuple(engine.version)[:2] >= VLLM_BATCH_160GIB_SINCE:
+            # vLLM >= 0.28 get_batch_defaults: "GPUs like B200/B300 with >= 160GB" (engine/arg_utils.py)
+            return 16384, "vLLM API-server default on >=160 GiB GPUs"
+        big = total_bytes >= 70 * GiB and "a100" not in label and "gb10" not in label
         return (
             (8192, "vLLM API-server default on >=70 GiB non-A100 GPUs")
             if big
@@ -129,6 +137,44 @@ NON_TORCH = (int(0.15 * GiB), int(0.4 * GiB))
 GRAPHS = (int(0.1 * GiB), int(0.9 * GiB))
 ACT_FACTOR = (1.0, 1.35)
 VLLM_GRAPHS_SINCE = (0, 21)  # vLLM gpu_worker subtracts the CUDA graph estimate from 0.21 (envs.py default on)
+
+
+# Compute capability (x10) by GPU name, for the vLLM attention backend a plan's GPU gets (engines/vllm.py):
+# the NVIDIA data sheets' figures for the GPUs of kvbudget's catalog.
+_CAPABILITY = (
+    ("gb10", 121),
+    ("spark", 121),
+    ("h100", 90),
+    ("h200", 90),
+    ("h800", 90),
+    ("h20", 90),
+    ("gb300", 103),
+    ("b300", 103),
+    ("gb200", 100),
+    ("b200", 100),
+    ("rtx 5090", 120),
+    ("rtx pro 6000", 120),
+    ("a100", 80),
+    ("a800", 80),
+    ("a10", 86),
+    ("rtx 3090", 86),
+    ("l40", 89),
+    ("l4", 89),
+    ("rtx 4090", 89),
+    ("rtx 6000 ada", 89),
+    ("t4", 75),
+)
+
+
+def compute_capability(gpu_label: str) -> int | None:
+    """The compute capability (x10) of a named NVIDIA GPU; None for other vendors or a bare --gpu-memory."""
+    label = gpu_label.lower()
+    if "nvidia" not in label:
+        return None
+    for fragment, capability in _CAPABILITY:
+        if fragment in label:
+            return capability
+    return None
 
 
 def heuristic_overhead(

@@ -30,7 +30,9 @@ def _vllm(plan: Plan) -> str:
         parts.append(f"--gpu-memory-utilization {plan.share.fraction}")
     parts.append(f"--kv-cache-dtype {_VLLM.get(i.k.name, 'auto')}")
     parts.append(f"--max-num-seqs {max(plan.sessions, 1)}")
-    if i.prefix:
+    if i.options.prefix_caching is False:
+        parts.append("--no-enable-prefix-caching")
+    elif i.prefix:
         parts.append("--enable-prefix-caching")
     if i.tp > 1:
         parts.append(f"--tensor-parallel-size {i.tp}")

@@ -8,15 +8,16 @@ engine's own start-up numbers reproduced from the same inputs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kvbudget.engines import EngineRef
 from kvbudget.engines.base import EngineOptions, cdiv
-from kvbudget.errors import InputError
+from kvbudget.errors import EngineRefusalError, InputError
 from kvbudget.model.spec import ModelSpec
 from kvbudget.plan.budget import (
     Overhead,
     Share,
+    compute_capability,
     default_batched_tokens,
     engine_share,
     heuristic_overhead,
@@ -146,7 +147,7 @@ def statement(spec: ModelSpec, context: int, sessions: int, advertised_sessions:
 
 
 def _engine_lines(
-    plan_in: PlanInputs, layout: StagedLayout, pool: int, sessions: int
+    plan_in: PlanInputs, layout: StagedLayout, pool: int, sessions: int, options: EngineOptions
 ) -> tuple[tuple[str, ...], int, str]:
     """The engine's own start-up numbers, and the token budget with its basis."""
     i = plan_in
@@ -155,7 +156,12 @@ def _engine_lines(
     if name == "vllm":
         from kvbudget.engines import vllm
 
-        vpool = vllm.pool(stage, i.k, i.v, i.tp, i.options, i.engine.version)
+        vpool = vllm.pool(stage, i.k, i.v, i.tp, options, i.engine.version)
+        try:
+            vllm.check_admission(vpool, pool, i.context)
+        except EngineRefusalError as refusal:
+            # vLLM stops before the capacity line: the refusal (and its estimated length) is what it prints
+            return (str(refusal),), 0, f"vLLM {i.engine.version} refuses to start (admission check)"
         tokens = vllm.kv_cache_size_tokens(vpool, pool, i.context)
         return (
             vllm.report_lines(vpool, pool, i.context),
@@ -206,10 +212,27 @@ def _check_parallel(i: PlanInputs) -> tuple[int, list[str]]:
     return replicas, warnings
 
 
+def _engine_options(i: PlanInputs, batched: int) -> EngineOptions:
+    """The settings the engine itself derives from the plan's GPU when the user sets none (vLLM: the
+    batch that sliding windows reserve, and the GPU generation that picks the attention backend)."""
+    if i.engine.name != "vllm":
+        return i.options
+    return replace(
+        i.options,
+        max_num_batched_tokens=i.options.max_num_batched_tokens or batched,
+        gpu_capability=i.options.gpu_capability or compute_capability(i.gpu_label),
+    )
+
+
 def make_plan(i: PlanInputs) -> Plan:
     """The whole plan for one deployment. Raises InputError when the weights do not fit."""
     replicas, warnings = _check_parallel(i)
-    layout = staged_layout(i.spec, i.engine, i.k, i.v, i.tp, i.pp, i.options)
+    if i.options.max_num_batched_tokens:
+        batched, batched_basis = i.options.max_num_batched_tokens, "as set"
+    else:
+        batched, batched_basis = default_batched_tokens(i.engine, i.gpu_memory_bytes, i.gpu_label, i.options.n_ubatch)
+    options = _engine_options(i, batched)
+    layout = staged_layout(i.spec, i.engine, i.k, i.v, i.tp, i.pp, options)
     warnings += list(dict.fromkeys(w for stage in layout.stages for w in stage.warnings))
     share = engine_share(i.engine, i.gpu_memory_bytes, utilization=i.utilization, tp=i.tp, pp=i.pp)
     if i.utilization is not None and share.fraction is None:
@@ -218,10 +241,6 @@ def make_plan(i: PlanInputs) -> Plan:
             "(vLLM gpu_memory_utilization and SGLang mem_fraction_static do)"
         )
     weights_per_gpu = cdiv(i.weights.bytes, i.tp * i.pp)
-    if i.options.max_num_batched_tokens:
-        batched, batched_basis = i.options.max_num_batched_tokens, "as set"
-    else:
-        batched, batched_basis = default_batched_tokens(i.engine, i.gpu_memory_bytes, i.gpu_label, i.options.n_ubatch)
     overhead = (
         measured_overhead(i.overhead, i.overhead_basis)
         if i.overhead is not None
@@ -241,7 +260,11 @@ def make_plan(i: PlanInputs) -> Plan:
         warnings.append(f"llama.cpp serves at most {LLAMACPP_MAX_SEQ} slots (LLAMA_MAX_SEQ); memory would allow more")
     advertised = sessions_at(layout, pool, window) if window and window > i.context else None
     max_ctx = max_context_for(layout, pool, i.sessions, window) if i.sessions else None
-    lines, budget, basis = _engine_lines(i, layout, pool, sessions)
+    lines, budget, basis = _engine_lines(i, layout, pool, sessions, options)
+    if i.engine.name == "vllm" and budget == 0 and sessions:
+        # vLLM's admission check holds back the null block: it refuses where the bytes alone fit one session
+        warnings.append(lines[0])
+        sessions = 0
     sharing = prefix_sharing(layout, i.engine, pool, i.context, i.prefix) if i.prefix else None
     return Plan(
         inputs=i,
