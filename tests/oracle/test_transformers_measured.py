@@ -245,3 +245,21 @@ def test_skeleton_for_head_dim_from_hidden_families() -> None:
     # MllamaTextSelfAttention: head_dim = hidden // heads, so heads = kv heads and hidden = 8 x 128.
     assert (cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["hidden_size"]) == (8, 8, 1_024)
     assert cfg["cross_attention_layers"] == [3, 8, 13, 18, 23, 28, 33, 38]
+
+
+@pytest.mark.parametrize(
+    ("model", "tokens", "expected"),
+    [
+        # (catalog model, prompt tokens, real bytes at tokens + 1): `kvbudget measure` on the newest
+        # architectures, the indexer keys tallied apart from the latent, LFM2's conv width kept.
+        ("deepseek-v3.2", 32, 2_834_304),
+        ("glm-5", 32, 3_624_192),
+        ("lfm2-350m", 32, 466_944),
+    ],
+)
+def test_measure_command_on_indexer_and_short_conv_models(model: str, tokens: int, expected: int) -> None:
+    from kvbudget.model.sources import resolve
+
+    result = measure(resolve(model), tokens=tokens)
+    assert all(g.match for g in result.groups) and result.unclassified_bytes == 0
+    assert result.predicted_bytes == sum(g.measured_bytes for g in result.groups) == expected

@@ -165,39 +165,45 @@ def _run(model: Any, tokens: int, torch: Any, device: str) -> Any:
         return _cache_of(model(input_ids=step, use_cache=True, **{cache_kw: cache}))
 
 
-def _layer_tensors(layer: Any) -> tuple[list[Any], list[Any]]:
-    """(K/V tensors, conv + recurrent state tensors) of one cache layer, whatever its class."""
-    kv = [getattr(layer, name, None) for name in ("keys", "values")]
-    state: list[Any] = []
+def _layer_tensors(layer: Any) -> dict[str, list[Any]]:
+    """A cache layer's tensors by what holds them, whatever its class: "kv" (keys, values), "indexer"
+    (the sparse-attention indexer's keys, DynamicIndexedLayer) and "recurrent" (conv + recurrent state)."""
+    out: dict[str, list[Any]] = {"kv": [], "indexer": [], "recurrent": []}
+    for name in ("keys", "values"):
+        tensor = getattr(layer, name, None)
+        if tensor is not None:
+            out["kv"].append(tensor)
+    tensor = getattr(layer, "indexer_keys", None)
+    if tensor is not None:
+        out["indexer"].append(tensor)
     for name in ("conv_states", "recurrent_states"):
         held = getattr(layer, name, None)
         if isinstance(held, dict):
-            state.extend(held.values())
-    return [t for t in kv if t is not None], [t for t in state if t is not None]
+            out["recurrent"].extend(t for t in held.values() if t is not None)
+    return out
 
 
-def _owners(layout: Layout) -> tuple[dict[int, int], dict[int, int]]:
-    """Layer index -> position of its attention-like group, and of its recurrent group, in the layout."""
-    kv: dict[int, int] = {}
-    state: dict[int, int] = {}
+def _owners(layout: Layout) -> dict[str, dict[int, int]]:
+    """For each holder ("kv", "indexer", "recurrent"): layer index -> position of its group in the layout."""
+    owners: dict[str, dict[int, int]] = {"kv": {}, "indexer": {}, "recurrent": {}}
     for pos, group in enumerate(layout.groups):
-        target = state if group.kind == "recurrent" else kv
+        target = owners[group.kind] if group.kind in ("indexer", "recurrent") else owners["kv"]
         for index in group.layer_indices:
             target[index] = pos
-    return kv, state
+    return owners
 
 
 def _tally(cache: Any, layout: Layout) -> tuple[list[int], int, list[int]]:
     """Measured bytes per layout group, unclassified bytes, and bytes per cache layer."""
-    kv_owner, state_owner = _owners(layout)
+    owners = _owners(layout)
     per_group = [0] * len(layout.groups)
     per_layer: list[int] = []
     unclassified = 0
     seen: set[int] = set()
     for index, layer in enumerate(cache.layers):
         layer_total = 0
-        kv, state = _layer_tensors(layer)
-        for tensors, owner in ((kv, kv_owner), (state, state_owner)):
+        for holder, tensors in _layer_tensors(layer).items():
+            owner = owners[holder]
             for tensor in tensors:
                 storage = tensor.untyped_storage()
                 size = int(storage.nbytes())

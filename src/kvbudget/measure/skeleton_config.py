@@ -46,7 +46,10 @@ _DROP = (
     "attn_implementation",
 )
 _EXPERT_COUNTS = ("num_local_experts", "n_routed_experts", "num_experts")
-_EXPERT_TOP_K = ("num_experts_per_tok", "experts_per_token", "moe_topk")
+_EXPERT_TOP_K = ("num_experts_per_tok", "experts_per_token", "moe_topk", "top_k_experts", "num_experts_per_token")
+# Families whose recurrent state width is the hidden size itself (LFM2's short convolution holds
+# hidden_size x L_cache, transformers 5.24 modeling_lfm2.py): the hidden size is kept, not shrunk.
+_KEEP_HIDDEN = ("lfm2",)
 _SMALL_MLP = (
     "intermediate_size",
     "moe_intermediate_size",
@@ -129,7 +132,7 @@ def skeleton_config(spec: ModelSpec, tokens: int) -> dict[str, Any]:
         cfg["num_attention_heads"] = kv_heads
         cfg["hidden_size"] = kv_heads * head_dim
         cfg.pop("head_dim", None)
-    else:
+    elif model_type not in _KEEP_HIDDEN:
         cfg["hidden_size"] = _hidden_size(cfg, heads, inner)
     hidden = int(cfg["hidden_size"])
     if inner is not None and expand_key is not None:

@@ -8,7 +8,8 @@
 * now: ``llama_context: n_seq_max / n_ctx / n_ctx_seq / n_batch / n_ubatch / flash_attn / kv_unified``,
   ``llama_kv_cache: size = X MiB ( C cells, L layers, s/S seqs), K (...)...`` (C per stream),
   ``llama_kv_cache_iswa: creating [non-]SWA KV cache, size = C cells`` and ``llama_memory_recurrent:
-  size = X MiB ( N cells, L layers, S seqs), R (f32): ..., S (f32): ...``. The total is the sum of
+  size = X MiB ( N cells, L layers, S seqs), R (f32): ..., S (f32): ...`` (2026 builds add
+  ``T rs_seq`` and the rollback snapshots ``P (f32): ...``). The total is the sum of
   every ``size =`` line (src/llama-kv-cache.cpp, src/llama-memory-recurrent.cpp format strings).
   llama-server prints them only with ``-lv 4``.
 * weights: ``load_tensors: <buffer> model buffer size = X MiB`` (older ``llm_load_tensors: <buffer>
@@ -40,7 +41,7 @@ DETECT = (
 )
 OLLAMA_DETECT = ("source=server.go", "source=sched.go", "ollama", "OLLAMA_")
 MIB = r"(\d+(?:\.\d+)?) MiB"
-PARTS = re.compile(r"(?P<name>[KVRS] \((?P<type>\w+)\)):\s*(?P<num>\d+(?:\.\d+)?) MiB")
+PARTS = re.compile(r"(?P<name>[KVRSP] \((?P<type>\w+)\)):\s*(?P<num>\d+(?:\.\d+)?) MiB")
 
 
 def _mib(text: str, line: int) -> Figure:
@@ -226,7 +227,7 @@ RULES: tuple[Rule, ...] = (
     rule(
         "llama_memory_recurrent",
         r"(?P<who>llama_memory_recurrent): size = +(?P<size>\d+(?:\.\d+)?) MiB \( *"
-        r"(?P<cells>\d+) cells, +(?P<layers>\d+) layers, +(?P<seqs>\d+) seqs\)(?P<rest>.*)",
+        r"(?P<cells>\d+) cells, +(?P<layers>\d+) layers, +(?P<seqs>\d+) seqs(?: +\d+ rs_seq)?\)(?P<rest>.*)",
         _cache("recurrent"),
     ),
     rule("KV self size", r"KV self size += +(?P<size>\d+(?:\.\d+)?) MiB(?P<rest>.*)", _kv_self),
