@@ -30,6 +30,9 @@ class StepRecord:
     block_hashes: tuple[int, ...] = ()
     block_size: int | None = None
     source: str = ""
+    # The reader knows no later step of this session follows in its stream (a plain Mooncake row, a
+    # WEKA session's last request, a buffered session's last step): consumers may drop its state.
+    final: bool = False
 
     def to_json(self) -> dict[str, object]:
         """The kvbudget JSONL per-step format (docs/traces.md), also the `trace convert` export."""

@@ -18,19 +18,25 @@ Definitions (tokens unless said otherwise):
   that prefix); over steps that have hashes and whose previous step has them too;
 * **percentiles** are nearest-rank: the p-th percentile of n sorted values is the value at rank
   ceil(p/100 x n), so every percentile is a value that occurred (a p99 session length is a real
-  session's length).
+  session's length). That holds exactly up to ``EXACT_LIMIT`` (262,144) values of a statistic; past
+  it the statistic's percentiles come from a log histogram and are within ``RELATIVE_ERROR`` (0.5%)
+  of the exact value (whole numbers stay whole; count, min, max and mean stay exact), and
+  ``percentile_relative_error`` in the JSON says so.
 
-Memory: per-session state (a few numbers and the previous step's hashes) for every session seen,
-plus one 8-byte value per step for each exact per-step distribution (context, growth, new tokens,
-output, pause, reuse) kept in typed arrays: exact percentiles need the values.
+Memory is bounded: at most ``EXACT_LIMIT`` buffered values per statistic (2 MiB each) plus the
+histograms' buckets, and per-session state (a few numbers and the previous step's hashes) only for
+sessions still open: a record marked ``final`` by its reader (a plain Mooncake row, a WEKA session's
+last request, the last step of a buffered session) closes its session and drops its state.
 """
 
 from __future__ import annotations
 
 import math
 from array import array
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from kvbudget.workload.record import StepRecord
 
@@ -107,6 +113,7 @@ class TraceStats:
     prefix_reuse_blocks_share: float | None
     cached_share: float | None
     sources: tuple[str, ...] = field(default=())
+    exact: bool = True  # every percentile nearest-rank exact; False: some from a log histogram
 
     def to_json(self) -> dict[str, object]:
         """The ``trace stats --json`` contract (schema_version 1; fields may be added)."""
@@ -130,6 +137,7 @@ class TraceStats:
             "prefix_reuse_blocks_share": _round(self.prefix_reuse_blocks_share),
             "cached_share": _round(self.cached_share),
             "percentiles": "nearest-rank",
+            "percentile_relative_error": 0 if self.exact else RELATIVE_ERROR,
             "sources": list(self.sources),
         }
 
@@ -151,6 +159,99 @@ class _Session:
         self.hashes: tuple[int, ...] = ()
 
 
+EXACT_LIMIT = 1 << 18  # values per statistic kept exactly (2 MiB each); past it, a log histogram
+RELATIVE_ERROR = 0.005  # of a percentile from the log histogram, against the exact nearest-rank value
+_GAMMA = (1 + RELATIVE_ERROR) / (1 - RELATIVE_ERROR)
+_LOG_GAMMA = math.log(_GAMMA)
+_TINY = 1e-9  # magnitudes below this share the smallest bucket (pauses are rounded to 1e-6 s)
+_CHECK_EVERY = 4096  # steps between checks of the exact buffers' length
+
+
+class Quantiles:
+    """The values of one statistic in bounded memory: exact up to ``limit`` values, then a histogram.
+
+    Values are appended to ``values`` (a typed array, the hot loop's ``append``); ``settle()`` moves
+    them into a log histogram once there are more than ``limit`` of them (a DDSketch-style sketch:
+    bucket i holds magnitudes in (gamma^(i-1), gamma^i], gamma = (1+a)/(1-a), negative values
+    mirrored, zero apart). A percentile from the histogram is the bucket's centre 2 gamma^i / (gamma+1),
+    within a relative error ``a`` = RELATIVE_ERROR of the exact nearest-rank value (rounded to a whole
+    number for integer statistics, clamped to the exact min and max). Count, min, max and mean stay
+    exact (the mean of float statistics to float rounding). Memory: ``limit`` values plus one counter
+    per occupied bucket (at most about 2 x 7,000 over magnitudes 1e-9 to 2^40).
+    """
+
+    __slots__ = ("buckets", "count", "hi", "integer", "limit", "lo", "total", "values")
+
+    def __init__(self, typecode: str, limit: int = EXACT_LIMIT) -> None:
+        self.integer = typecode == "q"
+        self.values: array[Any] = array(typecode)
+        self.limit = limit
+        self.buckets: dict[tuple[int, int], int] | None = None  # (sign, i): count
+        self.count = 0
+        self.total: float | int = 0
+        self.lo: float | None = None
+        self.hi: float | None = None
+
+    def settle(self) -> None:
+        """Fold the buffered values into the histogram when past the exact limit."""
+        if self.buckets is None and len(self.values) <= self.limit:
+            return
+        self._fold()
+
+    def _fold(self) -> None:
+        values = self.values
+        if not values:
+            return
+        if self.buckets is None:
+            self.buckets = {}
+        buckets = self.buckets
+        self.count += len(values)
+        self.total += sum(values) if self.integer else math.fsum(values)
+        lo, hi = min(values), max(values)
+        self.lo = lo if self.lo is None else min(self.lo, lo)
+        self.hi = hi if self.hi is None else max(self.hi, hi)
+        log_gamma = _LOG_GAMMA
+        for value, n in Counter(values).items():  # counting equal values first: token counts repeat
+            if value > 0:
+                key = (1, math.ceil(math.log(max(value, _TINY)) / log_gamma))
+            elif value < 0:
+                key = (-1, math.ceil(math.log(max(-value, _TINY)) / log_gamma))
+            else:
+                key = (0, 0)
+            buckets[key] = buckets.get(key, 0) + n
+        del values[:]
+
+    @property
+    def exact(self) -> bool:
+        return self.buckets is None
+
+    def distribution(self) -> Distribution:
+        if self.buckets is None:
+            return Distribution.of(self.values)
+        self._fold()
+        assert self.lo is not None and self.hi is not None
+        lo, hi = self.lo, self.hi
+        ordered = sorted(self.buckets.items(), key=lambda item: _centre(item[0]))
+        count = self.count
+
+        def at(p: float) -> float:
+            rank = max(1, math.ceil(p / 100 * count))
+            seen = 0
+            for key, n in ordered:
+                seen += n
+                if seen >= rank:
+                    value = min(max(_centre(key), lo), hi)
+                    return float(round(value)) if self.integer else value
+            return hi
+
+        return Distribution(count=count, p50=at(50), p90=at(90), p99=at(99), max=hi, min=lo, mean=self.total / count)
+
+
+def _centre(key: tuple[int, int]) -> float:
+    sign, i = key
+    return sign * 2 * _GAMMA**i / (_GAMMA + 1)
+
+
 def _common_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> int:
     n = min(len(a), len(b))
     if a[:n] == b[:n]:
@@ -165,69 +266,114 @@ def _common_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> int:
     return lo
 
 
-def trace_stats(records: Iterable[StepRecord], bad_rows: int) -> TraceStats:
-    """Statistics of a stream of records (a session's steps in order, sessions interleaved freely)."""
-    sessions: dict[str, _Session] = {}
-    contexts, growth, new, outputs = array("q"), array("q"), array("q"), array("q")
-    pauses, reuse = array("d"), array("d")
+def trace_stats(records: Iterable[StepRecord], bad_rows: int, *, exact_limit: int = EXACT_LIMIT) -> TraceStats:
+    """Statistics of a stream of records (a session's steps in order, sessions interleaved freely).
+
+    A record with ``final`` set closes its session: its figures join the per-session statistics and
+    its state is dropped, so memory follows the sessions still open, not the sessions seen."""
+    open_sessions: dict[str, _Session] = {}
+    contexts, growth, new, outputs = (Quantiles("q", exact_limit) for _ in range(4))
+    pauses, reuse = Quantiles("d", exact_limit), Quantiles("d", exact_limit)
+    lengths, ends, peaks = (Quantiles("q", exact_limit) for _ in range(3))
+    every = (contexts, growth, new, outputs, pauses, reuse, lengths, ends, peaks)
+    add_context, add_growth, add_new = contexts.values.append, growth.values.append, new.values.append
+    add_output, add_pause, add_reuse = outputs.values.append, pauses.values.append, reuse.values.append
+    add_length, add_end, add_peak = lengths.values.append, ends.values.append, peaks.values.append
     paused = spanned = 0.0
     reused_blocks = total_blocks = 0
     cached = cached_prompt = 0
     compacting = steps = 0
+    top_sessions = subagents = 0
     sources: dict[str, None] = {}
+    last_source = ""
     for r in records:
         steps += 1
-        if r.source:
-            sources.setdefault(r.source, None)
-        s = sessions.get(r.session)
-        if s is None:
-            s = sessions[r.session] = _Session(top=r.parent is None)
+        if not steps % _CHECK_EVERY:
+            for q in every:
+                q.settle()
+        if r.source is not last_source:
+            last_source = r.source
+            if last_source:
+                sources.setdefault(last_source, None)
         context = r.prompt_tokens + r.output_tokens
-        contexts.append(context)
-        outputs.append(r.output_tokens)
-        if s.steps:
-            delta = context - s.end
-            growth.append(delta)
-            compacting += delta < 0
-            if r.new_tokens is not None:
-                new.append(r.new_tokens)
-            if s.pause is not None:
-                paused += s.pause
-                spanned += max(r.start_s - s.last_start, s.pause)
-            if r.block_hashes and s.hashes:
-                shared = _common_prefix(r.block_hashes, s.hashes)
-                reuse.append(shared / len(r.block_hashes))
-                reused_blocks += shared
-                total_blocks += len(r.block_hashes)
+        add_context(context)
+        add_output(r.output_tokens)
         if r.pause_s is not None:
-            pauses.append(r.pause_s)
+            add_pause(r.pause_s)
         if r.cached_tokens is not None:
             cached += r.cached_tokens
             cached_prompt += r.prompt_tokens
+        s = open_sessions.get(r.session)
+        if s is None:
+            if r.final:  # a one-step session (a plain Mooncake row): nothing to keep
+                if r.parent is None:
+                    top_sessions += 1
+                else:
+                    subagents += 1
+                add_length(1)
+                add_end(context)
+                add_peak(context)
+                continue
+            s = open_sessions[r.session] = _Session(top=r.parent is None)
+        elif s.steps:
+            delta = context - s.end
+            add_growth(delta)
+            compacting += delta < 0
+            if r.new_tokens is not None:
+                add_new(r.new_tokens)
+            if s.pause is not None:
+                paused += s.pause
+                spanned += max(r.start_s - s.last_start, s.pause)
+            blocks = r.block_hashes
+            if blocks and s.hashes:
+                shared = _common_prefix(blocks, s.hashes)
+                add_reuse(shared / len(blocks))
+                reused_blocks += shared
+                total_blocks += len(blocks)
         s.steps += 1
         s.end = context
         s.peak = max(s.peak, context)
+        if r.final:
+            del open_sessions[r.session]
+            if s.top:
+                top_sessions += 1
+            else:
+                subagents += 1
+            add_length(s.steps)
+            add_end(s.end)
+            add_peak(s.peak)
+            continue
         s.last_start = r.start_s
         s.pause = r.pause_s
         s.hashes = r.block_hashes
-    every = sessions.values()
+    for s in open_sessions.values():
+        if s.top:
+            top_sessions += 1
+        else:
+            subagents += 1
+        add_length(s.steps)
+        add_end(s.end)
+        add_peak(s.peak)
+    for q in every:
+        q.settle()
     return TraceStats(
-        sessions=sum(1 for s in every if s.top),
-        subagents=sum(1 for s in every if not s.top),
+        sessions=top_sessions,
+        subagents=subagents,
         steps=steps,
         bad_rows=bad_rows,
-        steps_per_session=Distribution.of(s.steps for s in every),
-        context_tokens=Distribution.of(contexts),
-        session_end_tokens=Distribution.of(s.end for s in every),
-        session_peak_tokens=Distribution.of(s.peak for s in every),
-        growth_tokens_per_step=Distribution.of(growth),
+        steps_per_session=lengths.distribution(),
+        context_tokens=contexts.distribution(),
+        session_end_tokens=ends.distribution(),
+        session_peak_tokens=peaks.distribution(),
+        growth_tokens_per_step=growth.distribution(),
         compacting_steps=compacting,
-        new_tokens_per_step=Distribution.of(new),
-        output_tokens_per_step=Distribution.of(outputs),
-        pause_seconds=Distribution.of(pauses),
+        new_tokens_per_step=new.distribution(),
+        output_tokens_per_step=outputs.distribution(),
+        pause_seconds=pauses.distribution(),
         paused_share=paused / spanned if spanned > 0 else None,
-        prefix_reuse=Distribution.of(reuse),
+        prefix_reuse=reuse.distribution(),
         prefix_reuse_blocks_share=reused_blocks / total_blocks if total_blocks else None,
         cached_share=cached / cached_prompt if cached_prompt else None,
         sources=tuple(sources),
+        exact=all(q.exact for q in every),
     )

@@ -139,16 +139,20 @@ def read_records(
         if span_files or len(plan) == 1
         else [path.name if names.count(path.name) == 1 else str(path) for path, _ in plan]
     )
-    return _stream(plan, sink, labels)
+    return _stream(plan, sink, labels, keep_final=not span_files or len(plan) == 1)
 
 
 def _stream(
-    plan: list[tuple[Path, Reader]], sink: Callable[[BadRow], None], labels: list[str] | None
+    plan: list[tuple[Path, Reader]], sink: Callable[[BadRow], None], labels: list[str] | None, keep_final: bool
 ) -> Iterator[StepRecord]:
     for index, (path, read) in enumerate(plan):
         try:
             if labels is None:
-                yield from read(path, sink)
+                if keep_final:
+                    yield from read(path, sink)
+                else:  # parts of one trace: a session's last step in one file may continue in the next
+                    for record in read(path, sink):
+                        yield replace(record, final=False) if record.final else record
                 continue
             label = labels[index]
             for record in read(path, sink):

@@ -234,10 +234,14 @@ def hashes(row: Mapping[str, object], key: str = "hash_ids") -> tuple[int, ...]:
         return ()
     if not isinstance(value, list):
         raise RowError(f"{key!r} must be a list of integers, got {type(value).__name__}")
-    for item in value:
-        if isinstance(item, bool) or not isinstance(item, int):
-            raise RowError(f"{key!r} must hold integers, got {item!r}")
+    if not _INT_ONLY.issuperset(map(type, value)):  # one C-level pass; bool and float are other types
+        for item in value:
+            if type(item) is not int:
+                raise RowError(f"{key!r} must hold integers, got {item!r}")
     return tuple(value)
+
+
+_INT_ONLY = frozenset((int,))
 
 
 def parse_time(value: object, key: str) -> float:
@@ -294,7 +298,7 @@ class PauseBuffer:
         return replace(previous.record, pause_s=pause_of_previous)
 
     def flush(self) -> Iterator[StepRecord]:
-        """The last step of every session: nothing follows it, so its pause stays None."""
+        """The last step of every session: nothing follows it, so its pause stays None (and it is final)."""
         for pending in self._open.values():
-            yield pending.record
+            yield replace(pending.record, final=True)
         self._open.clear()

@@ -76,6 +76,7 @@ def _request(row: dict[str, object], session: str, source: str) -> StepRecord:
         block_hashes=blocks,
         block_size=BLOCK if blocks else None,
         source=source,
+        final=True,  # its own one-step session: nothing follows it
     )
 
 

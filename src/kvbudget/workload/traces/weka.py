@@ -115,7 +115,7 @@ class _Reader:
             if following is not None:
                 pause = round(max(0.0, following.t - step.t - (step.api_time or 0.0)), 6)
             new = step.prompt if k == 0 else step.prompt - steps[k - 1].prompt - steps[k - 1].output
-            blocks = step.hashes if self.salt is None else tuple(self.salt ^ h for h in step.hashes)
+            blocks = step.hashes if self.salt is None else tuple(map(self.salt.__xor__, step.hashes))
             yield StepRecord(
                 session=session,
                 step=k,
@@ -128,6 +128,7 @@ class _Reader:
                 block_hashes=blocks,
                 block_size=self.block_size if blocks else None,
                 source=self.source,
+                final=following is None,
             )
 
 
