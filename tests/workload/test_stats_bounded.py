@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import random
 from array import array
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvbudget.workload.record import StepRecord
+from kvbudget.workload.record import BadRow, StepRecord
 from kvbudget.workload.stats import EXACT_LIMIT, RELATIVE_ERROR, Distribution, Quantiles, trace_stats
 from kvbudget.workload.traces._common import RowError, hashes
 
@@ -125,3 +126,31 @@ def test_block_hashes_must_be_integers(bad: list[object]) -> None:
 
 def test_block_hashes_of_integers() -> None:
     assert hashes({"hash_ids": [0, 1, 2**70]}) == (0, 1, 2**70) and hashes({}) == () and hashes({"hash_ids": []}) == ()
+
+
+def test_plain_mooncake_rows_fast_and_checked_paths_agree(tmp_path: Path) -> None:
+    from kvbudget.workload.traces import read_records
+
+    rows = [
+        '{"timestamp": 5, "input_length": 700, "output_length": 3, "hash_ids": [0, 1]}',
+        "",
+        '{"timestamp": 6.5, "input_length": 700.0, "output_length": 3, "hash_ids": [0, 1]}',  # checked path
+        '{"timestamp": 7, "input_length": 10, "output_length": 1}',
+        '{"timestamp": 8, "input_length": 10, "output_length": 1, "hash_ids": [0, true]}',
+        '{"timestamp": -1, "input_length": 10, "output_length": 1}',
+        '{"timestamp": 9, "input_length": -4, "output_length": 1}',
+    ]
+    path = tmp_path / "m.jsonl"
+    path.write_text("\n".join(rows) + "\n")
+    bad: list[BadRow] = []
+    got = list(read_records([path], bad_rows=bad))
+    assert [(r.session, r.start_s, r.prompt_tokens, r.block_hashes, r.block_size, r.final) for r in got] == [
+        ("m.jsonl:1", 0.005, 700, (0, 1), 512, True),
+        ("m.jsonl:3", 0.0065, 700, (0, 1), 512, True),
+        ("m.jsonl:4", 0.007, 10, (), None, True),
+    ]
+    assert [(b.line, b.reason) for b in bad] == [
+        (5, "'hash_ids' must hold integers, got True"),
+        (6, "'timestamp' must be at least 0, got -1"),
+        (7, "'input_length' must be at least 0, got -4"),
+    ]

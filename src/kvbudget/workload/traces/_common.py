@@ -93,15 +93,22 @@ def read_head(path: Path, size: int = 65536) -> str:
         return f.read(size)
 
 
+_DECODE = json.JSONDecoder().decode
+
+
 def json_lines(path: Path, bad: BadSink) -> Iterator[tuple[int, dict[str, object]]]:
     """(line number, object) for each JSON-object line; blank lines are not rows and are skipped."""
+    decode = _DECODE
     with open_text(path) as f:
         for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
             try:
-                row = loads(line)
+                row = decode(line)
+            except RecursionError:
+                bad(BadRow(str(path), number, "not valid JSON: nested deeper than a trace row can be"))
+                continue
             except ValueError as exc:
+                if not line.strip():  # a blank line is not a row
+                    continue
                 bad(BadRow(str(path), number, f"not valid JSON: {_json_reason(exc)}"))
                 continue
             if not isinstance(row, dict):
@@ -234,14 +241,14 @@ def hashes(row: Mapping[str, object], key: str = "hash_ids") -> tuple[int, ...]:
         return ()
     if not isinstance(value, list):
         raise RowError(f"{key!r} must be a list of integers, got {type(value).__name__}")
-    if not _INT_ONLY.issuperset(map(type, value)):  # one C-level pass; bool and float are other types
+    if not INT_ONLY.issuperset(map(type, value)):  # one C-level pass; bool and float are other types
         for item in value:
             if type(item) is not int:
                 raise RowError(f"{key!r} must hold integers, got {item!r}")
     return tuple(value)
 
 
-_INT_ONLY = frozenset((int,))
+INT_ONLY = frozenset((int,))
 
 
 def parse_time(value: object, key: str) -> float:

@@ -28,6 +28,8 @@ from pathlib import Path
 
 from kvbudget.workload.record import BadRow, StepRecord
 from kvbudget.workload.traces._common import (
+    INT_ONLY,
+    MAX_COUNT,
     BadSink,
     PauseBuffer,
     Pending,
@@ -44,8 +46,38 @@ BLOCK = 512  # Mooncake FAST'25 hash block size (README "Semantics"; aiperf anal
 
 def read(path: Path, bad: BadSink) -> Iterator[StepRecord]:
     source = f"mooncake:{path.name}"
+    name = path.name
     buffer = PauseBuffer()
+    ints = INT_ONLY.issuperset
     for line, row in json_lines(path, bad):
+        if "session_id" not in row:
+            # The common plain row, checked at once (every other shape takes the checked path below):
+            # whole-number counts in range, an integer timestamp >= 0, a list of integer ids or none.
+            prompt, output = row.get("input_length"), row.get("output_length")
+            stamp, ids = row.get("timestamp"), row.get("hash_ids")
+            if (
+                type(prompt) is int
+                and type(output) is int
+                and type(stamp) is int
+                and 0 <= prompt <= MAX_COUNT
+                and 0 <= output <= MAX_COUNT
+                and stamp >= 0
+                and (ids is None or (type(ids) is list and ints(map(type, ids))))
+            ):
+                blocks = tuple(ids) if ids else ()
+                yield StepRecord(
+                    session=f"{name}:{line}",
+                    step=0,
+                    start_s=stamp / 1000,
+                    prompt_tokens=prompt,
+                    output_tokens=output,
+                    new_tokens=prompt,
+                    block_hashes=blocks,
+                    block_size=BLOCK if blocks else None,
+                    source=source,
+                    final=True,
+                )
+                continue
         try:
             if "session_id" in row:
                 done = _session_turn(row, buffer, source)
