@@ -16,8 +16,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class StepRecord:
+    """One step as a trace saw it. Treat it as immutable (derive changed copies with
+    ``dataclasses.replace``); it is not ``frozen`` only because a frozen dataclass's constructor
+    costs three times as much, and readers build one per trace row (bench/trace_stats.py)."""
+
     session: str
     step: int
     start_s: float
