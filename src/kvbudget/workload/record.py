@@ -73,9 +73,11 @@ class BadRow:
         return f"{self.path}:{self.line}: {self.reason}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Step:
-    """One step of a session as the simulator replays it."""
+    """One step of a session as the simulator replays it. Treat it as immutable; it is not
+    ``frozen`` because the generator builds one per simulated step and a frozen constructor costs
+    three times as much (StepRecord likewise)."""
 
     append_tokens: int  # tokens added to the context before this step's prefill (tool result, user turn)
     output_tokens: int  # tokens generated (decode) in this step; they join the context
