@@ -150,3 +150,49 @@ def test_refusals(model: str, kwargs: dict[str, str], match: str) -> None:
 def test_expanded_mla_refused() -> None:
     with pytest.raises(EngineRefusalError, match="latent only"):
         compute_cost(resolve("deepseek-v3"), engine="sglang", options=EngineOptions(mla_storage="expanded"))
+
+
+# ---- SGLang 0.5.23 pools, as SGLang's own code sizes them (tests/oracle/test_sglang_oracle.py runs it) ----
+
+
+def test_mamba_carve_out_and_running_cap_qwen3_next() -> None:
+    spec = resolve("qwen3-next-80b-a3b")
+    built = sglang.layout(spec, BF16, BF16, 1, EngineOptions())
+    # 36 GDN layers x (conv 3 x 8,192 x 2 B + SSM 32 x 128 x 128 x 4 B) = 77,266,944 B per request
+    assert sglang.mamba_cache_per_req(built) == 77_266_944
+    pools = sglang.pools(20 * GiB, spec, built, 8192)
+    # Mamba budget 20 GiB x 0.9 / 1.9; K = (budget - per_req) // per_req = 130; (K + 1) x per_req charged
+    assert pools.max_mamba_cache_size == 130
+    assert 20 * GiB - 131 * 77_266_944 == 11_352_866_816
+    # the token pool: 11,352,866,816 B // (12 full layers x 2 x 2 x 256 x 2 B = 24,576 B) = 461,949 tokens
+    assert pools.max_total_num_tokens == 461_949
+    # radix cache with the extra buffer: 3 + 2 state slots per request -> 130 // 5 = 26 running requests
+    assert sglang.mamba_slots_per_request(spec) == 5
+    assert (pools.max_running_requests, pools.sessions) == (26, 26)
+    # --disable-radix-cache: one slot per request
+    assert sglang.mamba_slots_per_request(spec, EngineOptions(prefix_caching=False)) == 1
+
+
+def test_swa_sessions_are_bounded_by_the_full_pool() -> None:
+    spec = resolve("gpt-oss-20b")
+    pools = sglang.pools(20 * GiB, spec, sglang.layout(spec, BF16, BF16, 1, EngineOptions()), 8192)
+    # full 485,451 and sliding 388,360 tokens (SGLang's own split of 20 GiB); an 8K session needs its whole
+    # context in the full pool: 485,451 // 8,192 = 59
+    assert (pools.full_tokens, pools.swa_tokens) == (485_451, 388_360)
+    assert pools.sessions == 59
+    assert pools.log_lines()[0] == "Use sliding window memory pool. full_layer_tokens=485451, swa_layer_tokens=388360"
+
+
+def test_page_size_follows_the_gpu() -> None:
+    # SGLang on SM100 picks trtllm_mha / trtllm_mla, which need 64-token pages; Hopper fa3 and others: 1
+    assert _layout("llama-3.1-8b", gpu_capability=100).block_size == 64
+    assert _layout("deepseek-v3", gpu_capability=100).block_size == 64
+    assert _layout("llama-3.1-8b", gpu_capability=90).block_size == 1
+    assert _layout("llama-3.1-8b").block_size == 1
+
+
+def test_swa_allow_list_is_sglang_0523s() -> None:
+    assert sglang._swa_architecture(resolve("gpt-oss-20b"))
+    assert sglang._swa_architecture(resolve("llama-4-scout-17b-16e-instruct"))
+    assert not sglang._swa_architecture(resolve("gemma-3-27b-it"))
+    assert "GraniteSWAForCausalLM" in sglang.SWA_ARCHITECTURES and "LagunaForCausalLM" in sglang.SWA_ARCHITECTURES

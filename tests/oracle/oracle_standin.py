@@ -127,6 +127,34 @@ def _capability_queries() -> None:
         lib.impl(op, answer, "CompositeExplicitAutograd")  # type: ignore[no-untyped-call]
 
 
+class _DeviceProperties:
+    """What ``torch.cuda.get_device_properties`` reports for the stood-in GPU."""
+
+    def __init__(self) -> None:
+        sm = int(os.environ.get("KVBUDGET_ORACLE_SM", "90"))
+        self.name = os.environ.get("KVBUDGET_ORACLE_GPU_NAME", "NVIDIA H100 80GB HBM3")
+        self.total_memory = int(os.environ.get("KVBUDGET_ORACLE_GPU_BYTES", str(85_520_809_984)))
+        self.multi_processor_count = int(os.environ.get("KVBUDGET_ORACLE_SMS", "132"))
+        self.major, self.minor = sm // 10, sm % 10
+        self.is_integrated = False
+
+
+def cuda_device_answers() -> None:
+    """SGLang asks torch.cuda directly: one device of the stood-in capability and memory, all free
+    (the oracle passes SGLang its KV budget itself), CUDA 13 as the wheels are built with."""
+    import torch
+
+    props = _DeviceProperties()
+    torch.cuda.is_available = lambda: True
+    torch.version.cuda = "13.0"
+    torch.cuda.device_count = lambda: 1
+    torch.cuda.current_device = lambda: 0
+    torch.cuda.get_device_capability = lambda *a, **k: (props.major, props.minor)
+    torch.cuda.get_device_properties = lambda *a, **k: props  # type: ignore[assignment]
+    torch.cuda.get_device_name = lambda *a, **k: props.name
+    torch.cuda.mem_get_info = lambda *a, **k: (props.total_memory, props.total_memory)
+
+
 def vllm_platform() -> str | None:
     """vLLM platform plugin: the stand-in CUDA platform when the oracle asks for it, else nothing."""
     if not os.environ.get(ENABLE):

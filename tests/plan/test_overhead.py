@@ -39,3 +39,13 @@ def test_batched_tokens_default_follows_the_gpu() -> None:
 def test_a_3090_no_longer_reserves_most_of_the_card() -> None:
     est = heuristic_overhead(resolve("llama-3.1-8b"), parse_engine("vllm"), tp=1, max_batched_tokens=2048)
     assert est.high < 2 * GiB  # was 5.8-8.8 GiB; vLLM measured 2.4-3.3 GiB at 10x the batch
+
+
+def test_sglang_mem_fraction_static_is_sglang_0523s() -> None:
+    """SGLang 0.5.23's own ServerArgs resolution (tests/oracle/test_sglang_oracle.py) on a 81,559 MiB H100:
+    reserve 512 + 8,192 x 1.5 + 128 + 256 x 2 + 58 prefill graphs x 8 = 13,904 MiB -> 0.83; MLA reserves
+    1,536 MiB for prefill graphs instead -> 0.816."""
+    from kvbudget.plan.budget import sglang_mem_fraction_static
+
+    assert sglang_mem_fraction_static(85_520_809_984, 1, 1)[0] == 0.83
+    assert sglang_mem_fraction_static(85_520_809_984, 1, 1, mla=True)[0] == 0.816

@@ -8,11 +8,19 @@
   sized ``swa_full_tokens_ratio`` (0.8) x the full pool; one sequence keeps ``min(N, W + page)`` there;
 * Mamba / gated-delta-net state: conv (d_conv - 1 columns, bf16) + SSM state in **float32** by default.
 
-S sequences cost S times one sequence. Pool-level sizes (``max_total_num_tokens``, the SWA split) come
-from the helpers at the bottom, for a given byte budget.
+S sequences cost S times one sequence. Pool-level sizes come from ``pools`` at the bottom, for a
+given byte budget (SGLang's ``rest_memory``), as SGLang 0.5.23 sizes them (checked against its own
+code in tests/oracle/test_sglang_oracle.py): the Mamba state cache first takes
+``mamba_full_memory_ratio / (1 + ratio)`` (0.9/1.9) of the budget, the token pool the rest; hybrid
+sliding-window models get a full pool and a sliding pool of fixed sizes, and a session needs its
+whole context in the full pool; running requests are capped by ``tokens / context x 512`` within
+[2,048, 4,096], by half the tokens, and for Mamba models by the state slots (5 per request with the
+radix cache's extra buffer, 3 without, 1 with the radix cache off).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from kvbudget.engines.base import EngineOptions, Group, Layout, Slots, pad
 from kvbudget.engines.common import (
@@ -39,7 +47,7 @@ from kvbudget.model.spec import (
 from kvbudget.precision import CacheDType
 
 NAME = "sglang"
-DEFAULT_VERSION = "0.5.16"
+DEFAULT_VERSION = "0.5.23"  # checked against SGLang 0.5.23's own sizing code in the test suite (tests/oracle)
 
 DEFAULT_PAGE_SIZE = 1  # SGLang ServerArgs.page_size default (srt/server_args.py)
 SWA_FULL_TOKENS_RATIO = 0.8  # SGLang ServerArgs.swa_full_tokens_ratio default (srt/server_args.py)
@@ -50,8 +58,82 @@ MAMBA_CONV_DTYPE = "bf16"  # SGLang SGLANG_MAMBA_CONV_DTYPE default bfloat16 (sr
 CACHE_DTYPES = ("bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2")
 DSA_PAGE_SIZE = 64  # SGLang _handle_deepseek_family: "Setting page size to 64 for DeepSeek DSA" on CUDA
 NSA_QUANT_BLOCK = 128  # SGLang NSATokenToKVPool.quant_block_size (srt/mem_cache/memory_pool.py)
-# SGLang is_hybrid_swa_model allow-list (srt/configs/model_config.py), as model_type / architecture fragments
-SWA_ARCHITECTURES = ("llama4", "gpt_oss", "gptoss", "mimo_v2", "mimov2", "step3p5", "gemma4")
+# SGLang 0.5.23 is_hybrid_swa_model allow-list (srt/configs/model_config.py: hybrid_swa_archs, SWA_SINK_ARCHS,
+# MIMO_V2_MODEL_ARCHS); a config may also opt in with is_hybrid_swa
+SWA_ARCHITECTURES = frozenset(
+    {
+        "BeamForCausalLM",
+        "Llama4ForConditionalGeneration",
+        "DeepseekV4ForCausalLM",
+        "DeepseekV4ForCausalLMNextN",
+        "DeepseekV4ForCausalLMDSpark",
+        "GptOssForCausalLM",
+        "GraniteSWAForCausalLM",
+        "GraniteMoeSWAForCausalLM",
+        "IQuestQ1ForCausalLM",
+        "IQuestQ1MTP",
+        "MiMoV2ForCausalLM",
+        "MiMoV2FlashForCausalLM",
+        "MiMoV2MTP",
+        "Step3p5ForCausalLM",
+        "Step3p5MTP",
+        "Step3p7ForConditionalGeneration",
+        "Gemma4ForCausalLM",
+        "Gemma4ForConditionalGeneration",
+        "EmbeddingGemma2Model",
+        "Gemma4UnifiedForConditionalGeneration",
+        "DiffusionGemmaForBlockDiffusion",
+        "LagunaForCausalLM",
+        "MellumForCausalLM",
+        "MuseGlimmerForCausalLM",
+        "MuseGlimmerForConditionalGeneration",
+        "InklingForConditionalGeneration",
+        "InklingForConditionalGenerationMTP",
+        "UnlimitedOCRForCausalLM",
+    }
+)
+# Configs without an architectures list (GGUF-derived specs): the same families by model_type
+SWA_MODEL_TYPES = ("llama4", "gpt_oss", "mimo_v2", "step3p5", "step3p7", "gemma4", "laguna", "mellum")
+MAMBA_FULL_MEMORY_RATIO = 0.9  # SGLang ServerArgs.mamba_full_memory_ratio fallback (arg_groups/fields/schedule.py)
+MAMBA_SLOTS_PER_REQUEST = 3  # SGLang MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO (mem_cache/kv_cache_configurator.py)
+MAMBA_EXTRA_BUFFER_SLOTS = 2  # SGLang get_mamba_tracking_slots(extra_buffer=True, overlap=True) (allocation_sizing.py)
+# SGLang 0.5.23 _MAMBA_EXTRA_BUFFER_ARCHS (arg_groups/overrides.py): the radix cache keeps 2 extra state slots
+MAMBA_EXTRA_BUFFER_ARCHITECTURES = frozenset(
+    {
+        "KimiLinearForCausalLM",
+        "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForConditionalGeneration",
+        "Qwen3_5MoeForCausalLM",
+        "Qwen3_5ForCausalLM",
+        "Qwen3NextForCausalLM",
+        "Qwen4ExpForConditionalGeneration",
+        "InternS2PreviewForConditionalGeneration",
+        "MiniCPMV4_6ForConditionalGeneration",
+        "MiniCPMV4_7ForConditionalGeneration",
+        "BailingMoeV2_5ForCausalLM",
+        "BailingMoeV3ForCausalLM",
+        "BailingMoeV3VLForConditionalGeneration",
+        "FalconH1ForCausalLM",
+        "GraniteMoeHybridForCausalLM",
+        "Glm5NextForConditionalGeneration",
+        "NemotronHForCausalLM",
+    }
+)
+RUNNING_REQUESTS_MIN, RUNNING_REQUESTS_MAX = 2048, 4096  # SGLang resolve_max_num_reqs clamp (kv_cache_configurator.py)
+
+
+BLACKWELL_PAGE_SIZE = 64  # SGLang 0.5.23 on SM100: trtllm_mha / trtllm_mla, page_size forced to 64
+
+
+def default_page_size(options: EngineOptions) -> int:
+    """SGLang's page size when --page-size is not given, by the GPU's attention backend."""
+    capability = options.gpu_capability or 90
+    if capability // 10 == 10:
+        # SGLang 0.5.23 on SM100 picks trtllm_mha (MHA) or trtllm_mla (MLA), which need pages of 16-128 / 32-64:
+        # _mla_backend_page_constraints sets 64 (arg_groups/overrides.py, model_override_base.py)
+        return BLACKWELL_PAGE_SIZE
+    # Hopper fa3, Ampere/Ada flashinfer or triton: ServerArgs.page_size default 1
+    return DEFAULT_PAGE_SIZE
 
 
 def _check_dtypes(k: CacheDType, v: CacheDType) -> None:
@@ -90,12 +172,18 @@ def _swa_slots(window: int, page: int, what: str) -> Slots:
     )
 
 
-def _swa_architecture(spec: ModelSpec) -> bool:
-    # SGLang is_hybrid_swa_model: an architecture allow-list (srt/configs/model_config.py)
+def _architectures(spec: ModelSpec) -> list[str]:
     architectures = spec.config.get("architectures")
-    names = [str(a) for a in architectures] if isinstance(architectures, list) else []
-    text = " ".join(names).lower() + " " + spec.model_type.lower()
-    return any(key in text for key in SWA_ARCHITECTURES)
+    return [str(a) for a in architectures] if isinstance(architectures, list) else []
+
+
+def _swa_architecture(spec: ModelSpec) -> bool:
+    # SGLang 0.5.23 is_hybrid_swa_model: an architecture allow-list, or the config's is_hybrid_swa
+    # (srt/configs/model_config.py)
+    names = _architectures(spec)
+    if names:
+        return any(name in SWA_ARCHITECTURES for name in names) or spec.config.get("is_hybrid_swa") is True
+    return any(key in spec.model_type.lower() for key in SWA_MODEL_TYPES)
 
 
 def layout(
@@ -104,7 +192,7 @@ def layout(
     """SGLang's per-GPU bytes for S sequences of N tokens."""
     _check_dtypes(k, v)
     kinds = {state.kind for _, state in spec.primitives()}
-    page = options.block_size or (DSA_PAGE_SIZE if "indexer" in kinds else DEFAULT_PAGE_SIZE)
+    page = options.block_size or (DSA_PAGE_SIZE if "indexer" in kinds else default_page_size(options))
     windowed = bool(kinds & {"sliding_window", "chunked_local"})
     swa_pool = windowed and _swa_architecture(spec)
     image = options.image_tokens if "cross_attention" in kinds else 0
@@ -228,15 +316,17 @@ def layout(
         )
     elif windowed:
         notes.append(
-            "SGLang turns its SWA pool on only for Llama-4, gpt-oss, MiMo-V2, Step-3.5 and Gemma-4 "
-            "(is_hybrid_swa_model, srt/configs/model_config.py); for this architecture it caches the "
-            "sliding layers for every token, like full layers"
+            "SGLang turns its SWA pool on only for the architectures of is_hybrid_swa_model (Llama-4, gpt-oss, "
+            "Granite-SWA, MiMo-V2, Step-3.5/3.7, Gemma-4, DeepSeek-V4, Laguna, Mellum, ...; "
+            "srt/configs/model_config.py); for this architecture it caches the sliding layers for every "
+            "token, like full layers"
         )
     if "recurrent" in kinds:
         notes.append(
             f"Mamba state: conv in {MAMBA_CONV_DTYPE}, SSM in {MAMBA_SSM_DTYPE} unless the config pins it; "
-            "SGLang gives the Mamba cache mamba_full_memory_ratio 0.9 (0.9/1.9 of the budget) and keeps about "
-            "3 state slots per running request (ping-pong buffers); here one state per sequence"
+            "SGLang first gives the Mamba cache mamba_full_memory_ratio 0.9/1.9 of the budget and caps running "
+            f"requests at the state slots / {mamba_slots_per_request(spec, options)} (sglang.pools); here one "
+            "state per sequence"
         )
     if image:
         notes.append(
@@ -344,3 +434,127 @@ def swa_pool_split(
             f"sliding_window_size ({window}) + page_size ({page}); raise the KV budget or --swa-full-tokens-ratio"
         )
     return full_tokens, swa_tokens
+
+
+def mamba_slots_per_request(spec: ModelSpec, options: EngineOptions | None = None) -> int:
+    """State slots SGLang keeps per running request of a Mamba hybrid (``_calculate_mamba_ratio``)."""
+    if options is not None and options.prefix_caching is False:
+        # --disable-radix-cache: one slot per request (kv_cache_configurator.py)
+        return 1
+    # radix cache on, overlap schedule on: the "extra_buffer" strategy where the architecture supports it
+    # (arg_groups/overrides.py _mamba_radix_cache_resolution), else "no_buffer" (3 slots, overlap off)
+    extra = any(name in MAMBA_EXTRA_BUFFER_ARCHITECTURES for name in _architectures(spec))
+    return MAMBA_SLOTS_PER_REQUEST + (MAMBA_EXTRA_BUFFER_SLOTS if extra else 0)
+
+
+def mamba_cache_per_req(built: Layout) -> int:
+    """``mamba2_cache_params.mamba_cache_per_req``: conv + SSM state bytes over all Mamba layers, one request."""
+    return sum(g.fixed_bytes(1) for g in built.groups if g.kind == "recurrent")
+
+
+def mamba_carve_out(rest_bytes: int, per_req: int, ratio: float = MAMBA_FULL_MEMORY_RATIO) -> tuple[int, int]:
+    """(max_mamba_cache_size, bytes left for the token pool) from SGLang's ``rest_memory`` in bytes.
+
+    SGLang 0.5.23 KVCacheConfigurator._handle_max_mamba_cache, no speculative decoding: the Mamba budget is
+    rest x ratio / (1 + ratio), K = (budget - per_req) // per_req slots, (K + 1) x per_req charged (a padding
+    slot); arithmetic in GiB floats as SGLang does it, the result truncated to bytes.
+    """
+    rest_gib = rest_bytes / 2**30
+    budget_bytes = rest_gib * ratio / (1 + ratio) * 2**30
+    slots = int((budget_bytes - per_req) // per_req)
+    left_gib = rest_gib - (slots + 1) * per_req / 2**30
+    return slots, int(left_gib * 2**30)
+
+
+def max_running_requests(tokens: int, context_len: int, mamba_slots: int | None = None, slots_per_req: int = 1) -> int:
+    """SGLang's ``max_running_requests`` when none is set (KVCacheConfigurator.resolve_max_num_reqs)."""
+    estimated = max(min(int(tokens / context_len * 512), RUNNING_REQUESTS_MAX), RUNNING_REQUESTS_MIN)
+    cap = min(estimated, tokens // 2)
+    if mamba_slots is not None:
+        # a Mamba hybrid: at most max_mamba_cache_size // state slots per request
+        cap = min(cap, mamba_slots // slots_per_req)
+    return cap
+
+
+@dataclass(frozen=True)
+class SglangPools:
+    """What SGLang makes of a KV budget on one GPU, and the sessions at a context length it serves."""
+
+    max_total_num_tokens: int
+    full_tokens: int  # hybrid SWA: the full pool (= max_total_num_tokens); else max_total_num_tokens
+    swa_tokens: int  # hybrid SWA: the sliding pool; else 0
+    max_mamba_cache_size: int | None  # Mamba hybrids: state slots
+    mamba_cache_per_req: int
+    max_running_requests: int
+    sessions: int  # sessions of ``context`` tokens: by the pool each needs, and the running-request cap
+
+    def log_lines(self) -> tuple[str, ...]:
+        """SGLang's own start-up lines for these figures (scheduler and memory-pool logs)."""
+        lines = []
+        if self.max_mamba_cache_size is not None:
+            lines.append(f"Mamba Cache is allocated. max_mamba_cache_size: {self.max_mamba_cache_size}")
+        if self.swa_tokens:
+            lines.append(
+                "Use sliding window memory pool. "
+                f"full_layer_tokens={self.full_tokens}, swa_layer_tokens={self.swa_tokens}"
+            )
+        lines.append(
+            f"max_total_num_tokens={self.max_total_num_tokens}, max_running_requests={self.max_running_requests}"
+        )
+        return tuple(lines)
+
+
+def pools(
+    rest_bytes: int,
+    spec: ModelSpec,
+    built: Layout,
+    context: int,
+    options: EngineOptions | None = None,
+    ratio: float = SWA_FULL_TOKENS_RATIO,
+) -> SglangPools:
+    """SGLang 0.5.23's pools for ``rest_bytes`` of budget (``rest_memory``: the static share of the memory free
+    before loading, less the weights), one GPU, no speculative decoding (``_resolve_memory_pool_config``)."""
+    page = built.block_size or DEFAULT_PAGE_SIZE
+    per_req = mamba_cache_per_req(built)
+    slots: int | None = None
+    available = rest_bytes
+    if per_req:
+        slots, available = mamba_carve_out(rest_bytes, per_req)
+        if slots <= 0:
+            raise EngineRefusalError(
+                f"sglang: Not enough GPU memory for hybrid (mamba/linear-attention) state cache: "
+                f"max_mamba_cache_size={slots} ({per_req:,} B per request)"
+            )
+    full, swa = pool_cells(built)
+    if not full and not swa:
+        raise EngineRefusalError(f"sglang: {spec.name} has no attention layer: SGLang sizes no token pool for it")
+    windowed = bool(swa) and bool(full) and _swa_architecture(spec)
+    if windowed:
+        full_tokens, swa_tokens = swa_pool_split(
+            available, spec, built.k_dtype, built.v_dtype, built.tp, options, ratio
+        )
+        tokens = full_tokens
+    else:
+        tokens = max_total_num_tokens(available, built, ratio)
+        full_tokens, swa_tokens = tokens, 0
+    if tokens <= 0:
+        # SGLang MemoryPoolConfig.__post_init__ (model_executor/pool_configurator.py)
+        raise EngineRefusalError("sglang: Not enough memory. Please try to increase --mem-fraction-static.")
+    slots_per_req = mamba_slots_per_request(spec, options)
+    running = max_running_requests(tokens, context, slots, slots_per_req)
+    if slots is not None and running <= 0:
+        raise EngineRefusalError(
+            f"sglang: Hybrid (mamba/linear-attention) state cache is too small to serve any requests: "
+            f"max_mamba_cache_size={slots}, {slots_per_req} state slots per request"
+        )
+    need = pad(context, page)
+    # a session needs its whole context in the full pool; a sliding pool holds its window + a page
+    sessions = full_tokens // need
+    if windowed:
+        window = max(
+            s.window if isinstance(s, SlidingWindow) else s.chunk
+            for _, s in spec.primitives()
+            if isinstance(s, SlidingWindow | ChunkedLocal)
+        )
+        sessions = min(sessions, swa_tokens // min(need, window + page))
+    return SglangPools(tokens, full_tokens, swa_tokens, slots, per_req, running, min(sessions, running))

@@ -3,9 +3,9 @@
 * vLLM: ``gpu_memory_utilization`` is a fraction of TOTAL device memory for the whole instance
   (weights, activations, KV); default 0.92 in the newest CacheConfig, 0.9 before (vllm/config/cache.py).
 * SGLang: ``mem_fraction_static`` of the free memory before weights load; when unset it is derived
-  from the GPU size (ServerArgs._handle_gpu_memory_settings, PR #10975): reserved MiB =
-  512 + max(chunked_prefill, 2048) x 1.5 + cuda_graph_max_bs x 2 + tp x pp / 8 x 1024, at least
-  10,240 on GPUs over 60 GiB; mfs = round((total - reserved) / total, 3).
+  from the GPU size (0.5.23 arg_groups/memory_hook.py): reserved MiB = 512 + max(chunked_prefill,
+  2048) x 1.5 + tp x pp / 8 x 1024 + decode graph max_bs x 2 + prefill graphs, at least 10,240 on
+  GPUs over 60 GiB; mfs = round((total - reserved) / total, 3).
 * llama.cpp: no fraction; the KV size follows ``-c``/``-np``. Its auto-fit keeps a 1,024 MiB margin
   per device (llama_params_fit, PR #16653), which the plan keeps too.
 * transformers and ideal: the whole card (the seeds' simple budget: memory - weights - overhead).
@@ -46,24 +46,61 @@ def default_utilization(engine: EngineRef) -> float:
     return VLLM_UTIL_NEW if version_tuple(engine.version) >= VLLM_UTIL_SINCE else VLLM_UTIL_OLD
 
 
-def sglang_mem_fraction_static(total_bytes: int, tp: int, pp: int) -> tuple[float, str]:
-    """SGLang's derived mem_fraction_static for a GPU of ``total_bytes`` (PR #10975 heuristic)."""
+def _sglang_graph_defaults(total_mib: float, tp: int) -> tuple[int, int]:
+    """(chunked_prefill_size, decode cuda-graph max batch) SGLang 0.5.23 derives from the GPU memory
+    (arg_groups/memory_hook.py handle_gpu_memory_settings)."""
+    if total_mib < 20 * 1024:
+        return 2048, 8
+    if total_mib < 35 * 1024:
+        return 4096, 48 if tp < 4 else 160
+    if total_mib < 60 * 1024:
+        return 4096, 32 if tp < 4 else 160
+    if total_mib < 160 * 1024:
+        return 8192, 256 if tp < 4 else 512
+    return 16384, 512
+
+
+def _sglang_prefill_graph_sizes(max_bs: int) -> int:
+    """How many prefill CUDA graphs SGLang captures up to ``max_bs`` tokens
+    (arg_groups/cuda_graph_hook.py generate_prefill_cuda_graph_batch_sizes)."""
+    sizes = [
+        *range(4, 33, 4),
+        *range(48, 257, 16),
+        *range(288, 513, 32),
+        *range(576, 1025, 64),
+        *range(1280, 4097, 256),
+        *range(4608, max_bs + 1, 512),
+    ]
+    return sum(1 for size in sizes if size <= max_bs)
+
+
+def sglang_mem_fraction_static(total_bytes: int, tp: int, pp: int, *, mla: bool = False) -> tuple[float, str]:
+    """SGLang 0.5.23's default mem_fraction_static for a GPU of ``total_bytes`` (checked against SGLang's own
+    ServerArgs resolution in tests/oracle/test_sglang_oracle.py).
+
+    reserved MiB = 512 + max(chunked_prefill, 2048) x 1.5 + tp x pp / 8 x 1024 + decode graph max_bs x 2
+    + prefill graphs (MLA: 1,536; else 8 per captured size), at least 10,240 on GPUs over 60 GiB;
+    mfs = round((total - reserved) / total, 3) (arg_groups/memory_hook.py). VLM reductions are not modelled.
+    """
     total_mib = total_bytes / MiB
-    # chunked_prefill_size and cuda_graph_max_bs are bucketed by GPU memory (server_args.py)
-    chunked = 2048 if total_mib < 35 * 1024 else 8192 if total_mib < 160 * 1024 else 16384
-    graph_bs = 160 if total_mib < 35 * 1024 else 256 if total_mib < 160 * 1024 else 512
-    reserved = 512 + max(chunked, 2048) * 1.5 + graph_bs * 2 + tp * pp / 8 * 1024
+    chunked, graph_bs = _sglang_graph_defaults(total_mib, tp)
+    # memory_hook.py: prefill graphs up to chunked_prefill_size tokens, MLA capped at 8,192
+    prefill = 1.5 * 1024 if mla else _sglang_prefill_graph_sizes(min(8192, chunked) if mla else chunked) * 8
+    reserved = 512 + max(chunked, 2048) * 1.5 + tp * pp / 8 * 1024 + graph_bs * 2 + prefill
     if total_mib > 60 * 1024:
         reserved = max(reserved, 10240)
     fraction = round((total_mib - reserved) / total_mib, 3)
     basis = (
         f"mem_fraction_static {fraction} derived by SGLang: reserve {reserved:,.0f} MiB "
-        f"(chunked prefill {chunked}, cuda-graph bs {graph_bs}) of {total_mib:,.0f} MiB"
+        f"(chunked prefill {chunked}, cuda-graph bs {graph_bs}, prefill graphs {prefill:,.0f} MiB) of "
+        f"{total_mib:,.0f} MiB"
     )
     return fraction, basis
 
 
-def engine_share(engine: EngineRef, total_bytes: int, *, utilization: float | None, tp: int, pp: int) -> Share:
+def engine_share(
+    engine: EngineRef, total_bytes: int, *, utilization: float | None, tp: int, pp: int, mla: bool = False
+) -> Share:
     """The bytes of one GPU the engine's own memory rule leaves for this instance."""
     if engine.name == "vllm":
         util = utilization if utilization is not None else default_utilization(engine)
@@ -74,7 +111,7 @@ def engine_share(engine: EngineRef, total_bytes: int, *, utilization: float | No
         if utilization is not None:
             fraction, basis = utilization, f"mem_fraction_static {utilization} (given)"
         else:
-            fraction, basis = sglang_mem_fraction_static(total_bytes, tp, pp)
+            fraction, basis = sglang_mem_fraction_static(total_bytes, tp, pp, mla=mla)
         # SGLang _profile_available_bytes: KV = mfs x free_before_load - weights (kv_cache_configurator.py);
         # the free memory before loading is taken as the whole card (the CUDA context is in the overhead).
         return Share(int(total_bytes * fraction), basis + " x memory free before loading", fraction)
@@ -121,8 +158,7 @@ def default_batched_tokens(engine: EngineRef, total_bytes: int, gpu_label: str, 
             else (2048, "vLLM API-server default below 70 GiB or on A100")
         )
     if engine.name == "sglang":
-        mib = total_bytes / MiB
-        chunked = 2048 if mib < 35 * 1024 else 8192 if mib < 160 * 1024 else 16384
+        chunked, _ = _sglang_graph_defaults(total_bytes / MiB, 1)
         return chunked, "SGLang chunked_prefill_size default for this GPU size"
     if engine.name == "llamacpp":
         return n_ubatch, "llama.cpp -ub (n_ubatch)"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from kvbudget.engines import EngineRef
 from kvbudget.engines.base import EngineOptions, cdiv
 from kvbudget.errors import EngineRefusalError, InputError
-from kvbudget.model.spec import ModelSpec
+from kvbudget.model.spec import LatentAttention, ModelSpec
 from kvbudget.plan.budget import (
     Overhead,
     Share,
@@ -171,8 +171,11 @@ def _engine_lines(
     if name == "sglang":
         from kvbudget.engines import sglang
 
-        tokens = sglang.max_total_num_tokens(pool, layout.first)
-        return (f"max_total_num_tokens={tokens}",), tokens, "SGLang max_total_num_tokens"
+        try:
+            pools = sglang.pools(pool, stage, layout.first, i.context, options)
+        except EngineRefusalError as refusal:
+            return (str(refusal),), 0, f"SGLang {i.engine.version} refuses to start"
+        return pools.log_lines(), pools.max_total_num_tokens, "SGLang max_total_num_tokens"
     if name == "llamacpp":
         from kvbudget.engines import llamacpp
 
@@ -212,9 +215,35 @@ def _check_parallel(i: PlanInputs) -> tuple[int, list[str]]:
     return replicas, warnings
 
 
+def _sglang_sessions(
+    i: PlanInputs, layout: StagedLayout, pool: int, options: EngineOptions, by_bytes: int, warnings: list[str]
+) -> int:
+    """SGLang's sessions at the cap: its pools, not fungible bytes (the Mamba carve-out, the full pool of a
+    sliding-window hybrid, the running-request cap)."""
+    from kvbudget.engines import sglang
+
+    try:
+        pools = sglang.pools(pool, i.spec, layout.first, i.context, options)
+    except EngineRefusalError as refusal:
+        warnings.append(str(refusal))
+        return 0
+    if pools.sessions < by_bytes:
+        warnings.append(
+            f"SGLang serves {pools.sessions} sessions of {i.context:,} tokens, not the {by_bytes} the bytes alone "
+            f"would hold: max_total_num_tokens {pools.max_total_num_tokens:,}"
+            + (f" (full pool; sliding pool {pools.swa_tokens:,})" if pools.swa_tokens else "")
+            + (f", {pools.max_mamba_cache_size} Mamba state slots" if pools.max_mamba_cache_size is not None else "")
+            + f", max_running_requests {pools.max_running_requests:,}"
+        )
+    return pools.sessions
+
+
 def _engine_options(i: PlanInputs, batched: int) -> EngineOptions:
     """The settings the engine itself derives from the plan's GPU when the user sets none (vLLM: the
-    batch that sliding windows reserve, and the GPU generation that picks the attention backend)."""
+    batch that sliding windows reserve, and the GPU generation that picks the attention backend; SGLang:
+    the page size of the GPU's attention backend)."""
+    if i.engine.name == "sglang":
+        return replace(i.options, gpu_capability=i.options.gpu_capability or compute_capability(i.gpu_label))
     if i.engine.name != "vllm":
         return i.options
     return replace(
@@ -234,7 +263,8 @@ def make_plan(i: PlanInputs) -> Plan:
     options = _engine_options(i, batched)
     layout = staged_layout(i.spec, i.engine, i.k, i.v, i.tp, i.pp, options)
     warnings += list(dict.fromkeys(w for stage in layout.stages for w in stage.warnings))
-    share = engine_share(i.engine, i.gpu_memory_bytes, utilization=i.utilization, tp=i.tp, pp=i.pp)
+    mla = any(isinstance(state, LatentAttention) for _, state in i.spec.primitives())
+    share = engine_share(i.engine, i.gpu_memory_bytes, utilization=i.utilization, tp=i.tp, pp=i.pp, mla=mla)
     if i.utilization is not None and share.fraction is None:
         warnings.append(
             f"--utilization {i.utilization} is ignored: {i.engine.name} has no memory fraction "
@@ -256,9 +286,13 @@ def make_plan(i: PlanInputs) -> Plan:
             "engine will refuse it unless you override the model length"
         )
     sessions = sessions_at(layout, pool, i.context)
+    if i.engine.name == "sglang" and i.pp == 1:
+        sessions = _sglang_sessions(i, layout, pool, options, sessions, warnings)
     if i.engine.name == "llamacpp" and sessions == LLAMACPP_MAX_SEQ:
         warnings.append(f"llama.cpp serves at most {LLAMACPP_MAX_SEQ} slots (LLAMA_MAX_SEQ); memory would allow more")
     advertised = sessions_at(layout, pool, window) if window and window > i.context else None
+    if window and advertised is not None and i.engine.name == "sglang" and i.pp == 1:
+        advertised = _sglang_sessions(replace(i, context=window), layout, pool, options, advertised, [])
     max_ctx = max_context_for(layout, pool, i.sessions, window) if i.sessions else None
     lines, budget, basis = _engine_lines(i, layout, pool, sessions, options)
     if i.engine.name == "vllm" and budget == 0 and sessions:
