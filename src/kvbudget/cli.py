@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn, cast
 
+from kvbudget import __version__
 from kvbudget.engines.base import EngineOptions, MlaStorage
 from kvbudget.errors import EngineRefusalError, InputError, KvBudgetError
 from kvbudget.units import UnitSystem, parse_count, parse_count_list, parse_token_list, parse_tokens
@@ -99,21 +100,12 @@ class _Parser(argparse.ArgumentParser):
         self.exit(1, f"Error: {self.prog}: {message}; see {self.prog} --help\n")
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("kvbudget")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown"
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="kvbudget",
         description="Exact KV-cache memory of LLMs per serving engine, with the arithmetic shown.",
     )
-    parser.add_argument("--version", action="version", version=f"kvbudget {_version()}")
+    parser.add_argument("--version", action="version", version=f"kvbudget {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("cost", help="bytes per token, per sequence and for S sequences")

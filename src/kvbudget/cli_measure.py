@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from kvbudget.measure.logs.record import SettingValue
 from kvbudget.units import UnitSystem, parse_count, parse_tokens
+
+if TYPE_CHECKING:
+    from kvbudget.measure.logs.record import SettingValue
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argparse.Namespace], str]]:
