@@ -166,7 +166,15 @@ def _engine_lines(
         return (
             vllm.report_lines(vpool, pool, i.context),
             tokens,
-            f'vLLM {i.engine.version} "GPU KV cache size" ({vllm.num_blocks(vpool, pool):,} blocks)',
+            f'vLLM {i.engine.version} "GPU KV cache size" ({vllm.num_blocks(vpool, pool):,} blocks of '
+            f"{vpool.block_size or i.context:,} tokens"
+            + (
+                f"; MLA backend {vpool.attention_backend} assumed for compute capability "
+                f"{(options.gpu_capability or vllm.DEFAULT_GPU_CAPABILITY) / 10:.1f}"
+                if vpool.attention_backend
+                else ""
+            )
+            + f"; prefix caching {'on' if vpool.prefix_caching else 'off'})",
         )
     if name == "sglang":
         from kvbudget.engines import sglang
