@@ -2,7 +2,8 @@
 
 For each model of the matrix (full catalog configs: the meta device makes size free), the probe
 (vllm_probe.py, in the oracle environment of scripts/setup-oracles) runs vLLM 0.33.0 from
-``EngineArgs.create_engine_config`` to the capacity log line on a stood-in H100 (oracle_standin.py),
+``EngineArgs.create_engine_config`` to the capacity log line on a stood-in H100, and an A100 for the
+Ampere rules (oracle_standin.py),
 for several KV budgets, context lengths, and prefix caching on (vLLM's default) and off. kvbudget
 must give the same block size, ``num_blocks``, "KV cache size" tokens, maximum concurrency and log
 line, and refuse where vLLM refuses, with vLLM's estimated maximum model length.
@@ -16,19 +17,22 @@ from typing import Any
 
 import pytest
 
-from kvbudget.engines import vllm
+from kvbudget import hardware
+from kvbudget.engines import EngineRef, vllm
 from kvbudget.engines.base import EngineOptions
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model import catalog
 from kvbudget.model.families import read_spec
 from kvbudget.model.spec import ModelSpec
+from kvbudget.plan.budget import compute_capability, default_batched_tokens
 from kvbudget.plan.capacity import StagedLayout, sessions_at
 from kvbudget.precision import parse_cache_dtype
 from tests.oracle.oracle_env import run_probe
 
 VERSION = "0.33.0"  # tests/oracle/requirements-oracle.txt
 GiB = 2**30
-H100_BYTES = 85_520_809_984  # kvbudget's GPU catalog, h100-80gb (nvidia-smi)
+# kvbudget's GPU catalog: the name and total vLLM reads, and the compute capability the plan derives from it
+GPUS = {gpu: (hardware.gpu(gpu).cuda_total_bytes, hardware.gpu(gpu).name) for gpu in ("h100-80gb", "a100-80gb")}
 
 # Catalog models, one per cache architecture, with the few config changes vLLM's loader needs.
 MODELS: dict[str, dict[str, Any]] = {
@@ -55,8 +59,8 @@ def _config(name: str) -> dict[str, Any]:
     return cfg
 
 
-def _case_id(name: str, context: int, kv: str, prefix: bool | None) -> str:
-    return f"{name} ctx={context} kv={kv} prefix={'default' if prefix is None else prefix}"
+def _case_id(gpu: str, name: str, context: int, kv: str, prefix: bool | None) -> str:
+    return f"{gpu} {name} ctx={context} kv={kv} prefix={'default' if prefix is None else prefix}"
 
 
 def _contexts(name: str) -> tuple[int, ...]:
@@ -68,29 +72,44 @@ def _contexts(name: str) -> tuple[int, ...]:
     return (4096, 8192) if isinstance(window, int) and window < 32768 else (8192, 32768)
 
 
-CASES: list[tuple[str, int, str, bool | None]] = [
-    *((name, context, "auto", prefix) for name in MODELS for context in _contexts(name) for prefix in (None, False)),
-    ("Llama-3.1-8B", 131072, "auto", None),
-    ("Llama-3.1-8B", 8192, "fp8", None),
-    ("DeepSeek-V3", 8192, "fp8", None),
-    ("gpt-oss-20b", 32768, "fp8", False),
+H100 = "h100-80gb"
+CASES: list[tuple[str, str, int, str, bool | None]] = [
+    *(
+        (H100, name, context, "auto", prefix)
+        for name in MODELS
+        for context in _contexts(name)
+        for prefix in (None, False)
+    ),
+    (H100, "Llama-3.1-8B", 131072, "auto", None),
+    (H100, "Llama-3.1-8B", 8192, "fp8", None),
+    (H100, "DeepSeek-V3", 8192, "fp8", None),
+    (H100, "gpt-oss-20b", 32768, "fp8", False),
+    # Ampere: Triton MLA (blocks of 16), Triton GDN prefill (no checkpoint page), the A100's 2,048-token batch
+    ("a100-80gb", "DeepSeek-V3", 8192, "auto", None),
+    ("a100-80gb", "Qwen3-Next-80B-A3B", 8192, "auto", None),
+    ("a100-80gb", "gpt-oss-20b", 32768, "auto", None),
+    ("a100-80gb", "NVIDIA-Nemotron-3-Nano-30B-A3B", 8192, "auto", None),
 ]
 
 
 @cache
-def _oracle() -> dict[str, Any]:
+def _oracle(gpu: str) -> dict[str, Any]:
     cases = [
         {
-            "id": _case_id(name, context, kv, prefix),
-            "config": _config(name),
-            "max_model_len": context,
-            "kv_cache_dtype": kv,
-            "enable_prefix_caching": prefix,
+            "id": _case_id(*case),
+            "config": _config(case[1]),
+            "max_model_len": case[2],
+            "kv_cache_dtype": case[3],
+            "enable_prefix_caching": case[4],
             "available": list(BUDGETS),
         }
-        for name, context, kv, prefix in CASES
+        for case in CASES
+        if case[0] == gpu
     ]
-    return run_probe("vllm_probe.py", cases, sm=90, gpu_bytes=H100_BYTES, gpu_name="NVIDIA H100 80GB HBM3")
+    memory, label = GPUS[gpu]
+    sm = compute_capability(label)
+    assert sm is not None
+    return run_probe("vllm_probe.py", cases, sm=sm, gpu_bytes=memory, gpu_name=label)
 
 
 def _spec(name: str) -> ModelSpec:
@@ -99,13 +118,19 @@ def _spec(name: str) -> ModelSpec:
     return read_spec(_config(name), name=entry.name, source=entry.source)
 
 
-@pytest.mark.parametrize(("name", "context", "kv", "prefix"), CASES, ids=[_case_id(*c) for c in CASES])
-def test_vllm_capacity_equals_vllm(name: str, context: int, kv: str, prefix: bool | None) -> None:
-    got = _oracle()[_case_id(name, context, kv, prefix)]
+@pytest.mark.parametrize(("gpu", "name", "context", "kv", "prefix"), CASES, ids=[_case_id(*c) for c in CASES])
+def test_vllm_capacity_equals_vllm(gpu: str, name: str, context: int, kv: str, prefix: bool | None) -> None:
+    got = _oracle(gpu)[_case_id(gpu, name, context, kv, prefix)]
     assert "refused" not in got, got
     spec = _spec(name)
     k = parse_cache_dtype(kv, model_dtype=spec.dtype)
-    options = EngineOptions(prefix_caching=prefix, gpu_capability=90)
+    memory, label = GPUS[gpu]
+    # what the plan derives from the GPU: the API server's batch, the compute capability
+    batched = default_batched_tokens(EngineRef("vllm", VERSION), memory, label, 512)[0]
+    assert batched == got["max_num_batched_tokens"]
+    options = EngineOptions(
+        prefix_caching=prefix, gpu_capability=compute_capability(label), max_num_batched_tokens=batched
+    )
     pool = vllm.pool(spec, k, k, 1, options, VERSION)
     layout = StagedLayout((vllm.layout(spec, k, k, 1, options, VERSION),))
     assert pool.prefix_caching == got["enable_prefix_caching"]
