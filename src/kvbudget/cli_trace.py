@@ -116,20 +116,12 @@ def _convert(args: argparse.Namespace) -> str:
     records = read_records(
         args.files, fmt=args.format, strict=args.strict, bad_rows=bad, span_files=args.sessions_span_files
     )
-    f, temp = writer.open()
     steps, sessions = 0, set()
-    try:
+    with writer.stream() as f:
         for record in records:
             f.write(json.dumps(record.to_json(), separators=(",", ":")) + "\n")
             steps += 1
             sessions.add(record.session)
-    except OSError as exc:
-        writer.discard(f, temp)
-        raise InputError(f"--out {args.out}: cannot write: {exc.strerror or exc}") from None
-    except BaseException:
-        writer.discard(f, temp)
-        raise
-    writer.commit(f, temp)
     lines = [f"wrote {steps:,} steps of {len(sessions):,} session(s) to {args.out} (kvbudget JSONL, docs/traces.md)"]
     if bad:
         lines.append(f"{len(bad):,} bad row(s) skipped (use --strict to stop at the first):")

@@ -21,7 +21,7 @@ import json
 import os
 import stat
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -165,10 +165,12 @@ class AtomicWriter:
             f.close()
         temp.unlink(missing_ok=True)
 
-    def write(self, text: str) -> None:
+    @contextlib.contextmanager
+    def stream(self) -> Iterator[IO[str]]:
+        """A text file to write into; renamed over the target when the block ends, removed if it fails."""
         f, temp = self.open()
         try:
-            f.write(text)
+            yield f
         except OSError as exc:
             self.discard(f, temp)
             raise InputError(f"{self.option} {self.path}: cannot write ({exc.strerror or exc})") from None
@@ -176,3 +178,7 @@ class AtomicWriter:
             self.discard(f, temp)
             raise
         self.commit(f, temp)
+
+    def write(self, text: str) -> None:
+        with self.stream() as f:
+            f.write(text)
