@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from kvbudget.cost import resolve_dtypes
 from kvbudget.engines import parse_engine
+from kvbudget.engines.base import EngineOptions
 from kvbudget.errors import InputError
 from kvbudget.model.sources import resolve
 from kvbudget.plan.plan import Plan, PlanInputs, make_plan
@@ -63,7 +64,20 @@ def test_more_memory_never_fewer_sessions(engine: str, model: str, a: int, b: in
         # SGLang's derived mem_fraction_static reserves more on bigger GPUs in steps (chunked prefill 8,192 ->
         # 16,384 at 160 GiB), so a bigger card can really serve fewer sessions; with a fixed fraction it cannot.
         small, large = replace(small, utilization=0.85), replace(large, utilization=0.85)
+    if engine == "vllm":
+        # vLLM's API server batches 2,048 tokens below 70 GiB and 8,192 above (EngineArgs.get_batch_defaults);
+        # sliding layers reserve window + batch, so a bigger card can serve fewer sliding-window sessions
+        # (test below); with the batch fixed it cannot.
+        fixed = EngineOptions(max_num_batched_tokens=8192)
+        small, large = replace(small, options=fixed), replace(large, options=fixed)
     assert _sessions(small) <= _sessions(large)
+
+
+def test_vllm_bigger_card_can_batch_more_and_serve_fewer_sliding_sessions() -> None:
+    """The step in vLLM's own defaults, kept on purpose: Gemma-3-27B at 32K on 41 GB vs 76 GB."""
+    assert _sessions(_inputs("gemma-3-27b", "vllm", 41 * GB, 32_768)) > _sessions(
+        _inputs("gemma-3-27b", "vllm", 76 * GB, 32_768)
+    )
 
 
 def test_sglang_bigger_card_can_reserve_more() -> None:
