@@ -19,7 +19,7 @@ import copy
 import importlib
 import inspect
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,19 +35,6 @@ from kvbudget.precision import parse_cache_dtype
 
 CACHE_TENSORS = ("keys", "values", "conv_states", "recurrent_states", "indexer_keys", "indexer_position_ids")
 BOOKKEEPING = ("_sliding_window_tensor",)  # DynamicSlidingWindowLayer: a 0-d int64 holding the window
-
-
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
-
-
-@pytest.fixture
-def torch_installed() -> Iterator[None]:
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    yield
 
 
 Fix = Callable[[dict[str, Any]], None]

@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import json
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
@@ -29,20 +28,6 @@ from kvbudget.model.spec import ModelSpec
 from tests.helpers import run_cli
 
 KV_8x128 = 2 * 8 * 128 * 2  # K and V, 8 kv heads x 128 dims, bf16: 4,096 B per token per layer
-
-
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Skeletons are built from configs only; nothing may reach the network."""
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
-
-
-@pytest.fixture
-def torch_installed() -> Iterator[None]:
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    yield
 
 
 def _spec(name: str, **changes: object) -> ModelSpec:

@@ -9,6 +9,7 @@ from kvbudget.model.spec import (
     DELTA_VARIANTS,
     ChunkedLocal,
     FullAttention,
+    IndexerKeys,
     LatentAttention,
     ModelSpec,
     Primitive,
@@ -161,6 +162,26 @@ def kernel_minus_one_state(
         conv_dtype=state_dtype(state.conv_dtype, conv_default),
         ssm_dtype=state_dtype(state.ssm_dtype, ssm_default),
     )
+
+
+FP8_INDEXER_QUANT_BLOCK = 128  # vLLM Indexer.quant_block_size / SGLang NSATokenToKVPool.quant_block_size
+
+
+def fp8_indexer_record(
+    engine: str, spec: ModelSpec, state: IndexerKeys, indices: tuple[int, ...], unknown: str
+) -> tuple[int, str]:
+    """(bytes per token per layer, formula) of the fp8 indexer-key record vLLM and SGLang keep for a
+    sparse-attention (DSA) model: index_head_dim fp8 bytes + one fp32 scale per 128 values, whatever
+    --kv-cache-dtype says. Refused when some sparse-attention layers reuse another layer's top-k
+    (indexer_types 'shared'): ``unknown`` says what is not known about the engine's rule for them."""
+    latent = sum(1 for _, s in spec.primitives() if isinstance(s, LatentAttention))
+    if len(indices) != latent:
+        raise EngineRefusalError(
+            f"{engine}: {latent - len(indices)} of {latent} sparse-attention layers reuse another layer's top-k "
+            f"(indexer_types 'shared'); {unknown}"
+        )
+    scales = state.head_dim // FP8_INDEXER_QUANT_BLOCK
+    return state.head_dim + scales * 4, f"1 indexer key x ({state.head_dim} fp8 B + {scales} fp32 scales)"
 
 
 def indexer_group(indices: tuple[int, ...], slot: int, text: str, slots: Slots) -> Group:

@@ -26,6 +26,7 @@ from kvbudget.engines.base import EngineOptions, Group, Layout, Slots, pad
 from kvbudget.engines.common import (
     attention_slot,
     fixed_state_group,
+    fp8_indexer_record,
     group_primitives,
     kernel_minus_one_state,
     kv_heads_per_rank,
@@ -57,7 +58,6 @@ MAMBA_CONV_DTYPE = "bf16"  # SGLang SGLANG_MAMBA_CONV_DTYPE default bfloat16 (sr
 # auto resolves to the model dtype (bf16, fp16 or fp32) before we see it. fp4_e2m1 is not modelled.
 CACHE_DTYPES = ("bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2")
 DSA_PAGE_SIZE = 64  # SGLang _handle_deepseek_family: "Setting page size to 64 for DeepSeek DSA" on CUDA
-NSA_QUANT_BLOCK = 128  # SGLang NSATokenToKVPool.quant_block_size (srt/mem_cache/memory_pool.py)
 # SGLang 0.5.23 is_hybrid_swa_model allow-list (srt/configs/model_config.py: hybrid_swa_archs, SWA_SINK_ARCHS,
 # MIMO_V2_MODEL_ARCHS); a config may also opt in with is_hybrid_swa
 SWA_ARCHITECTURES = frozenset(
@@ -346,14 +346,7 @@ def _indexer_group(
             f"sglang: --kv-cache-dtype {k.name} on a sparse-attention (DSA) model changes the MLA record with the "
             "NSA backend (kv_cache_dim), which kvbudget does not model; use bf16"
         )
-    latent = sum(1 for _, s in spec.primitives() if isinstance(s, LatentAttention))
-    if len(indices) != latent:
-        raise EngineRefusalError(
-            f"sglang: {latent - len(indices)} of {latent} sparse-attention layers reuse another layer's top-k "
-            "(indexer_types 'shared'); how SGLang sizes their indexer buffer is not known"
-        )
-    slot = state.head_dim + state.head_dim // NSA_QUANT_BLOCK * 4
-    text = f"1 indexer key x ({state.head_dim} fp8 B + {state.head_dim // NSA_QUANT_BLOCK} fp32 scales)"
+    slot, text = fp8_indexer_record(NAME, spec, state, indices, "how SGLang sizes their indexer buffer is not known")
     return Group(
         "indexer",
         "indexer keys (fp8 + scales)",

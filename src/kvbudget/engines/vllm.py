@@ -27,6 +27,7 @@ from kvbudget.engines import version_tuple
 from kvbudget.engines.base import NO_SLOTS, EngineOptions, Group, Layout, Slots
 from kvbudget.engines.common import (
     attention_slot,
+    fp8_indexer_record,
     group_primitives,
     kernel_minus_one_state,
     kv_heads_per_rank,
@@ -231,9 +232,6 @@ def _bucket(
     return Bucket("recurrent", f"{state.variant} state", indices, 0, "", 0, size, text)
 
 
-INDEXER_QUANT_BLOCK = 128  # vLLM Indexer.quant_block_size (model_executor/models/deepseek_v2.py)
-
-
 def _indexer_bucket(spec: ModelSpec, state: IndexerKeys, indices: tuple[int, ...], k: CacheDType) -> Bucket:
     """vLLM DeepseekV32IndexerCache (model_executor/models/deepseek_v2.py @ 002d6073): an MLAAttentionSpec of one
     head of index_head_dim + index_head_dim // 128 * 4 uint8 (fp8 keys + one fp32 scale per 128), whatever
@@ -245,14 +243,9 @@ def _indexer_bucket(spec: ModelSpec, state: IndexerKeys, indices: tuple[int, ...
             f"vllm: --kv-cache-dtype {k.name} on a sparse-attention (DSA) model is stored in vLLM's fp8_ds_mla "
             "record (DeepSeek-V3.2) or a backend-specific layout, which kvbudget does not model; use bf16"
         )
-    latent = sum(1 for _, s in spec.primitives() if isinstance(s, LatentAttention))
-    if len(indices) != latent:
-        raise EngineRefusalError(
-            f"vllm: {latent - len(indices)} of {latent} sparse-attention layers reuse another layer's top-k "
-            "(indexer_types 'shared'); whether vLLM still allocates their indexer cache is not known"
-        )
-    size = state.head_dim + state.head_dim // INDEXER_QUANT_BLOCK * 4
-    text = f"1 indexer key x ({state.head_dim} fp8 B + {state.head_dim // INDEXER_QUANT_BLOCK} fp32 scales)"
+    size, text = fp8_indexer_record(
+        NAME, spec, state, indices, "whether vLLM still allocates their indexer cache is not known"
+    )
     return Bucket("latent_attention", "indexer keys (fp8 + scales)", indices, size, text, 0)
 
 
