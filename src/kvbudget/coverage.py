@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvbudget.cost import compute_cost
-from kvbudget.engines import ENGINES, parse_engine
+from kvbudget.engines import engine_names, parse_engine
 from kvbudget.errors import KvBudgetError
 from kvbudget.model import catalog
 from kvbudget.model.architectures import ARCHITECTURES, Architecture
@@ -87,7 +87,7 @@ def _gguf_spec(arch: Architecture) -> tuple[ModelSpec | None, str, str]:
 
 def _cells(spec: ModelSpec | None, reader_refusal: str) -> tuple[Cell, ...]:
     out: list[Cell] = []
-    for engine in ENGINES:
+    for engine in engine_names():
         if spec is None:
             out.append(Cell(False, reader_refusal))
             continue
@@ -122,7 +122,7 @@ def render(rows: Sequence[Row]) -> str:
         number = reasons.setdefault(c.reason, len(reasons) + 1)
         return f"refused [{number}]"
 
-    engines = list(ENGINES)
+    engines = list(engine_names())
     head = ["architecture", "config model_type"] + [f"config: {e}" for e in engines]
     head += ["GGUF architecture"] + [f"GGUF: {e}" for e in engines]
     lines = [
@@ -148,7 +148,7 @@ def render(rows: Sequence[Row]) -> str:
         lines.append("| " + " | ".join(cells) + " |")
         counts["config"] += sum(c.exact for c in row.config)
         counts["gguf"] += sum(c.exact for c in row.gguf)
-    total = len(rows) * len(ENGINES)
+    total = len(rows) * len(engine_names())
     lines += [
         "",
         f"{len(rows)} architectures; exact cells: {counts['config']} of {total} from config.json, "

@@ -66,7 +66,7 @@ class _NotRun:
     def __init__(self, name: str) -> None:
         self.name = name
 
-    def __call__(self, *args: object, **kwargs: object) -> None:  # noqa: ARG002
+    def __call__(self, *args: object, **kwargs: object) -> None:
         raise RuntimeError(f"oracle stand-in: the compiled op {self.name} cannot run on a CPU")
 
     def __getattr__(self, name: str) -> _NotRun:

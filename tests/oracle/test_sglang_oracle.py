@@ -20,10 +20,10 @@ from kvbudget import hardware
 from kvbudget.engines import EngineRef, sglang
 from kvbudget.engines.base import EngineOptions
 from kvbudget.engines.common import group_primitives
+from kvbudget.engines.sglang_memory import mem_fraction_static
 from kvbudget.model import catalog
 from kvbudget.model.families import read_spec
 from kvbudget.model.spec import LatentAttention, ModelSpec
-from kvbudget.plan.budget import default_batched_tokens, sglang_mem_fraction_static
 from kvbudget.precision import parse_cache_dtype
 from tests.oracle.oracle_env import run_probe
 
@@ -108,9 +108,9 @@ def test_sglang_sizing_equals_sglang(case: tuple[str, str, int, str, bool]) -> N
     spec = _spec(name)
     memory = GPUS[gpu][0]
     mla = any(isinstance(state, LatentAttention) for state, _ in group_primitives(spec))
-    assert sglang_mem_fraction_static(memory, 1, 1, mla=mla)[0] == got["mem_fraction_static"]
+    assert mem_fraction_static(memory, 1, 1, mla=mla)[0] == got["mem_fraction_static"]
     assert (
-        default_batched_tokens(EngineRef("sglang", sglang.DEFAULT_VERSION), memory, "", 512)[0]
+        EngineRef("sglang", sglang.DEFAULT_VERSION).rules.batched_tokens(memory, "", EngineOptions())[0]
         == (got["chunked_prefill_size"])
     )
     dtype = parse_cache_dtype("auto" if kv == "auto" else kv, model_dtype=spec.dtype)

@@ -20,11 +20,11 @@ import pytest
 from kvbudget import hardware
 from kvbudget.engines import EngineRef, vllm
 from kvbudget.engines.base import EngineOptions
+from kvbudget.engines.capability import compute_capability
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model import catalog
 from kvbudget.model.families import read_spec
 from kvbudget.model.spec import ModelSpec
-from kvbudget.plan.budget import compute_capability, default_batched_tokens
 from kvbudget.plan.capacity import StagedLayout, sessions_at
 from kvbudget.precision import parse_cache_dtype
 from tests.oracle.oracle_env import run_probe
@@ -126,7 +126,7 @@ def test_vllm_capacity_equals_vllm(gpu: str, name: str, context: int, kv: str, p
     k = parse_cache_dtype(kv, model_dtype=spec.dtype)
     memory, label = GPUS[gpu]
     # what the plan derives from the GPU: the API server's batch, the compute capability
-    batched = default_batched_tokens(EngineRef("vllm", VERSION), memory, label, 512)[0]
+    batched = EngineRef("vllm", VERSION).rules.batched_tokens(memory, label, EngineOptions())[0]
     assert batched == got["max_num_batched_tokens"]
     options = EngineOptions(
         prefix_caching=prefix, gpu_capability=compute_capability(label), max_num_batched_tokens=batched

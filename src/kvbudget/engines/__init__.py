@@ -1,10 +1,8 @@
-"""Engines: each module turns a ModelSpec into a Layout following that engine's own rules.
+"""Engines: each module owns one engine's whole rule set behind the contract of ``engines/contract.py``.
 
-Engine module contract (``ideal``, ``vllm``, ``sglang``, ``llamacpp``, ``transformers``):
-
-* ``NAME``: the engine's name; ``DEFAULT_VERSION``: the newest version whose rules it follows;
-* ``layout(spec, k_dtype, v_dtype, tp, options, version) -> Layout``, raising EngineRefusalError for
-  combinations the engine itself refuses.
+An engine module ``engines/<name>.py`` defines ``class Rules(EngineRules)`` (name, version, layout,
+memory share, batch and overhead, prefix sharing, sessions, start-up lines, serve command). This
+registry finds engines by module name, so adding an engine is adding its module; nothing else names it.
 
 An engine is named ``vllm``, ``vllm@0.25``, ``vllm==0.25`` or, for a version range that changed a
 rule, ``transformers<5`` (the newest release before 5).
@@ -13,20 +11,68 @@ rule, ``transformers<5`` (the newest release before 5).
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import re
 from dataclasses import dataclass
-from types import ModuleType
+from functools import cache, cached_property
+from typing import TYPE_CHECKING
 
-from kvbudget.engines.base import EngineOptions, Layout
+from kvbudget.engines.base import EngineOptions, Layout, version_tuple
 from kvbudget.errors import InputError
 from kvbudget.model.spec import ModelSpec
 from kvbudget.precision import CacheDType
 
-ENGINES = ("ideal", "vllm", "sglang", "llamacpp", "transformers")
-_ALIASES = {"llama.cpp": "llamacpp", "llama-cpp": "llamacpp", "llama_cpp": "llamacpp", "hf": "transformers"}
-# "name<major" means the newest release below that major version, as far as rules are concerned.
-_BELOW = {("transformers", "5"): "4.57.6", ("vllm", "0.26"): "0.25.0", ("vllm", "0.21"): "0.20.0"}
+if TYPE_CHECKING:
+    from kvbudget.engines.contract import EngineRules
+
+__all__ = ["EngineRef", "build_layout", "engine_names", "parse_engine", "rules_class", "version_tuple"]
+
 _SPEC = re.compile(r"^\s*([A-Za-z_.\-]+)\s*(?:(@|==|<)\s*([\w.]+))?\s*$")
+_NUMERIC = re.compile(r"^b?\d+(?:\.\d+)*$")
+
+
+def _key(text: str) -> str:
+    """Engine names compare without case and punctuation: llama.cpp, llama-cpp and llamacpp are one."""
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def rules_class(name: str) -> type[EngineRules] | None:
+    """The Rules class of the engine module ``name``, or None when no such engine module exists."""
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or not _module_exists(name):
+        return None
+    cls = getattr(importlib.import_module(f"kvbudget.engines.{name}"), "Rules", None)
+    return cls if isinstance(cls, type) else None
+
+
+def _module_exists(name: str) -> bool:
+    return name in _module_names()
+
+
+@cache
+def _module_names() -> frozenset[str]:
+    """The modules and subpackages of this package (a directory listing, read once)."""
+    return frozenset(m.name for m in pkgutil.iter_modules(__path__))
+
+
+def _all_rules() -> list[type[EngineRules]]:
+    found = [cls for name in _module_names() if (cls := rules_class(name)) is not None]
+    return sorted(found, key=lambda cls: (cls.order, cls.name))
+
+
+def engine_names(*, servers_only: bool = False) -> tuple[str, ...]:
+    """Every engine kvbudget implements, in table order (servers only: those with a serve command)."""
+    return tuple(cls.name for cls in _all_rules() if cls.server or not servers_only)
+
+
+def _lookup(raw: str) -> type[EngineRules]:
+    key = _key(raw)
+    cls = rules_class(key)
+    if cls is not None:
+        return cls
+    for candidate in _all_rules():
+        if key in {_key(candidate.name), *(_key(a) for a in candidate.aliases)}:
+            return candidate
+    raise InputError(f"--engine: unknown engine {raw!r}; choose one of: {', '.join(engine_names())}")
 
 
 @dataclass(frozen=True)
@@ -38,9 +84,13 @@ class EngineRef:
     def label(self) -> str:
         return f"{self.name} {self.version}".strip()
 
-
-def module(name: str) -> ModuleType:
-    return importlib.import_module(f"kvbudget.engines.{name}")
+    @cached_property
+    def rules(self) -> EngineRules:
+        """This engine's rules at this version."""
+        cls = rules_class(self.name)
+        if cls is None:
+            raise InputError(f"--engine: unknown engine {self.name!r}; choose one of: {', '.join(engine_names())}")
+        return cls(self.version)
 
 
 def parse_engine(text: str) -> EngineRef:
@@ -49,55 +99,27 @@ def parse_engine(text: str) -> EngineRef:
     if match is None:
         raise InputError(f"--engine: cannot read {text!r}; write e.g. vllm, vllm@0.25 or transformers<5")
     raw, op, version = match.groups()
-    name = _ALIASES.get(raw.lower(), raw.lower())
-    if name not in ENGINES:
-        raise InputError(f"--engine: unknown engine {raw!r}; choose one of: {', '.join(ENGINES)}")
-    mod = module(name)
+    cls = _lookup(raw)
     if op is None:
-        return EngineRef(name, str(mod.DEFAULT_VERSION))
+        return EngineRef(cls.name, cls.default_version)
     if op == "<":
-        below = _BELOW.get((name, version))
+        below = cls.below.get(version)
         if below is None:
-            known = ", ".join(f"{n}<{v}" for n, v in _BELOW if n == name) or "none"
-            raise InputError(f"--engine: no rule change is known at {name}<{version}; known: {known}")
-        return EngineRef(name, below)
-    _check_version(name, version)
-    return EngineRef(name, version)
-
-
-_NUMERIC = re.compile(r"^b?\d+(?:\.\d+)*$")
-
-
-def _check_version(name: str, version: str) -> None:
-    """Versions are read strictly: a word such as 'latest' must not fall back to the oldest rules."""
+            known = ", ".join(f"{cls.name}<{v}" for v in cls.below) or "none"
+            raise InputError(f"--engine: no rule change is known at {cls.name}<{version}; known: {known}")
+        return EngineRef(cls.name, below)
     if not _NUMERIC.match(version):
+        # Versions are read strictly: a word such as 'latest' must not fall back to the oldest rules.
         raise InputError(
-            f"--engine {name}@{version}: a version is a release number such as "
-            f"{module(name).DEFAULT_VERSION}; omit it for the newest rules kvbudget implements"
+            f"--engine {cls.name}@{version}: a version is a release number such as "
+            f"{cls.default_version}; omit it for the newest rules kvbudget implements"
         )
+    return EngineRef(cls.name, version)
 
 
 def build_layout(
     spec: ModelSpec, engine: EngineRef, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions
 ) -> Layout:
-    _check_tp(spec, engine, tp)
-    layout: Layout = module(engine.name).layout(spec, k, v, tp, options, engine.version)
-    return layout
-
-
-def _check_tp(spec: ModelSpec, engine: EngineRef, tp: int) -> None:
-    """vLLM and SGLang refuse a tensor-parallel size that does not divide the query heads
-    (vLLM ModelConfig.verify_with_parallel_config; SGLang ModelConfig: num_attention_heads % tp_size)."""
-    if tp <= 1 or engine.name not in ("vllm", "sglang"):
-        return
-    heads = spec.config.get("num_attention_heads")
-    if isinstance(heads, int) and not isinstance(heads, bool) and heads > 0 and heads % tp:
-        raise InputError(
-            f"--tp {tp}: {engine.name} needs the tensor-parallel size to divide the {heads} attention heads of "
-            f"{spec.name}; use a divisor of {heads}"
-        )
-
-
-def version_tuple(version: str) -> tuple[int, ...]:
-    """'0.25.1' -> (0, 25, 1); non-numeric parts are dropped ('b7800' -> (7800,))."""
-    return tuple(int(p) for p in re.findall(r"\d+", version))
+    rules = engine.rules
+    rules.check_tp(spec, tp)
+    return rules.layout(spec, k, v, tp, options)

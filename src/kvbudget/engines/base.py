@@ -13,6 +13,7 @@ Bytes of a group for S sequences of N tokens = alloc_layers * (slot_bytes * slot
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -20,6 +21,11 @@ from typing import Literal
 from kvbudget.precision import CacheDType
 
 MlaStorage = Literal["latent", "latent+v", "expanded"]
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """'0.25.1' -> (0, 25, 1); non-numeric parts are dropped ('b7800' -> (7800,))."""
+    return tuple(int(p) for p in re.findall(r"\d+", version))
 
 
 def cdiv(a: int, b: int) -> int:

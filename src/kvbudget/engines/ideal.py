@@ -30,6 +30,7 @@ from kvbudget.engines.common import (
     latent_slot,
     shared_kv_group,
 )
+from kvbudget.engines.contract import EngineRules
 from kvbudget.model.spec import (
     ChunkedLocal,
     CrossAttention,
@@ -94,3 +95,19 @@ def layout(spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: Engi
         elif isinstance(state, SharedKV):
             groups.append(shared_kv_group(state, indices))
     return Layout(NAME, version, k, v, tp, tuple(groups), None, (), tuple(dict.fromkeys(warnings)))
+
+
+class Rules(EngineRules):
+    """The textbook: the whole card, no blocks, the whole prefix shared (the seeds' simple budget)."""
+
+    name = NAME
+    title = "ideal"
+    default_version = DEFAULT_VERSION
+    order = 0
+    cheaper_kv_dtypes = ("fp8", "int4")
+
+    def layout(self, spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions) -> Layout:
+        return layout(spec, k, v, tp, options, self.version)
+
+    def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:
+        return prefix, "ideal: the whole prefix is shared"

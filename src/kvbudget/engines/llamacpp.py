@@ -25,6 +25,8 @@ from typing import Literal
 
 from kvbudget.engines.base import NO_SLOTS, EngineOptions, Group, Layout, Slots, pad
 from kvbudget.engines.common import group_primitives, shared_kv_group
+from kvbudget.engines.contract import Deployment, EngineRules, ServeSettings, Share, StartUp
+from kvbudget.engines.overhead import Overhead, compute_buffer_overhead
 from kvbudget.errors import EngineRefusalError, InputError
 from kvbudget.model.spec import (
     DELTA_VARIANTS,
@@ -439,3 +441,61 @@ def kv_cache_log_lines(
             lines.append(f"llama_kv_cache_iswa: creating     SWA KV cache, size = {cache.cells} cells")
         lines.append(cache.log_line())
     return lines
+
+
+FIT_MARGIN = 1024 * 2**20  # llama.cpp llama_params_fit default per-device margin (PR #16653)
+
+
+class Rules(EngineRules):
+    """llama.cpp (llama-server): no memory fraction, -c cells split into -np slots, no cross-slot sharing."""
+
+    name = NAME
+    title = "llama.cpp"
+    default_version = DEFAULT_VERSION
+    order = 30
+    aliases = ("llama.cpp", "llama-cpp", "llama_cpp", "llama-server")
+    server = True
+    parallel = False
+    cheaper_kv_dtypes = ("q8_0", "q4_0")
+
+    def layout(self, spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions) -> Layout:
+        return layout(spec, k, v, tp, options, self.version)
+
+    def usable_share(self, total_bytes: int, *, utilization: float | None, tp: int, pp: int, mla: bool) -> Share:
+        # no fraction: the KV size follows -c/-np; the auto-fit keeps a 1,024 MiB margin per device
+        return Share(total_bytes - FIT_MARGIN, "total - 1,024 MiB fit margin (llama_params_fit)")
+
+    def batched_tokens(self, total_bytes: int, gpu_label: str, options: EngineOptions) -> tuple[int, str]:
+        return options.n_ubatch, "llama.cpp -ub (n_ubatch)"
+
+    def overhead(self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str) -> Overhead:
+        return compute_buffer_overhead(spec, ubatch=batched, what=self.title)
+
+    def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:
+        return 0, "llama.cpp slots keep separate cells (no sharing without --kv-unified)"
+
+    def sessions(self, d: Deployment, warnings: list[str]) -> int:
+        if d.sessions == MAX_SEQ:
+            warnings.append(f"llama.cpp serves at most {MAX_SEQ} slots (LLAMA_MAX_SEQ); memory would allow more")
+        return d.sessions
+
+    def start_up(self, d: Deployment) -> StartUp:
+        if d.sessions < 1:
+            return StartUp((), 0, "llama.cpp cells (no session fits)")
+        n_ctx = d.sessions * d.context
+        lines = tuple(kv_cache_log_lines(d.spec, d.k, d.v, n_ctx, d.sessions, d.options))
+        cells, streams = context_cells(n_ctx, d.sessions, d.options.kv_unified)
+        return StartUp(
+            lines,
+            cells * streams,
+            f"llama.cpp cells: {streams} stream(s) x {cells:,} cells (-c {n_ctx} -np {d.sessions})",
+        )
+
+    def serve_command(self, s: ServeSettings) -> tuple[str, ...]:
+        sessions = max(s.sessions, 1)
+        args = ["llama-server", "-m", s.model if s.model.endswith(".gguf") else f"{s.model}.gguf"]
+        args += ["-c", str(sessions * s.context), "-np", str(sessions)]
+        args += ["-ctk", ggml_type_name(s.k), "-ctv", ggml_type_name(s.v), "-fa", "on"]
+        if s.options.swa_full:
+            args.append("--swa-full")
+        return tuple(args)

@@ -20,8 +20,9 @@ radix cache's extra buffer, 3 without, 1 with the radix cache off).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from kvbudget.engines import sglang_memory
 from kvbudget.engines.base import EngineOptions, Group, Layout, Slots, pad
 from kvbudget.engines.common import (
     attention_slot,
@@ -33,6 +34,8 @@ from kvbudget.engines.common import (
     latent_slot,
     shared_kv_group,
 )
+from kvbudget.engines.contract import Deployment, EngineRules, ServeSettings, Share, StartUp
+from kvbudget.engines.overhead import Overhead, activation_overhead
 from kvbudget.errors import EngineRefusalError, InputError
 from kvbudget.model.spec import (
     ChunkedLocal,
@@ -551,3 +554,78 @@ def pools(
         )
         sessions = min(sessions, swa_tokens // min(need, window + page))
     return SglangPools(tokens, full_tokens, swa_tokens, slots, per_req, running, min(sessions, running))
+
+
+class Rules(EngineRules):
+    """SGLang: a static share of the free memory, token pools (full, sliding, Mamba state), the radix cache."""
+
+    name = NAME
+    title = "SGLang"
+    default_version = DEFAULT_VERSION
+    order = 20
+    server = True
+    divides_heads = True
+    memory_fraction = "mem_fraction_static"
+    cheaper_kv_dtypes = ("fp8_e4m3",)
+
+    def layout(self, spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions) -> Layout:
+        return layout(spec, k, v, tp, options, self.version)
+
+    def usable_share(self, total_bytes: int, *, utilization: float | None, tp: int, pp: int, mla: bool) -> Share:
+        return sglang_memory.usable_share(total_bytes, utilization, tp, pp, mla)
+
+    def batched_tokens(self, total_bytes: int, gpu_label: str, options: EngineOptions) -> tuple[int, str]:
+        return sglang_memory.chunked_prefill(total_bytes)
+
+    def derived_options(self, options: EngineOptions, batched: int, capability: int | None) -> EngineOptions:
+        # the page size of the GPU's attention backend (64 on Blackwell)
+        return replace(options, gpu_capability=options.gpu_capability or capability)
+
+    def overhead(self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str) -> Overhead:
+        return activation_overhead(spec, tp=tp, batched=batched, batched_basis=batched_basis, graphs=True)
+
+    def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:
+        # SGLang RadixAttention matches prefixes page by page (mem_cache/radix_cache.py)
+        b = block or DEFAULT_PAGE_SIZE
+        return prefix // b * b, f"SGLang RadixAttention shares whole {b}-token pages"
+
+    def sessions(self, d: Deployment, warnings: list[str]) -> int:
+        """Its pools, not fungible bytes: the Mamba carve-out, the full pool of a sliding-window hybrid, the
+        running-request cap (one pipeline stage only)."""
+        if d.pp > 1:
+            return d.sessions
+        try:
+            built = pools(d.pool_bytes, d.spec, d.layout, d.context, d.options)
+        except EngineRefusalError as refusal:
+            warnings.append(str(refusal))
+            return 0
+        if built.sessions < d.sessions:
+            warnings.append(
+                f"SGLang serves {built.sessions} sessions of {d.context:,} tokens, not the {d.sessions} the bytes "
+                f"alone would hold: max_total_num_tokens {built.max_total_num_tokens:,}"
+                + (f" (full pool; sliding pool {built.swa_tokens:,})" if built.swa_tokens else "")
+                + (
+                    f", {built.max_mamba_cache_size} Mamba state slots"
+                    if built.max_mamba_cache_size is not None
+                    else ""
+                )
+                + f", max_running_requests {built.max_running_requests:,}"
+            )
+        return built.sessions
+
+    def start_up(self, d: Deployment) -> StartUp:
+        try:
+            built = pools(d.pool_bytes, d.spec, d.layout, d.context, d.options)
+        except EngineRefusalError as refusal:
+            return StartUp((str(refusal),), 0, f"SGLang {self.version} refuses to start", True)
+        return StartUp(built.log_lines(), built.max_total_num_tokens, "SGLang max_total_num_tokens")
+
+    def serve_command(self, s: ServeSettings) -> tuple[str, ...]:
+        args = ["python", "-m", "sglang.launch_server", "--model-path", s.model, "--context-length", str(s.context)]
+        if s.fraction is not None:
+            args += ["--mem-fraction-static", str(s.fraction)]
+        dtype = s.k.name if s.k.name in ("fp8_e4m3", "fp8_e5m2") else "auto"
+        args += ["--kv-cache-dtype", dtype, "--max-running-requests", str(max(s.sessions, 1))]
+        if s.tp > 1:
+            args += ["--tp", str(s.tp)]
+        return tuple(args)

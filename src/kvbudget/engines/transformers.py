@@ -27,7 +27,9 @@ the real cache tensors by ``kvbudget measure`` and the oracle tests (``untyped_s
 
 from __future__ import annotations
 
-from kvbudget.engines import version_tuple
+from collections.abc import Mapping
+from typing import ClassVar
+
 from kvbudget.engines.base import (
     EngineOptions,
     Group,
@@ -35,6 +37,7 @@ from kvbudget.engines.base import (
     Slots,
     capped_slots,
     exact_slots,
+    version_tuple,
 )
 from kvbudget.engines.common import (
     attention_group,
@@ -47,6 +50,7 @@ from kvbudget.engines.common import (
     recurrent_bytes,
     shared_kv_group,
 )
+from kvbudget.engines.contract import EngineRules
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model.spec import (
     ChunkedLocal,
@@ -249,3 +253,21 @@ def layout(
         tuple(dict.fromkeys(notes)),
         tuple(dict.fromkeys(warnings)),
     )
+
+
+class Rules(EngineRules):
+    """transformers: no server and no pool; each sequence holds its own DynamicCache on one device per layer."""
+
+    name = NAME
+    title = "transformers"
+    default_version = DEFAULT_VERSION
+    order = 40
+    aliases = ("hf", "huggingface")
+    below: ClassVar[Mapping[str, str]] = {"5": "4.57.6"}  # the last 4.x release (MLA expanded before 5)
+    parallel = False
+
+    def layout(self, spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions) -> Layout:
+        return layout(spec, k, v, tp, options, self.version)
+
+    def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:
+        return 0, "transformers caches each sequence separately"

@@ -21,10 +21,12 @@ S sequences cost S times one sequence.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import ClassVar
 
-from kvbudget.engines import version_tuple
-from kvbudget.engines.base import NO_SLOTS, EngineOptions, Group, Layout, Slots
+from kvbudget.engines import vllm_memory
+from kvbudget.engines.base import NO_SLOTS, EngineOptions, Group, Layout, Slots, version_tuple
 from kvbudget.engines.common import (
     attention_slot,
     fp8_indexer_record,
@@ -34,6 +36,8 @@ from kvbudget.engines.common import (
     latent_slot,
     shared_kv_group,
 )
+from kvbudget.engines.contract import Deployment, EngineRules, ServeSettings, Share, StartUp
+from kvbudget.engines.overhead import Overhead, activation_overhead
 from kvbudget.engines.vllm_pool import (
     ATTENTION,
     Bucket,
@@ -508,3 +512,87 @@ def layout(
     return Layout(
         NAME, version, k, v, tp, tuple(groups), result.block_size, tuple(notes), tuple(dict.fromkeys(warnings))
     )
+
+
+# Cache dtype names of vLLM's --kv-cache-dtype, by kvbudget's name; anything else is "auto".
+_SERVE_DTYPES = ("fp8", "fp8_e4m3", "fp8_e5m2", "nvfp4", "int8_per_token_head", "fp8_per_token_head")
+
+
+class Rules(EngineRules):
+    """vLLM V1: a share of the total memory, blocks sized for the admission worst case, prefix caching by blocks."""
+
+    name = NAME
+    title = "vLLM"
+    default_version = DEFAULT_VERSION
+    order = 10
+    below: ClassVar[Mapping[str, str]] = {"0.26": "0.25.0", "0.21": "0.20.0"}
+    server = True
+    divides_heads = True
+    memory_fraction = "gpu_memory_utilization"
+    cheaper_kv_dtypes = ("fp8",)
+
+    def layout(self, spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions) -> Layout:
+        return layout(spec, k, v, tp, options, self.version)
+
+    def usable_share(self, total_bytes: int, *, utilization: float | None, tp: int, pp: int, mla: bool) -> Share:
+        return vllm_memory.usable_share(total_bytes, utilization, self.version)
+
+    def batched_tokens(self, total_bytes: int, gpu_label: str, options: EngineOptions) -> tuple[int, str]:
+        return vllm_memory.batched_tokens(total_bytes, gpu_label, self.version)
+
+    def derived_options(self, options: EngineOptions, batched: int, capability: int | None) -> EngineOptions:
+        # the batch that sliding windows reserve, and the GPU generation that picks the attention backend
+        return replace(
+            options,
+            max_num_batched_tokens=options.max_num_batched_tokens or batched,
+            gpu_capability=options.gpu_capability or capability,
+        )
+
+    def overhead(self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str) -> Overhead:
+        graphs = vllm_memory.subtracts_graphs(self.version)
+        return activation_overhead(spec, tp=tp, batched=batched, batched_basis=batched_basis, graphs=graphs)
+
+    def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:
+        # vLLM automatic prefix caching hashes whole blocks only (vllm/v1/core/kv_cache_utils.py hash_block_tokens)
+        b = block or DEFAULT_BLOCK_SIZE
+        return prefix // b * b, f"vLLM prefix caching shares whole {b}-token blocks"
+
+    def start_up(self, d: Deployment) -> StartUp:
+        vpool = pool(d.spec, d.k, d.v, d.tp, d.options, self.version)
+        try:
+            check_admission(vpool, d.pool_bytes, d.context)
+        except EngineRefusalError as refusal:
+            # vLLM stops before the capacity line: the refusal (and its estimated length) is what it prints
+            return StartUp((str(refusal),), 0, f"vLLM {self.version} refuses to start (admission check)", True)
+        backend = (
+            f"; MLA backend {vpool.attention_backend} assumed for compute capability "
+            f"{(d.options.gpu_capability or DEFAULT_GPU_CAPABILITY) / 10:.1f}"
+            if vpool.attention_backend
+            else ""
+        )
+        return StartUp(
+            report_lines(vpool, d.pool_bytes, d.context),
+            kv_cache_size_tokens(vpool, d.pool_bytes, d.context),
+            f'vLLM {self.version} "GPU KV cache size" ({num_blocks(vpool, d.pool_bytes):,} blocks of '
+            f"{vpool.block_size or d.context:,} tokens{backend}; "
+            f"prefix caching {'on' if vpool.prefix_caching else 'off'})",
+        )
+
+    def serve_command(self, s: ServeSettings) -> tuple[str, ...]:
+        args = ["vllm", "serve", s.model, "--max-model-len", str(s.context)]
+        if s.overhead_measured:
+            # measured overhead: hand vLLM the KV size directly instead of a fraction (skips profiling)
+            args += ["--kv-cache-memory-bytes", str(s.kv_pool_bytes)]
+        elif s.fraction is not None:
+            args += ["--gpu-memory-utilization", str(s.fraction)]
+        args += ["--kv-cache-dtype", s.k.name if s.k.name in _SERVE_DTYPES else "auto"]
+        args += ["--max-num-seqs", str(max(s.sessions, 1))]
+        if s.options.prefix_caching is False:
+            args.append("--no-enable-prefix-caching")
+        elif s.prefix:
+            args.append("--enable-prefix-caching")
+        if s.tp > 1:
+            args += ["--tensor-parallel-size", str(s.tp)]
+        if s.pp > 1:
+            args += ["--pipeline-parallel-size", str(s.pp)]
+        return tuple(args)

@@ -10,20 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from kvbudget.engines import parse_engine
+from kvbudget.engines import engine_names, parse_engine
 from kvbudget.errors import KvBudgetError
 from kvbudget.plan.plan import Plan, PlanInputs, make_plan
 from kvbudget.precision import parse_cache_dtype
 from kvbudget.weights.sources import WeightSize
 
-# A cheaper cache dtype per engine, in its own vocabulary (vLLM/SGLang fp8; llama.cpp q8_0 then q4_0).
-KV_STEPS = {
-    "ideal": ("fp8", "int4"),
-    "vllm": ("fp8",),
-    "sglang": ("fp8_e4m3",),
-    "llamacpp": ("q8_0", "q4_0"),
-    "transformers": (),
-}
 WEIGHT_STEPS = {16: 8, 8: 4, 4: 2}
 
 
@@ -60,7 +52,7 @@ def _variants(i: PlanInputs, weight_bits: int | None, reweigh: Reweigh | None) -
         ("cap x1/2", f"--context {i.context // 2:,}", replace(i, context=max(1, i.context // 2))),
         ("cap x2", f"--context {i.context * 2:,}", replace(i, context=i.context * 2)),
     ]
-    for name in KV_STEPS.get(i.engine.name, ()):
+    for name in i.engine.rules.cheaper_kv_dtypes:  # in the engine's own vocabulary
         dtype = parse_cache_dtype(name)
         if dtype != i.k:
             out.append((f"KV {name}", f"--kv-dtype {name}", replace(i, k=dtype, v=dtype)))
@@ -71,7 +63,7 @@ def _variants(i: PlanInputs, weight_bits: int | None, reweigh: Reweigh | None) -
     if not i.prefix:
         prefix = min(4096, i.context // 2)
         out.append((f"shared {prefix:,}-token prefix", f"--prefix {prefix}", replace(i, prefix=prefix)))
-    for other in ("vllm", "sglang", "llamacpp"):
+    for other in engine_names(servers_only=True):
         if other != i.engine.name:
             out.append((f"engine {other}", f"--engine {other}", replace(i, engine=parse_engine(other))))
     return out

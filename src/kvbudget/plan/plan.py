@@ -8,21 +8,15 @@ engine's own start-up numbers reproduced from the same inputs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from kvbudget.engines import EngineRef
+from kvbudget.engines import EngineRef, engine_names, rules_class
 from kvbudget.engines.base import EngineOptions, cdiv
-from kvbudget.errors import EngineRefusalError, InputError
+from kvbudget.engines.capability import compute_capability
+from kvbudget.engines.contract import Deployment, Share
+from kvbudget.engines.overhead import Overhead, measured_overhead
+from kvbudget.errors import InputError
 from kvbudget.model.spec import LatentAttention, ModelSpec
-from kvbudget.plan.budget import (
-    Overhead,
-    Share,
-    compute_capability,
-    default_batched_tokens,
-    engine_share,
-    heuristic_overhead,
-    measured_overhead,
-)
 from kvbudget.plan.capacity import StagedLayout, max_context_for, sessions_at, stage_specs, staged_layout
 from kvbudget.plan.ledger import LedgerLine, LineProvenance
 from kvbudget.plan.sharing import PrefixSharing, prefix_sharing
@@ -32,7 +26,6 @@ from kvbudget.weights.sources import WeightSize
 
 SCHEMA_VERSION = 1
 GiB = 2**30
-LLAMACPP_MAX_SEQ = 256  # llama.cpp src/llama-cparams.h LLAMA_MAX_SEQ
 
 
 @dataclass(frozen=True)
@@ -146,63 +139,6 @@ def statement(spec: ModelSpec, context: int, sessions: int, advertised_sessions:
     return text[0].upper() + text[1:] + "."
 
 
-def _engine_lines(
-    plan_in: PlanInputs, layout: StagedLayout, pool: int, sessions: int, options: EngineOptions
-) -> tuple[tuple[str, ...], int, str]:
-    """The engine's own start-up numbers, and the token budget with its basis."""
-    i = plan_in
-    stage = stage_specs(i.spec, i.pp)[0]
-    name = i.engine.name
-    if name == "vllm":
-        from kvbudget.engines import vllm
-
-        vpool = vllm.pool(stage, i.k, i.v, i.tp, options, i.engine.version)
-        try:
-            vllm.check_admission(vpool, pool, i.context)
-        except EngineRefusalError as refusal:
-            # vLLM stops before the capacity line: the refusal (and its estimated length) is what it prints
-            return (str(refusal),), 0, f"vLLM {i.engine.version} refuses to start (admission check)"
-        tokens = vllm.kv_cache_size_tokens(vpool, pool, i.context)
-        return (
-            vllm.report_lines(vpool, pool, i.context),
-            tokens,
-            f'vLLM {i.engine.version} "GPU KV cache size" ({vllm.num_blocks(vpool, pool):,} blocks of '
-            f"{vpool.block_size or i.context:,} tokens"
-            + (
-                f"; MLA backend {vpool.attention_backend} assumed for compute capability "
-                f"{(options.gpu_capability or vllm.DEFAULT_GPU_CAPABILITY) / 10:.1f}"
-                if vpool.attention_backend
-                else ""
-            )
-            + f"; prefix caching {'on' if vpool.prefix_caching else 'off'})",
-        )
-    if name == "sglang":
-        from kvbudget.engines import sglang
-
-        try:
-            pools = sglang.pools(pool, stage, layout.first, i.context, options)
-        except EngineRefusalError as refusal:
-            return (str(refusal),), 0, f"SGLang {i.engine.version} refuses to start"
-        return pools.log_lines(), pools.max_total_num_tokens, "SGLang max_total_num_tokens"
-    if name == "llamacpp":
-        from kvbudget.engines import llamacpp
-
-        if sessions < 1:
-            return (), 0, "llama.cpp cells (no session fits)"
-        n_ctx = sessions * i.context
-        lines = tuple(llamacpp.kv_cache_log_lines(stage, i.k, i.v, n_ctx, sessions, i.options))
-        cells, streams = llamacpp.context_cells(n_ctx, sessions, i.options.kv_unified)
-        return (
-            lines,
-            cells * streams,
-            f"llama.cpp cells: {streams} stream(s) x {cells:,} cells (-c {n_ctx} -np {sessions})",
-        )
-    per_token = layout.kv_bytes_per_token
-    if per_token:
-        return (), pool // per_token, f"KV pool / {per_token:,} B per token"
-    return (), sessions * i.context, "sessions x cap (no growing cache)"
-
-
 def _check_parallel(i: PlanInputs) -> tuple[int, list[str]]:
     warnings: list[str] = []
     per_replica = i.tp * i.pp
@@ -215,74 +151,38 @@ def _check_parallel(i: PlanInputs) -> tuple[int, list[str]]:
         warnings.append(
             f"{i.gpus % per_replica} GPU(s) stay idle: {i.gpus} is not a multiple of tp x pp = {per_replica}"
         )
-    if i.engine.name in ("llamacpp", "transformers") and per_replica > 1:
-        raise InputError(
-            f"--engine {i.engine.name}: tensor/pipeline parallel plans are not modelled for this "
-            "engine; plan one GPU and use --gpus for replicas"
-        )
+    i.engine.rules.check_parallel(i.spec, i.tp, i.pp)
     return replicas, warnings
 
 
-def _sglang_sessions(
-    i: PlanInputs, layout: StagedLayout, pool: int, options: EngineOptions, by_bytes: int, warnings: list[str]
-) -> int:
-    """SGLang's sessions at the cap: its pools, not fungible bytes (the Mamba carve-out, the full pool of a
-    sliding-window hybrid, the running-request cap)."""
-    from kvbudget.engines import sglang
-
-    try:
-        pools = sglang.pools(pool, i.spec, layout.first, i.context, options)
-    except EngineRefusalError as refusal:
-        warnings.append(str(refusal))
-        return 0
-    if pools.sessions < by_bytes:
-        warnings.append(
-            f"SGLang serves {pools.sessions} sessions of {i.context:,} tokens, not the {by_bytes} the bytes alone "
-            f"would hold: max_total_num_tokens {pools.max_total_num_tokens:,}"
-            + (f" (full pool; sliding pool {pools.swa_tokens:,})" if pools.swa_tokens else "")
-            + (f", {pools.max_mamba_cache_size} Mamba state slots" if pools.max_mamba_cache_size is not None else "")
-            + f", max_running_requests {pools.max_running_requests:,}"
-        )
-    return pools.sessions
-
-
-def _engine_options(i: PlanInputs, batched: int) -> EngineOptions:
-    """The settings the engine itself derives from the plan's GPU when the user sets none (vLLM: the
-    batch that sliding windows reserve, and the GPU generation that picks the attention backend; SGLang:
-    the page size of the GPU's attention backend)."""
-    if i.engine.name == "sglang":
-        return replace(i.options, gpu_capability=i.options.gpu_capability or compute_capability(i.gpu_label))
-    if i.engine.name != "vllm":
-        return i.options
-    return replace(
-        i.options,
-        max_num_batched_tokens=i.options.max_num_batched_tokens or batched,
-        gpu_capability=i.options.gpu_capability or compute_capability(i.gpu_label),
-    )
+def _fractions() -> str:
+    """The memory-fraction settings of the engines that have one ("vLLM gpu_memory_utilization, ...")."""
+    found = [f"{cls.title} {cls.memory_fraction}" for n in engine_names() if (cls := rules_class(n)) and cls.memory_fraction]
+    return " and ".join(found) if len(found) < 3 else ", ".join(found[:-1]) + " and " + found[-1]
 
 
 def make_plan(i: PlanInputs) -> Plan:
     """The whole plan for one deployment. Raises InputError when the weights do not fit."""
+    rules = i.engine.rules
     replicas, warnings = _check_parallel(i)
     if i.options.max_num_batched_tokens:
         batched, batched_basis = i.options.max_num_batched_tokens, "as set"
     else:
-        batched, batched_basis = default_batched_tokens(i.engine, i.gpu_memory_bytes, i.gpu_label, i.options.n_ubatch)
-    options = _engine_options(i, batched)
+        batched, batched_basis = rules.batched_tokens(i.gpu_memory_bytes, i.gpu_label, i.options)
+    options = rules.derived_options(i.options, batched, compute_capability(i.gpu_label))
     layout = staged_layout(i.spec, i.engine, i.k, i.v, i.tp, i.pp, options)
     warnings += list(dict.fromkeys(w for stage in layout.stages for w in stage.warnings))
     mla = any(isinstance(state, LatentAttention) for _, state in i.spec.primitives())
-    share = engine_share(i.engine, i.gpu_memory_bytes, utilization=i.utilization, tp=i.tp, pp=i.pp, mla=mla)
+    share = rules.usable_share(i.gpu_memory_bytes, utilization=i.utilization, tp=i.tp, pp=i.pp, mla=mla)
     if i.utilization is not None and share.fraction is None:
         warnings.append(
-            f"--utilization {i.utilization} is ignored: {i.engine.name} has no memory fraction "
-            "(vLLM gpu_memory_utilization and SGLang mem_fraction_static do)"
+            f"--utilization {i.utilization} is ignored: {i.engine.name} has no memory fraction ({_fractions()} do)"
         )
     weights_per_gpu = cdiv(i.weights.bytes, i.tp * i.pp)
     overhead = (
         measured_overhead(i.overhead, i.overhead_basis)
         if i.overhead is not None
-        else heuristic_overhead(i.spec, i.engine, tp=i.tp, max_batched_tokens=batched, batched_basis=batched_basis)
+        else rules.overhead(i.spec, tp=i.tp, batched=batched, batched_basis=batched_basis)
     )
     pool = share.usable_bytes - weights_per_gpu - overhead.bytes
     if pool <= 0:
@@ -293,19 +193,20 @@ def make_plan(i: PlanInputs) -> Plan:
             f"--context {i.context:,} is beyond the model's max_position_embeddings {window:,}: the "
             "engine will refuse it unless you override the model length"
         )
-    sessions = sessions_at(layout, pool, i.context)
-    if i.engine.name == "sglang" and i.pp == 1:
-        sessions = _sglang_sessions(i, layout, pool, options, sessions, warnings)
-    if i.engine.name == "llamacpp" and sessions == LLAMACPP_MAX_SEQ:
-        warnings.append(f"llama.cpp serves at most {LLAMACPP_MAX_SEQ} slots (LLAMA_MAX_SEQ); memory would allow more")
-    advertised = sessions_at(layout, pool, window) if window and window > i.context else None
-    if window and advertised is not None and i.engine.name == "sglang" and i.pp == 1:
-        advertised = _sglang_sessions(replace(i, context=window), layout, pool, options, advertised, [])
+    stage = stage_specs(i.spec, i.pp)[0]
+
+    def deployment(context: int, sessions: int) -> Deployment:
+        return Deployment(stage, layout.first, i.k, i.v, i.tp, i.pp, context, options, pool, sessions)
+
+    sessions = rules.sessions(deployment(i.context, sessions_at(layout, pool, i.context)), warnings)
+    advertised = None
+    if window and window > i.context:
+        advertised = rules.sessions(deployment(window, sessions_at(layout, pool, window)), [])
     max_ctx = max_context_for(layout, pool, i.sessions, window) if i.sessions else None
-    lines, budget, basis = _engine_lines(i, layout, pool, sessions, options)
-    if i.engine.name == "vllm" and budget == 0 and sessions:
-        # vLLM's admission check holds back the null block: it refuses where the bytes alone fit one session
-        warnings.append(lines[0])
+    start = rules.start_up(deployment(i.context, sessions))
+    if start.refused and sessions:
+        # e.g. vLLM's admission check holds back the null block: it refuses where the bytes alone fit one session
+        warnings.append(start.lines[0])
         sessions = 0
     sharing = prefix_sharing(layout, i.engine, pool, i.context, i.prefix) if i.prefix else None
     return Plan(
@@ -318,12 +219,12 @@ def make_plan(i: PlanInputs) -> Plan:
         per_session_bytes=layout.sequence_bytes(i.context),
         sessions=sessions,
         replicas=replicas,
-        token_budget=budget,
-        token_budget_basis=basis,
+        token_budget=start.token_budget,
+        token_budget_basis=start.basis,
         max_context_for_sessions=max_ctx,
         statement=statement(i.spec, i.context, sessions, advertised),
-        engine_lines=lines,
-        warnings=tuple(warnings),
+        engine_lines=start.lines,
+        warnings=tuple(dict.fromkeys(warnings)),
         prefix=sharing,
     )
 

@@ -1,14 +1,7 @@
 """Prefix sharing: S sessions that start with the same byte-stable P-token prefix (system prompt +
 tool catalogue) can share that prefix's cache blocks — only whole blocks, and only where the engine
-shares them.
-
-* vLLM automatic prefix caching: full blocks only (block hashes over whole blocks), so
-  floor(P / block) x block tokens are shared (vllm/v1/core/kv_cache_utils.py hash_block_tokens).
-* SGLang RadixAttention: shared at page granularity (page 1 by default: every token).
-* llama.cpp: slots do not share cells unless the cache is unified (``--kv-unified``); kvbudget
-  counts no sharing for it.
-* transformers: no cross-sequence sharing.
-* ideal: the whole prefix.
+shares them. Each engine's rule is its ``Rules.shared_prefix`` (vLLM: whole blocks; SGLang: whole
+pages; llama.cpp and transformers: none; ideal: the whole prefix).
 
 Only layers whose cache keeps growing (full and latent attention) share the prefix in the plan:
 a windowed layer has long since evicted a long prefix at the cap.
@@ -31,23 +24,9 @@ class PrefixSharing:
     basis: str
 
 
-def shared_prefix_tokens(engine: EngineRef, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:
-    if engine.name == "vllm":
-        b = block or 16
-        return prefix // b * b, f"vLLM prefix caching shares whole {b}-token blocks"
-    if engine.name == "sglang":
-        b = block or 1
-        return prefix // b * b, f"SGLang RadixAttention shares whole {b}-token pages"
-    if engine.name == "llamacpp":
-        return 0, "llama.cpp slots keep separate cells (no sharing without --kv-unified)"
-    if engine.name == "transformers":
-        return 0, "transformers caches each sequence separately"
-    return prefix, "ideal: the whole prefix is shared"
-
-
 def prefix_sharing(layout: StagedLayout, engine: EngineRef, pool: int, cap: int, prefix: int) -> PrefixSharing:
     """Sessions at ``cap`` when they share a ``prefix``-token prefix: S x one - (S - 1) x shared <= pool."""
-    shared, basis = shared_prefix_tokens(engine, min(prefix, cap), layout.first.block_size)
+    shared, basis = engine.rules.shared_prefix(min(prefix, cap), layout.first.block_size)
     per_token = layout.kv_bytes_per_token
     shared_bytes = shared * per_token
     one = layout.sequence_bytes(cap)

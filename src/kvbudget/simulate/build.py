@@ -9,7 +9,6 @@ GPU catalog's HBM bandwidth; swap uses a host link from the catalog.
 from __future__ import annotations
 
 from kvbudget.plan.plan import Plan
-from kvbudget.plan.sharing import shared_prefix_tokens
 from kvbudget.simulate.costs import MemoryModel
 from kvbudget.simulate.policies import DEFAULT_PREFILL_TOKENS_PER_S, CapPolicy, TimeModel
 from kvbudget.workload.model import CapPolicy as WorkloadCap
@@ -23,7 +22,7 @@ def memory_from_plan(plan: Plan) -> MemoryModel:
     unified = plan.inputs.options.kv_unified
 
     def shared(prefix: int) -> int:
-        return shared_prefix_tokens(engine, prefix, block, unified)[0]
+        return engine.rules.shared_prefix(prefix, block, unified)[0]
 
     return MemoryModel(
         pool_bytes=plan.kv_pool_bytes,

@@ -43,7 +43,7 @@ class SharedPrefix:
         self.resident = False
         self.ever = False  # computed at least once (a later prefill of it is a recomputation)
 
-    def evict(self, want: int, costs: CostTable) -> int:  # noqa: ARG002 - the Evictable protocol
+    def evict(self, want: int, costs: CostTable) -> int:
         # A block's hash chains over its predecessors, so the prefix goes as a whole.
         freed, self.cached, self.resident = self.cached, 0, False
         return freed

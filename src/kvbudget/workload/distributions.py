@@ -113,7 +113,7 @@ class Constant(Distribution):
     def integral(self) -> bool:
         return float(self.value).is_integer()
 
-    def sample(self, rng: random.Random) -> float:  # noqa: ARG002 - a constant draws nothing
+    def sample(self, rng: random.Random) -> float:
         return float(self.value)
 
     def sample_int(self, rng: random.Random) -> int:

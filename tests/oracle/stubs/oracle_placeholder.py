@@ -22,7 +22,7 @@ class _Placeholder:
             raise AttributeError(name)
         return _Placeholder(f"{self._name}.{name}")
 
-    def __call__(self, *args: object, **kwargs: object) -> object:  # noqa: ARG002
+    def __call__(self, *args: object, **kwargs: object) -> object:
         raise RuntimeError(f"oracle stand-in: {self._name} is not available in the oracle environment")
 
 
@@ -42,8 +42,8 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(
         self,
         fullname: str,
-        path: Sequence[str] | None,  # noqa: ARG002
-        target: types.ModuleType | None = None,  # noqa: ARG002
+        path: Sequence[str] | None,
+        target: types.ModuleType | None = None,
     ) -> importlib.machinery.ModuleSpec | None:
         if fullname.startswith(self.package + "."):
             return importlib.machinery.ModuleSpec(fullname, self, is_package=True)

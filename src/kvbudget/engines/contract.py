@@ -1,0 +1,171 @@
+"""The engine contract: every rule an engine has, in one typed class per engine.
+
+An engine module (``engines/<name>.py``) defines ``class Rules(EngineRules)``, bound to one version of
+the engine. The planner (``plan/``) asks it, and nothing else, for:
+
+* the cache layout (``layout``) and the parallel sizes it accepts (``check_parallel``);
+* the share of a GPU it lets the instance use (``usable_share``), its default batch (``batched_tokens``),
+  the settings it derives from the GPU (``derived_options``) and the runtime overhead (``overhead``);
+* how many prompt tokens sessions share (``shared_prefix``);
+* the sessions it really serves from a pool (``sessions``) and the lines it prints at start-up
+  (``start_up``);
+* the command that serves a plan (``serve_command``), and cheaper cache dtypes in its own spelling.
+
+Defaults are the plain-memory behaviour (the whole card, no blocks, nothing shared but the prefix); an
+engine overrides what it does differently. Adding an engine is adding its module: the registry in
+``engines/__init__`` finds ``Rules`` by module name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from kvbudget.engines.base import EngineOptions, Layout
+from kvbudget.engines.overhead import Overhead, activation_overhead
+from kvbudget.errors import InputError
+from kvbudget.model.spec import ModelSpec
+from kvbudget.precision import CacheDType
+
+DEFAULT_BATCHED_TOKENS = 8192  # no engine default: the figure the overhead heuristic profiles
+
+
+@dataclass(frozen=True)
+class Share:
+    """The part of one GPU an engine lets this instance use, and why."""
+
+    usable_bytes: int
+    basis: str
+    fraction: float | None = None
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One planned instance as an engine sees it: one GPU of the first pipeline stage."""
+
+    spec: ModelSpec  # the first stage's layers (the whole model when pp == 1)
+    layout: Layout  # that stage on this engine
+    k: CacheDType
+    v: CacheDType
+    tp: int
+    pp: int
+    context: int
+    options: EngineOptions  # as derived for the plan's GPU (derived_options)
+    pool_bytes: int
+    sessions: int  # sessions at ``context`` by bytes alone (worst case reserved)
+
+
+@dataclass(frozen=True)
+class StartUp:
+    """What the engine prints at start-up for a deployment, and the token budget its scheduler allocates."""
+
+    lines: tuple[str, ...]
+    token_budget: int
+    basis: str
+    refused: bool = False  # the engine stops before serving (the first line says why)
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """A plan's settings, for the engine to spell as its own serving command."""
+
+    model: str
+    context: int
+    sessions: int
+    k: CacheDType
+    v: CacheDType
+    tp: int
+    pp: int
+    fraction: float | None  # the memory fraction the plan used, when the engine has one
+    kv_pool_bytes: int
+    overhead_measured: bool
+    prefix: int
+    options: EngineOptions = field(default_factory=EngineOptions)  # as the user set them
+
+
+class EngineRules:
+    """One engine at one version. Subclasses set the class attributes and override what differs."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]  # as the engine calls itself ("vLLM")
+    default_version: ClassVar[str]
+    order: ClassVar[int] = 100  # position in tables and listings
+    aliases: ClassVar[tuple[str, ...]] = ()
+    below: ClassVar[Mapping[str, str]] = {}  # "name<major" -> the newest release below it
+    server: ClassVar[bool] = False  # a serving engine: it has a serve command and is offered as an alternative
+    parallel: ClassVar[bool] = True  # tensor / pipeline parallel plans are modelled
+    divides_heads: ClassVar[bool] = False  # the tensor-parallel size must divide the attention heads
+    memory_fraction: ClassVar[str | None] = None  # the setting --utilization stands for; None: it has none
+    cheaper_kv_dtypes: ClassVar[tuple[str, ...]] = ()  # levers, in kvbudget's dtype vocabulary
+
+    def __init__(self, version: str) -> None:
+        self.version = version
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {self.version}".strip()
+
+    # --- the cache ---
+
+    def layout(self, spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions) -> Layout:
+        raise NotImplementedError
+
+    def check_parallel(self, spec: ModelSpec, tp: int, pp: int) -> None:
+        """Refuse parallel sizes the engine refuses (or kvbudget does not model for it)."""
+        if not self.parallel and tp * pp > 1:
+            raise InputError(
+                f"--engine {self.name}: tensor/pipeline parallel plans are not modelled for this "
+                "engine; plan one GPU and use --gpus for replicas"
+            )
+        self.check_tp(spec, tp)
+
+    def check_tp(self, spec: ModelSpec, tp: int) -> None:
+        """vLLM and SGLang refuse a tensor-parallel size that does not divide the query heads
+        (vLLM ModelConfig.verify_with_parallel_config; SGLang ModelConfig: num_attention_heads % tp_size)."""
+        if tp <= 1 or not self.divides_heads:
+            return
+        heads = spec.config.get("num_attention_heads")
+        if isinstance(heads, int) and not isinstance(heads, bool) and heads > 0 and heads % tp:
+            raise InputError(
+                f"--tp {tp}: {self.name} needs the tensor-parallel size to divide the {heads} attention heads of "
+                f"{spec.name}; use a divisor of {heads}"
+            )
+
+    # --- memory ---
+
+    def usable_share(self, total_bytes: int, *, utilization: float | None, tp: int, pp: int, mla: bool) -> Share:
+        return Share(total_bytes, "the whole card (no engine fraction)")
+
+    def batched_tokens(self, total_bytes: int, gpu_label: str, options: EngineOptions) -> tuple[int, str]:
+        """Tokens of the engine's profiling / prefill batch when the user sets none, and why."""
+        return DEFAULT_BATCHED_TOKENS, f"{DEFAULT_BATCHED_TOKENS:,} tokens (no engine default)"
+
+    def derived_options(self, options: EngineOptions, batched: int, capability: int | None) -> EngineOptions:
+        """The settings the engine derives from the plan's GPU when the user sets none."""
+        return options
+
+    def overhead(self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str) -> Overhead:
+        return activation_overhead(spec, tp=tp, batched=batched, batched_basis=batched_basis, graphs=False)
+
+    # --- sessions ---
+
+    def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:
+        """Tokens of a ``prefix``-token common prefix that sessions hold once, and the engine's rule."""
+        return prefix, f"{self.name}: the whole prefix is shared"
+
+    def sessions(self, d: Deployment, warnings: list[str]) -> int:
+        """Sessions of ``d.context`` tokens the engine serves from ``d.pool_bytes``."""
+        return d.sessions
+
+    def start_up(self, d: Deployment) -> StartUp:
+        per_token = d.layout.kv_bytes_per_token
+        if per_token:
+            return StartUp((), d.pool_bytes // per_token, f"KV pool / {per_token:,} B per token")
+        return StartUp((), d.sessions * d.context, "sessions x cap (no growing cache)")
+
+    # --- serving ---
+
+    def serve_command(self, s: ServeSettings) -> tuple[str, ...] | None:
+        """The command line that serves the plan, as arguments; None for engines without a server."""
+        return None

@@ -1,0 +1,47 @@
+"""vLLM's memory rules: the share of the card (gpu_memory_utilization) and the batch it profiles.
+
+* ``gpu_memory_utilization`` is a fraction of TOTAL device memory for the whole instance (weights,
+  activations, KV); default 0.92 in the newest CacheConfig, 0.9 before (vllm/config/cache.py).
+* The API server's ``max_num_batched_tokens`` default follows the GPU (EngineArgs.get_batch_defaults):
+  16,384 on GPUs with >= 160 GiB (0.28+), 8,192 on GPUs with >= 70 GiB that are not A100 (nor GB10),
+  else 2,048.
+* From 0.21 the worker subtracts its CUDA-graph estimate before sizing the cache (envs.py default on).
+"""
+
+from __future__ import annotations
+
+from kvbudget.engines.base import version_tuple
+from kvbudget.engines.contract import Share
+
+GiB = 2**30
+UTIL_NEW = 0.92  # vLLM newest CacheConfig / CLI help "default value of 0.92" (vllm/config/cache.py @002f10e0)
+UTIL_OLD = 0.9  # vLLM CacheConfig before (vllm/config/cache.py @c1d86421)
+UTIL_SINCE = (0, 26)  # first version kvbudget treats as 0.92; the exact release is not pinned (docs/plan.md)
+BATCH_160GIB_SINCE = (0, 28)  # vLLM 0.28 EngineArgs.get_batch_defaults: a >= 160 GiB tier (16,384)
+GRAPHS_SINCE = (0, 21)  # vLLM gpu_worker subtracts the CUDA graph estimate from 0.21 (envs.py default on)
+
+
+def default_utilization(version: str) -> float:
+    return UTIL_NEW if version_tuple(version) >= UTIL_SINCE else UTIL_OLD
+
+
+def usable_share(total_bytes: int, utilization: float | None, version: str) -> Share:
+    util = utilization if utilization is not None else default_utilization(version)
+    # vLLM Worker.determine_available_memory: requested = total x gpu_memory_utilization (gpu_worker.py)
+    how = "given" if utilization is not None else f"default for vLLM {version}"
+    return Share(int(total_bytes * util), f"gpu_memory_utilization {util} ({how}) x total memory", util)
+
+
+def batched_tokens(total_bytes: int, gpu_label: str, version: str) -> tuple[int, str]:
+    """The API server's max_num_batched_tokens default for this GPU (EngineArgs.get_batch_defaults)."""
+    label = gpu_label.lower()
+    if total_bytes >= 160 * GiB and version_tuple(version)[:2] >= BATCH_160GIB_SINCE:
+        # vLLM >= 0.28 get_batch_defaults: "GPUs like B200/B300 with >= 160GB" (engine/arg_utils.py)
+        return 16384, "vLLM API-server default on >=160 GiB GPUs"
+    if total_bytes >= 70 * GiB and "a100" not in label and "gb10" not in label:
+        return 8192, "vLLM API-server default on >=70 GiB non-A100 GPUs"
+    return 2048, "vLLM API-server default below 70 GiB or on A100"
+
+
+def subtracts_graphs(version: str) -> bool:
+    return version_tuple(version) >= GRAPHS_SINCE
