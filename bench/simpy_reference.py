@@ -111,7 +111,7 @@ def simpy_reserve(
 
 def workload_sessions(count: int, seed: int = 1) -> Iterator[SessionPlan]:
     from kvbudget.workload.generate import generate_sessions
-    from kvbudget.workload.model import workload_from_dict
+    from kvbudget.workload.loader import workload_from_dict
 
     return generate_sessions(workload_from_dict(WORKLOAD, where="bench"), seed=seed, count=count)
 

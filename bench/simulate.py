@@ -44,7 +44,7 @@ def run(sessions: int, check: bool = False) -> dict[str, object]:
     from kvbudget.plan.plan import make_plan
     from kvbudget.simulate import MemoryPolicy, SimConfig, cap_from_workload, memory_from_plan, simulate, time_from_plan
     from kvbudget.workload.generate import generate_sessions
-    from kvbudget.workload.model import workload_from_dict
+    from kvbudget.workload.loader import workload_from_dict
 
     plan = make_plan(plan_inputs(build_parser().parse_args(PLAN_ARGS))[0])
     workload = workload_from_dict(WORKLOAD, where="bench")

@@ -112,7 +112,7 @@ def _sources(args: argparse.Namespace, context: int) -> tuple[Callable[[], Itera
     duration = parse_seconds(args.duration, "--duration") if args.duration else None
     if args.workload:
         from kvbudget.workload.generate import generate_sessions
-        from kvbudget.workload.model import load_workload
+        from kvbudget.workload.loader import load_workload
 
         workload = load_workload(args.workload)
         if count is None and duration is None:

@@ -18,7 +18,7 @@ from kvbudget.units import UnitSystem, parse_tokens
 from kvbudget.workload.traces import FORMATS
 
 if TYPE_CHECKING:
-    from kvbudget.workload.cap import CapAnalysis
+    from kvbudget.plan.caps import CapAnalysis
     from kvbudget.workload.record import BadRow
     from kvbudget.workload.stats import TraceStats
 
@@ -97,14 +97,15 @@ def _stats(args: argparse.Namespace) -> str:
 
 def _cap(args: argparse.Namespace, stats: TraceStats) -> CapAnalysis:
     from kvbudget.cli_plan import plan_inputs
-    from kvbudget.workload.cap import cap_analysis
+    from kvbudget.plan.caps import cap_analysis
 
-    if stats.steps == 0:
+    peak = stats.session_peak_tokens.p99
+    if stats.steps == 0 or peak is None:
         raise TraceError("the traces have no usable steps; there is no session length to read a cap from")
     current = parse_tokens(args.context, what="--context") if args.context else None
     # plan_inputs needs some cap; cap_analysis replaces it with each cap it plans
     inputs, _ = plan_inputs(argparse.Namespace(**{**vars(args), "context": args.context or "1"}))
-    return cap_analysis(stats, inputs, current)
+    return cap_analysis(int(peak), inputs, current)
 
 
 def _convert(args: argparse.Namespace) -> str:

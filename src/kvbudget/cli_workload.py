@@ -70,7 +70,7 @@ def _cmd_workload(args: argparse.Namespace) -> str:
 def _check(args: argparse.Namespace) -> str:
     from kvbudget.workload.check import DEFAULT_TIMEOUT_SHARE, check_workload
     from kvbudget.workload.little import DEFAULT_DECODE_TOKENS_PER_S, DEFAULT_PREFILL_TOKENS_PER_S, ServiceRates
-    from kvbudget.workload.model import load_workload
+    from kvbudget.workload.loader import load_workload
 
     workload = load_workload(args.file)
     rates = ServiceRates(

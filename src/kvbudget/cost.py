@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from kvbudget.engines import EngineRef, build_layout, parse_engine
 from kvbudget.engines.base import EngineOptions, Group, Layout
 from kvbudget.errors import InputError
-from kvbudget.model.spec import ModelSpec
+from kvbudget.model.spec import CacheKind, ModelSpec
 from kvbudget.precision import CacheDType, parse_cache_dtype
 
 SCHEMA_VERSION = 1
@@ -16,7 +16,7 @@ SCHEMA_VERSION = 1
 
 @dataclass(frozen=True)
 class GroupCost:
-    kind: str
+    kind: CacheKind
     label: str
     layers: int
     allocated_layers: int

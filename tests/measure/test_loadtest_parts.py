@@ -17,7 +17,7 @@ from kvbudget.measure.loadtest.record import FATAL_STREAK, Level, Recorder, perc
 from kvbudget.measure.loadtest.session import from_trace, from_workload
 from kvbudget.simulate import MemoryPolicy, SimConfig, TimeModel
 from kvbudget.workload.generate import session_steps
-from kvbudget.workload.model import load_workload
+from kvbudget.workload.loader import load_workload
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "coding-agent.toml"

@@ -20,7 +20,7 @@ import pytest
 from kvbudget.simulate import MemoryModel, MemoryPolicy, SimConfig, TimeModel, simulate
 from kvbudget.workload.generate import generate_sessions
 from kvbudget.workload.little import erlang_b
-from kvbudget.workload.model import workload_from_dict
+from kvbudget.workload.loader import workload_from_dict
 
 STEPS, OUTPUT, RATE, PAUSE = 4, 100, 50.0, 20.0
 MEAN_T = STEPS * OUTPUT / RATE + (STEPS - 1) * PAUSE  # 68 s

@@ -24,8 +24,7 @@ from kvbudget.simulate import (
     time_from_plan,
 )
 from kvbudget.workload.generate import generate_sessions
-from kvbudget.workload.loader import _parse_toml
-from kvbudget.workload.model import workload_from_dict
+from kvbudget.workload.loader import _parse_toml, workload_from_dict
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "coding-agent.toml"
 SESSIONS = 300

@@ -171,7 +171,7 @@ def test_invariants_on_generated_agent_sessions(knobs: dict[str, Any]) -> None:
     from kvbudget.simulate import cap_from_workload
     from kvbudget.simulate.policies import MemoryPolicy
     from kvbudget.workload.generate import generate_sessions
-    from kvbudget.workload.model import workload_from_dict
+    from kvbudget.workload.loader import workload_from_dict
 
     workload = workload_from_dict(
         {

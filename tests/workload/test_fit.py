@@ -15,7 +15,8 @@ from kvbudget.workload.distributions import Constant, Empirical, LogNormal
 from kvbudget.workload.fit import dump_toml, empirical_of, fit_workload, lognormal_of
 from kvbudget.workload.generate import generate_sessions
 from kvbudget.workload.little import arrival_rate
-from kvbudget.workload.model import CapPolicy, load_workload
+from kvbudget.workload.loader import load_workload
+from kvbudget.workload.model import CapPolicy
 from kvbudget.workload.record import StepRecord
 from tests.helpers import run_cli
 

@@ -16,7 +16,8 @@ from kvbudget.errors import InputError
 from kvbudget.workload.distributions import Constant, Exponential, Geometric, LogNormal, Poisson, Uniform
 from kvbudget.workload.generate import generate_sessions, replay_sessions, session_steps
 from kvbudget.workload.little import arrival_rate
-from kvbudget.workload.model import Arrival, Prefix, Workload, load_workload
+from kvbudget.workload.loader import load_workload
+from kvbudget.workload.model import Arrival, Prefix, Workload
 from kvbudget.workload.record import SessionPlan, Step, StepRecord
 
 EXAMPLES = Path(__file__).parents[2] / "examples"

@@ -23,7 +23,8 @@ from kvbudget.workload.distributions import (
     Uniform,
 )
 from kvbudget.workload.fit import dump_toml
-from kvbudget.workload.model import CapPolicy, Workload, load_workload
+from kvbudget.workload.loader import load_workload
+from kvbudget.workload.model import CapPolicy, Workload
 from tests.helpers import run_cli
 
 EXAMPLES = Path(__file__).parents[2] / "examples"

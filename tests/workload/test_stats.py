@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvbudget.workload.cap import recommended_cap
+from kvbudget.plan.caps import recommended_cap
 from kvbudget.workload.record import StepRecord
 from kvbudget.workload.stats import Distribution, percentile, trace_stats
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from kvbudget.model.spec import CacheKind
 from kvbudget.precision import CacheDType
 
 MlaStorage = Literal["latent", "latent+v", "expanded"]
@@ -68,7 +69,7 @@ NO_SLOTS = Slots("0", lambda n, s: 0)
 class Group:
     """A set of layers that cost the same on this engine."""
 
-    kind: str
+    kind: CacheKind
     label: str
     layers: int
     slot_bytes: int

@@ -7,6 +7,7 @@ from kvbudget.engines.base import NO_SLOTS, Group, Slots
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model.spec import (
     DELTA_VARIANTS,
+    CacheKind,
     ChunkedLocal,
     FullAttention,
     IndexerKeys,
@@ -120,7 +121,7 @@ def shared_kv_group(state: SharedKV, indices: tuple[int, ...], why: str = "reuse
     )
 
 
-def fixed_state_group(kind: str, label: str, indices: tuple[int, ...], size: int, formula: str) -> Group:
+def fixed_state_group(kind: CacheKind, label: str, indices: tuple[int, ...], size: int, formula: str) -> Group:
     """Layers holding a fixed number of bytes per sequence (recurrent state, a cross-attention source)."""
     return Group(kind, label, len(indices), 0, "", NO_SLOTS, False, size, formula, layer_indices=indices)
 
@@ -140,6 +141,7 @@ def attention_group(
     state: FullAttention | SlidingWindow | ChunkedLocal, indices: tuple[int, ...], slot: int, text: str, slots: Slots
 ) -> Group:
     """A group of self-attention layers; kind, label and whether it keeps growing follow the primitive."""
+    kind: CacheKind
     if isinstance(state, SlidingWindow):
         kind, label, grows = "sliding_window", f"sliding window {state.window:,}", False
     elif isinstance(state, ChunkedLocal):

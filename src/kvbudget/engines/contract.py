@@ -9,7 +9,8 @@ the engine. The planner (``plan/``) asks it, and nothing else, for:
 * how many prompt tokens sessions share (``shared_prefix``);
 * the sessions it really serves from a pool (``sessions``) and the lines it prints at start-up
   (``start_up``);
-* the command that serves a plan (``serve_command``), and cheaper cache dtypes in its own spelling.
+* the command that serves a plan (``serve_command``), and cheaper cache dtypes in its own spelling;
+* which of its start-up log's figures stand for the GPU total and the overhead (``logged_memory``).
 
 Defaults are the plain-memory behaviour (the whole card, no blocks, nothing shared but the prefix); an
 engine overrides what it does differently. Adding an engine is adding its module: the registry in
@@ -20,13 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from kvbudget.engines.base import EngineOptions, Layout
 from kvbudget.engines.overhead import Overhead, activation_overhead
 from kvbudget.errors import InputError
 from kvbudget.model.spec import ModelSpec
 from kvbudget.precision import CacheDType
+
+if TYPE_CHECKING:  # a plain record, imported for annotations only (kvbudget.measure imports engines)
+    from kvbudget.measure.logs.record import EngineLog, Figure
 
 DEFAULT_BATCHED_TOKENS = 8192  # no engine default: the figure the overhead heuristic profiles
 
@@ -84,6 +88,35 @@ class ServeSettings:
     options: EngineOptions = field(default_factory=EngineOptions)  # as the user set them
 
 
+@dataclass(frozen=True)
+class Measured:
+    """A byte count an engine measured, with the log lines it came from."""
+
+    bytes: int
+    basis: str
+
+
+@dataclass(frozen=True)
+class LoggedMemory:
+    """What an engine's start-up log says about the GPU's total and the runtime overhead, in its own terms."""
+
+    gpu_memory: Measured | None = None
+    overhead: Measured | None = None
+    notes: tuple[str, ...] = ()
+
+
+def log_line(log: EngineLog, fig: Figure) -> str:
+    return f"{log.path}:{fig.line} '{fig.text}'"
+
+
+def logged_sum(log: EngineLog, names: tuple[str, ...]) -> Measured | None:
+    """The sum of the log's figures ``names`` (those it has), citing each line; None when it has none."""
+    figs = [(n, log.measured[n]) for n in names if n in log.measured]
+    if not figs:
+        return None
+    return Measured(sum(int(f.value) for _, f in figs), " + ".join(f"{n} {log_line(log, f)}" for n, f in figs))
+
+
 class EngineRules:
     """One engine at one version. Subclasses set the class attributes and override what differs."""
 
@@ -98,6 +131,7 @@ class EngineRules:
     divides_heads: ClassVar[bool] = False  # the tensor-parallel size must divide the attention heads
     memory_fraction: ClassVar[str | None] = None  # the setting --utilization stands for; None: it has none
     cheaper_kv_dtypes: ClassVar[tuple[str, ...]] = ()  # levers, in kvbudget's dtype vocabulary
+    logs_version: ClassVar[bool] = False  # its start-up log names a release kvbudget's rules are keyed by
 
     def __init__(self, version: str) -> None:
         self.version = version
@@ -163,6 +197,12 @@ class EngineRules:
         if per_token:
             return StartUp((), d.pool_bytes // per_token, f"KV pool / {per_token:,} B per token")
         return StartUp((), d.sessions * d.context, "sessions x cap (no growing cache)")
+
+    # --- what it measured ---
+
+    def logged_memory(self, log: EngineLog) -> LoggedMemory:
+        """The GPU total and overhead its start-up log measured, as this engine's planner subtracts them."""
+        return LoggedMemory()
 
     # --- serving ---
 

@@ -21,15 +21,24 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from kvbudget.engines.base import NO_SLOTS, EngineOptions, Group, Layout, Slots, pad
 from kvbudget.engines.common import group_primitives, shared_kv_group
-from kvbudget.engines.contract import Deployment, EngineRules, ServeSettings, Share, StartUp
+from kvbudget.engines.contract import (
+    Deployment,
+    EngineRules,
+    LoggedMemory,
+    ServeSettings,
+    Share,
+    StartUp,
+    logged_sum,
+)
 from kvbudget.engines.overhead import Overhead, compute_buffer_overhead
 from kvbudget.errors import EngineRefusalError, InputError
 from kvbudget.model.spec import (
     DELTA_VARIANTS,
+    CacheKind,
     ChunkedLocal,
     CrossAttention,
     FullAttention,
@@ -41,6 +50,9 @@ from kvbudget.model.spec import (
     SlidingWindow,
 )
 from kvbudget.precision import CacheDType
+
+if TYPE_CHECKING:
+    from kvbudget.measure.logs.record import EngineLog
 
 NAME = "llamacpp"
 DEFAULT_VERSION = "b7900"
@@ -233,7 +245,7 @@ def plan(spec: ModelSpec, k: CacheDType, v: CacheDType, options: EngineOptions) 
                 continue
             assert window is not None
             sliding = isinstance(state, SlidingWindow)
-            kind = "sliding_window" if sliding else "chunked_local"
+            kind: CacheKind = "sliding_window" if sliding else "chunked_local"
             label = f"{'sliding window' if sliding else 'chunked'} {window:,} (iSWA cache)"
             group = Group(kind, label, n, kb + vb, text, _swa_slots(window, options), options.swa_full)
             parts.append(CachePart("swa", replace(group, layer_indices=indices), kb, vb))
@@ -490,6 +502,10 @@ class Rules(EngineRules):
             cells * streams,
             f"llama.cpp cells: {streams} stream(s) x {cells:,} cells (-c {n_ctx} -np {d.sessions})",
         )
+
+    def logged_memory(self, log: EngineLog) -> LoggedMemory:
+        """The compute buffers are its runtime overhead (llama_context: ... compute buffer size)."""
+        return LoggedMemory(None, logged_sum(log, ("compute_buffer_bytes",)))
 
     def serve_command(self, s: ServeSettings) -> tuple[str, ...]:
         sessions = max(s.sessions, 1)

@@ -21,6 +21,7 @@ radix cache's extra buffer, 3 without, 1 with the radix cache off).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from kvbudget.engines import sglang_memory
 from kvbudget.engines.base import EngineOptions, Group, Layout, Slots, pad
@@ -34,7 +35,16 @@ from kvbudget.engines.common import (
     latent_slot,
     shared_kv_group,
 )
-from kvbudget.engines.contract import Deployment, EngineRules, ServeSettings, Share, StartUp
+from kvbudget.engines.contract import (
+    Deployment,
+    EngineRules,
+    LoggedMemory,
+    Measured,
+    ServeSettings,
+    Share,
+    StartUp,
+    log_line,
+)
 from kvbudget.engines.overhead import Overhead, activation_overhead
 from kvbudget.errors import EngineRefusalError, InputError
 from kvbudget.model.spec import (
@@ -49,6 +59,9 @@ from kvbudget.model.spec import (
     SlidingWindow,
 )
 from kvbudget.precision import CacheDType
+
+if TYPE_CHECKING:
+    from kvbudget.measure.logs.record import EngineLog
 
 NAME = "sglang"
 DEFAULT_VERSION = "0.5.23"  # checked against SGLang 0.5.23's own sizing code in the test suite (tests/oracle)
@@ -567,6 +580,7 @@ class Rules(EngineRules):
     divides_heads = True
     memory_fraction = "mem_fraction_static"
     cheaper_kv_dtypes = ("fp8_e4m3",)
+    logs_version = True
 
     def layout(self, spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions) -> Layout:
         return layout(spec, k, v, tp, options, self.version)
@@ -619,6 +633,14 @@ class Rules(EngineRules):
         except EngineRefusalError as refusal:
             return StartUp((str(refusal),), 0, f"SGLang {self.version} refuses to start", True)
         return StartUp(built.log_lines(), built.max_total_num_tokens, "SGLang max_total_num_tokens")
+
+    def logged_memory(self, log: EngineLog) -> LoggedMemory:
+        """Memory free before loading ("Load weight begin. avail mem"): mem_fraction_static is a share of it.
+        Its overhead is the share mem_fraction_static leaves, not a profiled figure."""
+        free = log.measured.get("free_before_load_bytes")
+        if free is None:
+            return LoggedMemory()
+        return LoggedMemory(Measured(int(free.value), f"measured: free before loading, {log_line(log, free)}"))
 
     def serve_command(self, s: ServeSettings) -> tuple[str, ...]:
         args = ["python", "-m", "sglang.launch_server", "--model-path", s.model, "--context-length", str(s.context)]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from kvbudget.engines import vllm_memory
 from kvbudget.engines.base import NO_SLOTS, EngineOptions, Group, Layout, Slots, version_tuple
@@ -36,7 +36,17 @@ from kvbudget.engines.common import (
     latent_slot,
     shared_kv_group,
 )
-from kvbudget.engines.contract import Deployment, EngineRules, ServeSettings, Share, StartUp
+from kvbudget.engines.contract import (
+    Deployment,
+    EngineRules,
+    LoggedMemory,
+    Measured,
+    ServeSettings,
+    Share,
+    StartUp,
+    log_line,
+    logged_sum,
+)
 from kvbudget.engines.overhead import Overhead, activation_overhead
 from kvbudget.engines.vllm_pool import (
     ATTENTION,
@@ -67,6 +77,9 @@ from kvbudget.model.spec import (
     SlidingWindow,
 )
 from kvbudget.precision import CacheDType
+
+if TYPE_CHECKING:
+    from kvbudget.measure.logs.record import EngineLog
 
 __all__ = [
     "DEFAULT_VERSION",
@@ -530,6 +543,7 @@ class Rules(EngineRules):
     divides_heads = True
     memory_fraction = "gpu_memory_utilization"
     cheaper_kv_dtypes = ("fp8",)
+    logs_version = True
 
     def layout(self, spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions) -> Layout:
         return layout(spec, k, v, tp, options, self.version)
@@ -577,6 +591,23 @@ class Rules(EngineRules):
             f"{vpool.block_size or d.context:,} tokens{backend}; "
             f"prefix caching {'on' if vpool.prefix_caching else 'off'})",
         )
+
+    def logged_memory(self, log: EngineLog) -> LoggedMemory:
+        """total_gpu_memory; overhead = activation peak + non-torch memory, + CUDA graphs where V1 >= 0.21
+        subtracts them (gpu_worker.py)."""
+        total = log.measured.get("total_gpu_memory_bytes")
+        gpu = (
+            Measured(int(total.value), f"measured: CUDA total as vLLM saw it, {log_line(log, total)}")
+            if total
+            else None
+        )
+        names: tuple[str, ...] = ("activation_peak_bytes", "non_torch_bytes")
+        if log.generation == "V1" and vllm_memory.subtracts_graphs(self.version):
+            names += ("cuda_graph_bytes",)
+        if all(n in log.measured for n in names[:2]):
+            return LoggedMemory(gpu, logged_sum(log, names))
+        notes = ("the log has no activation/non-torch profile: the overhead stays a heuristic",)
+        return LoggedMemory(gpu, None, notes if "weights_bytes" in log.measured else ())
 
     def serve_command(self, s: ServeSettings) -> tuple[str, ...]:
         args = ["vllm", "serve", s.model, "--max-model-len", str(s.context)]

@@ -24,11 +24,18 @@ from typing import Literal
 from kvbudget.engines import version_tuple
 from kvbudget.engines.base import cdiv
 from kvbudget.errors import EngineRefusalError
+from kvbudget.model.spec import CacheKind
 
 PoolMode = Literal["uniform", "uniform_type", "hybrid"]
 MambaCacheMode = Literal["none", "align"]
 KERNEL_BLOCK_ALIGNMENT = 16  # vLLM FlashAttention/Triton kernel block sizes: multiples of 16 (attention backends)
-ATTENTION = ("full_attention", "latent_attention", "sliding_window", "chunked_local", "cross_attention")
+ATTENTION: tuple[CacheKind, ...] = (
+    "full_attention",
+    "latent_attention",
+    "sliding_window",
+    "chunked_local",
+    "cross_attention",
+)
 ONE_LINE_LOG_SINCE = (0, 28)  # vLLM 0.28 update_kv_cache_capacity: one "KV cache size ..., Maximum concurrency" line
 NULL_BLOCK_CHECK_SINCE = (0, 29)  # vLLM 0.29 get_kv_cache_configs: the admission check reserves the null block
 
@@ -37,7 +44,7 @@ NULL_BLOCK_CHECK_SINCE = (0, 29)  # vLLM 0.29 get_kv_cache_configs: the admissio
 class Bucket:
     """Layers that hold one identical vLLM ``KVCacheSpec`` on one GPU."""
 
-    kind: str
+    kind: CacheKind
     label: str
     layer_indices: tuple[int, ...]
     slot_bytes: int  # bytes of one token in one layer (0 for recurrent state)

@@ -20,7 +20,21 @@ A layer with no primitive holds no state (MLP/MoE-only layers). Falcon-H1 layers
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
+
+# The one vocabulary of cache kinds: each primitive's ``kind``, and the kind of every engine group
+# (engines/base.Group) and vLLM bucket. mypy checks every spelling against it.
+CacheKind = Literal[
+    "full_attention",
+    "sliding_window",
+    "chunked_local",
+    "latent_attention",
+    "recurrent",
+    "indexer",
+    "cross_attention",
+    "shared_kv",
+]
+CACHE_KINDS: tuple[CacheKind, ...] = get_args(CacheKind)
 
 
 @dataclass(frozen=True)

@@ -5,28 +5,18 @@ saw it (CUDA's figure, not nvidia-smi's), the weights as loaded, and the runtime
 profiled. Each becomes a ledger line labelled ``measured`` with the log line it came from, so plans
 for other caps, cache dtypes and session counts on that card start from real numbers.
 
-Per engine (what its planner subtracts; see kvbudget.plan.budget):
-* vLLM: total_gpu_memory; weights ("Model loading took" / "model weights take", per GPU); overhead =
-  activation peak + non-torch memory, + CUDA graphs where V1 >= 0.21 subtracts them (gpu_worker.py).
-* SGLang: memory free before loading ("Load weight begin. avail mem"); weights ("Load weight end ...
-  mem usage"). Its overhead is the share mem_fraction_static leaves, not a profiled figure.
-* llama.cpp / Ollama: weights = the model buffers; overhead = the compute buffers.
+The weights, parallel sizes and settings are read the same way for every engine; which figures stand
+for the GPU total and the overhead is each engine's rule (``Rules.logged_memory``: vLLM's profile,
+SGLang's free memory before loading, llama.cpp's compute buffers).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kvbudget.engines import EngineRef, version_tuple
-from kvbudget.measure.logs.record import EngineLog, Figure
-
-VLLM_GRAPHS_SUBTRACTED_SINCE = (0, 21)  # vLLM V1 gpu_worker: KV memory excludes CUDA graph memory from 0.21
-
-
-@dataclass(frozen=True)
-class Measured:
-    bytes: int
-    basis: str
+from kvbudget.engines import EngineRef
+from kvbudget.engines.contract import Measured, log_line
+from kvbudget.measure.logs.record import EngineLog
 
 
 @dataclass
@@ -43,17 +33,6 @@ class LogInputs:
     notes: list[str] = field(default_factory=list)
 
 
-def _line(log: EngineLog, fig: Figure) -> str:
-    return f"{log.path}:{fig.line} '{fig.text}'"
-
-
-def _sum(log: EngineLog, names: tuple[str, ...]) -> Measured | None:
-    figs = [(n, log.measured[n]) for n in names if n in log.measured]
-    if not figs:
-        return None
-    return Measured(sum(int(f.value) for _, f in figs), " + ".join(f"{n} {_line(log, f)}" for n, f in figs))
-
-
 def _int_setting(log: EngineLog, name: str) -> int | None:
     value = log.setting(name)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
@@ -62,9 +41,9 @@ def _int_setting(log: EngineLog, name: str) -> int | None:
 def log_inputs(log: EngineLog) -> LogInputs:
     from kvbudget.engines import parse_engine
 
-    name = "llamacpp" if log.engine == "ollama" else log.engine
-    version = log.version if log.engine in ("vllm", "sglang") and log.version else None
-    engine = parse_engine(f"{name}@{version}" if version else name)
+    base = parse_engine(log.engine)
+    version = log.version if base.rules.logs_version and log.version else None
+    engine = parse_engine(f"{log.engine}@{version}") if version else base
     out = LogInputs(engine)
     out.parallel = (_int_setting(log, "tp") or 1) * (_int_setting(log, "pp") or 1)
     util = log.setting("utilization")
@@ -72,22 +51,8 @@ def log_inputs(log: EngineLog) -> LogInputs:
     out.max_num_batched_tokens = _int_setting(log, "max_num_batched_tokens")
     weights = log.measured.get("weights_bytes")
     if weights is not None:
-        out.weights_per_gpu = Measured(int(weights.value), f"measured: {_line(log, weights)} per GPU")
-    if log.engine == "vllm":
-        total = log.measured.get("total_gpu_memory_bytes")
-        if total is not None:
-            out.gpu_memory = Measured(int(total.value), f"measured: CUDA total as vLLM saw it, {_line(log, total)}")
-        names: tuple[str, ...] = ("activation_peak_bytes", "non_torch_bytes")
-        if log.generation == "V1" and version_tuple(engine.version) >= VLLM_GRAPHS_SUBTRACTED_SINCE:
-            names += ("cuda_graph_bytes",)
-        if all(n in log.measured for n in names[:2]):
-            out.overhead = _sum(log, names)
-        elif weights is not None:
-            out.notes.append("the log has no activation/non-torch profile: the overhead stays a heuristic")
-    elif log.engine == "sglang":
-        free = log.measured.get("free_before_load_bytes")
-        if free is not None:
-            out.gpu_memory = Measured(int(free.value), f"measured: free before loading, {_line(log, free)}")
-    else:
-        out.overhead = _sum(log, ("compute_buffer_bytes",))
+        out.weights_per_gpu = Measured(int(weights.value), f"measured: {log_line(log, weights)} per GPU")
+    memory = engine.rules.logged_memory(log)
+    out.gpu_memory, out.overhead = memory.gpu_memory, memory.overhead
+    out.notes.extend(memory.notes)
     return out

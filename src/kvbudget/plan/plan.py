@@ -8,12 +8,12 @@ engine's own start-up numbers reproduced from the same inputs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kvbudget.engines import EngineRef, engine_names, rules_class
 from kvbudget.engines.base import EngineOptions, cdiv
 from kvbudget.engines.capability import compute_capability
-from kvbudget.engines.contract import Deployment, Share
+from kvbudget.engines.contract import Deployment, Share, StartUp
 from kvbudget.engines.overhead import Overhead, measured_overhead
 from kvbudget.errors import InputError
 from kvbudget.model.spec import LatentAttention, ModelSpec
@@ -56,6 +56,17 @@ class PlanInputs:
 
 
 @dataclass(frozen=True)
+class CapSessions:
+    """Sessions of one deployment at one cap."""
+
+    cap: int
+    sessions: int  # per replica
+    total_sessions: int
+    per_session_bytes: int
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Plan:
     inputs: PlanInputs
     layout: StagedLayout
@@ -73,10 +84,18 @@ class Plan:
     engine_lines: tuple[str, ...]
     warnings: tuple[str, ...]
     prefix: PrefixSharing | None
+    options: EngineOptions = field(default_factory=EngineOptions)  # as the engine derived them for the GPU
 
     @property
     def total_sessions(self) -> int:
         return self.sessions * self.replicas
+
+    def at_cap(self, cap: int) -> CapSessions:
+        """The same deployment at another context cap: the pool, overhead and layout do not depend on the cap,
+        so only the engine's session count (and its start-up check) is evaluated again."""
+        warnings: list[str] = []
+        sessions, _ = _capacity(self.inputs, self.layout, self.options, self.kv_pool_bytes, cap, warnings)
+        return CapSessions(cap, sessions, sessions * self.replicas, self.layout.sequence_bytes(cap), tuple(warnings))
 
     @property
     def ledger(self) -> tuple[LedgerLine, ...]:
@@ -157,7 +176,9 @@ def _check_parallel(i: PlanInputs) -> tuple[int, list[str]]:
 
 def _fractions() -> str:
     """The memory-fraction settings of the engines that have one ("vLLM gpu_memory_utilization, ...")."""
-    found = [f"{cls.title} {cls.memory_fraction}" for n in engine_names() if (cls := rules_class(n)) and cls.memory_fraction]
+    found = [
+        f"{cls.title} {cls.memory_fraction}" for n in engine_names() if (cls := rules_class(n)) and cls.memory_fraction
+    ]
     return " and ".join(found) if len(found) < 3 else ", ".join(found[:-1]) + " and " + found[-1]
 
 
@@ -193,21 +214,9 @@ def make_plan(i: PlanInputs) -> Plan:
             f"--context {i.context:,} is beyond the model's max_position_embeddings {window:,}: the "
             "engine will refuse it unless you override the model length"
         )
-    stage = stage_specs(i.spec, i.pp)[0]
-
-    def deployment(context: int, sessions: int) -> Deployment:
-        return Deployment(stage, layout.first, i.k, i.v, i.tp, i.pp, context, options, pool, sessions)
-
-    sessions = rules.sessions(deployment(i.context, sessions_at(layout, pool, i.context)), warnings)
-    advertised = None
-    if window and window > i.context:
-        advertised = rules.sessions(deployment(window, sessions_at(layout, pool, window)), [])
+    sessions, start = _capacity(i, layout, options, pool, i.context, warnings)
+    advertised = _capacity(i, layout, options, pool, window, [])[0] if window and window > i.context else None
     max_ctx = max_context_for(layout, pool, i.sessions, window) if i.sessions else None
-    start = rules.start_up(deployment(i.context, sessions))
-    if start.refused and sessions:
-        # e.g. vLLM's admission check holds back the null block: it refuses where the bytes alone fit one session
-        warnings.append(start.lines[0])
-        sessions = 0
     sharing = prefix_sharing(layout, i.engine, pool, i.context, i.prefix) if i.prefix else None
     return Plan(
         inputs=i,
@@ -226,7 +235,25 @@ def make_plan(i: PlanInputs) -> Plan:
         engine_lines=start.lines,
         warnings=tuple(dict.fromkeys(warnings)),
         prefix=sharing,
+        options=options,
     )
+
+
+def _capacity(
+    i: PlanInputs, layout: StagedLayout, options: EngineOptions, pool: int, context: int, warnings: list[str]
+) -> tuple[int, StartUp]:
+    """Sessions of ``context`` tokens the engine serves from ``pool`` bytes per GPU, and its start-up lines."""
+    rules = i.engine.rules
+    stage = stage_specs(i.spec, i.pp)[0]
+    by_bytes = sessions_at(layout, pool, context)
+    d = Deployment(stage, layout.first, i.k, i.v, i.tp, i.pp, context, options, pool, by_bytes)
+    sessions = rules.sessions(d, warnings)
+    start = rules.start_up(replace(d, sessions=sessions))
+    if start.refused and sessions:
+        # e.g. vLLM's admission check holds back the null block: it refuses where the bytes alone fit one session
+        warnings.append(start.lines[0])
+        sessions = 0
+    return sessions, start
 
 
 def _shortfall(i: PlanInputs, share: Share, weights: int, overhead: Overhead) -> str:

@@ -12,7 +12,7 @@ from kvbudget.workload.record import BadRow
 from kvbudget.workload.stats import Distribution, TraceStats
 
 if TYPE_CHECKING:
-    from kvbudget.workload.cap import CapAnalysis
+    from kvbudget.plan.caps import CapAnalysis
 
 SHOWN_BAD_ROWS = 10
 
@@ -77,9 +77,9 @@ def render_trace_stats(stats: TraceStats, bad: Sequence[BadRow], files: int) -> 
 
 
 def render_cap(cap: CapAnalysis, units: UnitSystem) -> str:
-    from kvbudget.workload.cap import MARGIN_TEXT
+    from kvbudget.plan.caps import MARGIN_TEXT
 
-    plan = cap.plan_recommended
+    plan = cap.plan
     i = plan.inputs
     lines = [
         f"What a cap does · {i.spec.name} on {i.engine.label} · {i.gpus} x {i.gpu_label} · cache {i.kv_dtype_label}",
@@ -90,10 +90,10 @@ def render_cap(cap: CapAnalysis, units: UnitSystem) -> str:
         "",
     ]
     rows = [["recommended (p99 + margin)", f"{cap.recommended:,}", f"{plan.total_sessions:,}"]]
-    if cap.current is not None and cap.plan_current is not None:
-        rows.append(["in use (--context)", f"{cap.current:,}", f"{cap.plan_current.total_sessions:,}"])
-    if cap.window is not None and cap.plan_window is not None:
-        rows.append(["advertised window", f"{cap.window:,}", f"{cap.plan_window.total_sessions:,}"])
+    if cap.at_current is not None:
+        rows.append(["in use (--context)", f"{cap.at_current.cap:,}", f"{cap.at_current.total_sessions:,}"])
+    if cap.at_window is not None:
+        rows.append(["advertised window", f"{cap.at_window.cap:,}", f"{cap.at_window.total_sessions:,}"])
     lines.append(table(["cap", "tokens", "sessions"], rows, [False, True, True]))
     lines.append("")
     lines.append(cap.reading)

@@ -93,7 +93,7 @@ def from_params(kind: str, params: dict[str, object]) -> Distribution:
     raise DistributionError("dist", f"must be one of {', '.join(KINDS)}, got {kind!r}")
 
 
-def load_file(path: str | Path) -> Workload:
+def load_workload(path: str | Path) -> Workload:
     """Read a workload file (``.toml``, ``.yaml`` / ``.yml``). Raises InputError (one line) on any problem."""
     p = Path(path)
     where = str(path)
@@ -104,7 +104,7 @@ def load_file(path: str | Path) -> Workload:
 
     text = read_text(p, "workload file")
     data = _parse_toml(text, where) if suffix == ".toml" else _parse_yaml(text, where)
-    return from_dict(data, where=where, base=p.parent)
+    return workload_from_dict(data, where=where, base=p.parent)
 
 
 def _parse_toml(text: str, where: str) -> Any:
@@ -233,7 +233,7 @@ def _distribution(where: str, section: str, value: object) -> Distribution:
         raise InputError(f"{where}: [{section}].{exc.param} {exc.detail}") from None
 
 
-def from_dict(data: object, *, where: str = "workload", base: Path | None = None) -> Workload:
+def workload_from_dict(data: object, *, where: str = "workload", base: Path | None = None) -> Workload:
     """Build a Workload from a parsed file. ``base`` resolves a relative ``[arrival].replay`` path."""
     if data is not None and not isinstance(data, dict):
         raise InputError(f"{where}: a workload file holds tables ([arrival], [steps], ...), got {type(data).__name__}")

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from kvbudget.errors import InputError
@@ -185,17 +184,3 @@ class Workload:
                 "server_cancels": r.server_cancels,
             }
         return out
-
-
-def load_workload(path: str | Path) -> Workload:
-    """Read a workload file (``.toml``, ``.yaml`` / ``.yml``). Raises InputError (one line) on any problem."""
-    from kvbudget.workload.loader import load_file
-
-    return load_file(path)
-
-
-def workload_from_dict(data: object, *, where: str = "workload", base: Path | None = None) -> Workload:
-    """Build a Workload from a parsed file. ``base`` resolves a relative ``[arrival].replay`` path."""
-    from kvbudget.workload.loader import from_dict
-
-    return from_dict(data, where=where, base=base)

@@ -57,7 +57,7 @@ class Source:
 def from_workload(path: str, seed: int, prefix: int | None) -> Source:
     from kvbudget.simulate.build import cap_from_workload
     from kvbudget.workload.generate import session_steps
-    from kvbudget.workload.model import load_workload
+    from kvbudget.workload.loader import load_workload
 
     workload = load_workload(path)
     shared = workload.prefix_tokens if prefix is None else prefix

@@ -3,9 +3,11 @@
 The recommended cap is the p99 **session peak** context (prompt + output at a session's largest
 step; the same as the session end unless the context was compacted, and the figure a cap must
 hold) plus a 10% margin, rounded up to a multiple of 1,024 tokens. About 1% of the trace's sessions
-would reach it. Sessions per deployment come from the capacity plan (``make_plan``) at that cap,
-at the cap in use (``--context``, when given) and at the model's advertised window
-(``max_position_embeddings``).
+would reach it. The deployment is planned once (``make_plan`` at the recommended cap); sessions at
+the cap in use (``--context``, when given) and at the model's advertised window
+(``max_position_embeddings``) are evaluated on that plan (``Plan.at_cap``): the pool does not depend
+on the cap. The p99 comes in as a number (``workload.stats`` reads it from traces), so the
+workload package does not depend on the planner.
 """
 
 from __future__ import annotations
@@ -13,9 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from kvbudget.plan.plan import Plan, PlanInputs, make_plan
+from kvbudget.plan.plan import CapSessions, Plan, PlanInputs, make_plan
 from kvbudget.units import format_tokens
-from kvbudget.workload.stats import TraceStats
 
 MARGIN = 0.10  # 10% above p99
 ROUND_TO = 1024  # tokens; caps are quoted in K (1K = 1,024 tokens)
@@ -32,9 +33,9 @@ class CapAnalysis:
     recommended: int
     window: int | None  # the model's advertised context (max_position_embeddings)
     current: int | None  # the cap the user runs now (--context), if given
-    plan_recommended: Plan
-    plan_current: Plan | None
-    plan_window: Plan | None
+    plan: Plan  # the deployment, planned at the recommended cap
+    at_current: CapSessions | None
+    at_window: CapSessions | None
     reading: str
 
     @property
@@ -43,25 +44,25 @@ class CapAnalysis:
         return self.current if self.current is not None else self.window
 
     def to_json(self) -> dict[str, object]:
-        def sessions(plan: Plan | None) -> int | None:
-            return None if plan is None else plan.total_sessions
+        def sessions(at: CapSessions | None) -> int | None:
+            return None if at is None else at.total_sessions
 
-        spec = self.plan_recommended.inputs.spec
+        i = self.plan.inputs
         return {
-            "model": spec.name,
-            "engine": self.plan_recommended.inputs.engine.label,
-            "gpu": self.plan_recommended.inputs.gpu_label,
-            "gpus": self.plan_recommended.inputs.gpus,
+            "model": i.spec.name,
+            "engine": i.engine.label,
+            "gpu": i.gpu_label,
+            "gpus": i.gpus,
             "p99_session_peak_tokens": self.p99_tokens,
             "recommended_cap_tokens": self.recommended,
             "margin": MARGIN_TEXT,
-            "sessions_at_recommended_cap": sessions(self.plan_recommended),
+            "sessions_at_recommended_cap": self.plan.total_sessions,
             "current_cap_tokens": self.current,
-            "sessions_at_current_cap": sessions(self.plan_current),
+            "sessions_at_current_cap": sessions(self.at_current),
             "advertised_window_tokens": self.window,
-            "sessions_at_advertised_window": sessions(self.plan_window),
-            "per_session_bytes_at_recommended_cap": self.plan_recommended.per_session_bytes,
-            "kv_pool_bytes": self.plan_recommended.kv_pool_bytes,
+            "sessions_at_advertised_window": sessions(self.at_window),
+            "per_session_bytes_at_recommended_cap": self.plan.per_session_bytes,
+            "kv_pool_bytes": self.plan.kv_pool_bytes,
             "reading": self.reading,
         }
 
@@ -98,39 +99,37 @@ def _reading(p99: int, cap: int, cap_name: str, recommended: int, at_rec: int, a
     return f"the p99 session ({tokens} tokens) is {ratio:.0%} of the {cap_name} ({format_tokens(cap)}){serve}"
 
 
-def cap_analysis(stats: TraceStats, inputs: PlanInputs, current: int | None = None) -> CapAnalysis:
-    """The recommended cap and sessions at it, at ``current`` and at the advertised window.
+def cap_analysis(p99: int, inputs: PlanInputs, current: int | None = None) -> CapAnalysis:
+    """The recommended cap for a p99 session peak of ``p99`` tokens, and sessions at it, at ``current`` and at
+    the advertised window.
 
-    ``inputs.context`` is replaced by each cap in turn; everything else (GPU, weights, engine,
-    cache dtype) is the user's plan. Raises ValueError when the trace has no sessions.
+    The deployment (GPU, weights, engine, cache dtype) is the user's plan, planned once at the recommended
+    cap; the other caps are evaluated on it.
     """
-    peak = stats.session_peak_tokens.p99
-    if peak is None:
-        raise ValueError("the trace has no sessions to read a cap from")
-    p99 = int(peak)
     window = inputs.spec.max_position_embeddings
     recommended = recommended_cap(p99)
     if window and recommended > window:
         recommended = window  # the model cannot serve more; the reading says p99 is past it
-    at_rec = make_plan(replace(inputs, context=recommended))
-    at_current = make_plan(replace(inputs, context=current)) if current is not None else None
-    at_window = make_plan(replace(inputs, context=window)) if window else None
-    cap, cap_plan = (current, at_current) if current is not None else (window, at_window)
+    plan = make_plan(replace(inputs, context=recommended))
+    at_current = plan.at_cap(current) if current is not None else None
+    at_window = plan.at_cap(window) if window else None
+    cap, at_cap = (current, at_current) if current is not None else (window, at_window)
     if cap is None:
         reading = f"the p99 session is {format_tokens(p99)} tokens; a cap of {format_tokens(recommended)} serves " + (
-            f"{at_rec.total_sessions:,} sessions (the model states no advertised window to compare with)"
+            f"{plan.total_sessions:,} sessions (the model states no advertised window to compare with)"
         )
     else:
         name = "cap in use" if current is not None else "advertised window"
-        at_cap = cap_plan.total_sessions if cap_plan is not None else None
-        reading = _reading(p99, cap, name, recommended, at_rec.total_sessions, at_cap)
+        reading = _reading(
+            p99, cap, name, recommended, plan.total_sessions, at_cap.total_sessions if at_cap is not None else None
+        )
     return CapAnalysis(
         p99_tokens=p99,
         recommended=recommended,
         window=window,
         current=current,
-        plan_recommended=at_rec,
-        plan_current=at_current,
-        plan_window=at_window,
+        plan=plan,
+        at_current=at_current,
+        at_window=at_window,
         reading=reading[0].upper() + reading[1:] + ".",
     )
