@@ -57,7 +57,7 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
         help="override how latent attention is stored",
     )
     g.add_argument("--swa-full", action="store_true", help="llama.cpp --swa-full: full-size SWA cache")
-    g.add_argument("--ubatch", default="512", help="llama.cpp -ub (default 512)")
+    g.add_argument("--ubatch", default=None, help="llama.cpp -ub (default 512) / Ollama num_batch (default: Ollama's)")
     g.add_argument("--no-flash-attn", action="store_true", help="llama.cpp -fa off")
     g.add_argument("--kv-unified", action="store_true", help="llama.cpp --kv-unified (one stream)")
 
@@ -71,7 +71,7 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
         image_tokens=parse_count(args.image_tokens, what="--image-tokens"),
         mla_storage=cast(MlaStorage | None, args.mla_storage),
         swa_full=args.swa_full,
-        n_ubatch=parse_count(args.ubatch, what="--ubatch"),
+        n_ubatch=parse_count(args.ubatch, what="--ubatch") if args.ubatch is not None else None,
         flash_attn=not args.no_flash_attn,
         kv_unified=args.kv_unified,
         prefix_caching=False if args.no_prefix_caching else None,

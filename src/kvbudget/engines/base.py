@@ -143,7 +143,7 @@ class EngineOptions:
     image_tokens: int = 6404  # Llama 3.2 Vision: one image, 4 tiles x 1601 patches (560 px / 14 px + CLS)
     mla_storage: MlaStorage | None = None
     swa_full: bool = False  # llama.cpp --swa-full
-    n_ubatch: int = 512  # llama.cpp default physical batch
+    n_ubatch: int | None = None  # llama.cpp -ub / Ollama num_batch; None: the engine's default (llama.cpp 512)
     flash_attn: bool = True  # llama.cpp -fa (auto turns it on where supported)
     kv_unified: bool = False  # llama.cpp --kv-unified
     disable_hybrid_kv_cache_manager: bool = False  # vLLM

@@ -72,6 +72,7 @@ _GGML_NAMES = {
 }
 CELL_PAD = 256  # src/llama-context.cpp: n_ctx = GGML_PAD(n_ctx, 256) (PR #17046)
 MAX_SEQ = 256  # src/llama-cparams.h: LLAMA_MAX_SEQ
+DEFAULT_UBATCH = 512  # common/common.h n_ubatch default
 RS_BYTES = 4  # src/llama-model.cpp create_memory: llama_memory_recurrent gets GGML_TYPE_F32 for R and S
 
 
@@ -94,6 +95,10 @@ def check_cache_types(k: CacheDType, v: CacheDType, flash_attn: bool) -> None:
             f"{NAME}: V cache quantization requires flash_attn (V cache {ggml_type_name(v)} with flash attention "
             "off); turn flash attention on or use an f16/bf16/f32 V cache"
         )
+
+
+def ubatch(options: EngineOptions) -> int:
+    return options.n_ubatch or DEFAULT_UBATCH
 
 
 def context_cells(n_ctx: int, n_seq: int, unified: bool) -> tuple[int, int]:
@@ -123,7 +128,7 @@ def swa_cells(n_ctx_seq: int, window: int, n_seq: int, options: EngineOptions) -
     """
     if options.swa_full:
         return n_ctx_seq
-    reserve = window * (n_seq if options.kv_unified else 1) + options.n_ubatch
+    reserve = window * (n_seq if options.kv_unified else 1) + ubatch(options)
     return pad(min(n_ctx_seq, reserve), CELL_PAD)
 
 
@@ -163,7 +168,7 @@ class CachePart:
     s_bytes: int = 0
 
 
-def _window(spec: ModelSpec) -> int | None:
+def window_of(spec: ModelSpec) -> int | None:
     """llama.cpp keeps one window per model (hparams.n_swa); refuse specs that need more."""
     windows = {s.window for _, s in spec.primitives() if isinstance(s, SlidingWindow)}
     chunks = {s.chunk for _, s in spec.primitives() if isinstance(s, ChunkedLocal)}
@@ -198,7 +203,7 @@ def _swa_slots(window: int, options: EngineOptions) -> Slots:
     if options.swa_full:
         return Slots("as full attention (--swa-full)", cells)
     span = f"{window:,} x S" if options.kv_unified else f"{window:,}"
-    return Slots(f"streams x pad(min(n_ctx_seq, {span} + {options.n_ubatch} ubatch), 256) cells (iSWA)", cells)
+    return Slots(f"streams x pad(min(n_ctx_seq, {span} + {ubatch(options)} ubatch), 256) cells (iSWA)", cells)
 
 
 def _v_width_max(spec: ModelSpec, storage: str) -> int:
@@ -231,7 +236,7 @@ def _attention_rows(
 def plan(spec: ModelSpec, k: CacheDType, v: CacheDType, options: EngineOptions) -> tuple[CachePart, ...]:
     """Every group of identical layers with the bytes llama.cpp allocates for it."""
     check_cache_types(k, v, options.flash_attn)
-    window = _window(spec)
+    window = window_of(spec)
     storage = options.mla_storage or "latent"
     trans = 0 if options.flash_attn else _v_width_max(spec, storage)
     parts: list[CachePart] = []
@@ -409,7 +414,7 @@ def logged_caches(
     swa_parts = [p for p in parts if p.cache == "swa"]
     if swa_parts:
         caches.append(kv("kv", kv_parts, n_ctx_seq))
-        caches.append(kv("swa", swa_parts, swa_cells(n_ctx_seq, _window(spec) or 0, n_seq, opts)))
+        caches.append(kv("swa", swa_parts, swa_cells(n_ctx_seq, window_of(spec) or 0, n_seq, opts)))
     elif kv_parts:
         caches.append(kv("kv", kv_parts, n_ctx_seq))
     indexer = [p for p in parts if p.cache == "indexer"]
@@ -478,7 +483,7 @@ class Rules(EngineRules):
         return Share(total_bytes - FIT_MARGIN, "total - 1,024 MiB fit margin (llama_params_fit)")
 
     def batched_tokens(self, total_bytes: int, gpu_label: str, options: EngineOptions) -> tuple[int, str]:
-        return options.n_ubatch, "llama.cpp -ub (n_ubatch)"
+        return ubatch(options), "llama.cpp -ub (n_ubatch)"
 
     def overhead(self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str) -> Overhead:
         return compute_buffer_overhead(spec, ubatch=batched, what=self.title)

@@ -261,7 +261,7 @@ class Rules(EngineRules):
     name = NAME
     title = "transformers"
     default_version = DEFAULT_VERSION
-    order = 40
+    order = 60
     aliases = ("hf", "huggingface")
     below: ClassVar[Mapping[str, str]] = {"5": "4.57.6"}  # the last 4.x release (MLA expanded before 5)
     parallel = False

@@ -12,6 +12,7 @@ SGLang's free memory before loading, llama.cpp's compute buffers).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from kvbudget.engines import EngineRef
@@ -42,8 +43,8 @@ def log_inputs(log: EngineLog) -> LogInputs:
     from kvbudget.engines import parse_engine
 
     base = parse_engine(log.engine)
-    version = log.version if base.rules.logs_version and log.version else None
-    engine = parse_engine(f"{log.engine}@{version}") if version else base
+    release = re.match(r"v?(\d+(?:\.\d+)*)", log.version or "")  # "0.33.0-rc2" -> 0.33.0
+    engine = parse_engine(f"{log.engine}@{release.group(1)}") if base.rules.logs_version and release else base
     out = LogInputs(engine)
     out.parallel = (_int_setting(log, "tp") or 1) * (_int_setting(log, "pp") or 1)
     util = log.setting("utilization")
