@@ -60,6 +60,11 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--ubatch", default=None, help="llama.cpp -ub (default 512) / Ollama num_batch (default: Ollama's)")
     g.add_argument("--no-flash-attn", action="store_true", help="llama.cpp -fa off")
     g.add_argument("--kv-unified", action="store_true", help="llama.cpp --kv-unified (one stream)")
+    g.add_argument(
+        "--max-batch-size",
+        default=None,
+        help="TensorRT-LLM max_batch_size (default 2048; each slot reserves a hybrid's recurrent state)",
+    )
 
 
 def engine_options(args: argparse.Namespace) -> EngineOptions:
@@ -75,6 +80,7 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
         flash_attn=not args.no_flash_attn,
         kv_unified=args.kv_unified,
         prefix_caching=False if args.no_prefix_caching else None,
+        max_batch_size=parse_count(args.max_batch_size, what="--max-batch-size") if args.max_batch_size else None,
     )
 
 

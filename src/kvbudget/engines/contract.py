@@ -168,7 +168,11 @@ class EngineRules:
 
     # --- memory ---
 
-    def usable_share(self, total_bytes: int, *, utilization: float | None, tp: int, pp: int, mla: bool) -> Share:
+    def usable_share(
+        self, total_bytes: int, *, utilization: float | None, tp: int, pp: int, mla: bool, weights: int, overhead: int
+    ) -> Share:
+        """The bytes of one GPU the engine's memory rule leaves this instance for weights, overhead and KV (the
+        plan's KV pool is this less ``weights`` and ``overhead``, both per GPU)."""
         return Share(total_bytes, "the whole card (no engine fraction)")
 
     def batched_tokens(self, total_bytes: int, gpu_label: str, options: EngineOptions) -> tuple[int, str]:

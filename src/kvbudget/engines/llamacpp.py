@@ -478,7 +478,9 @@ class Rules(EngineRules):
     def layout(self, spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions) -> Layout:
         return layout(spec, k, v, tp, options, self.version)
 
-    def usable_share(self, total_bytes: int, *, utilization: float | None, tp: int, pp: int, mla: bool) -> Share:
+    def usable_share(
+        self, total_bytes: int, *, utilization: float | None, tp: int, pp: int, mla: bool, weights: int, overhead: int
+    ) -> Share:
         # no fraction: the KV size follows -c/-np; the auto-fit keeps a 1,024 MiB margin per device
         return Share(total_bytes - FIT_MARGIN, "total - 1,024 MiB fit margin (llama_params_fit)")
 

@@ -548,7 +548,9 @@ class Rules(EngineRules):
     def layout(self, spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions) -> Layout:
         return layout(spec, k, v, tp, options, self.version)
 
-    def usable_share(self, total_bytes: int, *, utilization: float | None, tp: int, pp: int, mla: bool) -> Share:
+    def usable_share(
+        self, total_bytes: int, *, utilization: float | None, tp: int, pp: int, mla: bool, weights: int, overhead: int
+    ) -> Share:
         return vllm_memory.usable_share(total_bytes, utilization, self.version)
 
     def batched_tokens(self, total_bytes: int, gpu_label: str, options: EngineOptions) -> tuple[int, str]:

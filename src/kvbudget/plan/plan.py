@@ -194,17 +194,25 @@ def make_plan(i: PlanInputs) -> Plan:
     layout = staged_layout(i.spec, i.engine, i.k, i.v, i.tp, i.pp, options)
     warnings += list(dict.fromkeys(w for stage in layout.stages for w in stage.warnings))
     mla = any(isinstance(state, LatentAttention) for _, state in i.spec.primitives())
-    share = rules.usable_share(i.gpu_memory_bytes, utilization=i.utilization, tp=i.tp, pp=i.pp, mla=mla)
-    if i.utilization is not None and share.fraction is None:
-        warnings.append(
-            f"--utilization {i.utilization} is ignored: {i.engine.name} has no memory fraction ({_fractions()} do)"
-        )
     weights_per_gpu = cdiv(i.weights.bytes, i.tp * i.pp)
     overhead = (
         measured_overhead(i.overhead, i.overhead_basis)
         if i.overhead is not None
         else rules.overhead(i.spec, tp=i.tp, batched=batched, batched_basis=batched_basis)
     )
+    share = rules.usable_share(
+        i.gpu_memory_bytes,
+        utilization=i.utilization,
+        tp=i.tp,
+        pp=i.pp,
+        mla=mla,
+        weights=weights_per_gpu,
+        overhead=overhead.bytes,
+    )
+    if i.utilization is not None and share.fraction is None:
+        warnings.append(
+            f"--utilization {i.utilization} is ignored: {i.engine.name} has no memory fraction ({_fractions()} do)"
+        )
     pool = share.usable_bytes - weights_per_gpu - overhead.bytes
     if pool <= 0:
         raise InputError(_shortfall(i, share, weights_per_gpu, overhead))
