@@ -12,6 +12,7 @@ from kvbudget.model.spec import (
     FullAttention,
     IndexerKeys,
     LatentAttention,
+    MeasuredState,
     ModelSpec,
     Primitive,
     Recurrent,
@@ -21,8 +22,19 @@ from kvbudget.model.spec import (
 from kvbudget.precision import CacheDType, parse_cache_dtype
 
 
-def group_primitives(spec: ModelSpec) -> list[tuple[Primitive, tuple[int, ...]]]:
-    """Identical primitives with the layer indices that hold them, in order of first appearance."""
+def group_primitives(spec: ModelSpec, *, measured: str | None = None) -> list[tuple[Primitive, tuple[int, ...]]]:
+    """Identical primitives with the layer indices that hold them, in order of first appearance.
+
+    A derived layout's measured state (``MeasuredState``) is refused unless the engine sizes it (``measured``
+    names the engine that does); a serving engine never silently drops it."""
+    if measured is None:
+        for _, state in spec.primitives():
+            if isinstance(state, MeasuredState):
+                raise EngineRefusalError(
+                    f"{spec.name}: its layout was derived from transformers, whose recurrent state ("
+                    f"{', '.join(f'{n} {list(s)} {d}' for n, s, d in state.tensors)}) each serving engine keeps in its "
+                    "own shape and dtype; only --engine transformers (or ideal) sizes it"
+                )
     order: list[Primitive] = []
     where: dict[Primitive, list[int]] = {}
     for index, state in spec.primitives():
@@ -190,3 +202,20 @@ def indexer_group(indices: tuple[int, ...], slot: int, text: str, slots: Slots) 
     """Layers keeping a sparse-attention indexer's key cache: one key per token, growing like full attention."""
     label = "indexer keys (sparse attention)"
     return Group("indexer", label, len(indices), slot, text, slots, True, layer_indices=indices)
+
+
+def measured_state_group(state: MeasuredState, indices: tuple[int, ...], tp: int, engine: str) -> Group:
+    """A derived layout's measured per-sequence state, byte for byte as transformers holds it (one device)."""
+    if tp > 1:
+        raise EngineRefusalError(
+            f"{engine}: how a derived recurrent state splits over tensor-parallel ranks is unknown"
+        )
+    size, parts = 0, []
+    for name, shape, dtype in state.tensors:
+        elems = 1
+        for dim in shape:
+            elems *= dim
+        width = parse_cache_dtype(dtype, what="derived state dtype").row_bytes(elems)
+        size += width
+        parts.append(f"{name} {' x '.join(map(str, shape))} @ {dtype} = {width:,} B")
+    return fixed_state_group("recurrent", "derived recurrent state", indices, size, " + ".join(parts))

@@ -28,6 +28,7 @@ from kvbudget.engines.common import (
     kernel_minus_one_state,
     kv_heads_per_rank,
     latent_slot,
+    measured_state_group,
     shared_kv_group,
 )
 from kvbudget.engines.contract import EngineRules
@@ -37,6 +38,7 @@ from kvbudget.model.spec import (
     FullAttention,
     IndexerKeys,
     LatentAttention,
+    MeasuredState,
     ModelSpec,
     Recurrent,
     SharedKV,
@@ -60,7 +62,7 @@ def _textbook_slots(state: FullAttention | SlidingWindow | ChunkedLocal) -> Slot
 def layout(spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions, version: str = "") -> Layout:
     groups: list[Group] = []
     warnings: list[str] = []
-    for state, indices in group_primitives(spec):
+    for state, indices in group_primitives(spec, measured=NAME):
         n = len(indices)
         if isinstance(state, FullAttention | SlidingWindow | ChunkedLocal | CrossAttention):
             heads, warning = kv_heads_per_rank(state.kv_heads, tp, NAME)
@@ -94,6 +96,8 @@ def layout(spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: Engi
             groups.append(indexer_group(indices, slot, text, exact_slots()))
         elif isinstance(state, SharedKV):
             groups.append(shared_kv_group(state, indices))
+        elif isinstance(state, MeasuredState):
+            groups.append(measured_state_group(state, indices, tp, NAME))
     return Layout(NAME, version, k, v, tp, tuple(groups), None, (), tuple(dict.fromkeys(warnings)))
 
 

@@ -47,6 +47,7 @@ from kvbudget.engines.common import (
     fixed_state_group,
     group_primitives,
     indexer_group,
+    measured_state_group,
     recurrent_bytes,
     shared_kv_group,
 )
@@ -58,6 +59,7 @@ from kvbudget.model.spec import (
     FullAttention,
     IndexerKeys,
     LatentAttention,
+    MeasuredState,
     ModelSpec,
     Recurrent,
     SharedKV,
@@ -215,7 +217,7 @@ def layout(
             f"transformers {version}: only the MLA rule is version-specific and verified on 4.57.6; "
             "the other rules are those of 5.24.0"
         )
-    for state, indices in group_primitives(spec):
+    for state, indices in group_primitives(spec, measured=NAME):
         n = len(indices)
         if isinstance(state, FullAttention | SlidingWindow | ChunkedLocal | CrossAttention):
             slot, text = attention_slot(state.kv_heads, state.k_dim, state.v_dim, dtype, dtype)
@@ -242,6 +244,9 @@ def layout(
         elif isinstance(state, SharedKV):
             # get_layer_types_and_kwargs: KV-sharing consumers become DummyLayer (no tensors).
             groups.append(shared_kv_group(state, indices))
+        elif isinstance(state, MeasuredState):
+            # a derived layout: the conv / recurrent tensors this transformers was measured to keep
+            groups.append(measured_state_group(state, indices, tp, NAME))
     return Layout(
         NAME,
         version,

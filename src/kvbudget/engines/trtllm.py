@@ -150,6 +150,7 @@ def layout(
     """Bytes TensorRT-LLM allocates per GPU for S sequences of N tokens (the allocation: ceil(kv_heads / tp)
     heads per layer), each sequence in whole 32-token blocks."""
     _check(spec, k, v, version)
+    _attention_heads(spec)  # one head count and one head dim for K and V, as the budget needs
     groups: list[Group] = []
     notes: list[str] = []
     for state, indices in group_primitives(spec):

@@ -234,9 +234,6 @@ def measure(spec: ModelSpec, tokens: int = 64, device: str = "cpu") -> Measureme
     if cache_dtype.name not in _TORCH_DTYPES:
         raise InputError(f"{spec.name}: model dtype {spec.dtype} is not a compute dtype transformers can run")
     dtype = getattr(torch, _TORCH_DTYPES[cache_dtype.name])
-    version = str(transformers.__version__)
-    # The skeleton sees text only, so cross-attention layers hold no image tokens.
-    layout = hf_engine.layout(spec, cache_dtype, cache_dtype, 1, EngineOptions(image_tokens=0), version)
     started = time.perf_counter()
     verbosity = transformers.logging.get_verbosity()
     transformers.logging.set_verbosity_error()
@@ -244,6 +241,27 @@ def measure(spec: ModelSpec, tokens: int = 64, device: str = "cpu") -> Measureme
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model = _build(spec, tokens, torch, transformers, dtype).to(device).eval()
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+    return measure_model(spec, model, tokens, device, started)
+
+
+def measure_model(
+    spec: ModelSpec, model: Any, tokens: int, device: str = "cpu", started: float | None = None
+) -> Measurement:
+    """Prefill ``tokens`` tokens into a built transformers ``model`` of ``spec``, decode one, and compare its real
+    cache bytes with the ``transformers`` engine's layout at ``tokens + 1`` tokens (one sequence)."""
+    torch, transformers = _import()
+    started = time.perf_counter() if started is None else started
+    cache_dtype = parse_cache_dtype(spec.dtype, what="model dtype")
+    version = str(transformers.__version__)
+    # The skeleton sees text only, so cross-attention layers hold no image tokens.
+    layout = hf_engine.layout(spec, cache_dtype, cache_dtype, 1, EngineOptions(image_tokens=0), version)
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             cache = _run(model, tokens, torch, device)
     finally:
         transformers.logging.set_verbosity(verbosity)

@@ -171,6 +171,17 @@ class IndexerKeys:
 
 
 @dataclass(frozen=True)
+class MeasuredState:
+    """Fixed per-sequence state a reference implementation was measured to keep (a derived layout,
+    ``model/derive.py``): ``tensors`` are (name, shape of one sequence, dtype), as transformers holds them.
+    Only the engines that are that implementation (transformers) or follow it (ideal) size it; the
+    serving engines refuse it, since each keeps recurrent state in its own shape and dtype."""
+
+    tensors: tuple[tuple[str, tuple[int, ...], str], ...]
+    kind: Literal["recurrent"] = "recurrent"
+
+
+@dataclass(frozen=True)
 class SharedKV:
     """The layer reads the cache of layer ``target`` and allocates nothing."""
 
@@ -179,7 +190,15 @@ class SharedKV:
 
 
 Primitive = (
-    FullAttention | SlidingWindow | ChunkedLocal | LatentAttention | Recurrent | CrossAttention | SharedKV | IndexerKeys
+    FullAttention
+    | SlidingWindow
+    | ChunkedLocal
+    | LatentAttention
+    | Recurrent
+    | CrossAttention
+    | SharedKV
+    | IndexerKeys
+    | MeasuredState
 )
 
 ATTENTION_KINDS = ("full_attention", "sliding_window", "chunked_local", "latent_attention")

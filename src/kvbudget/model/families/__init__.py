@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from kvbudget.errors import ConfigError, UnknownArchitectureError
+from kvbudget.errors import ConfigError, MissingExtraError, UnknownArchitectureError
 from kvbudget.model.families.attention import read_attention_model
 from kvbudget.model.families.fields import Fields
 from kvbudget.model.spec import ModelSpec
@@ -74,10 +74,18 @@ def read_spec(
     arch = by_model_type().get(model_type)
     reader = arch.config_reader if arch is not None else None
     if reader is None:
-        raise UnknownArchitectureError(
+        from kvbudget.model.derive import derive_spec
+
+        unknown = (
             f"{where}: model_type {model_type!r} is not an architecture kvbudget can read; "
             f"fields it could not place: {_fields_for_error(decoder)}"
         )
+        try:  # the reference implementation's own cache, when transformers knows the type (model/derive.py)
+            return derive_spec(cfg, name=name, source=source, where=where, notes=notes)
+        except UnknownArchitectureError as exc:
+            raise UnknownArchitectureError(f"{unknown}; {str(exc).removeprefix(where + ': ')}") from None
+        except MissingExtraError as exc:
+            raise UnknownArchitectureError(f"{unknown}; {str(exc).removeprefix(where + ': ')}") from None
     if reader is read_attention_model:
         exotic = [k for k in _EXOTIC if decoder.get(k) is not None]
         if model_type == "llama4_text":
