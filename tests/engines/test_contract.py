@@ -125,7 +125,7 @@ def test_a_new_engine_is_one_new_module(toy_engine: None) -> None:
     assert plan.kv_pool_bytes == pool
     assert plan.sessions == pool // (32768 * 131_072)  # the ideal layout: 128 KiB per token
     flags = all_engine_flags(plan)
-    assert flags["toyengine"] == f"toy-serve MODEL --ctx 32768 --slots {plan.sessions}"
+    assert flags["toyengine"] == f"toy-serve meta-llama/Llama-3.1-8B --ctx 32768 --slots {plan.sessions}"
     assert "vllm" in flags  # the other serving engines still plan the same deployment
     ignored = make_plan(replace(inputs, engine=parse_engine("ideal"), utilization=0.9)).warnings
     assert any("Toy toy_fraction" in w for w in ignored)  # the new engine's setting is named too

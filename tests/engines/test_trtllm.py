@@ -146,5 +146,6 @@ def test_serve_command_carries_the_fraction_and_the_cache_dtype() -> None:
     command = engine_flags(make_plan(inputs))["trtllm"]
     assert command.startswith("printf 'kv_cache_config:\\n  dtype: fp8\\n  free_gpu_memory_fraction: 0.85\\n' >")
     assert command.endswith(
-        "trtllm-serve MODEL --backend pytorch --max_seq_len 32768 --extra_llm_api_options trtllm-kv.yaml"
+        "trtllm-serve meta-llama/Llama-3.1-8B --backend pytorch --max_seq_len 32768 "
+        "--extra_llm_api_options trtllm-kv.yaml"
     )

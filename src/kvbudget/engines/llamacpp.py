@@ -516,7 +516,8 @@ class Rules(EngineRules):
 
     def serve_command(self, s: ServeSettings) -> tuple[str, ...]:
         sessions = max(s.sessions, 1)
-        args = ["llama-server", "-m", s.model if s.model.endswith(".gguf") else f"{s.model}.gguf"]
+        # llama-server loads a .gguf file: a repo id or directory stands as MODEL.gguf for the user's file
+        args = ["llama-server", "-m", s.model if s.model.endswith(".gguf") else "MODEL.gguf"]
         args += ["-c", str(sessions * s.context), "-np", str(sessions)]
         args += ["-ctk", ggml_type_name(s.k), "-ctv", ggml_type_name(s.v), "-fa", "on"]
         if s.options.swa_full:

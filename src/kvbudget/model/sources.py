@@ -4,6 +4,7 @@ or a Hugging Face repo id (config only, through huggingface_hub, honouring HF_HU
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,14 @@ def from_config(config: dict[str, Any], *, name: str, source: str) -> ModelSpec:
 
 
 def _from_path(path: Path, ref: str) -> ModelSpec:
+    spec = _read_path(path)
+    if spec.model_id is not None:
+        return spec
+    where = path if path.is_dir() or path.suffix.lower() == ".gguf" else path.parent
+    return replace(spec, model_id=str(where))  # vLLM and SGLang load a model directory, llama.cpp a .gguf
+
+
+def _read_path(path: Path) -> ModelSpec:
     if path.is_dir():
         config = path / "config.json"
         if config.exists():
@@ -84,16 +93,19 @@ def _from_hub(repo_id: str) -> ModelSpec:
             ) from None
         except Exception as exc:  # any transport failure becomes one line
             raise SourceError(unreachable.format(why=f" ({type(exc).__name__})")) from None
-    return from_config(load_config_file(Path(local)), name=repo_id, source=f"hf://{repo_id}/config.json")
+    spec = from_config(load_config_file(Path(local)), name=repo_id, source=f"hf://{repo_id}/config.json")
+    return replace(spec, model_id=repo_id)
 
 
 def resolve(ref: str) -> ModelSpec:
     """Resolve a model reference to a ModelSpec, trying catalog, local path, then the Hub."""
     entry = catalog.lookup(ref)
     if entry is not None:
-        return read_spec(
+        spec = read_spec(
             entry.config, name=entry.name, source=entry.source, where=f"catalog:{entry.name}", notes=(entry.status,)
         )
+        hub = next((alias for alias in entry.aliases if "/" in alias), None)  # the first alias that is a repo id
+        return replace(spec, model_id=hub)
     path = Path(ref).expanduser()
     if path.exists():
         return _from_path(path, ref)

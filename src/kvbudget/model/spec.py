@@ -225,6 +225,8 @@ class ModelSpec:
     source: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
     config: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
+    # What a serving engine loads it by: a Hub repo id, a model directory or a .gguf file (serve commands)
+    model_id: str | None = field(default=None, compare=False)
 
     def primitives(self) -> list[tuple[int, Primitive]]:
         """Every (layer index, primitive) pair, in layer order."""

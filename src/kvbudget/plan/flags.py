@@ -9,13 +9,13 @@ from kvbudget.engines.contract import ServeSettings
 from kvbudget.errors import KvBudgetError
 from kvbudget.plan.plan import Plan, make_plan
 
-MODEL_PLACEHOLDER = "MODEL"
+MODEL_PLACEHOLDER = "MODEL"  # when the model was given as a bare config with no repo id or directory
 
 
 def serve_settings(plan: Plan) -> ServeSettings:
     i = plan.inputs
     return ServeSettings(
-        model=MODEL_PLACEHOLDER,
+        model=i.spec.model_id or MODEL_PLACEHOLDER,
         context=i.context,
         sessions=plan.sessions,
         k=i.k,
