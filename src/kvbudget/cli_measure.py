@@ -16,14 +16,15 @@ if TYPE_CHECKING:
 def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argparse.Namespace], str]]:
     p = sub.add_parser(
         "calibrate",
-        help="read a vLLM, SGLang, llama.cpp or Ollama start-up log: what it measured, and kvbudget beside it",
+        help="read a vLLM, SGLang, TensorRT-LLM, llama.cpp or Ollama start-up log: what it measured, and kvbudget "
+        "beside it",
     )
     p.add_argument("logs", nargs="+", metavar="LOG", help="start-up log file(s); llama-server needs -lv 4")
     p.add_argument("--model", default=None, help="model to predict for when the log's own name cannot be resolved")
     p.add_argument(
         "--engine",
         default=None,
-        choices=["vllm", "sglang", "llamacpp", "ollama"],
+        choices=["vllm", "sglang", "trtllm", "llamacpp", "ollama"],
         help="force the reader (default: detected)",
     )
     g = p.add_argument_group("settings the log does not state (the log wins where it does)")

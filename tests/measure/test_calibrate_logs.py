@@ -160,8 +160,8 @@ def test_old_llamacpp_log_is_read() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("", "no vLLM, SGLang, llama.cpp or Ollama start-up lines in an empty file"),
-        ("hello\nworld\n", "no vLLM, SGLang, llama.cpp or Ollama start-up lines in 2 lines"),
+        ("", "no vLLM, SGLang, TensorRT-LLM, llama.cpp or Ollama start-up lines in an empty file"),
+        ("hello\nworld\n", "no vLLM, SGLang, TensorRT-LLM, llama.cpp or Ollama start-up lines in 2 lines"),
         ("INFO 01-01 [api_server.py:1] vLLM API server version 0.11.0\n", "a vllm log with no sizing lines"),
     ],
 )

@@ -35,7 +35,16 @@ from typing import TYPE_CHECKING, ClassVar
 
 from kvbudget.engines.base import NO_SLOTS, EngineOptions, Group, Layout, Slots, cdiv, version_tuple
 from kvbudget.engines.common import group_primitives, shared_kv_group, state_dtype
-from kvbudget.engines.contract import Deployment, EngineRules, LoggedMemory, ServeSettings, Share, StartUp
+from kvbudget.engines.contract import (
+    Deployment,
+    EngineRules,
+    LoggedMemory,
+    Measured,
+    ServeSettings,
+    Share,
+    StartUp,
+    log_line,
+)
 from kvbudget.engines.overhead import Overhead, activation_overhead
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model.spec import (
@@ -244,6 +253,7 @@ class Rules(EngineRules):
     server = True
     memory_fraction = "free_gpu_memory_fraction"
     cheaper_kv_dtypes = ("fp8", "nvfp4")
+    logs_version = True
     below: ClassVar[Mapping[str, str]] = {"1.3": "1.2.1"}
 
     def layout(self, spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions) -> Layout:
@@ -327,7 +337,22 @@ class Rules(EngineRules):
         )
 
     def logged_memory(self, log: EngineLog) -> LoggedMemory:
-        return LoggedMemory()
+        """The device total it profiled against, and the overhead its peak held beyond the weights and the
+        temporary KV cache (peak - temporary KV - weights: activations, NCCL, CUDA graphs)."""
+        total, peak = log.measured.get("total_gpu_memory_bytes"), log.measured.get("peak_bytes")
+        weights, tmp = log.measured.get("weights_bytes"), log.measured.get("tmp_kv_bytes")
+        gpu = (
+            Measured(int(total.value), f"measured: device total as TensorRT-LLM saw it, {log_line(log, total)}")
+            if total
+            else None
+        )
+        if peak is None or weights is None:
+            return LoggedMemory(gpu, None, ("the log has no peak-memory profile: the overhead stays a heuristic",))
+        extra = int(peak.value) - int(weights.value) - (int(tmp.value) if tmp else 0)
+        basis = f"measured: peak {log_line(log, peak)} - weights {log_line(log, weights)}" + (
+            f" - temporary KV {log_line(log, tmp)}" if tmp else ""
+        )
+        return LoggedMemory(gpu, Measured(max(extra, 0), basis))
 
     def serve_command(self, s: ServeSettings) -> tuple[str, ...]:
         args = ["trtllm-serve", s.model, "--backend", "pytorch", "--max_seq_len", str(s.context)]

@@ -8,6 +8,7 @@ the printed value's interval, and ``diff_pct`` is then 0.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -127,6 +128,8 @@ def calibrate(log: EngineLog, model: str | None = None, given: dict[str, Setting
             _vllm(cal)
         elif log.engine == "sglang":
             _sglang(cal)
+        elif log.engine == "trtllm":
+            _trtllm(cal)
         else:
             _llamacpp(cal)
     except KvBudgetError as e:
@@ -304,6 +307,55 @@ def _sglang(cal: Calibration) -> None:
     _add_fig(
         cal, "k_plus_v_bytes", both, (kv, kv), f"({tokens.text} + page {page}) slots x {full:,} B per token per GPU"
     )
+
+
+# ---- TensorRT-LLM --------------------------------------------------------------------------------
+
+
+def _trtllm(cal: Calibration) -> None:
+    """From the KV memory the log says it had: the budget's bytes per token, max_tokens, primary blocks (floor
+    since 1.3, ceil before), the GiB allocated and the blocks one sequence may hold."""
+    from kvbudget.engines import trtllm
+
+    log, spec = cal.log, cal.spec
+    assert spec is not None
+    version = re.match(r"\d+(?:\.\d+)*", log.version or "")
+    ver = version.group(0) if version else trtllm.DEFAULT_VERSION
+    if not log.version:
+        cal.notes.append(f"the log states no TensorRT-LLM version: rules of {ver} assumed")
+    k = v = _dtype(str(log.setting("cache_dtype") or "auto"), spec)
+    tp = _int(log, "tp", 1)
+    batch = _int(log, "max_batch_size", trtllm.MAX_BATCH_SIZE)
+    built = trtllm.layout(spec, k, v, tp, EngineOptions(max_batch_size=batch), ver)
+    slope = trtllm.budget_bytes_per_token(spec, k, tp)
+    fixed = (batch * _int(log, "pp", 1) + 1) * built.state_bytes
+    cal.predicted.update({"engine": f"trtllm {ver}", "kv_bytes_per_token": slope, "tp": tp, "fixed_cost": fixed})
+    _add(cal, "kv_bytes_per_token", (slope, slope), "get_cache_size_per_token: 2 x layers x kv_heads x head_dim // tp")
+    block = trtllm.TOKENS_PER_BLOCK
+    available = log.figure("available_kv_bytes") or log.figure("estimated_kv_bytes")
+    logged_blocks = log.figure("kv_blocks")
+    if available is not None:
+        budget = (int(available.low), int(available.high))
+        tokens = tuple(max((b - fixed) // slope, 0) for b in budget)
+        note = f"(KV memory {available.text} - {fixed:,} B fixed) // {slope:,} B"
+        _add(cal, "estimated_max_tokens", (tokens[0], tokens[1]), note)
+        ceil = version_tuple(ver)[:2] < trtllm.FLOOR_BLOCKS_SINCE
+        blocks = tuple(-(-t // block) if ceil else t // block for t in tokens)
+        _add(cal, "kv_blocks", (blocks[0], blocks[1]), f"max_tokens / {block}, {'rounded up' if ceil else 'floored'}")
+        basis = "predicted primary blocks"
+    elif logged_blocks is not None:
+        blocks = (int(logged_blocks.value), int(logged_blocks.value))
+        basis = f"the logged {logged_blocks.text} primary blocks"
+    else:
+        return
+    _add(cal, "kv_tokens", (blocks[0] * block, blocks[1] * block), f"{basis} x {block}")
+    alloc = tuple(b * block * built.kv_bytes_per_token + fixed for b in blocks)
+    note = f"{basis} x {block} x {built.kv_bytes_per_token:,} B allocated per token"
+    _add(cal, "kv_cache_bytes", (alloc[0], alloc[1]), note)
+    window = log.setting("window")
+    if isinstance(window, int):
+        per = -(-window // block)
+        _add(cal, "blocks_per_sequence", (per, per), f"ceil(window {window:,} / {block})")
 
 
 # ---- llama.cpp / Ollama --------------------------------------------------------------------------

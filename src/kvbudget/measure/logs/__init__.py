@@ -1,4 +1,4 @@
-"""Reading serving engines' start-up logs: vLLM (V0, V1), SGLang, llama.cpp and Ollama.
+"""Reading serving engines' start-up logs: vLLM (V0, V1), SGLang, TensorRT-LLM, llama.cpp and Ollama.
 
 ``read_log(path)`` streams the file once. A cheap prefilter (one regex of every phrase any reader
 knows) keeps the per-line cost low for long logs; matching lines go to every engine's rules, and
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TextIO
 
 from kvbudget.errors import InputError
-from kvbudget.measure.logs import llamacpp, sglang, vllm
+from kvbudget.measure.logs import llamacpp, sglang, trtllm, vllm
 from kvbudget.measure.logs.record import EngineLog
 from kvbudget.measure.logs.rules import Rule, apply
 from kvbudget.measure.logs.text import MAX_LOG_BYTES, clean, rank_of
@@ -24,6 +24,7 @@ __all__ = ["EngineLog", "read_log"]
 _READERS: tuple[tuple[str, tuple[Rule, ...]], ...] = (
     ("vllm", vllm.RULES),
     ("sglang", sglang.RULES),
+    ("trtllm", trtllm.RULES),
     ("llamacpp", llamacpp.RULES),
 )
 _NEEDLES = sorted(
@@ -76,6 +77,7 @@ def candidate_lines(f: TextIO) -> Iterator[tuple[int, str]]:
 SIZING = {
     "vllm": ("available_kv_bytes", "kv_tokens", "kv_blocks", "weights_bytes", "max_concurrency"),
     "sglang": ("kv_tokens", "max_total_num_tokens", "weights_bytes", "k_bytes"),
+    "trtllm": ("available_kv_bytes", "kv_blocks", "kv_cache_bytes", "kv_tokens", "estimated_kv_bytes"),
     "llamacpp": (
         "kv_cache_bytes",
         "recurrent_state_bytes",
@@ -87,7 +89,7 @@ SIZING = {
 
 
 def read_log(path: str | Path, engine: str | None = None) -> EngineLog:
-    """What the log at ``path`` says; ``engine`` forces a reader (vllm, sglang, llamacpp, ollama)."""
+    """What the log at ``path`` says; ``engine`` forces a reader (vllm, sglang, trtllm, llamacpp, ollama)."""
     p = Path(path)
     logs = {name: EngineLog(str(p), name) for name, _ in _READERS}
     v1 = v0 = ollama = lines = 0
@@ -132,14 +134,15 @@ def _choose(p: Path, logs: dict[str, EngineLog], engine: str | None, lines: int)
     if engine is not None:
         key = "llamacpp" if engine in ("ollama", "llama.cpp", "llamacpp") else engine
         if key not in logs:
-            raise InputError(f"--engine {engine}: calibrate reads vllm, sglang, llamacpp or ollama logs")
+            raise InputError(f"--engine {engine}: calibrate reads vllm, sglang, trtllm, llamacpp or ollama logs")
         chosen = logs[key]
     else:
         chosen = max(logs.values(), key=_score)
         if _score(chosen) == 0:
             what = "an empty file" if lines == 0 else f"{lines:,} lines"
             raise InputError(
-                f"{p}: no vLLM, SGLang, llama.cpp or Ollama start-up lines in {what}; give the engine's start-up "
+                f"{p}: no vLLM, SGLang, TensorRT-LLM, llama.cpp or Ollama start-up lines in {what}; give the engine's "
+                "start-up "
                 "log (llama-server needs -lv 4 to print its KV lines)"
             )
     if chosen.refusal is None and not any(k in chosen.measured for k in SIZING[chosen.engine]) and not chosen.caches:

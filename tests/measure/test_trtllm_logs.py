@@ -1,0 +1,80 @@
+"""TensorRT-LLM's start-up lines, read and reconciled: a real excerpt (triton-inference-server/tutorials PR #150,
+tests/data/logs/SOURCES.md) and lines in the two formats of the peak-memory line (_util.py KvCacheCreator, the
+1.2 and main format strings) carrying the figures of a December 2025 gpt-oss-120b log."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kvbudget.measure.calibrate import calibrate
+from kvbudget.measure.logs import read_log
+from kvbudget.measure.logs.text import size
+from kvbudget.plan.from_log import log_inputs
+
+LOGS = Path(__file__).parent.parent / "data" / "logs" / "trtllm"
+GiB = 2**30
+TINYLLAMA = {  # the geometry the excerpt's 22,528 B/token implies (SOURCES.md): 22 layers x 4 KV heads x 64
+    "model_type": "llama",
+    "num_hidden_layers": 22,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 4,
+    "hidden_size": 2048,
+    "intermediate_size": 5632,
+    "max_position_embeddings": 2048,
+    "torch_dtype": "bfloat16",
+}
+GPT_OSS_1_2 = [
+    "[TRT-LLM] [I] Memory used after loading model weights (inside torch) in memory usage profiling: 63.52 GiB",
+    "[TRT-LLM] [I] Memory used outside torch (e.g., NCCL and CUDA graphs) in memory usage profiling: 49.28 GiB",
+    "[TRT-LLM] [I] Peak memory during memory usage profiling (torch + non-torch): 113.65 GiB, available KV cache "
+    "memory when calculating max tokens: 5.95 GiB, fraction is set 0.8999999761581421, kv size is 73728. device "
+    "total memory 119.70 GiB, , tmp kv_mem 0.56 GiB",
+    "[TRT-LLM] [I] Estimated max memory in KV cache : 5.95 GiB",
+    "[TRT-LLM] [W] Both free_gpu_memory_fraction and max_tokens are set (to 0.9 and 86711, respectively). "
+    "The smaller value will be used.",
+    "[TensorRT-LLM][INFO] Number of tokens per block: 32.",
+    "[TensorRT-LLM][INFO] [MemUsageChange] Allocated 5.95 GiB for max tokens in paged KV cache (86720).",
+    "[TRT-LLM] [I] max_seq_len=86720, max_num_requests=64, max_num_tokens=8192, max_batch_size=64",
+]
+
+
+def test_the_tutorial_excerpt_reconciles(tmp_path: Path) -> None:
+    log = read_log(LOGS / "pytorch-tutorials-pr150-blocks.log")
+    assert log.engine == "trtllm"
+    assert int(log.measured["kv_blocks"].value) == 116_617 and int(log.measured["kv_tokens"].value) == 3_731_744
+    model = tmp_path / "config.json"
+    model.write_text(json.dumps(TINYLLAMA))
+    cal = calibrate(log, str(model))
+    assert {row.figure for row in cal.rows} == {"kv_tokens", "kv_cache_bytes", "blocks_per_sequence"}
+    assert all(row.agrees for row in cal.rows)
+
+
+def test_the_1_2_peak_line_and_a_gpt_oss_budget_reconcile(tmp_path: Path) -> None:
+    path = tmp_path / "trtllm.log"
+    path.write_text("\n".join(GPT_OSS_1_2) + "\n")
+    log = read_log(path)
+    assert log.engine == "trtllm"
+    assert int(log.measured["kv_bytes_per_token"].value) == 73_728
+    assert log.setting("utilization") == 0.8999999761581421
+    assert log.setting("max_batch_size") == 64 and log.setting("context") == 86_720
+    cal = calibrate(log, "gpt-oss-120b")
+    rows = {row.figure: row for row in cal.rows}
+    assert rows["kv_bytes_per_token"].agrees  # every one of the 36 layers at full length: no window on V1
+    # the budget printed as 5.95 GiB (± 0.005 GiB) holds 86,711 tokens among its values
+    assert rows["estimated_max_tokens"].agrees
+    assert rows["kv_tokens"].agrees and rows["kv_cache_bytes"].agrees  # 86,720 = 2,710 x 32
+
+
+def test_from_log_gives_the_plan_the_profiled_total_and_overhead(tmp_path: Path) -> None:
+    path = tmp_path / "trtllm.log"
+    path.write_text("\n".join(GPT_OSS_1_2) + "\n")
+    inputs = log_inputs(read_log(path))
+    assert inputs.engine.name == "trtllm"
+    gib = {text: size(text, "GiB")[0] for text in ("119.70", "113.65", "63.52", "0.56")}
+    assert inputs.gpu_memory is not None and inputs.gpu_memory.bytes == gib["119.70"]
+    assert inputs.overhead is not None  # peak 113.65 - weights 63.52 - temporary KV 0.56
+    assert inputs.overhead.bytes == gib["113.65"] - gib["63.52"] - gib["0.56"]
+    # the plan's pool is then the fraction of what is left: (119.70 - 63.52 - 49.57) x 0.9 = 5.95 GiB
+    left = inputs.gpu_memory.bytes - gib["63.52"] - inputs.overhead.bytes
+    assert round(left * 0.9 / GiB, 2) == 5.95
