@@ -1,6 +1,7 @@
 """Read a model's cache geometry from a GGUF file's metadata: the model as llama.cpp itself sees it.
 
-Only the key/value header is read (``gguf.GGUFReader`` maps the file; no tensor data is loaded). The
+Only the key/value header is read (``model/gguf_file.py``, bounded by the file size; the tokenizer's
+arrays are stepped over and no tensor data is loaded). The
 per-architecture readers live in ``model.gguf_readers`` and are found through the one model-type
 registry (``model.architectures``), which also names the cache-shaping keys each reader consumes.
 
@@ -14,47 +15,18 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kvbudget.errors import ConfigError, MissingExtraError, SourceError, UnknownArchitectureError
+from kvbudget.errors import ConfigError, UnknownArchitectureError
+from kvbudget.model.gguf_file import read_gguf_file
 from kvbudget.model.gguf_readers import SHAPING, Meta
 from kvbudget.model.spec import LayerSpec, ModelSpec
 
 _ERROR_KEYS = re.compile(r"(attention|ssm|window|head|kv|lora|layer|interval|wkv|conv|block_count|nextn)")
 
 
-def _reason(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip().rstrip(":")
-    return (text.splitlines() or [type(exc).__name__])[0][:200]
-
-
 def read_metadata(path: Path) -> dict[str, object]:
-    """Every metadata value except the tokenizer's, as Python values; truncation is a ConfigError."""
-    try:
-        import gguf
-    except ImportError:
-        raise MissingExtraError(
-            f"{path}: reading a GGUF file needs the gguf package; install it with: pip install 'kvbudget[gguf]'"
-        ) from None
-    try:
-        reader = gguf.GGUFReader(path)
-        values: dict[str, object] = {
-            name: field.contents()
-            for name, field in reader.fields.items()
-            if not name.startswith(("tokenizer.", "GGUF."))
-        }
-        size = len(reader.data)
-        for tensor in reader.tensors:
-            end = int(tensor.data_offset) + int(tensor.n_bytes)
-            if end > size:
-                raise ValueError(f"tensor {tensor.name!r} ends at byte {end:,} but the file has {size:,} bytes")
-    except (FileNotFoundError, PermissionError, IsADirectoryError) as exc:
-        raise SourceError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except Exception as exc:  # any parse failure of a damaged file is one line, never a traceback
-        size_text = f"{path.stat().st_size:,} bytes" if path.is_file() else "unreadable"
-        raise ConfigError(
-            f"{path}: not a complete GGUF file: {size_text}, cut short or damaged ({_reason(exc)}); "
-            "re-download or re-convert it"
-        ) from None
-    return values
+    """Every metadata value except the tokenizer's, as Python values (model/gguf_file.py: bounded, no gguf
+    package); a truncated or damaged file is a ConfigError."""
+    return dict(read_gguf_file(path).metadata)
 
 
 def read_gguf_spec(path: Path) -> ModelSpec:

@@ -232,26 +232,22 @@ def gguf_files(path: Path) -> list[Path]:
 
 
 def from_gguf(path: Path) -> WeightSize:
-    """Exact bytes from a GGUF's tensor table (sum of each tensor's ``n_bytes``)."""
-    try:
-        from gguf import GGUFReader
-    except ImportError:
-        raise MissingExtraError(
-            f"{path}: reading GGUF needs gguf; install it with: pip install 'kvbudget[gguf]'"
-        ) from None
+    """Exact bytes from a GGUF's tensor table (sum of each tensor's bytes, model/gguf_file.py)."""
+    from kvbudget.model.gguf_file import read_gguf_file
+
     files = gguf_files(path)
     if not files:
         raise SourceError(f"{path}: no .gguf files here")
     rows = []
     for file in files:
-        try:
-            reader = GGUFReader(file)
-        except Exception as exc:  # gguf-py raises ValueError/struct errors on damaged files
-            why = (str(exc).splitlines() or [""])[0]
-            raise ConfigError(f"{file}: not a readable GGUF file ({type(exc).__name__}: {why})") from None
-        for t in reader.tensors:
-            shape = [int(d) for d in t.shape]
-            rows.append((str(t.name), t.tensor_type.name, shape, int(t.n_bytes)))
+        for t in read_gguf_file(file).tensors:
+            n_bytes = t.n_bytes
+            if n_bytes is None:
+                raise ConfigError(
+                    f"{file}: tensor {t.name!r} has ggml type {t.type_id}, whose size kvbudget does not know; "
+                    "give the weights with --weights-size"
+                )
+            rows.append((t.name, t.type_name, list(t.dims), n_bytes))
     return _tally(
         rows, f"exact: GGUF tensor table of {files[0].name}" + (f" (+{len(files) - 1} parts)" if len(files) > 1 else "")
     )
