@@ -18,6 +18,11 @@ if TYPE_CHECKING:
     from kvbudget.workload.record import BadRow, SessionPlan
 
 DEFAULT_SESSIONS = 2000
+# Ceilings past which a run is refused unless --allow-long: bench/simulate.py measures about 150,000 model
+# calls a second (5.0M in 33 s), so 20M calls is over two minutes; each replica keeps its own pool state.
+MAX_CALLS = 20_000_000
+MAX_REPLICAS = 10_000
+CALLS_PER_S = 150_000
 _RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?(?:e\d+)?)\s*([kMGT]?)B?(?:/s)?\s*$")
 _RATE_MULT = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 _TIME_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*$")
@@ -103,8 +108,11 @@ class ProgressBar:
             self.stream.flush()
 
 
-def _sources(args: argparse.Namespace, context: int) -> tuple[Callable[[], Iterable[SessionPlan]], Any, str, int]:
-    """(the session source, the cap policy, a description, the shared prefix) from --workload or --trace."""
+def _sources(
+    args: argparse.Namespace, context: int
+) -> tuple[Callable[[], Iterable[SessionPlan]], Any, str, int, tuple[float, float]]:
+    """(the session source, the cap policy, a description, the shared prefix, (expected sessions of one run, model
+    calls per session)) from --workload or --trace."""
     from kvbudget.simulate.build import cap_from_workload
     from kvbudget.simulate.policies import CapPolicy
 
@@ -122,7 +130,9 @@ def _sources(args: argparse.Namespace, context: int) -> tuple[Callable[[], Itera
             return generate_sessions(workload, seed=args.seed, count=count, duration_s=duration)
 
         cap = cap_from_workload(workload.cap, context)
-        return generated, cap, f"workload {args.workload}", workload.prefix_tokens
+        rate = workload.arrival.rate_per_s
+        sessions = count if count is not None else (rate or 0.0) * (duration or 0.0)
+        return generated, cap, f"workload {args.workload}", workload.prefix_tokens, (sessions, workload.steps.mean())
     from kvbudget.workload.generate import replay_sessions
 
     try:
@@ -141,7 +151,29 @@ def _sources(args: argparse.Namespace, context: int) -> tuple[Callable[[], Itera
 
     more = f" + {len(args.trace) - 1} more file(s)" if len(args.trace) > 1 else ""
     skipped = f", {len(bad)} bad row(s) skipped" if bad else ""
-    return replayed, CapPolicy("refuse"), f"trace {args.trace[0]}{more}{skipped}", 0
+    ids = {r.session for r in records}
+    work = (float(len(ids)), len(records) / max(len(ids), 1))
+    return replayed, CapPolicy("refuse"), f"trace {args.trace[0]}{more}{skipped}", 0, work
+
+
+def _check_bounds(args: argparse.Namespace, work: tuple[float, float], search: int, probes: int, replicas: int) -> None:
+    """Refuse a run far beyond what the simulator does in a couple of minutes, saying what it would cost."""
+    if args.allow_long:
+        return
+    sessions, per_session = work
+    total = (sessions + search * probes) * per_session
+    if total > MAX_CALLS:
+        minutes = total / CALLS_PER_S / 60
+        raise InputError(
+            f"about {total:,.0f} model calls to simulate (the run and its search), about {minutes:,.0f} minutes at "
+            f"the measured {CALLS_PER_S:,} calls/s; lower --sessions / --duration / --search-sessions, or pass "
+            "--allow-long to run it anyway"
+        )
+    if replicas > MAX_REPLICAS:
+        raise InputError(
+            f"--replicas {replicas:,}: each replica keeps its own pool; more than {MAX_REPLICAS:,} is refused "
+            "unless --allow-long"
+        )
 
 
 def cmd_simulate(args: argparse.Namespace) -> str:
@@ -175,7 +207,12 @@ def cmd_simulate(args: argparse.Namespace) -> str:
     plan = make_plan(inputs)
     if args.sessions:
         args.sessions = str(parse_count(args.sessions, what="--sessions"))
-    source, cap, described, prefix = _sources(args, inputs.context)
+    source, cap, described, prefix, work = _sources(args, inputs.context)
+    if prefix >= inputs.context:
+        raise InputError(
+            f"the workload's shared prefix ({prefix:,} tokens) does not fit under the {inputs.context:,}-token cap: "
+            "every session would be refused; raise --context or shorten [prefix]"
+        )
     sharing = plan.prefix
     if sharing is None and prefix:
         from kvbudget.plan.sharing import prefix_sharing
@@ -221,9 +258,11 @@ def cmd_simulate(args: argparse.Namespace) -> str:
         if args.target_p99_delay
         else Target()
     )
-    search = int(args.search_sessions)
-    if search < 0:
-        raise InputError("--search-sessions must be 0 (no search) or more")
+    search = (
+        0 if str(args.search_sessions).strip() == "0" else parse_count(args.search_sessions, what="--search-sessions")
+    )
+    probes = parse_count(args.search_probes, what="--search-probes")
+    _check_bounds(args, work, search, probes, replicas)
     bar = ProgressBar(config.max_sessions, config.duration_s, probe_total=search)
     about: dict[str, object] = {
         "model": inputs.spec.name,
@@ -247,7 +286,7 @@ def cmd_simulate(args: argparse.Namespace) -> str:
             static_plan_sessions=plan.sessions,
             static_prefix_sessions=sharing.sessions if sharing else None,
             search_sessions=search,
-            search_probes=parse_count(args.search_probes, what="--search-probes"),
+            search_probes=probes,
             progress=bar.hook,
             about=about,
         )
@@ -314,4 +353,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     g.add_argument("--search-probes", default="8", help="runs in the sustained-sessions search (default 8)")
     g.add_argument("--plot", default=None, help="write a time-series plot (PNG/SVG/PDF; extra: plot)")
     g.add_argument("--check", action="store_true", help="assert the pool invariants at every allocation")
+    g.add_argument(
+        "--allow-long",
+        action="store_true",
+        help=f"run past the ceilings ({MAX_CALLS:,} model calls, {MAX_REPLICAS:,} replicas) instead of refusing",
+    )
     return {"simulate": cmd_simulate}

@@ -117,3 +117,18 @@ def test_unknown_empty_missing_and_binary_files(tmp_path: Path) -> None:
     binary.write_bytes(b'{"session": "\xff\xfe"}\n')
     with pytest.raises(TraceError, match=r"blob\.jsonl: not UTF-8"):
         list(read_records([binary], fmt="kvbudget"))
+
+
+def test_kvbudget_steps_may_not_start_before_the_previous_one(tmp_path: Path) -> None:
+    rows = [
+        {"session": "s", "step": 0, "start_s": 10.0, "prompt_tokens": 100, "output_tokens": 5},
+        {"session": "s", "step": 1, "start_s": 4.0, "prompt_tokens": 200, "output_tokens": 5},  # the clock went back
+        {"session": "s", "step": 2, "start_s": 12.0, "prompt_tokens": 300, "output_tokens": 5},
+        {"session": "t", "step": 0, "start_s": 1.0, "prompt_tokens": 100, "output_tokens": 5},  # another session: fine
+    ]
+    path = tmp_path / "steps.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    bad: list[BadRow] = []
+    records = list(read_records([path], fmt="kvbudget", bad_rows=bad))
+    assert [(r.session, r.step) for r in records] == [("s", 0), ("s", 2), ("t", 0)]
+    assert [b.line for b in bad] == [2] and "must not go back in time" in bad[0].reason

@@ -143,3 +143,17 @@ def test_azure_wrong_header_is_an_error(tmp_path: Path) -> None:
     path.write_text("a,b,c\n1,2,3\n", encoding="utf-8")
     with pytest.raises(TraceError, match=r"other\.csv:1: not an Azure LLM trace header"):
         list(read_records([path], fmt="azure"))
+
+
+def test_a_clock_that_goes_back_is_a_bad_row(tmp_path: Path) -> None:
+    early = [
+        {"event_type": "user_message", "timestamp": "2026-06-01T05:39:00.000Z"},
+        {"event_type": "text", "timestamp": "2026-06-01T05:39:00.500Z"},
+    ]
+    lines = [json.dumps(_row("s", 0)), json.dumps(_row("s", 1, timing_events=early)), json.dumps(_row("s", 2))]
+    path = tmp_path / "rounds.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    bad: list[BadRow] = []
+    records = list(read_records([path], fmt="tracelab", bad_rows=bad))
+    assert [r.step for r in records] == [0, 1]  # round 2 follows round 0
+    assert [b.line for b in bad] == [2] and "must not go back in time" in bad[0].reason

@@ -272,6 +272,15 @@ def parse_time(value: object, key: str) -> float:
     return moment.timestamp()
 
 
+def check_not_earlier(start: float, previous: float, session: str) -> None:
+    """A step of a session may not start before the session's previous step (a clock that went backwards)."""
+    if start < previous:
+        raise RowError(
+            f"step starts at {start:g} s, before the previous step of session {session} ({previous:g} s); "
+            "a session's steps must not go back in time"
+        )
+
+
 def gap(later: float, earlier: float) -> float:
     """A pause in seconds: never negative (clock rounding), rounded to a microsecond (float noise)."""
     return round(max(0.0, later - earlier), 6)

@@ -18,6 +18,7 @@ from kvbudget.workload.traces._common import (
     BadSink,
     RowError,
     as_whole,
+    check_not_earlier,
     hashes,
     json_lines,
     number,
@@ -30,20 +31,22 @@ from kvbudget.workload.traces._common import (
 
 def read(path: Path, bad: BadSink) -> Iterator[StepRecord]:
     source = f"kvbudget:{path.name}"
-    last_step: dict[str, int] = {}  # per session: memory grows with sessions, not steps
+    last_step: dict[str, tuple[int, float]] = {}  # per session: memory grows with sessions, not steps
     for line, row in json_lines(path, bad):
         try:
             record = _record(row, source)
             before = last_step.get(record.session)
-            if before is not None and record.step <= before:
+            if before is not None and record.step <= before[0]:
                 raise RowError(
-                    f"step {record.step} of session {record.session} comes after step {before}; "
+                    f"step {record.step} of session {record.session} comes after step {before[0]}; "
                     "steps of a session must increase"
                 )
+            if before is not None:
+                check_not_earlier(record.start_s, before[1], record.session)
         except RowError as exc:
             bad(BadRow(str(path), line, str(exc)))
             continue
-        last_step[record.session] = record.step
+        last_step[record.session] = (record.step, record.start_s)
         yield record
 
 

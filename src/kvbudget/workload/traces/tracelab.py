@@ -33,6 +33,7 @@ from kvbudget.workload.traces._common import (
     PauseBuffer,
     Pending,
     RowError,
+    check_not_earlier,
     gap,
     json_lines,
     optional_number,
@@ -66,6 +67,8 @@ def read(path: Path, bad: BadSink) -> Iterator[StepRecord]:
                     f"round_index {order} comes after round {previous.order} of session {session}; "
                     "rows of a session must be in round order"
                 )
+            if previous is not None:
+                check_not_earlier(start, previous.record.start_s, session)
         except RowError as exc:
             bad(BadRow(str(path), line, str(exc)))
             continue
