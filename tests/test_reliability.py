@@ -275,3 +275,76 @@ def test_safetensors_offsets_are_checked_against_the_file(tmp_path: Path, capsys
     overlap = _safetensors(tmp_path / "overlap.safetensors", {"a": (0, 8), "b": (4, 12)}, 16)
     with pytest.raises(ConfigError, match="overlap"):
         read_safetensors_header(overlap)
+
+
+def _valid_gguf(path: Path) -> bytes:
+    import gguf
+    import numpy as np
+
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name("fuzz")
+    w.add_block_count(2)
+    w.add_context_length(4096)
+    w.add_embedding_length(256)
+    w.add_head_count(4)
+    w.add_head_count_kv([2, 2])
+    w.add_key_length(64)
+    w.add_value_length(64)
+    w.add_token_list(["a", "b", "c"])
+    w.add_tensor("token_embd.weight", np.zeros((4, 32), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path.read_bytes()
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_generated_gguf_headers(tmp_path: Path, capsys: pytest.CaptureFixture[str], data: st.DataObject) -> None:
+    """A valid GGUF mutated (bytes flipped, cut short, extended, a count made huge): kvbudget costs it or gives one
+    error line, never a traceback, a hang or a large allocation."""
+    base = tmp_path / "base.gguf"
+    raw = bytearray(base.read_bytes() if base.exists() else _valid_gguf(base))
+    for _ in range(data.draw(st.integers(0, 4))):
+        kind = data.draw(st.sampled_from(["flip", "cut", "count", "extend"]))
+        if kind == "flip" and raw:
+            raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
+        elif kind == "cut":
+            raw = raw[: data.draw(st.integers(0, len(raw)))]
+        elif kind == "count" and len(raw) >= 16:
+            at = data.draw(st.integers(4, len(raw) - 8))
+            raw[at : at + 8] = data.draw(st.integers(0, 2**64 - 1)).to_bytes(8, "little")
+        else:
+            raw += data.draw(st.binary(max_size=64))
+    path = tmp_path / "fuzz.gguf"
+    path.write_bytes(bytes(raw))
+    code, out, err = run_cli(capsys, "cost", str(path), "--engine", "llamacpp", "--tokens", "1k")
+    assert "Traceback" not in out + err
+    assert code == 0 or (code == 1 and err.startswith("Error: ") and err.count("\n") == 1), err
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    header=st.recursive(
+        st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.text(max_size=8),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+        max_leaves=12,
+    ),
+    length_delta=st.integers(-16, 16),
+    data=st.binary(max_size=64),
+)
+def test_generated_safetensors_headers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], header: object, length_delta: int, data: bytes
+) -> None:
+    """Any JSON as a safetensors header, with a declared length that may be wrong: the weights of the model
+    directory are read exactly, or the plan fails in one line."""
+    model = tmp_path / "model"
+    model.mkdir(exist_ok=True)
+    (model / "config.json").write_text(json.dumps(CONFIG))
+    raw = json.dumps(header).encode()
+    length = max(0, len(raw) + length_delta)
+    (model / "model.safetensors").write_bytes(length.to_bytes(8, "little") + raw + data)
+    code, out, err = run_cli(capsys, "weights", str(model))
+    assert "Traceback" not in out + err
+    assert code == 0 or (code == 1 and err.startswith("Error: ") and err.count("\n") == 1), err
