@@ -58,7 +58,8 @@ def plan_inputs(args: argparse.Namespace) -> tuple[PlanInputs, int | None]:
     """PlanInputs from the options, and the current weight bits when known (for the weights lever)."""
     from kvbudget.cli import engine_options
     from kvbudget.cost import resolve_dtypes
-    from kvbudget.engines import parse_engine
+    from kvbudget.engines import parse_engine, served_spec
+    from kvbudget.engines.capability import compute_capability
     from kvbudget.errors import InputError
     from kvbudget.model.sources import resolve
     from kvbudget.plan.inputs import gpu_memory, weights_figure
@@ -66,12 +67,17 @@ def plan_inputs(args: argparse.Namespace) -> tuple[PlanInputs, int | None]:
     from kvbudget.weights.precision import weight_precision
     from kvbudget.weights.sources import WeightSize
 
-    spec = resolve(args.model)
+    engine = parse_engine(args.engine)
+    logged = _from_log(args)
+    if logged is not None:
+        engine = _log_engine(args.engine, engine, logged.engine)
+    label_for_capability = hardware_name(args.gpu) if args.gpu else ""
+    # the dtype the engine runs the checkpoint in (weights, and the cache with --kv-dtype auto)
+    spec = served_spec(resolve(args.model), engine, compute_capability(label_for_capability))
     k, v = resolve_dtypes(spec, args.kv_dtype, args.k_dtype, args.v_dtype)
     tp = parse_count(args.tp, what="--tp")
     pp = parse_count(args.pp, what="--pp")
     group = parse_count(args.group_size, what="--group-size")
-    logged = _from_log(args)
     overhead_basis = None
     if logged is not None and logged.gpu_memory is not None and args.gpu_memory is None:
         memory, provenance = logged.gpu_memory.bytes, "measured"
@@ -96,9 +102,6 @@ def plan_inputs(args: argparse.Namespace) -> tuple[PlanInputs, int | None]:
             raise InputError(f"--utilization: cannot read {args.utilization!r} as a fraction like 0.9") from None
         if not 0 < utilization <= 1:
             raise InputError(f"--utilization: {args.utilization} must be above 0 and at most 1")
-    engine = parse_engine(args.engine)
-    if logged is not None:
-        engine = _log_engine(args.engine, engine, logged.engine)
     inputs = PlanInputs(
         spec=spec,
         engine=engine,
@@ -124,7 +127,11 @@ def plan_inputs(args: argparse.Namespace) -> tuple[PlanInputs, int | None]:
     if args.weight_bits:
         bits = parse_count(args.weight_bits, what="--weight-bits")
     elif weights.provenance == "computed":
-        bits = int(weight_precision(args.weights or spec.dtype, group_size=group).bits)
+        from kvbudget.weights.checkpoint import checkpoint_precision
+
+        shipped = None if args.weights else checkpoint_precision(spec)
+        chosen = shipped.precision if shipped else weight_precision(args.weights or spec.dtype, group_size=group)
+        bits = int(chosen.bits)
     return inputs, bits
 
 

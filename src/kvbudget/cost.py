@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvbudget.engines import EngineRef, build_layout, parse_engine
+from kvbudget.engines import EngineRef, build_layout, parse_engine, served_spec
 from kvbudget.engines.base import EngineOptions, Group, Layout
 from kvbudget.errors import InputError
 from kvbudget.model.spec import CacheKind, ModelSpec
@@ -182,6 +182,7 @@ def compute_cost(
 ) -> CostReport:
     """The library entry point: what ``kvbudget cost`` prints, as a CostReport."""
     ref = parse_engine(engine) if isinstance(engine, str) else engine
+    spec = served_spec(spec, ref)  # the dtype the engine runs the checkpoint in (the cache with --kv-dtype auto)
     k, v = resolve_dtypes(spec, kv_dtype, k_dtype, v_dtype)
     layout = build_layout(spec, ref, k, v, tp, options or EngineOptions())
     return CostReport(spec, ref, layout, tokens, sequences)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache, cached_property
 from typing import TYPE_CHECKING
 
@@ -25,7 +25,15 @@ from kvbudget.precision import CacheDType
 if TYPE_CHECKING:
     from kvbudget.engines.contract import EngineRules
 
-__all__ = ["EngineRef", "build_layout", "engine_names", "parse_engine", "rules_class", "version_tuple"]
+__all__ = [
+    "EngineRef",
+    "build_layout",
+    "engine_names",
+    "parse_engine",
+    "rules_class",
+    "served_spec",
+    "version_tuple",
+]
 
 _SPEC = re.compile(r"^\s*([A-Za-z_.\-]+)\s*(?:(@|==|<)\s*([\w.]+))?\s*$")
 _NUMERIC = re.compile(r"^b?\d+(?:\.\d+)*$")
@@ -115,6 +123,15 @@ def parse_engine(text: str) -> EngineRef:
             f"{cls.default_version}; omit it for the newest rules kvbudget implements"
         )
     return EngineRef(cls.name, version)
+
+
+def served_spec(spec: ModelSpec, engine: EngineRef, capability: int | None = None) -> ModelSpec:
+    """``spec`` in the dtype the engine runs it in (a float32 checkpoint runs in bf16 on vLLM, fp16 on SGLang), with
+    a note saying so; the same spec when the engine keeps the checkpoint's dtype."""
+    dtype, why = engine.rules.served_dtype(spec, capability)
+    if not why or dtype == spec.dtype:
+        return spec
+    return replace(spec, dtype=dtype, notes=(*spec.notes, why))
 
 
 def build_layout(

@@ -166,6 +166,11 @@ class EngineRules:
                 f"{spec.name}; use a divisor of {heads}"
             )
 
+    def served_dtype(self, spec: ModelSpec, capability: int | None) -> tuple[str, str]:
+        """(dtype, why) the engine runs a checkpoint saved in ``spec.dtype`` in: its weights, and its cache with
+        --kv-dtype auto. ``why`` is empty when it keeps the checkpoint's dtype."""
+        return spec.dtype, ""
+
     # --- memory ---
 
     def usable_share(

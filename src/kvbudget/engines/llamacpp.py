@@ -49,7 +49,7 @@ from kvbudget.model.spec import (
     SharedKV,
     SlidingWindow,
 )
-from kvbudget.precision import CacheDType
+from kvbudget.precision import CacheDType, parse_cache_dtype
 
 if TYPE_CHECKING:
     from kvbudget.measure.logs.record import EngineLog
@@ -486,6 +486,12 @@ class Rules(EngineRules):
 
     def batched_tokens(self, total_bytes: int, gpu_label: str, options: EngineOptions) -> tuple[int, str]:
         return ubatch(options), "llama.cpp -ub (n_ubatch)"
+
+    def served_dtype(self, spec: ModelSpec, capability: int | None) -> tuple[str, str]:
+        # common/arg.cpp: -ctk / -ctv default to f16 whatever the weights' types
+        if parse_cache_dtype(spec.dtype, what="model dtype").name in ("fp16", "bf16"):
+            return spec.dtype, ""  # the same 2 bytes per value as llama.cpp's f16 default
+        return "fp16", f"{self.title} caches f16 by default (-ctk/-ctv f16), whatever the checkpoint's {spec.dtype}"
 
     def overhead(self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str) -> Overhead:
         return compute_buffer_overhead(spec, ubatch=batched, what=self.title)

@@ -58,7 +58,7 @@ from kvbudget.model.spec import (
     SharedKV,
     SlidingWindow,
 )
-from kvbudget.precision import CacheDType
+from kvbudget.precision import CacheDType, parse_cache_dtype
 
 if TYPE_CHECKING:
     from kvbudget.measure.logs.record import EngineLog
@@ -592,6 +592,14 @@ class Rules(EngineRules):
 
     def batched_tokens(self, total_bytes: int, gpu_label: str, options: EngineOptions) -> tuple[int, str]:
         return sglang_memory.chunked_prefill(total_bytes)
+
+    def served_dtype(self, spec: ModelSpec, capability: int | None) -> tuple[str, str]:
+        # SGLang 0.5.23 srt/configs/model_config.py _get_and_verify_dtype: dtype auto runs a float32 checkpoint in
+        # float16 ("the common practice"), Gemma in bfloat16
+        if parse_cache_dtype(spec.dtype, what="model dtype").name != "fp32":
+            return spec.dtype, ""
+        dtype = "bf16" if spec.model_type.startswith("gemma") else "fp16"
+        return dtype, f"SGLang runs this float32 checkpoint in {dtype} (dtype auto)"
 
     def derived_options(self, options: EngineOptions, batched: int, capability: int | None) -> EngineOptions:
         # the page size of the GPU's attention backend (64 on Blackwell)

@@ -76,7 +76,7 @@ from kvbudget.model.spec import (
     SharedKV,
     SlidingWindow,
 )
-from kvbudget.precision import CacheDType
+from kvbudget.precision import CacheDType, parse_cache_dtype
 
 if TYPE_CHECKING:
     from kvbudget.measure.logs.record import EngineLog
@@ -552,6 +552,18 @@ class Rules(EngineRules):
         self, total_bytes: int, *, utilization: float | None, tp: int, pp: int, mla: bool, weights: int, overhead: int
     ) -> Share:
         return vllm_memory.usable_share(total_bytes, utilization, self.version)
+
+    def served_dtype(self, spec: ModelSpec, capability: int | None) -> tuple[str, str]:
+        # vLLM 0.33 config/model.py _resolve_auto_dtype: a float32 checkpoint runs in the platform's first
+        # supported dtype (bf16 from compute capability 8.0, else fp16); bf16 falls back to fp16 below 8.0
+        name = parse_cache_dtype(spec.dtype, what="model dtype").name
+        old_gpu = capability is not None and capability < 80
+        if name == "fp32":
+            dtype = "fp16" if old_gpu else "bf16"
+            return dtype, f"vLLM runs this float32 checkpoint in {dtype} (dtype auto: the GPU's preferred dtype)"
+        if name == "bf16" and old_gpu:
+            return "fp16", "vLLM falls back from bf16 to fp16 on a GPU below compute capability 8.0"
+        return spec.dtype, ""
 
     def batched_tokens(self, total_bytes: int, gpu_label: str, options: EngineOptions) -> tuple[int, str]:
         return vllm_memory.batched_tokens(total_bytes, gpu_label, self.version)

@@ -2,7 +2,9 @@
 
 Weights, most exact first: a measured size the user gives (labelled "measured"); the checkpoint's
 own tensor headers when the model reference is a local directory or GGUF file ("exact"); otherwise
-computed from the architecture at the requested serving precision ("computed").
+computed from the architecture ("computed") at the requested serving precision, else at the precision
+the checkpoint ships (its ``quantization_config``: weights/checkpoint.py), else in the dtype the engine
+runs the checkpoint in (a float32 checkpoint runs in bf16 on vLLM).
 """
 
 from __future__ import annotations
@@ -46,5 +48,12 @@ def weights_figure(
             return sources.from_gguf(path)
         if path.is_dir() and sources.safetensors_files(path):
             return sources.from_safetensors(path)
+    if precision is None:
+        from kvbudget.weights.checkpoint import checkpoint_precision
+
+        shipped = checkpoint_precision(spec)
+        if shipped is not None:
+            estimate = estimate_weights(count_params(spec), shipped.precision, keep_components=shipped.keep)
+            return sources.computed(estimate, f"{shipped.basis}; --weights overrides")
     chosen = weight_precision(precision or spec.dtype, group_size=group_size, what="--weights")
     return sources.computed(estimate_weights(count_params(spec), chosen))

@@ -67,9 +67,10 @@ def measured(size: int | str, *, what: str = "--weights-size") -> WeightSize:
     return WeightSize(value, "measured", f"measured: given as {size} ({value:,} B)")
 
 
-def computed(estimate: WeightEstimate) -> WeightSize:
-    """The computed figure of a WeightEstimate as a WeightSize."""
-    return WeightSize(estimate.total_bytes, "computed", estimate.basis, estimate.total_params)
+def computed(estimate: WeightEstimate, why: str = "") -> WeightSize:
+    """The computed figure of a WeightEstimate as a WeightSize (``why``: where its precision came from)."""
+    basis = f"{estimate.basis} ({why})" if why else estimate.basis
+    return WeightSize(estimate.total_bytes, "computed", basis, estimate.total_params)
 
 
 def _positive_size(text: str, what: str) -> int:
