@@ -137,7 +137,6 @@ def test_cross_attention_one_token_pool() -> None:
 @pytest.mark.parametrize(
     ("model", "kwargs", "match"),
     [
-        ("llama-3.1-8b", {"kv_dtype": "fp8"}, "fp8_e4m3 or fp8_e5m2"),
         ("llama-3.1-8b", {"kv_dtype": "q4_0"}, "not an SGLang cache dtype"),
         ("llama-3.1-8b", {"k_dtype": "fp8_e4m3", "v_dtype": "bf16"}, "share one --kv-cache-dtype"),
     ],
@@ -145,6 +144,13 @@ def test_cross_attention_one_token_pool() -> None:
 def test_refusals(model: str, kwargs: dict[str, str], match: str) -> None:
     with pytest.raises(EngineRefusalError, match=match):
         compute_cost(resolve(model), engine="sglang", **kwargs)  # type: ignore[arg-type]
+
+
+def test_plain_fp8_is_sglangs_fp8_e4m3() -> None:
+    """SGLang's --kv-cache-dtype has no plain 'fp8': kvbudget's fp8 (e4m3, as vLLM's) is served as fp8_e4m3."""
+    fp8 = compute_cost(resolve("llama-3.1-8b"), engine="sglang", kv_dtype="fp8")
+    e4m3 = compute_cost(resolve("llama-3.1-8b"), engine="sglang", kv_dtype="fp8_e4m3")
+    assert fp8.layout.kv_bytes_per_token == e4m3.layout.kv_bytes_per_token == 65_536
 
 
 def test_expanded_mla_refused() -> None:

@@ -81,12 +81,23 @@ def ggml_type_name(dtype: CacheDType) -> str:
     return _GGML_NAMES.get(dtype.name, dtype.name)
 
 
+# The llama.cpp type closest in bytes to a cache type it does not have (ggml-common.h block sizes).
+_NEAREST = {
+    "fp8": "q8_0 (34 B per 32 values: 8.5 bits)",
+    "int8": "q8_0 (34 B per 32 values: 8.5 bits)",
+    "nvfp4": "q4_0 (18 B per 32 values: 4.5 bits)",
+    "int4": "q4_0 (18 B per 32 values: 4.5 bits)",
+}
+
+
 def check_cache_types(k: CacheDType, v: CacheDType, flash_attn: bool) -> None:
     """Refuse what llama.cpp refuses: unknown -ctk/-ctv, and a quantized V cache without flash attention."""
     for flag, dtype in (("-ctk", k), ("-ctv", v)):
         if dtype.name not in _GGML_NAMES:
+            nearest = _NEAREST.get(dtype.name.split("_")[0].split(":")[0])
+            hint = f"; the nearest llama.cpp type is {nearest} (--kv-dtype {nearest.split()[0]})" if nearest else ""
             raise EngineRefusalError(
-                f"{NAME}: cache type {dtype.name!r} ({flag}) is not one llama.cpp accepts; "
+                f"{NAME}: cache type {dtype.name!r} ({flag}) is not one llama.cpp accepts{hint}; "
                 f"choose one of: {', '.join(KV_CACHE_TYPES)}"
             )
     # src/llama-context.cpp llama_init_from_model: ggml_is_quantized(type_v) && flash_attn disabled -> error.

@@ -158,8 +158,8 @@ def _check_dtypes(k: CacheDType, v: CacheDType) -> None:
         raise EngineRefusalError(
             f"sglang: K ({k.name}) and V ({v.name}) must share one --kv-cache-dtype; SGLang has no separate K/V types"
         )
-    if k.name not in CACHE_DTYPES:
-        hint = "; write fp8_e4m3 or fp8_e5m2 (SGLang has no plain 'fp8')" if k.name == "fp8" else ""
+    if k.name not in CACHE_DTYPES and k.name != "fp8":  # plain fp8 is e4m3: SGLang spells it fp8_e4m3
+        hint = ""
         raise EngineRefusalError(
             f"sglang: --kv-cache-dtype {k.name} is not an SGLang cache dtype{hint}; accepted: {', '.join(CACHE_DTYPES)}"
         )
@@ -656,7 +656,8 @@ class Rules(EngineRules):
         args = ["python", "-m", "sglang.launch_server", "--model-path", s.model, "--context-length", str(s.context)]
         if s.fraction is not None:
             args += ["--mem-fraction-static", str(s.fraction)]
-        dtype = s.k.name if s.k.name in ("fp8_e4m3", "fp8_e5m2") else "auto"
+        # SGLang --kv-cache-dtype has no plain fp8: kvbudget's fp8 (e4m3, as vLLM's) is its fp8_e4m3
+        dtype = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}.get(s.k.name, "auto")
         args += ["--kv-cache-dtype", dtype, "--max-running-requests", str(max(s.sessions, 1))]
         if s.tp > 1:
             args += ["--tp", str(s.tp)]

@@ -32,7 +32,18 @@ def serve_settings(plan: Plan) -> ServeSettings:
 
 def _command(plan: Plan) -> str | None:
     args = plan.inputs.engine.rules.serve_command(serve_settings(plan))
-    return None if args is None else " ".join(args)
+    if args is None:
+        return None
+    if plan.sessions < 1:  # a serve line that cannot hold one session would only fail at start-up
+        largest = plan.largest_cap()
+        context = plan.inputs.context
+        if largest < 1:
+            return f"not served: not even a one-token session fits in the {plan.kv_pool_bytes:,}-byte KV pool"
+        return (
+            f"not served at --context {context}: no session of {context:,} tokens fits; one session fits up to "
+            f"--context {largest}"
+        )
+    return " ".join(args)
 
 
 def engine_flags(plan: Plan) -> dict[str, str]:

@@ -90,6 +90,18 @@ class Plan:
     def total_sessions(self) -> int:
         return self.sessions * self.replicas
 
+    def largest_cap(self, sessions: int = 1) -> int:
+        """The largest cap at which the engine serves ``sessions`` sessions on this deployment (0: none)."""
+        top = max_context_for(self.layout, self.kv_pool_bytes, sessions, self.inputs.spec.max_position_embeddings)
+        lo, hi = 0, top
+        while lo < hi:  # the bytes bound the cap; the engine's own rules (pools, admission) may lower it
+            mid = (lo + hi + 1) // 2
+            if self.at_cap(mid).sessions >= sessions:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
     def at_cap(self, cap: int) -> CapSessions:
         """The same deployment at another context cap: the pool, overhead and layout do not depend on the cap,
         so only the engine's session count (and its start-up check) is evaluated again."""
