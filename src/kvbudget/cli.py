@@ -89,6 +89,7 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
 EXTENSIONS = (
     "kvbudget.cli_sizing",
     "kvbudget.cli_plan",
+    "kvbudget.cli_compare",
     "kvbudget.cli_trace",
     "kvbudget.cli_workload",
     "kvbudget.cli_simulate",

@@ -6,6 +6,7 @@ SI (``GB`` = 10^9 bytes) or IEC (``GiB`` = 2^30 bytes).
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Literal
 
@@ -112,3 +113,32 @@ def format_tokens(value: int) -> str:
     if value >= 1024 and value % 1024 == 0:
         return f"{value // 1024}K"
     return f"{value:,}"
+
+
+_PER = {
+    "s": 1.0,
+    "sec": 1.0,
+    "second": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "minute": 60.0,
+    "h": 3600.0,
+    "hr": 3600.0,
+    "hour": 3600.0,
+    "d": 86400.0,
+    "day": 86400.0,
+}
+_PER_RE = re.compile(r"^\s*(\d+(?:\.\d+)?(?:e-?\d+)?)\s*(?:/\s*([a-z]+))?\s*$", re.IGNORECASE)
+
+
+def parse_per_second(text: str, *, what: str, default_unit: str) -> float:
+    """A rate as a number per second: ``50/h``, ``0.2/s``, ``1200/day``, ``2.49/h``; a bare number is per
+    ``default_unit``."""
+    match = _PER_RE.match(text)
+    unit = (match.group(2) or default_unit).lower() if match else ""
+    if match is None or unit not in _PER:
+        raise InputError(f"{what}: cannot read {text!r}; write e.g. 50/h, 0.2/s or 1200/day")
+    value = float(match.group(1))
+    if not math.isfinite(value) or value <= 0:
+        raise InputError(f"{what}: {text!r} must be a positive number")
+    return value / _PER[unit]

@@ -1,0 +1,98 @@
+"""kvbudget compare through the real entry point: every row is the plan `kvbudget plan` makes for it, costs are the
+given prices over the sessions held, and a rate becomes GPUs through Little's law on the workload's session time."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from kvbudget.workload.little import session_time
+from kvbudget.workload.loader import load_workload
+from tests.helpers import run_cli
+
+WORKLOAD = "examples/coding-agent.toml"
+
+
+def _compare(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, object]:
+    code, out, err = run_cli(capsys, "compare", *argv, "--json")
+    assert code == 0, err
+    doc: dict[str, object] = json.loads(out)
+    return doc
+
+
+def _plan(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, object]:
+    code, out, err = run_cli(capsys, "plan", *argv, "--json")
+    assert code == 0, err
+    doc: dict[str, object] = json.loads(out)
+    return doc
+
+
+def test_rows_are_the_plans(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = _compare(
+        capsys, "llama-3.1-8b,qwen3-8b", "--gpu", "h100-sxm,l40s", "--engine", "vllm,sglang", "--context", "32k"
+    )
+    rows = doc["rows"]
+    assert isinstance(rows, list) and len(rows) == 8
+    sessions = [r["sessions"] for r in rows]
+    assert sessions == sorted(sessions, reverse=True)  # --sort sessions: most first
+    for row in rows:
+        engine = row["engine"]
+        assert isinstance(engine, dict)
+        plan = _plan(capsys, row["model"], "--gpu", row["gpu"], "--engine", engine["name"], "--context", "32k")
+        assert (row["sessions"], row["kv_pool_bytes"], row["per_session_bytes"]) == (
+            plan["sessions"],
+            plan["kv_pool_bytes"],
+            plan["per_session_bytes"],
+        )
+
+
+def test_prices_give_cost_per_session_hour(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    prices = tmp_path / "prices.toml"
+    prices.write_text('h100-sxm = "59.76/day"\n')  # = 2.49/h
+    doc = _compare(
+        capsys, "llama-3.1-8b", "--gpu", "h100-sxm,h200", "--context", "32k", "--engine", "vllm",
+        "--prices", str(prices), "--price", "h200=3.59/h", "--sort", "cost",
+    )  # fmt: skip
+    rows = doc["rows"]
+    assert isinstance(rows, list)
+    by_gpu = {r["gpu"]: r for r in rows}
+    h100 = by_gpu["h100-sxm"]
+    assert h100["price_per_gpu_hour"] == pytest.approx(2.49)
+    assert h100["cost_per_session_hour"] == pytest.approx(2.49 / h100["sessions"], abs=1e-6)  # rounded to 1e-6
+    costs = [r["cost_per_session_hour"] for r in rows]
+    assert costs == sorted(costs)
+
+
+def test_a_rate_becomes_gpus_by_littles_law(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = _compare(
+        capsys, "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--context", "32k",
+        "--workload", WORKLOAD, "--rate", "50/h",
+    )  # fmt: skip
+    row = doc["rows"][0]  # type: ignore[index]
+    mean = session_time(load_workload(WORKLOAD)).mean_s
+    needed = 50 / 3600 * mean
+    assert row["rate"]["concurrent_sessions"] == pytest.approx(needed, rel=1e-6)
+    assert row["rate"]["gpus_needed"] == math.ceil(needed / row["sessions_per_replica"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("--rate", "50/h"), "--rate needs --workload FILE"),
+        (("--price", "h100-sxm"), "write GPU=PRICE"),
+        (("--price", "h100-sxm=cheap"), "cannot read 'cheap'"),
+        (("--sort", "vibes"), "--sort vibes: choose one of"),
+    ],
+)
+def test_bad_options_are_one_line(capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], message: str) -> None:
+    code, out, err = run_cli(capsys, "compare", "llama-3.1-8b", "--gpu", "h100-sxm", "--context", "32k", *argv)
+    assert code == 1 and out == "" and message in err and err.count("\n") == 1
+
+
+def test_refused_deployments_are_rows_with_their_reason(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "compare", "qwen3-32b,llama-3.1-8b", "--gpu", "rtx-4090", "--context", "8k")
+    assert code == 0
+    assert "refused [" in out and "exceed the" in out
