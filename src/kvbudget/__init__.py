@@ -1,3 +1,23 @@
-"""kvbudget: exact KV-cache memory of LLMs per serving engine, with the arithmetic shown."""
+"""kvbudget: exact KV-cache memory of LLMs per serving engine, with the arithmetic shown.
+
+The Python API (kvbudget.api, docs/api.md): ``kvbudget.cost``, ``kvbudget.plan``, ``kvbudget.compare`` and
+``kvbudget.simulate``, imported on first use so that ``import kvbudget`` (and the CLI's start-up) stays light.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+__all__ = ["__version__", "compare", "cost", "plan", "simulate"]
+
+if TYPE_CHECKING:
+    from kvbudget.api import compare, cost, plan, simulate
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("compare", "cost", "plan", "simulate"):
+        from kvbudget import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'kvbudget' has no attribute {name!r}")

@@ -107,13 +107,20 @@ class _Parser(argparse.ArgumentParser):
         self.exit(1, f"Error: {self.prog}: {message}; see {self.prog} --help\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+class RaisingParser(_Parser):
+    """The same parser for the Python API (kvbudget.api): a bad option is an InputError, not an exit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise InputError(f"{self.prog}: {message}")
+
+
+def build_parser(parser_class: type[_Parser] = _Parser) -> argparse.ArgumentParser:
+    parser = parser_class(
         prog="kvbudget",
         description="Exact KV-cache memory of LLMs per serving engine, with the arithmetic shown.",
     )
     parser.add_argument("--version", action="version", version=f"kvbudget {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=parser_class)
 
     p = sub.add_parser("cost", help="bytes per token, per sequence and for S sequences")
     add_model_options(p)

@@ -95,6 +95,23 @@ def _planner(args: argparse.Namespace) -> Callable[[Choice], Plan]:
 
 
 def cmd_compare(args: argparse.Namespace) -> str:
+    rows = rows_for(args)
+    rate = rows[0].rate_per_s if rows else None
+    session = next((row.session for row in rows if row.session is not None), None)
+    if args.json:
+        doc: dict[str, object] = {
+            "schema_version": SCHEMA_VERSION,
+            "sort": args.sort,
+            "rate_per_s": rate,
+            "mean_session_s": session.mean_s if session else None,
+            "rows": [row.to_json() for row in rows],
+        }
+        return json.dumps(doc, indent=2)
+    return _render(rows, rate is not None, bool(args.workload))
+
+
+def rows_for(args: argparse.Namespace) -> list[Row]:
+    """Every combination planned, sorted (the Python API's kvbudget.compare returns these)."""
     from kvbudget import hardware
     from kvbudget.plan.compare import SORTS, Choice, compare, sort_rows
     from kvbudget.units import parse_per_second
@@ -123,19 +140,8 @@ def cmd_compare(args: argparse.Namespace) -> str:
     if rate is not None and session is None:
         raise InputError("--rate needs --workload FILE: Little's law needs the mean session time the workload gives")
     choices = [Choice(*c) for c in itertools.product(models, gpu_ids, engines, contexts, dtypes)]
-    rows = sort_rows(
-        compare(choices, _planner(args), prices=_prices(args), session=session, rate_per_s=rate), args.sort
-    )
-    if args.json:
-        doc: dict[str, object] = {
-            "schema_version": SCHEMA_VERSION,
-            "sort": args.sort,
-            "rate_per_s": rate,
-            "mean_session_s": session.mean_s if session else None,
-            "rows": [row.to_json() for row in rows],
-        }
-        return json.dumps(doc, indent=2)
-    return _render(rows, rate is not None, session is not None)
+    planned = compare(choices, _planner(args), prices=_prices(args), session=session, rate_per_s=rate)
+    return sort_rows(planned, args.sort)
 
 
 def _money(x: float | None) -> str:

@@ -15,6 +15,7 @@ from kvbudget.errors import InputError
 
 if TYPE_CHECKING:
     from kvbudget.simulate.runner import Progress
+    from kvbudget.simulate.study import Study
     from kvbudget.workload.record import BadRow, SessionPlan
 
 DEFAULT_SESSIONS = 2000
@@ -177,13 +178,29 @@ def _check_bounds(args: argparse.Namespace, work: tuple[float, float], search: i
 
 
 def cmd_simulate(args: argparse.Namespace) -> str:
+    study = simulate_study(args)
+    if args.plot:
+        from kvbudget.render.simulate import plot_study
+
+        plot_study(study, args.plot)
+    if args.json:
+        from kvbudget.simulate.study import study_json
+
+        return json.dumps(study_json(study), indent=2)
+    from kvbudget.render.simulate import render_study
+
+    return render_study(study, cast(Any, args.units))
+
+
+def simulate_study(args: argparse.Namespace) -> Study:
+    """The study `kvbudget simulate` renders (the Python API's kvbudget.simulate returns it)."""
     from kvbudget import hardware
     from kvbudget.cli_plan import plan_inputs
     from kvbudget.plan.plan import make_plan
     from kvbudget.simulate.build import memory_from_plan, time_from_plan
     from kvbudget.simulate.policies import DEFAULT_PREFILL_TOKENS_PER_S, MemoryPolicy, Target
     from kvbudget.simulate.runner import SimConfig
-    from kvbudget.simulate.study import run_study, study_json
+    from kvbudget.simulate.study import run_study
     from kvbudget.units import parse_count, parse_memory
 
     model = args.model_option or args.model
@@ -279,7 +296,7 @@ def cmd_simulate(args: argparse.Namespace) -> str:
         "weights_bytes_per_gpu": plan.weights_per_gpu,
     }
     try:
-        study = run_study(
+        return run_study(
             source,
             config,
             target,
@@ -292,15 +309,6 @@ def cmd_simulate(args: argparse.Namespace) -> str:
         )
     finally:
         bar.close()
-    if args.plot:
-        from kvbudget.render.simulate import plot_study
-
-        plot_study(study, args.plot)
-    if args.json:
-        return json.dumps(study_json(study), indent=2)
-    from kvbudget.render.simulate import render_study
-
-    return render_study(study, cast(Any, args.units))
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argparse.Namespace], str]]:

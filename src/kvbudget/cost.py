@@ -113,6 +113,10 @@ class CostReport:
         k, v = self.layout.k_dtype, self.layout.v_dtype
         return k.name if k == v else f"{k.name}/{v.name}"
 
+    def to_dict(self) -> dict[str, object]:
+        """The ``kvbudget cost --json`` document."""
+        return self.to_json()
+
     def to_json(self) -> dict[str, object]:
         """The versioned JSON contract of ``kvbudget cost --json``."""
         return {
@@ -186,3 +190,9 @@ def compute_cost(
     k, v = resolve_dtypes(spec, kv_dtype, k_dtype, v_dtype)
     layout = build_layout(spec, ref, k, v, tp, options or EngineOptions())
     return CostReport(spec, ref, layout, tokens, sequences)
+
+
+# Calling this module is the Python API's kvbudget.cost(...) (kvbudget/_callable.py says why).
+from kvbudget._callable import callable_module  # noqa: E402
+
+callable_module(__name__)

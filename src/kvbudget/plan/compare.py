@@ -89,6 +89,9 @@ class Row:
             return None
         return replicas * self.plan.inputs.tp * self.plan.inputs.pp
 
+    def to_dict(self) -> dict[str, object]:
+        return self.to_json()
+
     def to_json(self) -> dict[str, object]:
         c = self.choice
         out: dict[str, object] = {

@@ -90,6 +90,12 @@ class Plan:
     def total_sessions(self) -> int:
         return self.sessions * self.replicas
 
+    def to_dict(self) -> dict[str, object]:
+        """The ``kvbudget plan --json`` document."""
+        from kvbudget.plan.report import plan_json
+
+        return plan_json(self)
+
     def largest_cap(self, sessions: int = 1) -> int:
         """The largest cap at which the engine serves ``sessions`` sessions on this deployment (0: none)."""
         top = max_context_for(self.layout, self.kv_pool_bytes, sessions, self.inputs.spec.max_position_embeddings)

@@ -34,6 +34,10 @@ class Study:
     def target_met(self) -> bool:
         return meets(self.result, self.target)
 
+    def to_dict(self) -> dict[str, object]:
+        """The ``kvbudget simulate --json`` document."""
+        return study_json(self)
+
     @property
     def sustained_sessions(self) -> float | None:
         """Per replica: the search's answer, or without a search the run's own mean concurrency
