@@ -79,6 +79,38 @@ CASES = {
     "gemma4-per-type-heads": Case("gemma4", ("-c", "4096", "-np", "1"), (("kv", 4096, 5), ("swa", 1536, 25))),
     # The last 20 of 35 layers reuse KV: 3 full and 12 sliding layers keep a cache.
     "gemma4-shared-kv": Case("gemma4-shared-kv", ("-c", "4096", "-np", "1"), (("kv", 4096, 3), ("swa", 1536, 12))),
+    # Phi-3-mini: sliding_window 2047 in the GGUF, but llama.cpp disables Phi SWA: all 32 layers keep the whole
+    # 4096-cell context (with SWA they would hold pad(2047 + 512, 256) = 2560).
+    "phi3-swa-disabled": Case("phi3", ("-c", "4096", "-np", "1", *Q4), (("kv", 4096, 32),)),
+    # Command R (c4ai-command-r-08-2024): 40 full layers, 2 streams of 1024 cells.
+    "command-r": Case("command-r", ("-c", "2048", "-np", "2"), (("kv", 1024, 40),)),
+    # GLM-4-9B-0414: 40 full layers.
+    "glm4": Case("glm4", ("-c", "1024", "-np", "1"), (("kv", 1024, 40),)),
+    # The same with one MTP layer appended (block_count 41): the main context caches the 40 trunk layers.
+    "glm4-mtp-holds-no-kv": Case("glm4-mtp", ("-c", "1024", "-np", "1"), (("kv", 1024, 40),)),
+    # OLMo-2-1124-7B: no window, 32 full layers.
+    "olmo2": Case("olmo2", ("-c", "1024", "-np", "1"), (("kv", 1024, 32),)),
+    # OLMo 3 7B (architecture olmo2): window 4096 on 24 of 32 layers (every 4th full): pad(4096 + 512, 256) = 4608.
+    "olmo3-every-4th-global": Case("olmo3", ("-c", "5120", "-np", "1", *Q4), (("kv", 5120, 8), ("swa", 4608, 24))),
+    # granite-3.3-8b-instruct: 40 full layers, 2 streams of 1024 cells.
+    "granite": Case("granite", ("-c", "2048", "-np", "2"), (("kv", 1024, 40),)),
+    # granite-3.1-3b-a800m: 32 full layers.
+    "granitemoe": Case("granitemoe", ("-c", "1024", "-np", "1"), (("kv", 1024, 32),)),
+    # starcoder2-15b: 40 full layers (no window in llama.cpp).
+    "starcoder2": Case("starcoder2", ("-c", "1024", "-np", "1"), (("kv", 1024, 40),)),
+    # ERNIE-4.5-21B-A3B: 28 full layers, MoE and dense.
+    "ernie4_5-moe": Case("ernie4_5-moe", ("-c", "1024", "-np", "1"), (("kv", 1024, 28),)),
+    "ernie4_5": Case("ernie4_5", ("-c", "1024", "-np", "1"), (("kv", 1024, 28),)),
+    # Seed-OSS-36B: 64 full layers of 8 KV heads x 128 (hidden 5,120 narrower than the 80 query heads).
+    "seed_oss": Case("seed_oss", ("-c", "1024", "-np", "1"), (("kv", 1024, 64),)),
+    # Hunyuan-7B: 32 full layers.
+    "hunyuan-dense": Case("hunyuan-dense", ("-c", "1024", "-np", "1"), (("kv", 1024, 32),)),
+    # MiniMax-M2: 62 full layers of 8 KV heads x 128.
+    "minimax-m2": Case("minimax-m2", ("-c", "1024", "-np", "1"), (("kv", 1024, 62),)),
+    # OLMo-1.7-7B: 32 full layers of 32 KV heads x 128.
+    "olmo": Case("olmo", ("-c", "1024", "-np", "1"), (("kv", 1024, 32),)),
+    # glm-4-9b-chat-hf (architecture chatglm): 40 full layers of 2 KV heads x 128.
+    "chatglm": Case("chatglm", ("-c", "1024", "-np", "1"), (("kv", 1024, 40),)),
 }
 
 

