@@ -197,8 +197,7 @@ def _cmd_table(args: argparse.Namespace) -> str:
             {
                 "schema_version": 1,
                 "model": spec.name,
-                "engine": report.engine.name,
-                "engine_version": report.engine.version,
+                "engine": report.engine.to_json(),
                 "kv_dtype": report.kv_dtype_label,
                 "tp": report.layout.tp,
                 "kv_bytes_per_token": report.kv_bytes_per_token,
@@ -217,6 +216,7 @@ def _cmd_table(args: argparse.Namespace) -> str:
 
 def _cmd_models(args: argparse.Namespace) -> str:
     from kvbudget.cost import compute_cost
+    from kvbudget.engines import parse_engine
     from kvbudget.model import catalog
     from kvbudget.model.families import read_spec
     from kvbudget.render.text import table
@@ -224,12 +224,13 @@ def _cmd_models(args: argparse.Namespace) -> str:
 
     tokens = parse_tokens(args.tokens)
     units = cast(UnitSystem, args.units)
+    engine_ref = parse_engine(args.engine)
     rows = []
     data: list[dict[str, object]] = []
     for entry in catalog.entries():
         spec = read_spec(entry.config, name=entry.name, source=entry.source, where=f"catalog:{entry.name}")
         try:
-            report = compute_cost(spec, engine=args.engine, kv_dtype=args.kv_dtype, tokens=tokens)
+            report = compute_cost(spec, engine=engine_ref, kv_dtype=args.kv_dtype, tokens=tokens)
         except EngineRefusalError as exc:
             # One model an engine cannot serve must not hide the rest of the catalog.
             rows.append([entry.name, spec.model_type, "-", "-", "-", f"refused: {exc}"])
@@ -263,7 +264,7 @@ def _cmd_models(args: argparse.Namespace) -> str:
         )
     if args.json:
         return json.dumps(
-            {"schema_version": 1, "engine": args.engine, "kv_dtype": args.kv_dtype, "models": data}, indent=2
+            {"schema_version": 1, "engine": engine_ref.to_json(), "kv_dtype": args.kv_dtype, "models": data}, indent=2
         )
     head = f"Built-in catalog · engine {args.engine} · cache {args.kv_dtype} · bytes per GPU at tp 1"
     headers = ["model", "model_type", "B/token", "state B/seq", f"1 seq @{format_tokens(tokens)}", "layer kinds"]

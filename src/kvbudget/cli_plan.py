@@ -122,6 +122,7 @@ def plan_inputs(args: argparse.Namespace) -> tuple[PlanInputs, int | None]:
         gpu_memory_basis=memory_basis,
         gpu_memory_provenance=cast("LineProvenance | None", provenance),
         overhead_basis=overhead_basis,
+        gpu_id=gpu_id(args.gpu) if args.gpu else None,
     )
     bits: int | None = None
     if args.weight_bits:
@@ -133,6 +134,12 @@ def plan_inputs(args: argparse.Namespace) -> tuple[PlanInputs, int | None]:
         chosen = shipped.precision if shipped else weight_precision(args.weights or spec.dtype, group_size=group)
         bits = int(chosen.bits)
     return inputs, bits
+
+
+def gpu_id(gpu: str) -> str:
+    from kvbudget import hardware
+
+    return hardware.gpu(gpu).id
 
 
 def hardware_name(gpu: str) -> str:

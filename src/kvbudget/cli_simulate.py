@@ -186,7 +186,7 @@ def cmd_simulate(args: argparse.Namespace) -> str:
     if args.json:
         from kvbudget.simulate.study import study_json
 
-        return json.dumps(study_json(study), indent=2)
+        return json.dumps(study_json(study, time_series=args.time_series), indent=2)
     from kvbudget.render.simulate import render_study
 
     return render_study(study, cast(Any, args.units))
@@ -283,7 +283,7 @@ def simulate_study(args: argparse.Namespace) -> Study:
     bar = ProgressBar(config.max_sessions, config.duration_s, probe_total=search)
     about: dict[str, object] = {
         "model": inputs.spec.name,
-        "engine": inputs.engine.label,
+        "engine": inputs.engine.to_json(),
         "gpu": inputs.gpu_label,
         "kv_dtype": inputs.kv_dtype_label,
         "context": inputs.context,
@@ -361,6 +361,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     g.add_argument("--search-probes", default="8", help="runs in the sustained-sessions search (default 8)")
     g.add_argument("--plot", default=None, help="write a time-series plot (PNG/SVG/PDF; extra: plot)")
     g.add_argument("--check", action="store_true", help="assert the pool invariants at every allocation")
+    g.add_argument(
+        "--time-series", action="store_true", help="--json: include the sampled time series (the plot's data)"
+    )
     g.add_argument(
         "--allow-long",
         action="store_true",

@@ -339,7 +339,7 @@ def test_cli_cost_of_a_gguf(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert data["total_bytes"] == 1280 * MIB
     assert data["kv_bytes_per_token"] == 327_680
     assert data["source"] == str(path)
-    assert data["engine"] == "llamacpp"
+    assert data["engine"] == {"name": "llamacpp", "version": "b7900"}
 
 
 def test_directory_with_a_gguf_resolves_to_it(tmp_path: Path) -> None:

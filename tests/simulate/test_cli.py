@@ -76,7 +76,18 @@ def sim(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
 
 
 def test_json_contract(capsys: pytest.CaptureFixture[str], workload: str) -> None:
-    data = sim(capsys, *BASE, "--workload", workload, "--sessions", "300", "--search-sessions", "150", "--check")
+    data = sim(
+        capsys,
+        *BASE,
+        "--workload",
+        workload,
+        "--sessions",
+        "300",
+        "--search-sessions",
+        "150",
+        "--check",
+        "--time-series",
+    )
     assert set(data) >= CONTRACT
     assert data["schema_version"] == 1
     assert data["sessions_arrived"] == 300
@@ -96,9 +107,10 @@ def test_json_contract(capsys: pytest.CaptureFixture[str], workload: str) -> Non
 
 def test_deterministic_per_seed(capsys: pytest.CaptureFixture[str], workload: str) -> None:
     argv = (*BASE, "--workload", workload, "--sessions", "150", "--search-sessions", "0", "--pause", "evictable")
-    a = sim(capsys, *argv, "--seed", "5")
-    b = sim(capsys, *argv, "--seed", "5")
-    c = sim(capsys, *argv, "--seed", "6")
+    assert "time_series" not in sim(capsys, *argv)  # only on request
+    a = sim(capsys, *argv, "--time-series", "--seed", "5")
+    b = sim(capsys, *argv, "--time-series", "--seed", "5")
+    c = sim(capsys, *argv, "--time-series", "--seed", "6")
     assert a == b
     assert a["prefix_hit_rate"] != c["prefix_hit_rate"] or a["time_series"] != c["time_series"]
 

@@ -92,6 +92,10 @@ class EngineRef:
     def label(self) -> str:
         return f"{self.name} {self.version}".strip()
 
+    def to_json(self) -> dict[str, str]:
+        """The engine in every JSON document: {name, version} (version "" for the ideal engine)."""
+        return {"name": self.name, "version": self.version}
+
     @cached_property
     def rules(self) -> EngineRules:
         """This engine's rules at this version."""

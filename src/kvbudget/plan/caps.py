@@ -50,7 +50,7 @@ class CapAnalysis:
         i = self.plan.inputs
         return {
             "model": i.spec.name,
-            "engine": i.engine.label,
+            "engine": i.engine.to_json(),
             "gpu": i.gpu_label,
             "gpus": i.gpus,
             "p99_session_peak_tokens": self.p99_tokens,

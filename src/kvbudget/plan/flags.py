@@ -46,25 +46,42 @@ def _command(plan: Plan) -> str | None:
     return " ".join(args)
 
 
+def engine_command(plan: Plan) -> dict[str, object]:
+    """The plan's serve command as arguments and as text: {argv, text}, argv None when it is not served."""
+    args = plan.inputs.engine.rules.serve_command(serve_settings(plan))
+    text = _command(plan)
+    return {"argv": list(args) if args is not None and plan.sessions >= 1 else None, "text": text}
+
+
 def engine_flags(plan: Plan) -> dict[str, str]:
     """The command for the plan's own engine (none for engines without a server)."""
     command = _command(plan)
     return {} if command is None else {plan.inputs.engine.name: command}
 
 
-def all_engine_flags(plan: Plan) -> dict[str, str]:
-    """Commands for every serving engine, each from its own plan of the same deployment (each engine sizes
-    the cache its own way, so --max-num-seqs and -np differ); an engine that refuses the deployment says why
-    instead."""
-    out: dict[str, str] = {}
+def _each_server(plan: Plan) -> dict[str, Plan | str]:
+    """Every serving engine's own plan of the same deployment (each engine sizes the cache its own way, so
+    --max-num-seqs and -np differ), or why it refuses the deployment."""
+    out: dict[str, Plan | str] = {}
     for name in engine_names(servers_only=True):
         if name == plan.inputs.engine.name:
-            out[name] = _command(plan) or ""
+            out[name] = plan
             continue
         try:
-            other = make_plan(replace(plan.inputs, engine=parse_engine(name)))
+            out[name] = make_plan(replace(plan.inputs, engine=parse_engine(name)))
         except KvBudgetError as exc:
             out[name] = f"not possible: {exc}"
-            continue
-        out[name] = _command(other) or ""
     return out
+
+
+def all_engine_commands(plan: Plan) -> dict[str, dict[str, object]]:
+    """{engine: {argv, text}} for every serving engine (argv None, the reason as text, where it serves nothing)."""
+    return {
+        name: engine_command(p) if isinstance(p, Plan) else {"argv": None, "text": p}
+        for name, p in _each_server(plan).items()
+    }
+
+
+def all_engine_flags(plan: Plan) -> dict[str, str]:
+    """The serve command's text for every serving engine, each from its own plan of the same deployment."""
+    return {name: (_command(p) or "") if isinstance(p, Plan) else p for name, p in _each_server(plan).items()}

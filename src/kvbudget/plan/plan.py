@@ -49,6 +49,7 @@ class PlanInputs:
     gpu_memory_basis: str | None = None  # where a catalog or logged GPU total comes from
     gpu_memory_provenance: LineProvenance | None = None
     overhead_basis: str | None = None  # set when the overhead was measured by the engine (plan --from-log)
+    gpu_id: str | None = None  # the GPU catalog id (None for a bare --gpu-memory)
 
     @property
     def kv_dtype_label(self) -> str:

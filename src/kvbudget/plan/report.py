@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvbudget.plan.flags import all_engine_flags
+from kvbudget.plan.flags import all_engine_commands, all_engine_flags
 from kvbudget.plan.levers import Lever
 from kvbudget.plan.offload import Offload
 from kvbudget.plan.plan import SCHEMA_VERSION, Plan
@@ -13,8 +13,8 @@ def plan_json(plan: Plan, offload: Offload | None = None) -> dict[str, object]:
     out: dict[str, object] = {
         "schema_version": SCHEMA_VERSION,
         "model": i.spec.name,
-        "engine": i.engine.name,
-        "engine_version": i.engine.version,
+        "engine": i.engine.to_json(),
+        "gpu": {"id": i.gpu_id, "name": i.gpu_label},
         "kv_dtype": i.kv_dtype_label,
         "context": i.context,
         "gpus": i.gpus,
@@ -36,6 +36,7 @@ def plan_json(plan: Plan, offload: Offload | None = None) -> dict[str, object]:
         "statement": plan.statement,
         "engine_log": list(plan.engine_lines),
         "flags": all_engine_flags(plan),
+        "commands": all_engine_commands(plan),
         "warnings": list(plan.warnings),
         "ledger": [line.to_json() for line in plan.ledger],
     }
@@ -66,7 +67,7 @@ def levers_json(plan: Plan, levers: list[Lever]) -> dict[str, object]:
     return {
         "schema_version": SCHEMA_VERSION,
         "model": plan.inputs.spec.name,
-        "engine": plan.inputs.engine.name,
+        "engine": plan.inputs.engine.to_json(),
         "context": plan.inputs.context,
         "baseline_sessions": plan.sessions,
         "baseline_total_sessions": plan.total_sessions,

@@ -34,9 +34,9 @@ class Study:
     def target_met(self) -> bool:
         return meets(self.result, self.target)
 
-    def to_dict(self) -> dict[str, object]:
-        """The ``kvbudget simulate --json`` document."""
-        return study_json(self)
+    def to_dict(self, *, time_series: bool = False) -> dict[str, object]:
+        """The ``kvbudget simulate --json`` document (with the sampled time series on request)."""
+        return study_json(self, time_series=time_series)
 
     @property
     def sustained_sessions(self) -> float | None:
@@ -84,7 +84,9 @@ def _r(value: float, digits: int = 4) -> float:
     return round(value, digits)
 
 
-def study_json(study: Study) -> dict[str, object]:
+def study_json(study: Study, *, time_series: bool = False) -> dict[str, object]:
+    """The ``kvbudget simulate --json`` document; the sampled time series (the plot's data, about 150 KB)
+    only with ``time_series`` (``--time-series``)."""
     r, c, p = study.result, study.config, study.config.policy
     sustained = study.sustained_sessions
     out: dict[str, object] = {"schema_version": SCHEMA_VERSION, **study.about}
@@ -143,12 +145,13 @@ def study_json(study: Study) -> dict[str, object]:
                 "arrival_scale": study.sustained.scale,
                 "probes": [probe.to_json() for probe in study.sustained.trail],
             },
-            "time_series": {
-                "fields": ["t", "used_bytes", "cached_bytes", "running", "waiting", "paused"],
-                "samples": [s.to_json() for s in r.samples],
-            },
         }
     )
+    if time_series:
+        out["time_series"] = {
+            "fields": ["t", "used_bytes", "cached_bytes", "running", "waiting", "paused"],
+            "samples": [s.to_json() for s in r.samples],
+        }
     return out
 
 

@@ -1,0 +1,73 @@
+"""The JSON contract: every document validates against its shipped schema (kvbudget/schemas), the engine is
+{name, version} in each, and errors under --json are the error document with exit code 1."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from kvbudget.schemas import NAMES, schema
+from tests.helpers import run_cli
+
+CASES = [
+    ("cost", ("llama-3.1-70b", "--tokens", "32k")),
+    ("cost", ("qwen3-next-80b-a3b", "--engine", "vllm")),
+    ("cost", ("gemma-3-27b", "--engine", "ollama", "--sequences", "3")),
+    ("plan", ("llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--context", "32k")),
+    ("plan", ("gpt-oss-120b", "--gpu", "h200", "--engine", "trtllm", "--context", "64k", "--prefix", "4096")),
+    ("plan", ("deepseek-v3", "--gpu", "h200", "--gpus", "8", "--tp", "8", "--engine", "sglang", "--context", "32k")),
+    ("plan", ("llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "vllm", "--context", "128k")),  # not served
+    ("compare", ("llama-3.1-8b,qwen3-8b", "--gpu", "h100-sxm,l40s", "--context", "32k", "--price", "l40s=0.99/h")),
+    (
+        "simulate",
+        (
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "h100-sxm",
+            "--engine",
+            "vllm",
+            "--context",
+            "32k",
+            "--workload",
+            "examples/chat.toml",
+            "--sessions",
+            "60",
+            "--search-sessions",
+            "0",
+        ),
+    ),
+    ("calibrate", ("tests/data/logs/vllm/v0-0.6.4fmt-llama31-8b-rtx3090-20k.log", "--model", "llama-3.1-8b")),
+]
+
+
+def test_every_schema_is_valid() -> None:
+    for name in NAMES:
+        jsonschema.Draft202012Validator.check_schema(schema(name))
+
+
+@pytest.mark.parametrize(("command", "argv"), CASES, ids=[f"{c}-{i}" for i, (c, _) in enumerate(CASES)])
+def test_documents_follow_their_schema(capsys: pytest.CaptureFixture[str], command: str, argv: tuple[str, ...]) -> None:
+    code, out, err = run_cli(capsys, command, *argv, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    jsonschema.validate(doc, schema(command))
+    engines = [r["engine"] for r in doc["rows"]] if command == "compare" else [doc["engine"]]
+    for engine in engines:
+        assert set(engine) >= {"name", "version"}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("plan", "qwen3-32b", "--gpu", "rtx-4090", "--context", "32k"),
+        ("cost", "no-such-model"),
+        ("compare", "llama-3.1-8b", "--gpu", "h100-sxm", "--context", "32k", "--sort", "vibes"),
+    ],
+)
+def test_errors_are_the_error_document(capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
+    code, out, err = run_cli(capsys, *argv, "--json")
+    assert code == 1 and err.startswith("Error: ")
+    jsonschema.validate(json.loads(out), schema("error"))
