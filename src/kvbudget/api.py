@@ -60,27 +60,10 @@ def cost(
     **options: Option,
 ) -> CostReport:
     """Bytes of the KV cache per token, per sequence and for ``sequences`` sequences (``kvbudget cost``)."""
-    from kvbudget.cli import engine_options
-    from kvbudget.cost import compute_cost
-    from kvbudget.model.sources import resolve
-    from kvbudget.units import parse_count, parse_tokens
+    from kvbudget.cli import cost_report
 
-    args = _parse(
-        "cost",
-        [model],
-        {"engine": engine, "tokens": tokens, "sequences": sequences, "kv_dtype": kv_dtype, "tp": tp, **options},
-    )
-    return compute_cost(
-        resolve(args.model),
-        engine=args.engine,
-        kv_dtype=args.kv_dtype,
-        k_dtype=args.k_dtype,
-        v_dtype=args.v_dtype,
-        tokens=parse_tokens(args.tokens),
-        sequences=parse_count(args.sequences, what="--sequences"),
-        tp=parse_count(args.tp, what="--tp"),
-        options=engine_options(args),
-    )
+    chosen = {"engine": engine, "tokens": tokens, "sequences": sequences, "kv_dtype": kv_dtype, "tp": tp}
+    return cost_report(_parse("cost", [model], {**chosen, **options}))
 
 
 def plan(model: str, *, context: str | int, engine: str = "ideal", **options: Option) -> Plan:

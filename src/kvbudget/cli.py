@@ -12,12 +12,15 @@ import importlib
 import json
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn, cast
+from typing import TYPE_CHECKING, NoReturn, cast
 
 from kvbudget import __version__
 from kvbudget.engines.base import EngineOptions, MlaStorage
 from kvbudget.errors import EngineRefusalError, InputError, KvBudgetError
 from kvbudget.units import UnitSystem, parse_count, parse_count_list, parse_token_list, parse_tokens
+
+if TYPE_CHECKING:
+    from kvbudget.cost import CostReport
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
@@ -151,13 +154,13 @@ def build_parser(parser_class: type[_Parser] = _Parser) -> argparse.ArgumentPars
     return parser
 
 
-def _cmd_cost(args: argparse.Namespace) -> str:
+def cost_report(args: argparse.Namespace) -> CostReport:
+    """What `kvbudget cost` computes (the Python API's kvbudget.cost returns it)."""
     from kvbudget.cost import compute_cost
     from kvbudget.model.sources import resolve
 
-    spec = resolve(args.model)
-    report = compute_cost(
-        spec,
+    return compute_cost(
+        resolve(args.model),
         engine=args.engine,
         kv_dtype=args.kv_dtype,
         k_dtype=args.k_dtype,
@@ -167,6 +170,10 @@ def _cmd_cost(args: argparse.Namespace) -> str:
         tp=parse_count(args.tp, what="--tp"),
         options=engine_options(args),
     )
+
+
+def _cmd_cost(args: argparse.Namespace) -> str:
+    report = cost_report(args)
     if args.json:
         return json.dumps(report.to_json(), indent=2)
     from kvbudget.render.text import render_cost
