@@ -91,6 +91,13 @@ def _hostile(tmp_path: Path, name: str) -> dict[str, Path]:
         ("engine.log", ("calibrate", "{}")),
         ("trace.jsonl", ("trace", "stats", "{}")),
         ("trace.csv", ("trace", "stats", "{}", "--format", "azure")),
+        ("trace.jsonl", ("trace", "stats", "{}", "--format", "mooncake")),
+        ("trace.jsonl", ("trace", "stats", "{}", "--format", "tracelab")),
+        ("trace.json", ("trace", "stats", "{}", "--format", "weka")),
+        ("trace.json", ("trace", "stats", "{}", "--format", "otel")),
+        ("trace.jsonl", ("trace", "stats", "{}", "--format", "kvbudget")),
+        ("model.gguf", ("cost", "{}", "--engine", "llamacpp")),
+        ("prices.toml", ("compare", "llama-3.1-8b", "--gpu", "h100-sxm", "--context", "32k", "--prices", "{}")),
         ("workload.toml", ("workload", "check", "{}")),
         ("workload.yaml", ("workload", "check", "{}")),
     ],
@@ -196,6 +203,18 @@ def test_sizing_lines_with_any_numbers(
     code, out, err = run_cli(capsys, "calibrate", str(path), "--model", "llama-3.1-8b", "--json")
     assert "Traceback" not in out + err
     assert code in (0, 1) and (code == 0 or (err.startswith("Error: ") and err.count("\n") == 1)), err
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=st.text(max_size=30))
+def test_any_rate_and_price_argument(capsys: pytest.CaptureFixture[str], value: str) -> None:
+    if value.startswith("-"):
+        value = " " + value
+    base = ("compare", "llama-3.1-8b", "--gpu", "h100-sxm", "--context", "8k", "--json")
+    for extra in (("--price", f"h100-sxm={value}"), ("--rate", value, "--workload", "examples/chat.toml")):
+        code, out, err = run_cli(capsys, *base, *extra)
+        assert "Traceback" not in out + err
+        assert code == 0 or (code == 1 and err.startswith("Error: ") and err.count("\n") == 1), err
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -301,10 +301,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         output = COMMANDS[args.command](args)
     except KvBudgetError as exc:
+        # one line whatever the message quotes (a value given with a newline in it stays on the line, escaped)
+        message = str(exc).replace("\r", "\\r").replace("\n", "\\n")
         if getattr(args, "json", False) and not exc.reported:  # the JSON contract holds for errors too
-            document = {"schema_version": 1, "error": {"kind": type(exc).__name__, "message": str(exc)}}
+            document = {"schema_version": 1, "error": {"kind": type(exc).__name__, "message": message}}
             print(json.dumps(document, indent=2))
-        print(f"Error: {exc}", file=sys.stderr)
+        print(f"Error: {message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
