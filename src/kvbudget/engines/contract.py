@@ -131,6 +131,7 @@ class EngineRules:
     divides_heads: ClassVar[bool] = False  # the tensor-parallel size must divide the attention heads
     memory_fraction: ClassVar[str | None] = None  # the setting --utilization stands for; None: it has none
     cheaper_kv_dtypes: ClassVar[tuple[str, ...]] = ()  # levers, in kvbudget's dtype vocabulary
+    concurrency_flag: ClassVar[str | None] = None  # the flag that would cap running sessions (left unset)
     logs_version: ClassVar[bool] = False  # its start-up log names a release kvbudget's rules are keyed by
 
     def __init__(self, version: str) -> None:

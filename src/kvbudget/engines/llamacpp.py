@@ -536,7 +536,18 @@ class Rules(EngineRules):
         # llama-server loads a .gguf file: a repo id or directory stands as MODEL.gguf for the user's file
         args = ["llama-server", "-m", s.model if s.model.endswith(".gguf") else "MODEL.gguf"]
         args += ["-c", str(sessions * s.context), "-np", str(sessions)]
-        args += ["-ctk", ggml_type_name(s.k), "-ctv", ggml_type_name(s.v), "-fa", "on"]
+        args += [
+            "-ctk",
+            ggml_type_name(s.k),
+            "-ctv",
+            ggml_type_name(s.v),
+            "-fa",
+            "on" if s.options.flash_attn else "off",
+        ]
+        if s.options.n_ubatch:
+            args += ["-b", str(max(s.options.n_ubatch, 2048)), "-ub", str(s.options.n_ubatch)]
         if s.options.swa_full:
             args.append("--swa-full")
+        if s.options.kv_unified:
+            args.append("--kv-unified")
         return tuple(args)

@@ -581,6 +581,7 @@ class Rules(EngineRules):
     memory_fraction = "mem_fraction_static"
     cheaper_kv_dtypes = ("fp8_e4m3",)
     logs_version = True
+    concurrency_flag = "--max-running-requests"
 
     def layout(self, spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions) -> Layout:
         return layout(spec, k, v, tp, options, self.version)
@@ -658,7 +659,11 @@ class Rules(EngineRules):
             args += ["--mem-fraction-static", str(s.fraction)]
         # SGLang --kv-cache-dtype has no plain fp8: kvbudget's fp8 (e4m3, as vLLM's) is its fp8_e4m3
         dtype = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}.get(s.k.name, "auto")
-        args += ["--kv-cache-dtype", dtype, "--max-running-requests", str(max(s.sessions, 1))]
+        args += ["--kv-cache-dtype", dtype]
+        if s.options.block_size:
+            args += ["--page-size", str(s.options.block_size)]
+        if s.options.max_num_batched_tokens:
+            args += ["--chunked-prefill-size", str(s.options.max_num_batched_tokens)]
         if s.tp > 1:
             args += ["--tp", str(s.tp)]
         return tuple(args)

@@ -363,6 +363,8 @@ class Rules(EngineRules):
             args += ["--pp_size", str(s.pp)]
         if s.options.max_batch_size:
             args += ["--max_batch_size", str(s.options.max_batch_size)]
+        if s.options.max_num_batched_tokens:
+            args += ["--max_num_tokens", str(s.options.max_num_batched_tokens)]
         if s.k.name in ("fp8", "fp8_e4m3", "nvfp4"):
             # a YAML kv_cache_config replaces the CLI-built one whole: repeat the fraction in it
             dtype = "nvfp4" if s.k.name == "nvfp4" else "fp8"

@@ -544,6 +544,7 @@ class Rules(EngineRules):
     memory_fraction = "gpu_memory_utilization"
     cheaper_kv_dtypes = ("fp8",)
     logs_version = True
+    concurrency_flag = "--max-num-seqs"
 
     def layout(self, spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions) -> Layout:
         return layout(spec, k, v, tp, options, self.version)
@@ -631,7 +632,12 @@ class Rules(EngineRules):
         elif s.fraction is not None:
             args += ["--gpu-memory-utilization", str(s.fraction)]
         args += ["--kv-cache-dtype", s.k.name if s.k.name in _SERVE_DTYPES else "auto"]
-        args += ["--max-num-seqs", str(max(s.sessions, 1))]
+        # no --max-num-seqs: vLLM admits by free blocks, so sessions shorter than the cap run more than the
+        # worst-case count; the plan's explanation says how to cap it (render/plan.py)
+        if s.options.block_size:
+            args += ["--block-size", str(s.options.block_size)]
+        if s.options.max_num_batched_tokens:
+            args += ["--max-num-batched-tokens", str(s.options.max_num_batched_tokens)]
         if s.options.prefix_caching is False:
             args.append("--no-enable-prefix-caching")
         elif s.prefix:

@@ -56,6 +56,13 @@ def render_plan(plan: Plan, units: UnitSystem, offload: Offload | None = None) -
     lines += ["", "Serving flags (each engine sized by its own rules):"]
     for name, flags in all_engine_flags(plan).items():
         lines.append(f"  {name}: {flags}")
+    flag = i.engine.rules.concurrency_flag
+    if plan.sessions >= 1 and flag:
+        lines.append(
+            f"  ({plan.sessions} per replica is the worst case, every session at the cap; {i.engine.rules.title} "
+            f"admits by free blocks, so shorter sessions run more and {flag} is left unset: set {flag} {plan.sessions} "
+            "to rule out preemption at the worst case)"
+        )
     lines += [f"warning: {w}" for w in plan.warnings]
     return "\n".join(lines)
 

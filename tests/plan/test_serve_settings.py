@@ -1,0 +1,32 @@
+"""Serve commands carry every non-default setting the plan used, and leave the concurrency cap to the engine (the
+plan explains how to set it) instead of throttling to the worst-case count."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import run_cli
+
+BASE = ("plan", "llama-3.1-8b", "--gpu", "h100-sxm", "--context", "32k")
+
+
+def _flags(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code, out, err = run_cli(capsys, *BASE, *argv)
+    assert code == 0, err
+    return out
+
+
+def test_non_default_settings_reach_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _flags(capsys, "--engine", "vllm", "--block-size", "32", "--max-num-batched-tokens", "4096")
+    vllm = next(line for line in out.splitlines() if line.strip().startswith("vllm: "))
+    assert "--block-size 32" in vllm and "--max-num-batched-tokens 4096" in vllm
+    assert "--max-num-seqs" not in vllm
+    assert "--max-num-seqs" in out.splitlines()[-1] or any("set --max-num-seqs" in line for line in out.splitlines())
+    sglang = next(line for line in out.splitlines() if line.strip().startswith("sglang: "))
+    assert "--page-size 32" in sglang and "--chunked-prefill-size 4096" in sglang
+
+
+def test_llamacpp_flags_follow_the_options(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _flags(capsys, "--engine", "llamacpp", "--no-flash-attn", "--ubatch", "1024", "--kv-unified")
+    line = next(line for line in out.splitlines() if line.strip().startswith("llamacpp: "))
+    assert "-fa off" in line and "-ub 1024" in line and "--kv-unified" in line
