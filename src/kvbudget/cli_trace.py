@@ -105,7 +105,7 @@ def _cap(args: argparse.Namespace, stats: TraceStats) -> CapAnalysis:
     current = parse_tokens(args.context, what="--context") if args.context else None
     # plan_inputs needs some cap; cap_analysis replaces it with each cap it plans
     inputs, _ = plan_inputs(argparse.Namespace(**{**vars(args), "context": args.context or "1"}))
-    return cap_analysis(int(peak), inputs, current)
+    return cap_analysis(int(peak), inputs, current, stats.session_peak_tokens.count)
 
 
 def _convert(args: argparse.Namespace) -> str:

@@ -114,3 +114,13 @@ def test_convert_reports_bad_rows(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert code == 0
     assert "wrote 7 steps of 4 session(s)" in text and "12 bad row(s) skipped" in text
     assert len(out.read_text(encoding="utf-8").splitlines()) == 7
+
+
+def test_few_sessions_say_their_p99_is_the_maximum(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.workload.raw_traces import TRACELAB
+
+    argv = ("trace", "stats", str(TRACELAB), "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm")
+    code, out, _ = run_cli(capsys, *argv)
+    assert code == 0
+    assert "with 2 session(s) the p99 is the largest session" in out
+    assert "with only 2 session(s) that p99 is the largest session, not a tail" in out

@@ -99,7 +99,7 @@ def _reading(p99: int, cap: int, cap_name: str, recommended: int, at_rec: int, a
     return f"the p99 session ({tokens} tokens) is {ratio:.0%} of the {cap_name} ({format_tokens(cap)}){serve}"
 
 
-def cap_analysis(p99: int, inputs: PlanInputs, current: int | None = None) -> CapAnalysis:
+def cap_analysis(p99: int, inputs: PlanInputs, current: int | None = None, sessions: int | None = None) -> CapAnalysis:
     """The recommended cap for a p99 session peak of ``p99`` tokens, and sessions at it, at ``current`` and at
     the advertised window.
 
@@ -123,6 +123,8 @@ def cap_analysis(p99: int, inputs: PlanInputs, current: int | None = None) -> Ca
         reading = _reading(
             p99, cap, name, recommended, plan.total_sessions, at_cap.total_sessions if at_cap is not None else None
         )
+    if sessions is not None and 0 < sessions < 100:  # nearest rank: the p99 of fewer than 100 is the maximum
+        reading += f"; with only {sessions} session(s) that p99 is the largest session, not a tail"
     return CapAnalysis(
         p99_tokens=p99,
         recommended=recommended,

@@ -56,6 +56,11 @@ def render_trace_stats(stats: TraceStats, bad: Sequence[BadRow], files: int) -> 
         _row("prefix reuse vs previous step", stats.prefix_reuse, "pct"),
     ]
     lines.append(table(["", "count", "p50", "p90", "p99", "max"], rows, [False, True, True, True, True, True]))
+    few = stats.session_peak_tokens.count
+    if 0 < few < 100:  # nearest rank: below 100 values the 99th percentile is the largest one
+        lines.append(
+            f"  with {few} session(s) the p99 is the largest session: a cap read from it is that session's size"
+        )
     lines.append("")
     lines.append(
         "context = prompt + output of a step; session counts include sub-agents (each holds its own cache); "
