@@ -30,3 +30,16 @@ def test_llamacpp_flags_follow_the_options(capsys: pytest.CaptureFixture[str]) -
     out = _flags(capsys, "--engine", "llamacpp", "--no-flash-attn", "--ubatch", "1024", "--kv-unified")
     line = next(line for line in out.splitlines() if line.strip().startswith("llamacpp: "))
     assert "-fa off" in line and "-ub 1024" in line and "--kv-unified" in line
+
+
+def test_past_the_native_window_the_command_carries_the_override(capsys: pytest.CaptureFixture[str]) -> None:
+    """Qwen3-8B's config stops at 40,960 tokens: a 128K cap needs each engine's long-context switch and YaRN over
+    the trained window (131,072 / 40,960 = 3.2), spelled for each engine."""
+    code, out, _ = run_cli(capsys, "plan", "qwen3-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--context", "128k")
+    assert code == 0
+    lines = {line.split(": ", 1)[0].strip(): line.split(": ", 1)[1] for line in out.splitlines() if ": " in line}
+    rope = '\'{"rope_scaling": {"rope_type": "yarn", "factor": 3.2, "original_max_position_embeddings": 40960}}\''
+    assert lines["vllm"].startswith("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve Qwen/Qwen3-8B ")
+    assert lines["vllm"].endswith(f"--hf-overrides {rope}")
+    assert lines["sglang"].startswith("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 python -m sglang.launch_server ")
+    assert lines["llamacpp"].endswith("--rope-scaling yarn --rope-scale 3.2 --yarn-orig-ctx 40960")

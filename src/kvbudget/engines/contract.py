@@ -86,6 +86,17 @@ class ServeSettings:
     overhead_measured: bool
     prefix: int
     options: EngineOptions = field(default_factory=EngineOptions)  # as the user set them
+    native_context: int | None = None  # the model's trained window (max_position_embeddings), if it states one
+
+    @property
+    def past_native(self) -> bool:
+        return self.native_context is not None and self.context > self.native_context
+
+    @property
+    def rope_factor(self) -> float:
+        """The YaRN factor that stretches the trained window to the cap (1 decimal, rounded up)."""
+        assert self.native_context
+        return -(-self.context * 10 // self.native_context) / 10
 
 
 @dataclass(frozen=True)

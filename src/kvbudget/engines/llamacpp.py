@@ -550,4 +550,14 @@ class Rules(EngineRules):
             args.append("--swa-full")
         if s.options.kv_unified:
             args.append("--kv-unified")
+        if s.past_native and self.name == NAME:
+            # common/arg.cpp: YaRN over the trained context (llama-server warns past n_ctx_train otherwise)
+            args += [
+                "--rope-scaling",
+                "yarn",
+                "--rope-scale",
+                str(s.rope_factor),
+                "--yarn-orig-ctx",
+                str(s.native_context),
+            ]
         return tuple(args)

@@ -371,7 +371,7 @@ class Rules(EngineRules):
             yaml = f"kv_cache_config:\\n  dtype: {dtype}\\n  free_gpu_memory_fraction: {fraction}\\n"
             return (
                 "printf",
-                f"'{yaml}'",
+                yaml,
                 ">",
                 "trtllm-kv.yaml",
                 "&&",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 from dataclasses import replace
 
 from kvbudget.engines import engine_names, parse_engine
@@ -27,6 +29,7 @@ def serve_settings(plan: Plan) -> ServeSettings:
         overhead_measured=i.overhead is not None,
         prefix=i.prefix,
         options=i.options,
+        native_context=i.spec.max_position_embeddings,
     )
 
 
@@ -43,7 +46,17 @@ def _command(plan: Plan) -> str | None:
             f"not served at --context {context}: no session of {context:,} tokens fits; one session fits up to "
             f"--context {largest}"
         )
-    return " ".join(args)
+    return shell_text(args)
+
+
+_SHELL_WORDS = frozenset({">", "&&", "|"})
+_ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_.:/,+-]*$")
+
+
+def shell_text(args: tuple[str, ...]) -> str:
+    """The command as one shell line: each argument quoted where the shell would split or expand it, shell
+    operators and environment assignments kept as they are."""
+    return " ".join(a if a in _SHELL_WORDS or _ENV.match(a) else shlex.quote(a) for a in args)
 
 
 def engine_command(plan: Plan) -> dict[str, object]:
