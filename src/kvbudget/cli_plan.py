@@ -123,6 +123,7 @@ def plan_inputs(args: argparse.Namespace) -> tuple[PlanInputs, int | None]:
         gpu_memory_provenance=cast("LineProvenance | None", provenance),
         overhead_basis=overhead_basis,
         gpu_id=gpu_id(args.gpu) if args.gpu else None,
+        weights_precision=_requantized(spec, args.weights, group),
     )
     bits: int | None = None
     if args.weight_bits:
@@ -134,6 +135,19 @@ def plan_inputs(args: argparse.Namespace) -> tuple[PlanInputs, int | None]:
         chosen = shipped.precision if shipped else weight_precision(args.weights or spec.dtype, group_size=group)
         bits = int(chosen.bits)
     return inputs, bits
+
+
+def _requantized(spec: Any, weights: str | None, group: int) -> str | None:
+    """The --weights precision when it differs from the one the checkpoint ships (serve commands then quantize)."""
+    if not weights:
+        return None
+    from kvbudget.weights.checkpoint import checkpoint_precision
+    from kvbudget.weights.precision import weight_precision
+
+    asked = weight_precision(weights, group_size=group, what="--weights")
+    shipped = checkpoint_precision(spec)
+    own = shipped.precision if shipped else weight_precision(spec.dtype, what="model dtype")
+    return None if asked.bits == own.bits else asked.name
 
 
 def gpu_id(gpu: str) -> str:

@@ -43,3 +43,18 @@ def test_past_the_native_window_the_command_carries_the_override(capsys: pytest.
     assert lines["vllm"].endswith(f"--hf-overrides {rope}")
     assert lines["sglang"].startswith("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 python -m sglang.launch_server ")
     assert lines["llamacpp"].endswith("--rope-scaling yarn --rope-scale 3.2 --yarn-orig-ctx 40960")
+
+
+def test_weights_the_checkpoint_does_not_ship_are_quantized_at_load_or_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    base = ("plan", "qwen3-32b", "--gpu", "h100-sxm", "--engine", "vllm", "--context", "32k")
+    _, out, _ = run_cli(capsys, *base, "--weights", "fp8")
+    vllm = next(line for line in out.splitlines() if line.strip().startswith("vllm: "))
+    sglang = next(line for line in out.splitlines() if line.strip().startswith("sglang: "))
+    assert vllm.endswith("--quantization fp8") and sglang.endswith("--quantization fp8")
+    _, out, _ = run_cli(capsys, *base, "--weights", "int4")
+    assert "--quantization" not in out
+    assert "warning: --weights int4: the checkpoint does not ship in it" in out
+    _, out, _ = run_cli(capsys, "plan", "gpt-oss-120b", "--gpu", "h100-sxm", "--context", "32k", "--weights", "mxfp4")
+    assert "--quantization" not in out and "does not ship" not in out  # what the checkpoint ships: nothing to do

@@ -87,6 +87,7 @@ class ServeSettings:
     prefix: int
     options: EngineOptions = field(default_factory=EngineOptions)  # as the user set them
     native_context: int | None = None  # the model's trained window (max_position_embeddings), if it states one
+    quantize: str | None = None  # a weight precision the checkpoint does not ship in (--weights), to apply at load
 
     @property
     def past_native(self) -> bool:

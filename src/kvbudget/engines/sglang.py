@@ -666,6 +666,8 @@ class Rules(EngineRules):
             args += ["--chunked-prefill-size", str(s.options.max_num_batched_tokens)]
         if s.tp > 1:
             args += ["--tp", str(s.tp)]
+        if s.quantize == "fp8":  # SGLang quantizes a 16-bit checkpoint to fp8 at load (--quantization fp8)
+            args += ["--quantization", "fp8"]
         if s.past_native:
             # SGLang refuses a --context-length past the config's unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1
             # (model_config.py); YaRN rope scaling over the trained window through --json-model-override-args

@@ -646,6 +646,8 @@ class Rules(EngineRules):
             args += ["--tensor-parallel-size", str(s.tp)]
         if s.pp > 1:
             args += ["--pipeline-parallel-size", str(s.pp)]
+        if s.quantize == "fp8":  # vLLM quantizes a 16-bit checkpoint to fp8 at load (--quantization fp8)
+            args += ["--quantization", "fp8"]
         if s.past_native:
             # vLLM refuses --max-model-len past the config's window unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
             # (config/model.py); YaRN rope scaling over the trained window is what lets the model use it

@@ -30,6 +30,7 @@ def serve_settings(plan: Plan) -> ServeSettings:
         prefix=i.prefix,
         options=i.options,
         native_context=i.spec.max_position_embeddings,
+        quantize=i.weights_precision,
     )
 
 

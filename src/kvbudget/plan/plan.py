@@ -50,6 +50,7 @@ class PlanInputs:
     gpu_memory_provenance: LineProvenance | None = None
     overhead_basis: str | None = None  # set when the overhead was measured by the engine (plan --from-log)
     gpu_id: str | None = None  # the GPU catalog id (None for a bare --gpu-memory)
+    weights_precision: str | None = None  # --weights when it asks for a precision other than the checkpoint's
 
     @property
     def kv_dtype_label(self) -> str:
@@ -235,6 +236,11 @@ def make_plan(i: PlanInputs) -> Plan:
     pool = share.usable_bytes - weights_per_gpu - overhead.bytes
     if pool <= 0:
         raise InputError(_shortfall(i, share, weights_per_gpu, overhead))
+    if i.weights_precision not in (None, "fp8"):
+        warnings.append(
+            f"--weights {i.weights_precision}: the checkpoint does not ship in it, and engines do not quantize to it "
+            "at load; serve a checkpoint quantized to it (its repo id instead of the model's)"
+        )
     window = i.spec.max_position_embeddings
     if window and i.context > window:
         warnings.append(
