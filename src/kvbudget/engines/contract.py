@@ -99,6 +99,15 @@ class ServeSettings:
         assert self.native_context
         return -(-self.context * 10 // self.native_context) / 10
 
+    @property
+    def yarn_override(self) -> str:
+        """The config override (JSON) that puts YaRN rope scaling over the trained window: vLLM --hf-overrides,
+        SGLang --json-model-override-args."""
+        return (
+            f'{{"rope_scaling": {{"rope_type": "yarn", "factor": {self.rope_factor}, '
+            f'"original_max_position_embeddings": {self.native_context}}}}}'
+        )
+
 
 @dataclass(frozen=True)
 class Measured:

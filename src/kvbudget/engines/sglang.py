@@ -671,10 +671,6 @@ class Rules(EngineRules):
         if s.past_native:
             # SGLang refuses a --context-length past the config's unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1
             # (model_config.py); YaRN rope scaling over the trained window through --json-model-override-args
-            rope = (
-                f'{{"rope_scaling": {{"rope_type": "yarn", "factor": {s.rope_factor}, '
-                f'"original_max_position_embeddings": {s.native_context}}}}}'
-            )
             env = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"
-            return (env, *args, "--json-model-override-args", rope)
+            return (env, *args, "--json-model-override-args", s.yarn_override)
         return tuple(args)

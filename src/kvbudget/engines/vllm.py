@@ -651,9 +651,5 @@ class Rules(EngineRules):
         if s.past_native:
             # vLLM refuses --max-model-len past the config's window unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
             # (config/model.py); YaRN rope scaling over the trained window is what lets the model use it
-            rope = (
-                f'{{"rope_scaling": {{"rope_type": "yarn", "factor": {s.rope_factor}, '
-                f'"original_max_position_embeddings": {s.native_context}}}}}'
-            )
-            return ("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1", *args, "--hf-overrides", rope)
+            return ("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1", *args, "--hf-overrides", s.yarn_override)
         return tuple(args)

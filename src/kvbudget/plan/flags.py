@@ -35,7 +35,11 @@ def serve_settings(plan: Plan) -> ServeSettings:
 
 
 def _command(plan: Plan) -> str | None:
-    args = plan.inputs.engine.rules.serve_command(serve_settings(plan))
+    return _text(plan, plan.inputs.engine.rules.serve_command(serve_settings(plan)))
+
+
+def _text(plan: Plan, args: tuple[str, ...] | None) -> str | None:
+    """The serve command's text, or why nothing is served; None for an engine without a server."""
     if args is None:
         return None
     if plan.sessions < 1:  # a serve line that cannot hold one session would only fail at start-up
@@ -63,8 +67,7 @@ def shell_text(args: tuple[str, ...]) -> str:
 def engine_command(plan: Plan) -> dict[str, object]:
     """The plan's serve command as arguments and as text: {argv, text}, argv None when it is not served."""
     args = plan.inputs.engine.rules.serve_command(serve_settings(plan))
-    text = _command(plan)
-    return {"argv": list(args) if args is not None and plan.sessions >= 1 else None, "text": text}
+    return {"argv": list(args) if args is not None and plan.sessions >= 1 else None, "text": _text(plan, args)}
 
 
 def engine_flags(plan: Plan) -> dict[str, str]:
@@ -96,6 +99,7 @@ def all_engine_commands(plan: Plan) -> dict[str, dict[str, object]]:
     }
 
 
-def all_engine_flags(plan: Plan) -> dict[str, str]:
-    """The serve command's text for every serving engine, each from its own plan of the same deployment."""
-    return {name: (_command(p) or "") if isinstance(p, Plan) else p for name, p in _each_server(plan).items()}
+def all_engine_flags(plan: Plan, commands: dict[str, dict[str, object]] | None = None) -> dict[str, str]:
+    """The serve command's text for every serving engine, each from its own plan of the same deployment (from
+    ``commands`` when the caller has them already)."""
+    return {name: str(c["text"] or "") for name, c in (commands or all_engine_commands(plan)).items()}

@@ -10,6 +10,7 @@ from kvbudget.plan.plan import SCHEMA_VERSION, Plan
 
 def plan_json(plan: Plan, offload: Offload | None = None) -> dict[str, object]:
     i = plan.inputs
+    commands = all_engine_commands(plan)  # every serving engine's own plan, made once
     out: dict[str, object] = {
         "schema_version": SCHEMA_VERSION,
         "model": i.spec.name,
@@ -35,8 +36,8 @@ def plan_json(plan: Plan, offload: Offload | None = None) -> dict[str, object]:
         "token_budget_basis": plan.token_budget_basis,
         "statement": plan.statement,
         "engine_log": list(plan.engine_lines),
-        "flags": all_engine_flags(plan),
-        "commands": all_engine_commands(plan),
+        "flags": all_engine_flags(plan, commands),
+        "commands": commands,
         "warnings": list(plan.warnings),
         "ledger": [line.to_json() for line in plan.ledger],
     }
