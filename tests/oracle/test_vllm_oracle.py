@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from kvbudget import hardware
-from kvbudget.engines import EngineRef, vllm
+from kvbudget.engines import EngineRef, served_spec, vllm
 from kvbudget.engines.base import EngineOptions
 from kvbudget.engines.capability import compute_capability
 from kvbudget.errors import EngineRefusalError
@@ -49,13 +49,20 @@ MODELS: dict[str, dict[str, Any]] = {
     "Mamba-Codestral-7B-v0.1": {},  # attention-free Mamba2
 }
 BUDGETS = (20 * GiB, 3 * GiB, 256 * 2**20)
+FP32 = "-fp32"  # a catalog model saved in float32: vLLM runs it (weights and the auto cache) in its preferred dtype
+
+
+def _base(name: str) -> str:
+    return name.removesuffix(FP32)
 
 
 def _config(name: str) -> dict[str, Any]:
-    entry = catalog.lookup(name)
+    entry = catalog.lookup(_base(name))
     assert entry is not None, name
     cfg = copy.deepcopy(entry.config)
-    cfg.update(MODELS[name])
+    cfg.update(MODELS[_base(name)])
+    if name.endswith(FP32):
+        cfg["torch_dtype"] = "float32"
     return cfg
 
 
@@ -65,7 +72,7 @@ def _case_id(gpu: str, name: str, context: int, kv: str, prefix: bool | None) ->
 
 def _contexts(name: str) -> tuple[int, ...]:
     """Two context lengths within the model's window (vLLM refuses a longer max_model_len)."""
-    entry = catalog.lookup(name)
+    entry = catalog.lookup(_base(name))
     assert entry is not None
     # Falcon-H1's catalog config names no window: vLLM derives 8,192 (transformers' FalconH1Config default)
     window = entry.config.get("max_position_embeddings", 8192)
@@ -82,6 +89,8 @@ CASES: list[tuple[str, str, int, str, bool | None]] = [
     ),
     (H100, "Llama-3.1-8B", 131072, "auto", None),
     (H100, "Llama-3.1-8B", 8192, "fp8", None),
+    (H100, "Llama-3.1-8B" + FP32, 8192, "auto", None),  # float32 checkpoint: bf16 on Hopper
+    ("a100-80gb", "Llama-3.1-8B" + FP32, 8192, "auto", None),
     (H100, "DeepSeek-V3", 8192, "fp8", None),
     (H100, "gpt-oss-20b", 32768, "fp8", False),
     # Ampere: Triton MLA (blocks of 16), Triton GDN prefill (no checkpoint page), the A100's 2,048-token batch
@@ -112,19 +121,22 @@ def _oracle(gpu: str) -> dict[str, Any]:
     return run_probe("vllm_probe.py", cases, sm=sm, gpu_bytes=memory, gpu_name=label)
 
 
-def _spec(name: str) -> ModelSpec:
-    entry = catalog.lookup(name)
+def _spec(name: str, label: str) -> ModelSpec:
+    """The model as vLLM runs it on the GPU ``label``: in the dtype it resolves the checkpoint's to."""
+    entry = catalog.lookup(_base(name))
     assert entry is not None
-    return read_spec(_config(name), name=entry.name, source=entry.source)
+    spec = read_spec(_config(name), name=entry.name, source=entry.source)
+    return served_spec(spec, EngineRef("vllm", VERSION), compute_capability(label))
 
 
 @pytest.mark.parametrize(("gpu", "name", "context", "kv", "prefix"), CASES, ids=[_case_id(*c) for c in CASES])
 def test_vllm_capacity_equals_vllm(gpu: str, name: str, context: int, kv: str, prefix: bool | None) -> None:
     got = _oracle(gpu)[_case_id(gpu, name, context, kv, prefix)]
     assert "refused" not in got, got
-    spec = _spec(name)
-    k = parse_cache_dtype(kv, model_dtype=spec.dtype)
     memory, label = GPUS[gpu]
+    spec = _spec(name, label)
+    assert parse_cache_dtype(spec.dtype).name == parse_cache_dtype(got["model_dtype"]).name
+    k = parse_cache_dtype(kv, model_dtype=spec.dtype)
     # what the plan derives from the GPU: the API server's batch, the compute capability
     batched = EngineRef("vllm", VERSION).rules.batched_tokens(memory, label, EngineOptions())[0]
     assert batched == got["max_num_batched_tokens"]

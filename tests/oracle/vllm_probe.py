@@ -116,6 +116,7 @@ def run_case(case: dict[str, Any], folder: str) -> dict[str, Any]:
         "mamba_cache_mode": str(cache.mamba_cache_mode),
         "configured_block_size": cache.block_size,
         "max_num_batched_tokens": vllm_config.scheduler_config.max_num_batched_tokens,
+        "model_dtype": str(vllm_config.model_config.dtype).removeprefix("torch."),
     }
     with set_current_vllm_config(vllm_config):
         # the parallel groups depend on the model (an expert-parallel group only for MoE models)
