@@ -82,6 +82,7 @@ def run_case(case: dict[str, Any], folder: str) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": case["id"],
         "mem_fraction_static": schedule.mem_fraction_static,
+        "model_dtype": str(dtype).removeprefix("torch."),
         "chunked_prefill_size": schedule.chunked_prefill_size,
         "page_size": schedule.page_size,
         "context_len": model_config.context_len,

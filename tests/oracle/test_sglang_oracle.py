@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from kvbudget import hardware
-from kvbudget.engines import EngineRef, sglang
+from kvbudget.engines import EngineRef, served_spec, sglang
 from kvbudget.engines.base import EngineOptions
 from kvbudget.engines.common import group_primitives
 from kvbudget.engines.sglang_memory import mem_fraction_static
@@ -45,13 +45,20 @@ MODELS: dict[str, dict[str, Any]] = {
     "Falcon-H1-1.5B": {},  # parallel hybrid
 }
 BUDGETS = (20 * GiB, 3 * GiB)
+FP32 = "-fp32"  # a catalog model saved in float32: SGLang runs it in float16 (Gemma in bfloat16)
+
+
+def _base(name: str) -> str:
+    return name.removesuffix(FP32)
 
 
 def _config(name: str) -> dict[str, Any]:
-    entry = catalog.lookup(name)
+    entry = catalog.lookup(_base(name))
     assert entry is not None, name
     cfg = copy.deepcopy(entry.config)
-    cfg.update(MODELS.get(name, {}))
+    cfg.update(MODELS.get(_base(name), {}))
+    if name.endswith(FP32):
+        cfg["torch_dtype"] = "float32"
     return cfg
 
 
@@ -69,6 +76,8 @@ CASES: list[tuple[str, str, int, str, bool]] = [
     ("b200", "Llama-3.1-8B", 32768, "auto", False),
     ("b200", "DeepSeek-V3", 32768, "auto", False),
     ("l4", "Llama-3.1-8B", 8192, "auto", False),
+    ("h100", "Llama-3.1-8B" + FP32, 8192, "auto", False),
+    ("h100", "gemma-3-27b-it" + FP32, 8192, "auto", False),
 ]
 
 
@@ -95,9 +104,11 @@ def _oracle(gpu: str) -> dict[str, Any]:
 
 
 def _spec(name: str) -> ModelSpec:
-    entry = catalog.lookup(name)
+    """The model as SGLang runs it: in the dtype it resolves the checkpoint's to."""
+    entry = catalog.lookup(_base(name))
     assert entry is not None
-    return read_spec(_config(name), name=entry.name, source=entry.source)
+    spec = read_spec(_config(name), name=entry.name, source=entry.source)
+    return served_spec(spec, EngineRef("sglang", sglang.DEFAULT_VERSION))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[_case_id(*c) for c in CASES])
@@ -106,6 +117,11 @@ def test_sglang_sizing_equals_sglang(case: tuple[str, str, int, str, bool]) -> N
     got = _oracle(gpu)[_case_id(*case)]
     assert "refused" not in got, got
     spec = _spec(name)
+    ours, theirs = parse_cache_dtype(spec.dtype), parse_cache_dtype(got["model_dtype"])
+    if name.endswith(FP32):
+        assert ours.name == theirs.name
+    else:  # catalog configs without torch_dtype: kvbudget reads bf16, SGLang float32 run as fp16 (same bytes)
+        assert ours.block_bytes == theirs.block_bytes
     memory = GPUS[gpu][0]
     mla = any(isinstance(state, LatentAttention) for state, _ in group_primitives(spec))
     assert mem_fraction_static(memory, 1, 1, mla=mla)[0] == got["mem_fraction_static"]
