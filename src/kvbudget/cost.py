@@ -64,11 +64,9 @@ class CostReport:
         window = self.model.max_position_embeddings
         if window and self.tokens > window:
             out.append(
-                f"{self.tokens:,} tokens is beyond {self.model.name}'s max_position_embeddings {window:,}: engines "
-                "refuse it unless the model length is overridden (vLLM --max-model-len with "
-                "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, SGLang --context-length with "
-                "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1, llama.cpp --rope-scaling), and past it the "
-                "model runs outside what it was trained for"
+                f"{self.tokens:,} tokens is beyond {self.model.name}'s max_position_embeddings {window:,}: "
+                f"{self.engine.rules.past_window(self.tokens, window)}; past it the model runs outside what it was "
+                "trained for"
             )
         return tuple(out)
 

@@ -58,3 +58,58 @@ def test_weights_the_checkpoint_does_not_ship_are_quantized_at_load_or_refused(
     assert "warning: --weights int4: the checkpoint does not ship in it" in out
     _, out, _ = run_cli(capsys, "plan", "gpt-oss-120b", "--gpu", "h100-sxm", "--context", "32k", "--weights", "mxfp4")
     assert "--quantization" not in out and "does not ship" not in out  # what the checkpoint ships: nothing to do
+    _, out, _ = run_cli(
+        capsys, "plan", "qwen3-32b", "--gpu", "h100-sxm", "--engine", "trtllm", "--weights", "fp8", "--context", "32k"
+    )
+    assert "warning: --weights fp8: the checkpoint does not ship in it, and TensorRT-LLM does not quantize" in out
+
+
+ROPE = '{"rope_scaling": {"rope_type": "yarn", "factor": 3.2, "original_max_position_embeddings": 40960}}'
+
+
+@pytest.mark.parametrize(
+    ("engine", "needs"),
+    [
+        (
+            "vllm",
+            "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, and the model needs rope scaling over its window: "
+            f"--hf-overrides '{ROPE}'",
+        ),
+        (
+            "sglang",
+            f"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1, and the model needs rope scaling over its window: "
+            f"--json-model-override-args '{ROPE}'",
+        ),
+        ("trtllm", f"takes rope scaling from the checkpoint's config.json only: add {ROPE[1:-1]} to a local copy's"),
+        ("llamacpp", "--rope-scaling yarn --rope-scale 3.2 --yarn-orig-ctx 40960"),
+        ("ollama", "cannot: it clamps num_ctx to the training context 40,960"),
+        ("transformers", f"set in the config before loading: {ROPE}"),
+        ("ideal", f"YaRN factor 3.2: {ROPE}"),
+    ],
+)
+def test_cost_and_plan_past_the_window_say_what_the_engine_needs(
+    capsys: pytest.CaptureFixture[str], engine: str, needs: str
+) -> None:
+    """131,072 tokens of Qwen3-8B (trained window 40,960): `cost` and `plan` both name the engine's own switches
+    (or why it cannot), with the same YaRN factor the serve commands carry."""
+    code, out, err = run_cli(capsys, "cost", "qwen3-8b", "--engine", engine, "--tokens", "128k")
+    assert code == 0, err
+    warning = next(line for line in (out + err).splitlines() if "is beyond Qwen3-8B's max_position_embeddings" in line)
+    assert needs in warning
+    if engine in ("ideal", "transformers"):
+        return
+    code, out, err = run_cli(capsys, "plan", "qwen3-8b", "--gpu", "h200", "--engine", engine, "--context", "128k")
+    assert code == 0, err
+    warning = next(line for line in out.splitlines() if "--context 131,072 is beyond" in line)
+    assert needs in warning
+
+
+def test_trtllm_command_past_the_window_says_the_config_edit_first(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "plan", "qwen3-8b", "--gpu", "h200", "--engine", "trtllm", "--context", "128k")
+    assert code == 0
+    line = next(line for line in out.splitlines() if line.strip().startswith("trtllm: "))
+    assert line.strip() == (
+        "trtllm: trtllm-serve Qwen/Qwen3-8B --backend pytorch --max_seq_len 131072 "
+        f"--kv_cache_free_gpu_memory_fraction 0.9  # first add {ROPE[1:-1]} to the checkpoint's config.json "
+        "(a local copy)"
+    )

@@ -97,16 +97,27 @@ class ServeSettings:
     def rope_factor(self) -> float:
         """The YaRN factor that stretches the trained window to the cap (1 decimal, rounded up)."""
         assert self.native_context
-        return -(-self.context * 10 // self.native_context) / 10
+        return rope_factor(self.context, self.native_context)
 
     @property
     def yarn_override(self) -> str:
         """The config override (JSON) that puts YaRN rope scaling over the trained window: vLLM --hf-overrides,
         SGLang --json-model-override-args."""
-        return (
-            f'{{"rope_scaling": {{"rope_type": "yarn", "factor": {self.rope_factor}, '
-            f'"original_max_position_embeddings": {self.native_context}}}}}'
-        )
+        assert self.native_context
+        return yarn_override(self.context, self.native_context)
+
+
+def rope_factor(context: int, native: int) -> float:
+    """The YaRN factor that stretches a ``native``-token trained window to ``context`` (1 decimal, rounded up)."""
+    return -(-context * 10 // native) / 10
+
+
+def yarn_override(context: int, native: int) -> str:
+    """The config.json fragment (JSON) that puts YaRN rope scaling over the trained window."""
+    return (
+        f'{{"rope_scaling": {{"rope_type": "yarn", "factor": {rope_factor(context, native)}, '
+        f'"original_max_position_embeddings": {native}}}}}'
+    )
 
 
 @dataclass(frozen=True)
@@ -153,6 +164,7 @@ class EngineRules:
     memory_fraction: ClassVar[str | None] = None  # the setting --utilization stands for; None: it has none
     cheaper_kv_dtypes: ClassVar[tuple[str, ...]] = ()  # levers, in kvbudget's dtype vocabulary
     concurrency_flag: ClassVar[str | None] = None  # the flag that would cap running sessions (left unset)
+    quantizes_at_load: ClassVar[tuple[str, ...]] = ()  # weight precisions it quantizes a 16-bit checkpoint to
     logs_version: ClassVar[bool] = False  # its start-up log names a release kvbudget's rules are keyed by
 
     def __init__(self, version: str) -> None:
@@ -240,3 +252,16 @@ class EngineRules:
     def serve_command(self, s: ServeSettings) -> tuple[str, ...] | None:
         """The command line that serves the plan, as arguments; None for engines without a server."""
         return None
+
+    def serve_note(self, s: ServeSettings) -> str | None:
+        """A step the serve command needs first that no flag of the engine performs (shown as a shell comment)."""
+        return None
+
+    def past_window(self, context: int, native: int) -> str:
+        """What this engine needs to serve ``context`` tokens past the model's ``native`` trained window (its
+        override switches and the rope scaling), or why it cannot; said wherever a cap passes the window."""
+        return (
+            f"serving engines refuse it unless the model length is overridden and rope scaling is set over the "
+            f"trained window (YaRN factor {rope_factor(context, native)}: {yarn_override(context, native)}); "
+            "--engine vllm, sglang, trtllm, llamacpp or ollama names that engine's switches"
+        )

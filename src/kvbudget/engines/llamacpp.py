@@ -33,6 +33,7 @@ from kvbudget.engines.contract import (
     Share,
     StartUp,
     logged_sum,
+    rope_factor,
 )
 from kvbudget.engines.overhead import Overhead, compute_buffer_overhead
 from kvbudget.errors import EngineRefusalError, InputError
@@ -561,3 +562,10 @@ class Rules(EngineRules):
                 str(s.native_context),
             ]
         return tuple(args)
+
+    def past_window(self, context: int, native: int) -> str:
+        # llama.cpp common/arg.cpp: YaRN from the command line; llama-server warns past n_ctx_train otherwise
+        return (
+            f"llama-server needs YaRN over the {native:,}-token trained window: --rope-scaling yarn --rope-scale "
+            f"{rope_factor(context, native)} --yarn-orig-ctx {native}"
+        )

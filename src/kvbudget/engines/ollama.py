@@ -267,3 +267,10 @@ class Rules(llamacpp.Rules):
         if not s.options.flash_attn:
             env.append("OLLAMA_FLASH_ATTENTION=0")
         return (*env, "ollama", "serve")
+
+    def past_window(self, context: int, native: int) -> str:
+        # Ollama 0.32 llm/server.go: num_ctx past the training context is clamped to it
+        return (
+            f"Ollama {self.version} cannot: it clamps num_ctx to the training context {native:,} (llm/server.go), so "
+            "sessions get at most that; llama-server (--engine llamacpp) serves past it with YaRN rope scaling"
+        )

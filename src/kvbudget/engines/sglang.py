@@ -44,6 +44,7 @@ from kvbudget.engines.contract import (
     Share,
     StartUp,
     log_line,
+    yarn_override,
 )
 from kvbudget.engines.overhead import Overhead, activation_overhead
 from kvbudget.errors import EngineRefusalError, InputError
@@ -581,6 +582,7 @@ class Rules(EngineRules):
     memory_fraction = "mem_fraction_static"
     cheaper_kv_dtypes = ("fp8_e4m3",)
     logs_version = True
+    quantizes_at_load = ("fp8",)  # --quantization fp8 on a 16-bit checkpoint
     concurrency_flag = "--max-running-requests"
 
     def layout(self, spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions) -> Layout:
@@ -674,3 +676,12 @@ class Rules(EngineRules):
             env = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"
             return (env, *args, "--json-model-override-args", s.yarn_override)
         return tuple(args)
+
+    def past_window(self, context: int, native: int) -> str:
+        # SGLang 0.5 model_config.py: a --context-length past the config's is refused unless
+        # SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1; config overrides through --json-model-override-args
+        return (
+            f"SGLang {self.version} refuses --context-length {context} unless "
+            "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1, and the model needs rope scaling over its window: "
+            f"--json-model-override-args '{yarn_override(context, native)}'"
+        )

@@ -51,7 +51,7 @@ from kvbudget.engines.common import (
     recurrent_bytes,
     shared_kv_group,
 )
-from kvbudget.engines.contract import EngineRules
+from kvbudget.engines.contract import EngineRules, yarn_override
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model.spec import (
     ChunkedLocal,
@@ -276,3 +276,11 @@ class Rules(EngineRules):
 
     def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:
         return 0, "transformers caches each sequence separately"
+
+    def past_window(self, context: int, native: int) -> str:
+        # transformers 5 does not refuse a longer input; rope scaling comes from the config (rope_parameters in 5,
+        # rope_scaling before)
+        return (
+            f"transformers {self.version} does not refuse it, but the model needs rope scaling over its window set "
+            f"in the config before loading: {yarn_override(context, native)}"
+        )

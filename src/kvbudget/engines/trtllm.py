@@ -44,6 +44,7 @@ from kvbudget.engines.contract import (
     Share,
     StartUp,
     log_line,
+    yarn_override,
 )
 from kvbudget.engines.overhead import Overhead, activation_overhead
 from kvbudget.errors import EngineRefusalError
@@ -380,6 +381,19 @@ class Rules(EngineRules):
                 "trtllm-kv.yaml",
             )
         return (*args, "--kv_cache_free_gpu_memory_fraction", str(fraction))
+
+    def past_window(self, context: int, native: int) -> str:
+        # TensorRT-LLM 1.3 reads rope scaling from the checkpoint's config.json (PyTorch backend model config);
+        # trtllm-serve has no config-override flag, so the override is an edit of a local copy
+        return (
+            f"TensorRT-LLM {self.version} takes rope scaling from the checkpoint's config.json only: add "
+            f"{yarn_override(context, native)[1:-1]} to a local copy's config.json and serve that directory"
+        )
+
+    def serve_note(self, s: ServeSettings) -> str | None:
+        if s.past_native and s.native_context:
+            return f"first add {s.yarn_override[1:-1]} to the checkpoint's config.json (a local copy)"
+        return None
 
 
 def best_max_batch_size(d: Deployment, version: str) -> int:

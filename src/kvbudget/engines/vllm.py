@@ -46,6 +46,7 @@ from kvbudget.engines.contract import (
     StartUp,
     log_line,
     logged_sum,
+    yarn_override,
 )
 from kvbudget.engines.overhead import Overhead, activation_overhead
 from kvbudget.engines.vllm_pool import (
@@ -544,6 +545,7 @@ class Rules(EngineRules):
     memory_fraction = "gpu_memory_utilization"
     cheaper_kv_dtypes = ("fp8",)
     logs_version = True
+    quantizes_at_load = ("fp8",)  # --quantization fp8 on a 16-bit checkpoint
     concurrency_flag = "--max-num-seqs"
 
     def layout(self, spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions) -> Layout:
@@ -653,3 +655,11 @@ class Rules(EngineRules):
             # (config/model.py); YaRN rope scaling over the trained window is what lets the model use it
             return ("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1", *args, "--hf-overrides", s.yarn_override)
         return tuple(args)
+
+    def past_window(self, context: int, native: int) -> str:
+        # vLLM 0.33 config/model.py: a max_model_len past the derived one is an error unless
+        # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1; rope scaling comes from the config, overridable by --hf-overrides
+        return (
+            f"vLLM {self.version} refuses --max-model-len {context} unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, and the "
+            f"model needs rope scaling over its window: --hf-overrides '{yarn_override(context, native)}'"
+        )

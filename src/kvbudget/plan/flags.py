@@ -51,7 +51,8 @@ def _text(plan: Plan, args: tuple[str, ...] | None) -> str | None:
             f"not served at --context {context}: no session of {context:,} tokens fits; one session fits up to "
             f"--context {largest}"
         )
-    return shell_text(args)
+    note = plan.inputs.engine.rules.serve_note(serve_settings(plan))
+    return shell_text(args) + (f"  # {note}" if note else "")
 
 
 _SHELL_WORDS = frozenset({">", "&&", "|"})

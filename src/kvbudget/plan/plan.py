@@ -236,16 +236,17 @@ def make_plan(i: PlanInputs) -> Plan:
     pool = share.usable_bytes - weights_per_gpu - overhead.bytes
     if pool <= 0:
         raise InputError(_shortfall(i, share, weights_per_gpu, overhead))
-    if i.weights_precision not in (None, "fp8"):
+    rules = i.engine.rules
+    if rules.server and i.weights_precision is not None and i.weights_precision not in rules.quantizes_at_load:
         warnings.append(
-            f"--weights {i.weights_precision}: the checkpoint does not ship in it, and engines do not quantize to it "
-            "at load; serve a checkpoint quantized to it (its repo id instead of the model's)"
+            f"--weights {i.weights_precision}: the checkpoint does not ship in it, and {rules.title} does not "
+            "quantize to it at load; serve a checkpoint quantized to it (its repo id instead of the model's)"
         )
     window = i.spec.max_position_embeddings
     if window and i.context > window:
         warnings.append(
-            f"--context {i.context:,} is beyond the model's max_position_embeddings {window:,}: the "
-            "engine will refuse it unless you override the model length"
+            f"--context {i.context:,} is beyond the model's max_position_embeddings {window:,}: "
+            f"{i.engine.rules.past_window(i.context, window)}; past it the model runs outside what it was trained for"
         )
     sessions, start = _capacity(i, layout, options, pool, i.context, warnings)
     advertised = _capacity(i, layout, options, pool, window, [])[0] if window and window > i.context else None
