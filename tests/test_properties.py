@@ -127,3 +127,24 @@ def test_tensor_parallel_never_below_replication(engine: str, cfg: dict[str, Any
         assert per_gpu == one  # the latent is replicated on every rank
     elif tp >= kv:
         assert per_gpu == _total(spec, engine, tokens, 1, tp=kv)  # one head per GPU, replicated
+
+
+def test_counted_and_durations_read_as_words() -> None:
+    from kvbudget.units import counted, format_duration
+
+    assert [counted(1, "session"), counted(2, "session"), counted(1024, "GPU"), counted(0, "bad row")] == [
+        "1 session",
+        "2 sessions",
+        "1,024 GPUs",
+        "0 bad rows",
+    ]
+    assert counted(1.0, "request") == "1 request" and counted(2.5, "request") == "2.5 requests"
+    assert [format_duration(s) for s in (0.4, 119.9, 120, 5400, 7200, 30_888, 172_800)] == [
+        "0.4 s",
+        "119.9 s",
+        "2.0 min",
+        "90.0 min",
+        "2.0 h",
+        "8.6 h",
+        "2.0 days",
+    ]

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from kvbudget.units import UnitSystem, parse_count, parse_memory, parse_tokens
+from kvbudget.units import UnitSystem, counted, parse_count, parse_memory, parse_tokens
 
 if TYPE_CHECKING:
     from kvbudget.engines import EngineRef
@@ -88,7 +88,9 @@ def plan_inputs(args: argparse.Namespace) -> tuple[PlanInputs, int | None]:
         provenance = prov or ("given" if label == "given" else "exact")
     if logged is not None and logged.weights_per_gpu is not None and not (args.weights or args.weights_size):
         w = logged.weights_per_gpu
-        weights = WeightSize(w.bytes * logged.parallel, "measured", f"{w.basis} x {logged.parallel} GPU(s) of the log")
+        weights = WeightSize(
+            w.bytes * logged.parallel, "measured", f"{w.basis} x {counted(logged.parallel, 'GPU')} of the log"
+        )
     else:
         weights = weights_figure(spec, args.model, args.weights, args.weights_size, group)
     overhead = parse_memory(args.overhead, what="--overhead") if args.overhead else None

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from kvbudget.errors import InputError
+from kvbudget.units import counted
 
 if TYPE_CHECKING:
+    from kvbudget.engines.contract import EngineRules
     from kvbudget.simulate.runner import Progress
     from kvbudget.simulate.study import Study
     from kvbudget.workload.record import BadRow, SessionPlan
@@ -150,8 +152,8 @@ def _sources(
     def replayed() -> Iterable[SessionPlan]:
         return replay_sessions(records)
 
-    more = f" + {len(args.trace) - 1} more file(s)" if len(args.trace) > 1 else ""
-    skipped = f", {len(bad)} bad row(s) skipped" if bad else ""
+    more = f" + {counted(len(args.trace) - 1, 'more file')}" if len(args.trace) > 1 else ""
+    skipped = f", {counted(len(bad), 'bad row')} skipped" if bad else ""
     ids = {r.session for r in records}
     work = (float(len(ids)), len(records) / max(len(ids), 1))
     return replayed, CapPolicy("refuse"), f"trace {args.trace[0]}{more}{skipped}", 0, work
@@ -250,10 +252,11 @@ def simulate_study(args: argparse.Namespace) -> Study:
         decode_tokens_per_s=decode,
         swap_bytes_per_s=float(hardware.link(args.link).bytes_per_s),
     )
+    rules = inputs.engine.rules
     policy = MemoryPolicy(
-        policy=args.policy,
+        policy=args.policy or rules.sim_policy,
         preempt=args.preempt,
-        pause=args.pause,
+        pause=args.pause or rules.sim_pause,
         admission=args.admission,
         watermark=parse_share(args.watermark, "--watermark"),
         cap=cap,
@@ -284,6 +287,7 @@ def simulate_study(args: argparse.Namespace) -> Study:
     about: dict[str, object] = {
         "model": inputs.spec.name,
         "engine": inputs.engine.to_json(),
+        "policy_basis": _policy_basis(args, rules),
         "gpu": inputs.gpu_label,
         "kv_dtype": inputs.kv_dtype_label,
         "context": inputs.context,
@@ -309,6 +313,15 @@ def simulate_study(args: argparse.Namespace) -> Study:
         )
     finally:
         bar.close()
+
+
+def _policy_basis(args: argparse.Namespace, rules: EngineRules) -> str:
+    """Where the policy and pause came from, in words: the engine's behaviour, or the options given."""
+    if args.policy and args.pause:
+        return "set by --policy and --pause"
+    given = "--policy" if args.policy else "--pause" if args.pause else None
+    engine = f"{rules.title} {rules.version}".strip()
+    return f"{engine}'s behaviour: {rules.sim_basis}" + (f" ({given} as given)" if given else "")
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argparse.Namespace], str]]:
@@ -344,9 +357,20 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     g.add_argument("--sessions", default=None, help=f"sessions to simulate (default {DEFAULT_SESSIONS} generated)")
     g.add_argument("--duration", default=None, help="simulated time instead of --sessions: 600, 10m, 2h")
     g = p.add_argument_group("serving policy")
-    g.add_argument("--policy", choices=["reserve", "paged", "watermark"], default="paged")
+    g.add_argument(
+        "--policy",
+        choices=["reserve", "paged", "watermark"],
+        default=None,
+        help="memory policy (default: the engine's: reserve for llamacpp/ollama slots, paged otherwise)",
+    )
     g.add_argument("--preempt", choices=["recompute", "swap"], default="recompute", help="paged preemption mode")
-    g.add_argument("--pause", choices=["hold", "evictable"], default="hold", help="blocks during a tool pause")
+    g.add_argument(
+        "--pause",
+        choices=["hold", "evictable"],
+        default=None,
+        help="blocks during a tool pause (default: the engine's: evictable for vllm, sglang and trtllm, whose "
+        "prefix cache keeps a finished step's blocks until evicted; hold otherwise)",
+    )
     g.add_argument("--admission", choices=["queue", "refuse"], default="queue", help="when no room: wait or refuse")
     g.add_argument("--watermark", default="0.05", help="watermark policy: pool share kept free at admission")
     g.add_argument("--replicas", default=None, help="replicas behind the router (default: the plan's)")

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from kvbudget.errors import InputError, TraceError
-from kvbudget.units import UnitSystem, parse_tokens
+from kvbudget.units import UnitSystem, counted, parse_tokens
 from kvbudget.workload.traces import FORMATS
 
 if TYPE_CHECKING:
@@ -123,9 +123,11 @@ def _convert(args: argparse.Namespace) -> str:
             f.write(json.dumps(record.to_json(), separators=(",", ":")) + "\n")
             steps += 1
             sessions.add(record.session)
-    lines = [f"wrote {steps:,} steps of {len(sessions):,} session(s) to {args.out} (kvbudget JSONL, docs/traces.md)"]
+    lines = [
+        f"wrote {steps:,} steps of {counted(len(sessions), 'session')} to {args.out} (kvbudget JSONL, docs/traces.md)"
+    ]
     if bad:
-        lines.append(f"{len(bad):,} bad row(s) skipped (use --strict to stop at the first):")
+        lines.append(f"{counted(len(bad), 'bad row')} skipped (use --strict to stop at the first):")
         lines += [f"  {row}" for row in bad[:10]]
         if len(bad) > 10:
             lines.append(f"  ... and {len(bad) - 10:,} more")

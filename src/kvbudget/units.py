@@ -106,6 +106,24 @@ def format_int(value: int) -> str:
     return f"{value:,}"
 
 
+def counted(n: int | float, noun: str, plural: str | None = None) -> str:
+    """``n`` and its noun, singular for exactly one (``1 session``, ``2 sessions``, ``1,024 GPUs``)."""
+    number = f"{n:,}" if isinstance(n, int) else f"{n:g}"
+    return f"{number} {noun if n == 1 else (plural or noun + 's')}"
+
+
+def format_duration(seconds: float) -> str:
+    """A duration a reader can take in: seconds below two minutes, then minutes, hours, days (``95.0 s``,
+    ``12.5 min``, ``3.2 h``, ``2.1 days``)."""
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
 def format_tokens(value: int) -> str:
     """Render a token count compactly when it is an exact binary multiple (``32K``), else with commas."""
     if value >= 1024 * 1024 and value % (1024 * 1024) == 0:

@@ -62,7 +62,7 @@ def test_preemptions_count_from_the_level_start() -> None:
     rec.observe(Snapshot(t=1.0, preemptions=10.0))
     assert level.failure is None
     rec.observe(Snapshot(t=2.0, preemptions=13.0))
-    assert level.preempted == 3 and level.failure == "3 preemption(s) counted by the server"
+    assert level.preempted == 3 and level.failure == "3 preemptions counted by the server"
     assert rec.preempted == 3
 
 
@@ -124,9 +124,9 @@ def test_schedule_and_bounds() -> None:
 def test_sustained_verdicts() -> None:
     ramp = make_schedule(hold=None, start=1, step=1, max_sessions=8, level_time_s=5, target_ttft_s=2,
                          duration_s=None, max_requests=None)  # fmt: skip
-    levels = [_level(1, True), _level(2, True), _level(3, False, ["1 request(s) deferred"])]
+    levels = [_level(1, True), _level(2, True), _level(3, False, ["1 request deferred"])]
     n, why = sustained(levels, ramp, "criterion")
-    assert n == 2 and "3 sessions failed: 1 request(s) deferred" in why
+    assert n == 2 and "3 sessions failed: 1 request deferred" in why
     assert sustained([_level(1, False, ["refused"])], ramp, "criterion")[0] == 0
     late = make_schedule(hold=None, start=4, step=1, max_sessions=8, level_time_s=5, target_ttft_s=2,
                          duration_s=None, max_requests=None)  # fmt: skip

@@ -236,3 +236,42 @@ def test_parsers() -> None:
         parse_share("1.5", "--watermark")
     with pytest.raises(InputError):
         parse_bandwidth("lots")
+
+
+@pytest.mark.parametrize(
+    ("engine", "policy", "pause", "basis"),
+    [
+        ("vllm", "paged", "evictable", "vLLM 0.33.0's behaviour: vLLM frees a finished step's blocks into its prefix"),
+        ("sglang", "paged", "evictable", "SGLang 0.5.23's behaviour: SGLang keeps a finished step's KV in its radix"),
+        ("trtllm", "paged", "evictable", "TensorRT-LLM 1.3.0's behaviour: TensorRT-LLM keeps a finished step's"),
+        ("llamacpp", "reserve", "hold", "llama.cpp b7900's behaviour: each slot (-np) owns its full share"),
+        ("ollama", "reserve", "hold", "Ollama 0.32.15's behaviour: each slot (-np) owns its full share"),
+    ],
+)
+def test_the_default_policy_is_the_engines_and_says_so(
+    capsys: pytest.CaptureFixture[str], workload: str, engine: str, policy: str, pause: str, basis: str
+) -> None:
+    """Without --policy/--pause the simulator runs what the engine does (llama.cpp's slots reserve their cells,
+    vLLM/SGLang/TensorRT-LLM keep a finished step's blocks in an evictable prefix cache), and says whose it is."""
+    base = ("--model", "llama-3.1-8b", "--gpu", "h100-80gb", "--engine", engine, "--context", "32k")
+    data = sim(capsys, *base, "--workload", workload, "--sessions", "40", "--search-sessions", "0")
+    assert (data["policy"], data["pause"]) == (policy, pause)
+    assert data["policy_basis"].startswith(basis)
+    code, out, _ = run_cli(
+        capsys, "simulate", *base, "--workload", workload, "--sessions", "40", "--search-sessions", "0"
+    )
+    assert code == 0 and f"  policy: {basis}" in out
+    data = sim(capsys, *base, "--workload", workload, "--sessions", "40", "--search-sessions", "0", "--pause", "hold")
+    assert data["pause"] == "hold" and data["policy"] == policy and data["policy_basis"].endswith("(--pause as given)")
+
+
+def test_text_reads_as_words(capsys: pytest.CaptureFixture[str], workload: str) -> None:
+    """The head names the engine as 'vllm 0.33.0' (not its JSON object), long times read in minutes or hours, and
+    the sustained-vs-static comparison is explained."""
+    code, out, err = run_cli(capsys, "simulate", *BASE, "--workload", workload, "--sessions", "100")
+    assert code == 0, err
+    head = out.splitlines()[0]
+    assert head.startswith("Llama-3.1-8B on vllm 0.33.0 · ") and "{" not in head
+    concurrency = next(line for line in out.splitlines() if line.startswith("Mean concurrency"))
+    assert concurrency.endswith(" min") or concurrency.endswith(" h")
+    assert "sustained: the mean number of live sessions at the highest arrival rate" in out

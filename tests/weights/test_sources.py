@@ -68,7 +68,7 @@ def test_sharded_directory_uses_the_index(tmp_path: Path) -> None:
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index), encoding="utf-8")
     size = sources.from_safetensors(tmp_path)
     assert size.bytes == first + second == 136
-    assert "2 safetensors file(s)" in size.basis
+    assert "2 safetensors files" in size.basis
 
 
 def test_missing_shard_is_one_line(tmp_path: Path) -> None:

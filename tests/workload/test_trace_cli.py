@@ -44,8 +44,8 @@ def test_stats_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
 def test_stats_text_report(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "trace", "stats", *map(str, WEKA), *map(str, OTEL))
     assert code == 0
-    assert "15 file(s), 14 with steps (weka 13, otel 1)" in out
-    assert "17 session(s) + 6 sub-agent(s)" in out
+    assert "15 files, 14 with steps (weka 13, otel 1)" in out
+    assert "17 sessions + 6 sub-agents" in out
     assert "nearest-rank" in out and "session end (tokens)" in out and "pause after a step (s)" in out
     assert "bad rows (12; skipped" in out and "multi_agent_research.json:6: spans[0]: no token usage" in out
 
@@ -112,7 +112,7 @@ def test_convert_reports_bad_rows(tmp_path: Path, capsys: pytest.CaptureFixture[
     out = tmp_path / "o.jsonl"
     code, text, _ = run_cli(capsys, "trace", "convert", *map(str, OTEL), "--out", str(out))
     assert code == 0
-    assert "wrote 7 steps of 4 session(s)" in text and "12 bad row(s) skipped" in text
+    assert "wrote 7 steps of 4 sessions" in text and "12 bad rows skipped" in text
     assert len(out.read_text(encoding="utf-8").splitlines()) == 7
 
 
@@ -122,5 +122,5 @@ def test_few_sessions_say_their_p99_is_the_maximum(capsys: pytest.CaptureFixture
     argv = ("trace", "stats", str(TRACELAB), "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm")
     code, out, _ = run_cli(capsys, *argv)
     assert code == 0
-    assert "with 2 session(s) the p99 is the largest session" in out
-    assert "with only 2 session(s) that p99 is the largest session, not a tail" in out
+    assert "with 2 sessions the p99 is the largest session" in out
+    assert "with only 2 sessions that p99 is the largest session, not a tail" in out

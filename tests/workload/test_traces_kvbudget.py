@@ -50,7 +50,7 @@ def test_round_trip_through_convert(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert code == 0, err
     skipped: list[BadRow] = []
     original = list(read_records(ALL, bad_rows=skipped))
-    assert f"wrote {len(original):,} steps" in text and "12 bad row(s) skipped" in text
+    assert f"wrote {len(original):,} steps" in text and "12 bad rows skipped" in text
     assert len(skipped) == 12
     assert detect_format(out) == "kvbudget"
     again = list(read_records([out]))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from kvbudget.engines.base import EngineOptions, Layout
 from kvbudget.engines.overhead import Overhead, activation_overhead
@@ -149,6 +149,10 @@ def logged_sum(log: EngineLog, names: tuple[str, ...]) -> Measured | None:
     return Measured(sum(int(f.value) for _, f in figs), " + ".join(f"{n} {log_line(log, f)}" for n, f in figs))
 
 
+SimPolicy = Literal["reserve", "paged", "watermark"]  # kvbudget simulate --policy
+SimPause = Literal["hold", "evictable"]  # kvbudget simulate --pause
+
+
 class EngineRules:
     """One engine at one version. Subclasses set the class attributes and override what differs."""
 
@@ -166,6 +170,10 @@ class EngineRules:
     concurrency_flag: ClassVar[str | None] = None  # the flag that would cap running sessions (left unset)
     quantizes_at_load: ClassVar[tuple[str, ...]] = ()  # weight precisions it quantizes a 16-bit checkpoint to
     logs_version: ClassVar[bool] = False  # its start-up log names a release kvbudget's rules are keyed by
+    # the simulator's memory policy and tool-pause handling that match the engine (kvbudget simulate's defaults)
+    sim_policy: ClassVar[SimPolicy] = "paged"
+    sim_pause: ClassVar[SimPause] = "hold"
+    sim_basis: ClassVar[str] = "blocks allocated as sessions grow; a paused session keeps its blocks"
 
     def __init__(self, version: str) -> None:
         self.version = version

@@ -51,6 +51,7 @@ from kvbudget.model.spec import (
     SlidingWindow,
 )
 from kvbudget.precision import CacheDType, parse_cache_dtype
+from kvbudget.units import counted
 
 if TYPE_CHECKING:
     from kvbudget.measure.logs.record import EngineLog
@@ -482,6 +483,10 @@ class Rules(EngineRules):
     title = "llama.cpp"
     default_version = DEFAULT_VERSION
     order = 30
+    # llama.cpp tools/server: each of the -np slots owns n_ctx/np cells for the server's life; a session's next
+    # step reuses its slot's cells (cache_prompt), so a slot is reserved whole, paused or not
+    sim_policy = "reserve"
+    sim_basis = "each slot (-np) owns its full share of the context cells for the server's life, paused or not"
     aliases = ("llama.cpp", "llama-cpp", "llama_cpp", "llama-server")
     server = True
     parallel = False
@@ -525,7 +530,7 @@ class Rules(EngineRules):
         return StartUp(
             lines,
             cells * streams,
-            f"llama.cpp cells: {streams} stream(s) x {cells:,} cells (-c {n_ctx} -np {d.sessions})",
+            f"llama.cpp cells: {counted(streams, 'stream')} x {cells:,} cells (-c {n_ctx} -np {d.sessions})",
         )
 
     def logged_memory(self, log: EngineLog) -> LoggedMemory:

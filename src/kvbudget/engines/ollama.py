@@ -30,6 +30,7 @@ from kvbudget.errors import EngineRefusalError
 from kvbudget.model.architectures import architecture_of
 from kvbudget.model.spec import ModelSpec
 from kvbudget.precision import CacheDType
+from kvbudget.units import counted
 
 NAME = "ollama"
 DEFAULT_VERSION = "0.32.15"  # the newest final release read (llama-server pinned at llama.cpp b10488)
@@ -255,7 +256,7 @@ class Rules(llamacpp.Rules):
         return StartUp(
             (started, *lines),
             cells * streams,
-            f"llama.cpp cells under Ollama: {streams} stream(s) x {cells:,} cells (-c {c} -np {parallel})",
+            f"llama.cpp cells under Ollama: {counted(streams, 'stream')} x {cells:,} cells (-c {c} -np {parallel})",
         )
 
     def serve_command(self, s: ServeSettings) -> tuple[str, ...]:

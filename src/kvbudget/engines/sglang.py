@@ -583,6 +583,12 @@ class Rules(EngineRules):
     cheaper_kv_dtypes = ("fp8_e4m3",)
     logs_version = True
     quantizes_at_load = ("fp8",)  # --quantization fp8 on a 16-bit checkpoint
+    # SGLang 0.5 mem_cache/radix_cache.py: a finished request's KV stays in the radix tree, evicted LRU when needed
+    sim_pause = "evictable"
+    sim_basis = (
+        "SGLang keeps a finished step's KV in its radix cache (evictable, LRU) and the next step reuses it if still "
+        "cached; retraction recomputes"
+    )
     concurrency_flag = "--max-running-requests"
 
     def layout(self, spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions) -> Layout:

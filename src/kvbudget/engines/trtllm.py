@@ -255,6 +255,13 @@ class Rules(EngineRules):
     memory_fraction = "free_gpu_memory_fraction"
     cheaper_kv_dtypes = ("fp8", "nvfp4")
     logs_version = True
+    # TensorRT-LLM 1.3 KvCacheConfig.enable_block_reuse defaults to True: a finished request's blocks stay reusable
+    # (evictable) for the next request with the same prefix
+    sim_pause = "evictable"
+    sim_basis = (
+        "TensorRT-LLM keeps a finished step's blocks for reuse (enable_block_reuse, on by default; evictable) and the "
+        "next step reuses them if still cached"
+    )
     below: ClassVar[Mapping[str, str]] = {"1.3": "1.2.1"}
 
     def layout(self, spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions) -> Layout:

@@ -546,6 +546,13 @@ class Rules(EngineRules):
     cheaper_kv_dtypes = ("fp8",)
     logs_version = True
     quantizes_at_load = ("fp8",)  # --quantization fp8 on a 16-bit checkpoint
+    # vLLM V1 core/sched: a finished request frees its blocks into the prefix cache (evictable, LRU); the session's
+    # next step is a new request that hits them if nothing evicted them; preemption recomputes
+    sim_pause = "evictable"
+    sim_basis = (
+        "vLLM frees a finished step's blocks into its prefix cache (evictable, LRU) and the next step reuses them "
+        "if still cached; preemption recomputes"
+    )
     concurrency_flag = "--max-num-seqs"
 
     def layout(self, spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions) -> Layout:

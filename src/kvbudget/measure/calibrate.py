@@ -18,6 +18,7 @@ from kvbudget.errors import KvBudgetError
 from kvbudget.measure.logs.record import EngineLog, Figure, Setting, SettingValue
 from kvbudget.model.spec import FullAttention, ModelSpec
 from kvbudget.precision import CacheDType, parse_cache_dtype
+from kvbudget.units import counted
 
 SCHEMA_VERSION = 1
 VLLM_GRAPHS_SUBTRACTED_SINCE = (0, 21)  # vLLM V1 gpu_worker: KV memory excludes CUDA graph memory from 0.21
@@ -401,7 +402,7 @@ def _llamacpp(cal: Calibration) -> None:
     for logged, mine in zip(log.caches, predicted, strict=False):
         label = f"{logged.kind} cache"
         dtypes = f"{mine.first_type}/{mine.second_type}"
-        what = f"{mine.layers} layers x {mine.cells:,} cells x {mine.streams} stream(s) ({dtypes})"
+        what = f"{mine.layers} layers x {mine.cells:,} cells x {counted(mine.streams, 'stream')} ({dtypes})"
         _add_fig(cal, f"{label} bytes", logged.size, (mine.bytes, mine.bytes), what)
         if logged.cells is not None:
             _add_fig(
@@ -412,7 +413,7 @@ def _llamacpp(cal: Calibration) -> None:
                 "cells per stream",
             )
     if len(log.caches) != len(predicted):
-        cal.notes.append(f"the log has {len(log.caches)} cache line(s), kvbudget predicts {len(predicted)}")
+        cal.notes.append(f"the log has {counted(len(log.caches), 'cache line')}, kvbudget predicts {len(predicted)}")
 
 
 def _add(cal: Calibration, name: str, predicted: tuple[float, float], note: str) -> None:

@@ -60,6 +60,7 @@ from kvbudget.model.spec import (
     SharedKV,
     SlidingWindow,
 )
+from kvbudget.units import counted
 
 
 @dataclass(frozen=True)
@@ -240,7 +241,7 @@ def read_attention(m: Meta, n_layer: int) -> tuple[Layers, list[str]]:
     layers: Layers = [(_attention_layer(kv[i], dims, swa_dims, flags[i], window, chunked),) for i in range(trunk)]
     notes: list[str] = []
     if trunk < n_layer:
-        notes.append(f"{n_layer - trunk} multi-token-prediction layer(s) hold no KV (llama.cpp main context)")
+        notes.append(f"{counted(n_layer - trunk, 'multi-token-prediction layer')} hold no KV (llama.cpp main context)")
     if m.arch == "phi3" and m.count("attention.sliding_window", 0, zero=True):
         notes.append("llama.cpp disables Phi-3's sliding window: every layer caches the full context")
     return layers + [()] * (n_layer - trunk), notes
@@ -318,7 +319,7 @@ def read_sparse_mla(m: Meta, n_layer: int) -> tuple[Layers, list[str]]:
     else:
         full = [True] * trunk
     layers: Layers = [latent_layers[i] + ((keys,) if full[i] else ()) for i in range(trunk)]
-    notes = [f"{n_layer - trunk} multi-token-prediction layer(s) hold no KV (llama.cpp main context)"]
+    notes = [f"{counted(n_layer - trunk, 'multi-token-prediction layer')} hold no KV (llama.cpp main context)"]
     return layers + [()] * (n_layer - trunk), notes if trunk < n_layer else []
 
 

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, replace
 
 from kvbudget.plan.plan import CapSessions, Plan, PlanInputs, make_plan
-from kvbudget.units import format_tokens
+from kvbudget.units import counted, format_tokens
 
 MARGIN = 0.10  # 10% above p99
 ROUND_TO = 1024  # tokens; caps are quoted in K (1K = 1,024 tokens)
@@ -124,7 +124,7 @@ def cap_analysis(p99: int, inputs: PlanInputs, current: int | None = None, sessi
             p99, cap, name, recommended, plan.total_sessions, at_cap.total_sessions if at_cap is not None else None
         )
     if sessions is not None and 0 < sessions < 100:  # nearest rank: the p99 of fewer than 100 is the maximum
-        reading += f"; with only {sessions} session(s) that p99 is the largest session, not a tail"
+        reading += f"; with only {counted(sessions, 'session')} that p99 is the largest session, not a tail"
     return CapAnalysis(
         p99_tokens=p99,
         recommended=recommended,

@@ -21,7 +21,7 @@ from kvbudget.plan.capacity import StagedLayout, max_context_for, sessions_at, s
 from kvbudget.plan.ledger import LedgerLine, LineProvenance
 from kvbudget.plan.sharing import PrefixSharing, prefix_sharing
 from kvbudget.precision import CacheDType
-from kvbudget.units import format_bytes, format_tokens
+from kvbudget.units import counted, format_bytes, format_tokens
 from kvbudget.weights.sources import WeightSize
 
 SCHEMA_VERSION = 1
@@ -188,7 +188,7 @@ def _check_parallel(i: PlanInputs) -> tuple[int, list[str]]:
     replicas = i.gpus // per_replica
     if i.gpus % per_replica:
         warnings.append(
-            f"{i.gpus % per_replica} GPU(s) stay idle: {i.gpus} is not a multiple of tp x pp = {per_replica}"
+            f"{counted(i.gpus % per_replica, 'GPU')} stay idle: {i.gpus} is not a multiple of tp x pp = {per_replica}"
         )
     i.engine.rules.check_parallel(i.spec, i.tp, i.pp)
     return replicas, warnings

@@ -7,13 +7,14 @@ from kvbudget.plan.levers import Lever
 from kvbudget.plan.offload import Offload
 from kvbudget.plan.plan import Plan
 from kvbudget.render.text import table
-from kvbudget.units import UnitSystem, format_bytes, format_int, format_tokens
+from kvbudget.units import UnitSystem, counted, format_bytes, format_int, format_tokens
 
 
 def render_plan(plan: Plan, units: UnitSystem, offload: Offload | None = None) -> str:
     i = plan.inputs
     head = (
-        f"{i.spec.name} on {i.engine.label} · {i.gpus} GPU(s), tp {i.tp}, pp {i.pp} · cache {i.kv_dtype_label} · "
+        f"{i.spec.name} on {i.engine.label} · {counted(i.gpus, 'GPU')}, tp {i.tp}, pp {i.pp} · "
+        f"cache {i.kv_dtype_label} · "
         f"cap {format_tokens(i.context)} tokens"
     )
     rows = [
@@ -35,7 +36,7 @@ def render_plan(plan: Plan, units: UnitSystem, offload: Offload | None = None) -
     lines += [
         "",
         f"Sessions at {format_tokens(i.context)} (worst case reserved): {plan.sessions} per replica x "
-        f"{plan.replicas} replica(s) = {plan.total_sessions}",
+        f"{counted(plan.replicas, 'replica')} = {plan.total_sessions}",
         f"Token budget: {format_int(plan.token_budget)} ({plan.token_budget_basis})",
     ]
     if plan.max_context_for_sessions is not None:

@@ -7,25 +7,40 @@ from typing import Any
 from kvbudget.errors import MissingExtraError
 from kvbudget.render.text import table
 from kvbudget.simulate.study import Study
-from kvbudget.units import UnitSystem, format_bytes, format_int, format_tokens
+from kvbudget.units import UnitSystem, counted, format_bytes, format_duration, format_int, format_tokens
 
 
 def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
+SUSTAINED_VS_STATIC = (
+    "  sustained: the mean number of live sessions at the highest arrival rate that still meets the target, with "
+    "sessions at their real, growing sizes and pausing between steps; static: sessions that fit if each holds the "
+    "whole cap at once (what the engine admits as a worst case). Sustained above static means real sessions rarely "
+    "reach the cap together; below it, the target (queueing, preemption) binds first."
+)
+
+
+def _delay(seconds: float) -> str:
+    return f"{seconds:.3g} s" if seconds < 120 else format_duration(seconds)
+
+
 def render_study(study: Study, units: UnitSystem = "iec") -> str:
     r, c, p, a = study.result, study.config, study.config.policy, study.about
     preempt = f" ({p.preempt})" if p.policy != "reserve" else ""
     water = f", watermark {_pct(p.watermark)}" if p.policy == "watermark" else ""
+    engine = a.get("engine")
+    label = f"{engine['name']} {engine['version']}".strip() if isinstance(engine, dict) else str(engine or "?")
     head = (
-        f"{a.get('model', c.memory.label)} on {a.get('engine', '?')} · {a.get('gpu', '')} · "
-        f"cap {format_tokens(c.memory.cap_tokens)} · {c.replicas} replica(s), {c.router}"
+        f"{a.get('model', c.memory.label)} on {label} · {a.get('gpu', '')} · "
+        f"cap {format_tokens(c.memory.cap_tokens)} · {counted(c.replicas, 'replica')}, {c.router}"
     )
     lines = [
         head,
         f"Policy {p.policy}{preempt}{water} · pause {p.pause} · admission {p.admission} · "
         f"at the cap {p.cap.mode} · traffic: {a.get('source', 'sessions')} (seed {a.get('seed', 0)})",
+        *([f"  policy: {a['policy_basis']}"] if a.get("policy_basis") else []),
         "",
         f"KV pool per GPU {format_bytes(r.pool_bytes, units)} · peak referenced "
         f"{format_bytes(r.peak_pool_bytes, units)} · peak with cached blocks "
@@ -37,10 +52,12 @@ def render_study(study: Study, units: UnitSystem = "iec") -> str:
         f"{format_int(r.prompt_tokens)} prompt tokens · recomputed {format_int(r.recomputed_tokens)} tokens",
         f"Preemptions {r.preemptions:,} · swaps {r.swaps:,} ({format_bytes(r.swap_bytes, units)}) · "
         f"compactions {r.compactions:,} · evictions {r.evictions:,}",
-        f"Queue delay (arrival to admission): p50 {r.queue_delay_s['p50']:.3g} s · p99 {r.queue_delay_s['p99']:.3g} s"
-        f" · waits of later steps: p50 {r.step_wait_s['p50']:.3g} s · p99 {r.step_wait_s['p99']:.3g} s",
-        f"Mean concurrency {r.mean_concurrency:,.1f} sessions (over {r.concurrency_window_s[0]:,.0f}-"
-        f"{r.concurrency_window_s[1]:,.0f} s) · peak {r.peak_concurrency:,} · simulated {r.sim_time_s:,.0f} s",
+        f"Queue delay (arrival to admission): p50 {_delay(r.queue_delay_s['p50'])} · "
+        f"p99 {_delay(r.queue_delay_s['p99'])} · waits of later steps: p50 {_delay(r.step_wait_s['p50'])} · "
+        f"p99 {_delay(r.step_wait_s['p99'])}",
+        f"Mean concurrency {r.mean_concurrency:,.1f} sessions (from {format_duration(r.concurrency_window_s[0])} to "
+        f"{format_duration(r.concurrency_window_s[1])}) · peak {r.peak_concurrency:,} · simulated "
+        f"{format_duration(r.sim_time_s)}",
         "",
         f"Target: {study.target.describe()} — {'met' if study.target_met else 'missed'} by this run",
     ]
@@ -52,6 +69,7 @@ def render_study(study: Study, units: UnitSystem = "iec") -> str:
         lines.append(f"Sessions sustained per replica: not measured (no search, run missed the target); {static}")
     else:
         lines.append(f"Sessions sustained per replica: {sustained:,.1f}  vs  {static}")
+        lines.append(SUSTAINED_VS_STATIC)
     if study.sustained is not None and study.sustained.trail:
         rows = [
             [

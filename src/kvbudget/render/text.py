@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kvbudget.cost import CostReport
-from kvbudget.units import UnitSystem, format_bytes, format_int, format_tokens
+from kvbudget.units import UnitSystem, counted, format_bytes, format_int, format_tokens
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] | None = None) -> str:
@@ -35,12 +35,12 @@ def render_cost(report: CostReport, units: UnitSystem) -> str:
     lines = [
         f"{spec.name}  ({spec.model_type}, {len(spec.layers)} layers; source: {spec.source})",
         f"engine {engine} · cache {report.kv_dtype_label} · tp {layout.tp} · "
-        f"{format_int(report.tokens)} tokens x {report.sequences} sequence(s) · bytes per GPU",
+        f"{format_int(report.tokens)} tokens x {counted(report.sequences, 'sequence')} · bytes per GPU",
         "",
         f"  per token (past every window): {both(report.kv_bytes_per_token, units)}",
         f"  fixed state per sequence:      {both(report.state_bytes, units)}",
         f"  one sequence of {format_tokens(report.tokens)} tokens: {both(report.sequence_bytes, units)}",
-        f"  {report.sequences} sequence(s):                {both(report.total_bytes, units)}",
+        f"  {counted(report.sequences, 'sequence')}:                {both(report.total_bytes, units)}",
         "",
         "How it adds up (per group of identical layers):",
     ]

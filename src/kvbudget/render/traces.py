@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from kvbudget.render.text import table
-from kvbudget.units import UnitSystem, format_bytes, format_tokens
+from kvbudget.units import UnitSystem, counted, format_bytes, format_tokens
 from kvbudget.workload.record import BadRow
 from kvbudget.workload.stats import Distribution, TraceStats
 
@@ -38,10 +38,10 @@ def render_trace_stats(stats: TraceStats, bad: Sequence[BadRow], files: int) -> 
     formats = Counter(source.split(":", 1)[0] for source in stats.sources)
     kinds = ", ".join(f"{name} {count}" for name, count in formats.items())
     lines = [
-        f"Trace statistics · {files} file(s), {len(stats.sources)} with steps ({kinds or 'none'}) · "
+        f"Trace statistics · {counted(files, 'file')}, {len(stats.sources)} with steps ({kinds or 'none'}) · "
         "nearest-rank percentiles",
-        f"  {stats.sessions:,} session(s) + {stats.subagents:,} sub-agent(s) · {stats.steps:,} steps · "
-        f"{stats.bad_rows:,} bad row(s) skipped",
+        f"  {counted(stats.sessions, 'session')} + {counted(stats.subagents, 'sub-agent')} · {stats.steps:,} steps · "
+        f"{counted(stats.bad_rows, 'bad row')} skipped",
         "",
     ]
     rows = [
@@ -59,12 +59,13 @@ def render_trace_stats(stats: TraceStats, bad: Sequence[BadRow], files: int) -> 
     few = stats.session_peak_tokens.count
     if 0 < few < 100:  # nearest rank: below 100 values the 99th percentile is the largest one
         lines.append(
-            f"  with {few} session(s) the p99 is the largest session: a cap read from it is that session's size"
+            f"  with {counted(few, 'session')} the p99 is the largest session: "
+            "a cap read from it is that session's size"
         )
     lines.append("")
     lines.append(
         "context = prompt + output of a step; session counts include sub-agents (each holds its own cache); "
-        f"{stats.compacting_steps:,} step(s) shrank the context (compaction)"
+        f"{counted(stats.compacting_steps, 'step')} shrank the context (compaction)"
     )
     if stats.paused_share is not None:
         lines.append(f"paused share of session time: {_pct(stats.paused_share)} (pauses / first-to-last step start)")

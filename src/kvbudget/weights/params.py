@@ -20,6 +20,7 @@ from kvbudget.errors import UnknownArchitectureError
 from kvbudget.model.architectures import architecture_of
 from kvbudget.model.families.fields import Fields
 from kvbudget.model.spec import ModelSpec
+from kvbudget.units import counted
 from kvbudget.weights import blocks
 from kvbudget.weights.blocks import Part, TensorKind
 from kvbudget.weights.families import LAYER_RULES, TIED_BY_DEFAULT
@@ -126,7 +127,7 @@ def count_params(spec: ModelSpec) -> ParamCount:
         parts.append(blocks.part(blocks.LM_HEAD, "lm_head", vocab * hidden))
     mtp = f.cfg.get("num_nextn_predict_layers") or f.cfg.get("num_mtp_modules")
     if isinstance(mtp, int) and mtp > 0:
-        notes.append(f"{mtp} multi-token-prediction module(s) excluded (loaded only for speculative decoding)")
+        notes.append(f"{counted(mtp, 'multi-token-prediction module')} excluded (loaded only for speculative decoding)")
     merged = _merge(parts)
     return ParamCount(
         model=spec.name,

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from kvbudget.errors import ConfigError, InputError, MissingExtraError, SourceError
 from kvbudget.hub import hub_offline, hub_reachable
-from kvbudget.units import parse_memory
+from kvbudget.units import counted, parse_memory
 from kvbudget.weights.precision import WeightEstimate
 
 Provenance = Literal["exact", "measured", "computed"]
@@ -165,7 +165,9 @@ def safetensors_files(directory: Path) -> list[Path]:
             raise ConfigError(f"{index}: not a safetensors index (needs a 'weight_map' object)") from None
         missing = [n for n in names if not (directory / n).is_file()]
         if missing:
-            raise SourceError(f"{index}: {len(missing)} shard(s) listed but absent, e.g. {missing[0]}; download them")
+            raise SourceError(
+                f"{index}: {counted(len(missing), 'shard')} listed but absent, e.g. {missing[0]}; download them"
+            )
         return [directory / n for n in names]
     return sorted(directory.glob("*.safetensors"))
 
@@ -177,7 +179,7 @@ def from_safetensors(path: Path) -> WeightSize:
         raise SourceError(f"{path}: no .safetensors files here")
     rows = [row for file in files for row in read_safetensors_header(file)]
     where = path.name or str(path)
-    return _tally(rows, f"exact: tensor headers of {len(files)} safetensors file(s) in {where}")
+    return _tally(rows, f"exact: tensor headers of {counted(len(files), 'safetensors file')} in {where}")
 
 
 def from_hub(repo_id: str, *, revision: str | None = None) -> WeightSize:
@@ -205,7 +207,9 @@ def from_hub(repo_id: str, *, revision: str | None = None) -> WeightSize:
             info = {"dtype": t.dtype, "shape": t.shape, "data_offsets": t.data_offsets}
             rows.append(_tensor_row(f"hf://{repo_id}/{file}", name, info))
     at = f"@{revision}" if revision else ""
-    return _tally(rows, f"exact: Hub safetensors headers of {repo_id}{at} ({len(meta.files_metadata)} file(s))")
+    return _tally(
+        rows, f"exact: Hub safetensors headers of {repo_id}{at} ({counted(len(meta.files_metadata), 'file')})"
+    )
 
 
 _SPLIT = re.compile(r"^(?P<stem>.+)-(?P<i>\d{5})-of-(?P<n>\d{5})\.gguf$")

@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 
 from kvbudget.errors import InputError
+from kvbudget.units import counted
 from kvbudget.workload.distributions import fmt_number
 from kvbudget.workload.model import Retries, Workload
 
@@ -246,7 +247,8 @@ def arrival_rate(workload: Workload) -> tuple[float, str]:
     times = replay_arrival_times(arrival)
     if len(times) < 2 or times[-1] <= 0:
         raise InputError(
-            f"{arrival.replay}: cannot measure an arrival rate from {len(times)} session start(s) at one instant; "
+            f"{arrival.replay}: cannot measure an arrival rate from {counted(len(times), 'session start')} "
+            "at one instant; "
             "give [arrival].rate_per_s instead"
         )
     rate = (len(times) - 1) / times[-1]

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from kvbudget.measure.loadtest.client import Reply
 from kvbudget.measure.loadtest.metrics import Snapshot
+from kvbudget.units import counted
 
 DEFER_PERSIST_S = {"llamacpp": 0.0}
 DEFAULT_DEFER_PERSIST_S = 1.0
@@ -194,7 +195,7 @@ class Recorder:
             self.deferred_peak = max(self.deferred_peak, snap.waiting)
             level.defer_since = snap.t if level.defer_since is None else level.defer_since
             if snap.t - level.defer_since >= self.persist_s:
-                self.fail(level, f"{snap.waiting:g} request(s) deferred (waiting in the server's queue)")
+                self.fail(level, f"{counted(snap.waiting, 'request')} deferred (waiting in the server's queue)")
         else:
             level.defer_since = None
         if snap.preemptions is not None:
@@ -202,7 +203,7 @@ class Recorder:
                 level.preempt_base = snap.preemptions
             level.preempted = int(snap.preemptions - level.preempt_base)
             if level.preempted > 0:
-                self.fail(level, f"{level.preempted} preemption(s) counted by the server")
+                self.fail(level, f"{counted(level.preempted, 'preemption')} counted by the server")
 
     @property
     def preempted(self) -> int | None:

@@ -30,6 +30,7 @@ from kvbudget.measure.loadtest.client import Client
 from kvbudget.measure.loadtest.prompts import Conversation, TextUnits
 from kvbudget.measure.loadtest.record import Recorder
 from kvbudget.simulate.policies import CapPolicy
+from kvbudget.units import counted
 from kvbudget.workload.record import SessionPlan, Step
 
 
@@ -90,8 +91,8 @@ def from_trace(paths: Sequence[str], fmt: str | None, strict: bool, prefix: int 
             rows = [replace(rows[0], append_tokens=max(0, rows[0].append_tokens - shared)), *rows[1:]]
         return iter(rows)
 
-    more = f" + {len(paths) - 1} more file(s)" if len(paths) > 1 else ""
-    skipped = f", {len(bad)} bad row(s) skipped" if bad else ""
+    more = f" + {counted(len(paths) - 1, 'more file')}" if len(paths) > 1 else ""
+    skipped = f", {counted(len(bad), 'bad row')} skipped" if bad else ""
     return Source(f"trace {paths[0]}{more} ({len(sessions)} sessions{skipped})", shared, _refuse, steps)
 
 

@@ -25,6 +25,7 @@ import re
 from kvbudget.measure.logs.record import CacheKind, CacheSize, EngineLog, Figure, Refusal
 from kvbudget.measure.logs.rules import Handler, Rule, put, rule, set_setting
 from kvbudget.measure.logs.text import size
+from kvbudget.units import counted
 
 NAME = "llamacpp"
 DETECT = (
@@ -267,5 +268,8 @@ def finish(log: EngineLog) -> None:
     if full and full[0].cells is not None:
         streams = full[0].streams or 1
         log.measured["kv_cells"] = Figure(
-            full[0].cells * streams, "tokens", full[0].size.line, f"{full[0].cells} cells x {streams} stream(s)"
+            full[0].cells * streams,
+            "tokens",
+            full[0].size.line,
+            f"{full[0].cells} cells x {counted(streams, 'stream')}",
         )
