@@ -40,21 +40,67 @@ CASES = [
         ),
     ),
     ("calibrate", ("tests/data/logs/vllm/v0-0.6.4fmt-llama31-8b-rtx3090-20k.log", "--model", "llama-3.1-8b")),
+    ("table", ("llama-3.1-70b",)),
+    ("table", ("gemma-3-27b", "--engine", "vllm", "--tokens", "4k,128k", "--sequences", "1,3")),
+    ("models", ()),
+    ("models", ("--engine", "llamacpp", "--kv-dtype", "q8_0")),
+    ("gpus", ()),
+    ("weights", ("qwen3-32b",)),
+    ("weights", ("deepseek-v3",)),
+    (
+        "infer",
+        (
+            "--memory",
+            "24GB",
+            "--params",
+            "74B",
+            "--weight-bits",
+            "2",
+            "--overhead",
+            "1.5GB",
+            "--context",
+            "256k",
+            "--kv-heads",
+            "2",
+            "--head-dim",
+            "128",
+        ),
+    ),
+    ("levers", ("qwen3-32b", "--gpu", "h100-sxm", "--engine", "vllm", "--context", "32k")),
+    ("levers", ("gemma-3-27b", "--gpu", "h100-sxm", "--engine", "llamacpp", "--context", "64k")),
+    ("trace stats", ("tests/data/traces/weka_kv_cache_tester/trace_0026.json",)),
+    (
+        "trace stats",
+        (
+            "tests/data/traces/tracelab_example/round_trace.sanitized.jsonl",
+            "--model",
+            "qwen3-32b",
+            "--gpu",
+            "h200",
+            "--engine",
+            "sglang",
+        ),
+    ),
+    ("trace stats", ("tests/data/traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv",)),
+    ("workload check", ("examples/coding-agent.toml",)),
+    ("workload check", ("examples/chat.toml",)),
 ]
 
 
-def test_every_schema_is_valid() -> None:
+def test_every_schema_is_valid_and_every_document_has_one() -> None:
     for name in NAMES:
         jsonschema.Draft202012Validator.check_schema(schema(name))
+    assert {c.replace(" ", "-") for c, _ in CASES} | {"loadtest", "error"} == set(NAMES)
 
 
 @pytest.mark.parametrize(("command", "argv"), CASES, ids=[f"{c}-{i}" for i, (c, _) in enumerate(CASES)])
 def test_documents_follow_their_schema(capsys: pytest.CaptureFixture[str], command: str, argv: tuple[str, ...]) -> None:
-    code, out, err = run_cli(capsys, command, *argv, "--json")
+    code, out, err = run_cli(capsys, *command.split(), *argv, "--json")
     assert code == 0, err
     doc = json.loads(out)
     jsonschema.validate(doc, schema(command))
-    engines = [r["engine"] for r in doc["rows"]] if command == "compare" else [doc["engine"]]
+    rows = doc["rows"] if command == "compare" else [doc]
+    engines = [r["engine"] for r in rows if "engine" in r]
     for engine in engines:
         assert set(engine) >= {"name", "version"}
 

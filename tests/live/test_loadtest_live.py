@@ -18,10 +18,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from kvbudget.cli import main
 from kvbudget.engines.llamacpp import context_cells
+from kvbudget.schemas import schema
 from tests.live.server import Server, binary, llama_server
 from tests.live.tiny_gguf import write_llama
 
@@ -74,7 +76,10 @@ def workload(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any], str]:
     code = main(["loadtest", *args, "--json"])
     captured = capsys.readouterr()
-    return code, json.loads(captured.out), captured.err
+    doc = json.loads(captured.out)
+    jsonschema.validate(doc, schema("loadtest"))
+    jsonschema.validate(doc, schema("loadtest"))  # every live document follows the shipped schema
+    return code, doc, captured.err
 
 
 def _levels(doc: dict[str, Any]) -> dict[int, dict[str, Any]]:
@@ -227,6 +232,7 @@ def test_ctrl_c_keeps_partial_results_and_stops_the_load(server: Server, workloa
     assert process.returncode == 130, stderr.decode()
     assert b"Traceback" not in stderr
     doc = json.loads(stdout)
+    jsonschema.validate(doc, schema("loadtest"))
     assert doc["stopped_by"] == "interrupted" and doc["error"] is None
     assert int(doc["requests"]) >= 1 and doc["sessions_sustained"] is None
     assert doc["levels"][0]["passed"] is None  # cut short: not judged
@@ -261,6 +267,7 @@ def test_unreachable_server_is_one_line_and_keeps_the_document(
     assert code == 1
     assert captured.err.startswith(f"Error: cannot reach {url}: connection failed") and captured.err.count("\n") == 1
     doc = json.loads(captured.out)
+    jsonschema.validate(doc, schema("loadtest"))
     assert doc["stopped_by"] == "error" and doc["error"] in captured.err and doc["requests"] == 0
     assert json.loads(out.read_text(encoding="utf-8")) == doc
 
