@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 SCHEMA_VERSION = 1
 MAX_ROWS = 500  # every row is a full plan; more is a sweep for a script
+MAX_SIMULATED_ROWS = 24  # each simulated row is a search of several simulator runs (about a second each)
 
 
 def _list(text: str, what: str) -> list[str]:
@@ -107,7 +108,7 @@ def cmd_compare(args: argparse.Namespace) -> str:
             "rows": [row.to_json() for row in rows],
         }
         return json.dumps(doc, indent=2)
-    return _render(rows, rate is not None, bool(args.workload))
+    return _render(rows, rate is not None, bool(args.workload), bool(args.simulate))
 
 
 def rows_for(args: argparse.Namespace) -> list[Row]:
@@ -141,14 +142,57 @@ def rows_for(args: argparse.Namespace) -> list[Row]:
         raise InputError("--rate needs --workload FILE: Little's law needs the mean session time the workload gives")
     choices = [Choice(*c) for c in itertools.product(models, gpu_ids, engines, contexts, dtypes)]
     planned = compare(choices, _planner(args), prices=_prices(args), session=session, rate_per_s=rate)
+    if args.simulate:
+        planned = _simulated(args, planned)
     return sort_rows(planned, args.sort)
+
+
+def _simulated(args: argparse.Namespace, rows: list[Row]) -> list[Row]:
+    """Each served row with the simulator's sustained sessions, run as `kvbudget simulate` runs it (the same plan
+    options, the engine's own memory policy, the workload), with a shorter search."""
+    from dataclasses import replace
+
+    from kvbudget.cli import RaisingParser, build_parser
+    from kvbudget.cli_simulate import simulate_study
+    from kvbudget.plan.compare import Simulated
+    from kvbudget.simulate.study import sustained_basis
+    from kvbudget.units import parse_count
+
+    if not args.workload:
+        raise InputError("--simulate needs --workload FILE: the simulator runs the workload's sessions")
+    served = sum(row.plan is not None and row.plan.sessions >= 1 for row in rows)
+    if served > MAX_SIMULATED_ROWS:
+        raise InputError(
+            f"--simulate: {served} served deployments to simulate; it takes at most {MAX_SIMULATED_ROWS} "
+            "(each is a search of several simulator runs): narrow the lists"
+        )
+    search = parse_count(args.search_sessions, what="--search-sessions")
+    probes = parse_count(args.search_probes, what="--search-probes")
+    parser = build_parser(RaisingParser)
+    out = []
+    for row in rows:
+        if row.plan is None or row.plan.sessions < 1:  # nothing served: nothing to simulate
+            out.append(row)
+            continue
+        c = row.choice
+        ns = parser.parse_args(["simulate", "--model", c.model, "--workload", args.workload, "--context", c.context])
+        for name in _PLAN_DESTS:
+            setattr(ns, name, getattr(args, name))
+        ns.model_option, ns.model = c.model, None
+        ns.gpu, ns.engine, ns.context, ns.kv_dtype = c.gpu, c.engine, c.context, c.kv_dtype
+        ns.decode_rate, ns.prefill_rate = args.decode_rate, args.prefill_rate
+        ns.sessions, ns.search_sessions, ns.search_probes = str(search), str(search), str(probes)
+        study = simulate_study(ns)
+        sim = Simulated(study.sustained_sessions, sustained_basis(study), study.target.describe())
+        out.append(replace(row, simulated=sim))
+    return out
 
 
 def _money(x: float | None) -> str:
     return "-" if x is None else f"{x:,.4f}" if x < 1 else f"{x:,.2f}"
 
 
-def _render(rows: list[Row], with_rate: bool, with_workload: bool) -> str:
+def _render(rows: list[Row], with_rate: bool, with_workload: bool, with_sim: bool = False) -> str:
     from kvbudget.render.text import table
     from kvbudget.units import format_bytes, format_tokens
 
@@ -157,6 +201,10 @@ def _render(rows: list[Row], with_rate: bool, with_workload: bool) -> str:
         head.append("$/M out tok")
     if with_rate:
         head += ["need", "GPUs"]
+    if with_sim:
+        head.append("sim sessions")
+        if with_rate:
+            head.append("GPUs (sim)")
     body = []
     refused = []
     for i, row in enumerate(rows, 1):
@@ -186,8 +234,14 @@ def _render(rows: list[Row], with_rate: bool, with_workload: bool) -> str:
                 "-" if needed is None else f"{needed:,.1f}",
                 "-" if row.gpus_needed is None else f"{row.gpus_needed:,}",
             ]
+        if with_sim:
+            sim = row.simulated.sessions_per_replica if row.simulated else None
+            line.append("-" if sim is None else f"{sim * p.replicas:,.1f}")
+            if with_rate:
+                gpus = row.gpus_needed_simulated
+                line.append("-" if gpus is None else f"{gpus:,}")
         body.append(line)
-    text = table(head, body, [False, False, False, True, False, True, True, True, True, True, True, True][: len(head)])
+    text = table(head, body, [False, False, False, True, False, *[True] * (len(head) - 5)])
     notes = [
         "",
         "sessions: at the cap, worst case reserved (plan); $/session-h: the deployment's price / those sessions",
@@ -196,6 +250,14 @@ def _render(rows: list[Row], with_rate: bool, with_workload: bool) -> str:
         notes.append("$/M out tok: every session slot busy, sessions / E[T] x the workload's output tokens per session")
     if with_rate:
         notes.append("need: concurrent sessions at the rate (Little's law, rate x E[T]); GPUs: replicas x tp x pp")
+    if with_sim:
+        target = next((r.simulated.target for r in rows if r.simulated), "")
+        notes.append(
+            "sim sessions: what the simulator sustains on the deployment under the workload (mean live sessions at the "
+            f"highest arrival rate meeting the target: {target}; each engine's own memory policy)"
+        )
+        if with_rate:
+            notes.append("GPUs (sim): replicas that each hold the simulated sessions, for the need, x tp x pp")
     if refused:
         notes += ["", "refused:", *refused]
     return text + "\n" + "\n".join(notes)
@@ -223,4 +285,35 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     g.add_argument("--decode-rate", default=None, help="decode tokens/s per session for the session time")
     g.add_argument("--prefill-rate", default=None, help="prefill tokens/s per session for the session time")
     g.add_argument("--sort", default="sessions", help="sessions (most first), cost ($/session-h) or gpus (for --rate)")
+    g = p.add_argument_group("simulation")
+    g.add_argument(
+        "--simulate",
+        action="store_true",
+        help="also simulate each served deployment under --workload (its sustained sessions; with --rate, the GPUs "
+        f"from them); at most {MAX_SIMULATED_ROWS} deployments",
+    )
+    g.add_argument("--search-sessions", default="1000", help="--simulate: sessions per search probe (default 1000)")
+    g.add_argument("--search-probes", default="6", help="--simulate: runs in each search (default 6)")
+    _PLAN_DESTS.update(_plan_dests())
     return {"compare": cmd_compare}
+
+
+_PLAN_DESTS: set[str] = set()  # the plan options' names, which a simulation of a row takes from compare's
+
+
+def _plan_dests() -> set[str]:
+    from kvbudget.cli import RaisingParser
+    from kvbudget.cli_plan import add_plan_options
+
+    p = RaisingParser()
+    add_plan_options(p)
+    return {a.dest for a in p._actions if a.option_strings and a.dest != "help"} - {
+        "gpu",
+        "engine",
+        "context",
+        "kv_dtype",
+        "sessions",
+        "json",
+        "from_log",
+        "gpu_memory",
+    }

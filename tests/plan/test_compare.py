@@ -96,3 +96,49 @@ def test_refused_deployments_are_rows_with_their_reason(capsys: pytest.CaptureFi
     code, out, _ = run_cli(capsys, "compare", "qwen3-32b,llama-3.1-8b", "--gpu", "rtx-4090", "--context", "8k")
     assert code == 0
     assert "refused [" in out and "exceed the" in out
+
+
+def test_simulate_gives_each_row_what_the_simulator_sustains(capsys: pytest.CaptureFixture[str]) -> None:
+    """--simulate runs each served row as `kvbudget simulate` runs it (same plan, the engine's own policy, the
+    workload) and turns the rate's Little's-law need into replicas holding the simulated sessions."""
+    doc = _compare(
+        capsys, "llama-3.1-8b", "--gpu", "h100-sxm,l40s", "--engine", "vllm,llamacpp", "--context", "32k",
+        "--workload", WORKLOAD, "--rate", "50/h", "--simulate", "--search-sessions", "300", "--search-probes", "4",
+    )  # fmt: skip
+    rows = doc["rows"]
+    assert isinstance(rows, list) and len(rows) == 4
+    for row in rows:
+        sim = row["simulated"]
+        code, out, err = run_cli(
+            capsys, "simulate", "--model", "llama-3.1-8b", "--gpu", row["gpu"], "--engine", row["engine"]["name"],
+            "--context", "32k", "--workload", WORKLOAD, "--sessions", "300", "--search-sessions", "300",
+            "--search-probes", "4", "--json",
+        )  # fmt: skip
+        assert code == 0, err
+        alone = json.loads(out)
+        assert sim["sustained_sessions_per_replica"] == pytest.approx(alone["sustained_sessions"], abs=0.005)
+        assert sim["basis"] == alone["sustained_basis"]
+        need = row["rate"]["concurrent_sessions"]
+        per = sim["sustained_sessions_per_replica"]
+        assert sim["replicas_needed"] == (max(1, math.ceil(need / per)) if per else None)
+        assert sim["gpus_needed"] == sim["replicas_needed"]  # tp 1, pp 1
+    code, out, _ = run_cli(
+        capsys, "compare", "llama-3.1-8b", "--gpu", "h100-sxm", "--context", "32k", "--workload", WORKLOAD,
+        "--simulate", "--search-sessions", "200", "--search-probes", "3",
+    )  # fmt: skip
+    assert code == 0 and "sim sessions" in out.splitlines()[0] and "GPUs (sim)" not in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("--simulate",), "--simulate needs --workload FILE"),
+        (("--simulate", "--workload", WORKLOAD, "--context", ",".join(f"{k}k" for k in range(4, 30))),
+         "--simulate: 26 served deployments to simulate; it takes at most 24"),
+    ],
+)  # fmt: skip
+def test_simulate_refuses_what_it_cannot_run(
+    capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], message: str
+) -> None:
+    code, _, err = run_cli(capsys, "compare", "llama-3.1-8b", "--gpu", "h100-sxm", "--context", "32k", *argv)
+    assert code == 1 and message in err

@@ -4,8 +4,10 @@ With prices (per GPU-hour; none is built in, since no price stays current) each 
 session-hour (the deployment's cost / the sessions it holds at the cap) and, with a workload, per million
 generated tokens at that concurrency (sessions / E[T] x output tokens per session; E[T] the unloaded session time,
 workload/little.py). With an arrival rate and a workload, Little's law gives the concurrent sessions the rate
-needs (L = rate x E[T]) and so the replicas and GPUs of each row's deployment; queueing on top of that is the
-simulator's question (``kvbudget simulate``).
+needs (L = rate x E[T]) and so the replicas and GPUs of each row's deployment at the static plan's sessions per
+replica. With ``--simulate`` each served row also gets what the simulator sustains per replica under the workload
+(``kvbudget simulate``'s search: growing sessions, pauses, prefix cache, queueing and paging), and so the replicas
+and GPUs the rate needs when each replica holds that instead of the worst case.
 """
 
 from __future__ import annotations
@@ -31,6 +33,22 @@ class Choice:
 
 
 @dataclass(frozen=True)
+class Simulated:
+    """What the simulator sustains on one replica of a row's deployment under the workload: the mean live sessions
+    at the highest arrival rate meeting the target (``kvbudget simulate``'s sustained sessions), or why none."""
+
+    sessions_per_replica: float | None
+    basis: str
+    target: str
+
+    def replicas_for(self, concurrent: float | None) -> int | None:
+        """Replicas whose sustained sessions cover ``concurrent`` (Little's law at the asked rate)."""
+        if concurrent is None or not self.sessions_per_replica:
+            return None
+        return max(1, math.ceil(concurrent / self.sessions_per_replica))
+
+
+@dataclass(frozen=True)
 class Row:
     choice: Choice
     plan: Plan | None
@@ -38,6 +56,7 @@ class Row:
     price_per_gpu_hour: float | None = None
     session: SessionTime | None = None
     rate_per_s: float | None = None
+    simulated: Simulated | None = None  # the simulator's sustained sessions for this deployment (--simulate)
 
     @property
     def gpus(self) -> int:
@@ -84,7 +103,19 @@ class Row:
 
     @property
     def gpus_needed(self) -> int | None:
-        replicas = self.replicas_needed
+        return self._gpus(self.replicas_needed)
+
+    @property
+    def replicas_needed_simulated(self) -> int | None:
+        """Replicas for the rate when each holds what the simulator sustains (queueing and paging included), not the
+        static worst case."""
+        return None if self.simulated is None else self.simulated.replicas_for(self.concurrent_needed)
+
+    @property
+    def gpus_needed_simulated(self) -> int | None:
+        return self._gpus(self.replicas_needed_simulated)
+
+    def _gpus(self, replicas: int | None) -> int | None:
         if replicas is None or self.plan is None:
             return None
         return replicas * self.plan.inputs.tp * self.plan.inputs.pp
@@ -130,6 +161,15 @@ class Row:
                 "replicas_needed": self.replicas_needed,
                 "gpus_needed": self.gpus_needed,
             }
+        if self.simulated is not None:
+            s = self.simulated
+            out["simulated"] = {
+                "sustained_sessions_per_replica": _round(s.sessions_per_replica),
+                "basis": s.basis,
+                "target": s.target,
+                "replicas_needed": self.replicas_needed_simulated,
+                "gpus_needed": self.gpus_needed_simulated,
+            }
         return out
 
 
@@ -171,7 +211,7 @@ def sort_rows(rows: list[Row], by: str) -> list[Row]:
             cost = row.cost_per_session_hour
             return (0, cost) if cost is not None else (1, -row.sessions)
         if by == "gpus":
-            gpus = row.gpus_needed
+            gpus = row.gpus_needed_simulated if row.simulated is not None else row.gpus_needed
             return (0, gpus, row.cost_per_hour or 0.0) if gpus is not None else (1, -row.sessions)
         return (0, -row.sessions)
 

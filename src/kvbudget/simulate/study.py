@@ -135,7 +135,7 @@ def study_json(study: Study, *, time_series: bool = False) -> dict[str, object]:
             },
             "sustained_sessions": None if sustained is None else _r(sustained, 2),
             "sustained_sessions_total": None if sustained is None else _r(sustained * c.replicas, 2),
-            "sustained_basis": _basis(study),
+            "sustained_basis": sustained_basis(study),
             "static_plan_sessions": study.static_plan_sessions,
             "static_plan_sessions_with_prefix": study.static_prefix_sessions,
             "search": None
@@ -155,7 +155,8 @@ def study_json(study: Study, *, time_series: bool = False) -> dict[str, object]:
     return out
 
 
-def _basis(study: Study) -> str:
+def sustained_basis(study: Study) -> str:
+    """How the sustained sessions were found, in words (the JSON's ``sustained_basis``)."""
     if study.sustained is not None:
         s = study.sustained
         if s.scale is None:
