@@ -124,3 +124,26 @@ def test_few_sessions_say_their_p99_is_the_maximum(capsys: pytest.CaptureFixture
     assert code == 0
     assert "with 2 sessions the p99 is the largest session" in out
     assert "with only 2 sessions that p99 is the largest session, not a tail" in out
+
+
+@pytest.mark.parametrize(
+    ("engine", "needs"),
+    [
+        ("vllm", "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"),
+        ("llamacpp", "--rope-scaling yarn --rope-scale 2.4 --yarn-orig-ctx 40960"),
+        ("ollama", "Ollama 0.32.15 cannot: it clamps num_ctx to the training context 40,960"),
+    ],
+)
+def test_a_recommended_cap_past_the_window_says_what_serving_it_takes(
+    capsys: pytest.CaptureFixture[str], engine: str, needs: str
+) -> None:
+    """Mooncake's conversation trace wants 93K (p99 85,858 + 10%) where Qwen3-32B was trained to 40,960: the cap is
+    clamped to the window, and the reading names the engine's switches for the cap the traces want."""
+    trace = Path(__file__).parent.parent / "data" / "traces" / "mooncake_fast25" / "conversation_trace.jsonl"
+    code, out, _ = run_cli(
+        capsys, "trace", "stats", str(trace), "--model", "qwen3-32b", "--gpu", "h200", "--engine", engine
+    )
+    assert code == 0
+    reading = out.strip().splitlines()[-1]
+    assert "recommended cap: 40,960 tokens" in out
+    assert "a 93K cap past the 40,960-token trained window: " in reading and needs in reading

@@ -123,6 +123,12 @@ def cap_analysis(p99: int, inputs: PlanInputs, current: int | None = None, sessi
         reading = _reading(
             p99, cap, name, recommended, plan.total_sessions, at_cap.total_sessions if at_cap is not None else None
         )
+    wanted = recommended_cap(p99)
+    if window and wanted > window:  # the cap the traces want is past the trained window: what serving it takes
+        reading += (
+            f"; a {format_tokens(wanted)} cap past the {window:,}-token trained window: "
+            f"{inputs.engine.rules.past_window(wanted, window)}"
+        )
     if sessions is not None and 0 < sessions < 100:  # nearest rank: the p99 of fewer than 100 is the maximum
         reading += f"; with only {counted(sessions, 'session')} that p99 is the largest session, not a tail"
     return CapAnalysis(
