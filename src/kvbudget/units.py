@@ -101,6 +101,11 @@ def format_bytes(value: int, units: UnitSystem = "iec", *, digits: int = 2) -> s
     return f"{sign}{magnitude} B"
 
 
+def exact_bytes(value: int, units: UnitSystem = "iec") -> str:
+    """Exact bytes plus a labelled human unit: ``21,000,000,000 B (19.56 GiB)``."""
+    return f"{value:,} B ({format_bytes(value, units)})"
+
+
 def format_int(value: int) -> str:
     """Render an integer with thousands separators (``327,680``)."""
     return f"{value:,}"

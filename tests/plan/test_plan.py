@@ -44,9 +44,9 @@ def test_seed_levers_weights_once_versus_context_per_session(capsys: pytest.Capt
     code, out, err = run_cli(capsys, "levers", *SEED_BUDGET, "--weight-bits", "4", "--context", "32k", "--json")
     assert code == 0, err
     levers = {lv["lever"]: lv for lv in json.loads(out)["levers"]}
-    assert levers["weights 4->2-bit"]["memory_effect"] == "frees 21,000,000,000 B once per GPU"
+    assert levers["weights 4->2-bit"]["memory_effect"] == "frees 21,000,000,000 B (19.56 GiB) once per GPU"
     assert levers["weights 4->2-bit"]["total_sessions"] == 5
-    assert levers["cap x2"]["memory_effect"] == "costs 10,737,418,240 B per session"
+    assert levers["cap x2"]["memory_effect"] == "costs 10,737,418,240 B (10.00 GiB) per session"
     assert levers["cap x2"]["total_sessions"] == 1  # raising 32K to 64K halves (and floors) the agents served
     assert levers["cap x1/2"]["total_sessions"] == 6
 

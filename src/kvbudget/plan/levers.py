@@ -14,6 +14,7 @@ from kvbudget.engines import engine_names, parse_engine
 from kvbudget.errors import KvBudgetError
 from kvbudget.plan.plan import Plan, PlanInputs, make_plan
 from kvbudget.precision import parse_cache_dtype
+from kvbudget.units import exact_bytes
 from kvbudget.weights.sources import WeightSize
 
 WEIGHT_STEPS = {16: 8, 8: 4, 4: 2}
@@ -78,11 +79,11 @@ def _effect(base: Plan, plan: Plan) -> str:
     per = base.per_session_bytes - plan.per_session_bytes
     parts = []
     if once:
-        parts.append(f"{'frees' if once > 0 else 'costs'} {abs(once):,} B once per GPU")
+        parts.append(f"{'frees' if once > 0 else 'costs'} {exact_bytes(abs(once))} once per GPU")
     if per:
-        parts.append(f"{'saves' if per > 0 else 'costs'} {abs(per):,} B per session")
+        parts.append(f"{'saves' if per > 0 else 'costs'} {exact_bytes(abs(per))} per session")
     if plan.prefix is not None and plan.prefix.shared_bytes:
-        parts.append(f"shares {plan.prefix.shared_bytes:,} B across sessions")
+        parts.append(f"shares {exact_bytes(plan.prefix.shared_bytes)} across sessions")
     return "; ".join(parts) or "same bytes per session and per GPU"
 
 

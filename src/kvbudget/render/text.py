@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kvbudget.cost import CostReport
-from kvbudget.units import UnitSystem, counted, format_bytes, format_int, format_tokens
+from kvbudget.units import UnitSystem, counted, exact_bytes, format_bytes, format_int, format_tokens
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] | None = None) -> str:
@@ -25,7 +25,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence
 
 def both(value: int, units: UnitSystem) -> str:
     """Exact bytes plus a labelled human unit."""
-    return f"{format_int(value)} B ({format_bytes(value, units)})"
+    return exact_bytes(value, units)
 
 
 def render_cost(report: CostReport, units: UnitSystem) -> str:
