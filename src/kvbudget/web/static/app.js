@@ -215,7 +215,8 @@
     }
     svg.append(shape("text", { x: (L + W - R) / 2, y: H - 6, class: "tick", "text-anchor": "middle" }, "context cap (tokens)"));
     svg.append(shape("line", { x1: X(plan.context), y1: T, x2: X(plan.context), y2: H - B, class: "cap" }));
-    gpus.forEach((gpu, i) => {
+    // the chosen GPU drawn last, on top of a compared one with nearly the same curve
+    [...gpus.entries()].reverse().forEach(([i, gpu]) => {
       const points = rows.filter((r) => r.gpu === gpu).sort((a, b) => a.context - b.context);
       const cls = `series s${i % 4}`;
       svg.append(shape("polyline", { points: points.map((r) => `${X(r.context)},${Y(r.sessions)}`).join(" "), class: cls }));
