@@ -1,6 +1,7 @@
 """``kvbudget serve``: the local web calculator (parse, start the server). docs/serve.md has the API.
 
-Needs the ``web`` extra (starlette, uvicorn), imported only when the command runs. Listens on 127.0.0.1 unless
+Needs the ``web`` extra (starlette, uvicorn), imported only when the command runs (as are socket and ipaddress:
+registering the command costs ``kvbudget cost`` nothing). Listens on 127.0.0.1 unless
 ``--host`` says otherwise (then one warning line); ``--port 0`` takes a free port. The URL is printed once the
 socket listens, so a script can read it from the first line of stdout.
 """
@@ -8,13 +9,14 @@ socket listens, so a script can read it from the first line of stdout.
 from __future__ import annotations
 
 import argparse
-import ipaddress
-import socket
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvbudget.errors import InputError
+
+if TYPE_CHECKING:
+    import socket
 
 DEFAULT_PORT = 8731
 
@@ -27,6 +29,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
 
 
 def is_loopback(host: str) -> bool:
+    import ipaddress
+
     if host.lower() == "localhost":
         return True
     try:
@@ -47,6 +51,8 @@ def _port(text: str) -> int:
 
 def listen(host: str, port: int) -> socket.socket:
     """A listening socket on ``host``:``port``; a busy port or an unknown host is one InputError line."""
+    import socket
+
     try:
         info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     except socket.gaierror as exc:
