@@ -52,3 +52,16 @@ def test_a_busy_port_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
 )
 def test_which_hosts_are_this_machine_only(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
+
+
+def test_a_host_other_than_loopback_is_warned_about(capsys: pytest.CaptureFixture[str]) -> None:
+    # a name that cannot resolve: the warning comes first, and nothing listens
+    require_modules("starlette", "uvicorn")
+    code, out, err = run_cli(capsys, "serve", "--host", "calculator.invalid", "--port", "0")
+    assert (code, out) == (1, "")
+    warning, error = err.splitlines()
+    assert warning == (
+        "Warning: --host calculator.invalid is not a loopback address: anyone who can reach this machine on port 0 "
+        "can use the calculator and upload files to it"
+    )
+    assert error.startswith("Error: --host calculator.invalid: cannot resolve it (")
