@@ -205,3 +205,30 @@ def test_readable_at_laptop_and_phone_widths(
         page.screenshot(path=str(folder / f"serve-{name}.png"), full_page=True)
         assert (folder / f"serve-{name}.png").stat().st_size > 10_000
         assert opened.errors == []
+
+
+def test_sessions_wanted_show_the_largest_cap_the_cli_finds(
+    calculator: Tab, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["plan", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--context", "32k"]
+    most = cli_json(capsys, *base, "--sessions", "20")["max_context_for_sessions"]
+    assert isinstance(most, int)
+    assert most > 0
+    calculator.page.fill("#sessions", "20")
+    shown(calculator, "#extra-line", f"20 sessions fit at a cap of up to {most:,} tokens")
+    assert cli_json(capsys, *base, "--sessions", "10000000")["max_context_for_sessions"] == 0
+    calculator.page.fill("#sessions", "10000000")
+    shown(calculator, "#extra-line", "10,000,000 sessions do not fit at any cap on this deployment")
+
+
+def test_a_shared_prefix_shows_the_clis_sessions_with_it(calculator: Tab, capsys: pytest.CaptureFixture[str]) -> None:
+    from playwright.sync_api import expect
+
+    plan = cli_json(
+        capsys, "plan", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--context", "32k", "--prefix", "8k"
+    )
+    prefix = plan["prefix"]
+    assert isinstance(prefix, dict)
+    calculator.page.fill("#prefix", "8k")
+    expected = f"with the shared prefix: {prefix['sessions']:,} sessions ({prefix['basis']})"
+    expect(calculator.page.locator("#extra-line")).to_have_text(expected, timeout=WAIT_MS)

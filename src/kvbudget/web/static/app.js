@@ -121,7 +121,10 @@
     $("statement").textContent = plan.statement;
     const extra = [];
     if (plan.sessions_requested) {
-      extra.push(`${int(plan.sessions_requested)} sessions fit at a cap of ${int(plan.max_context_for_sessions)} tokens`);
+      const most = plan.max_context_for_sessions;
+      extra.push(most > 0
+        ? `${int(plan.sessions_requested)} sessions fit at a cap of up to ${int(most)} tokens`
+        : `${int(plan.sessions_requested)} sessions do not fit at any cap on this deployment`);
     }
     if (plan.prefix) extra.push(`with the shared prefix: ${int(plan.prefix.sessions)} sessions (${plan.prefix.basis})`);
     $("extra-line").textContent = extra.join(" · ");
