@@ -1,0 +1,100 @@
+"""``kvbudget serve``: the local web calculator (parse, start the server). docs/serve.md has the API.
+
+Needs the ``web`` extra (starlette, uvicorn), imported only when the command runs (as are socket and ipaddress:
+registering the command costs ``kvbudget cost`` nothing). Listens on 127.0.0.1 unless
+``--host`` says otherwise (then one warning line); ``--port 0`` takes a free port. The URL is printed once the
+socket listens, so a script can read it from the first line of stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kvbudget.errors import InputError
+
+if TYPE_CHECKING:
+    import socket
+
+DEFAULT_PORT = 8731
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argparse.Namespace], str]]:
+    p = sub.add_parser("serve", help="a local web calculator and JSON API over these commands (extra: web)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", default=str(DEFAULT_PORT), help=f"port (default {DEFAULT_PORT}; 0 = a free one)")
+    return {"serve": _cmd_serve}
+
+
+def is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise InputError(f"--port: cannot read {text!r} as a port number") from None
+    if not 0 <= port <= 65535:
+        raise InputError(f"--port: {text} must be 0 (a free port) to 65535")
+    return port
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host``:``port``; a busy port or an unknown host is one InputError line."""
+    import socket
+
+    try:
+        info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as exc:
+        raise InputError(f"--host {host}: cannot resolve it ({exc.strerror})") from None
+    sock = socket.socket(info[0], socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(info[4])
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise InputError(
+            f"--port {port}: cannot listen on {host}:{port} ({exc.strerror or exc}); pick another port, or --port 0"
+        ) from None
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    address, port = sock.getsockname()[:2]
+    shown = f"[{address}]" if ":" in address else address
+    return f"http://{shown}:{port}/"
+
+
+def _cmd_serve(args: argparse.Namespace) -> str:
+    from kvbudget.web import require_extra
+
+    require_extra()
+    import uvicorn
+
+    from kvbudget.web.app import LOOPBACK_NAMES, create_app
+
+    port = _port(args.port)
+    loopback = is_loopback(args.host)
+    if not loopback:
+        print(
+            f"Warning: --host {args.host} is not a loopback address: anyone who can reach this machine on port "
+            f"{port} can use the calculator and upload files to it",
+            file=sys.stderr,
+        )
+    sock = listen(args.host, port)
+    app = create_app(LOOPBACK_NAMES if loopback else None)
+    print(f"kvbudget serve: {url_of(sock)} (Ctrl-C stops it)", flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    server.run(sockets=[sock])
+    return "kvbudget serve: stopped"

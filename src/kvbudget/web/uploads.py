@@ -1,0 +1,97 @@
+"""Dropped model files, kept in a temporary folder for the server's life and named by an id usable as ``model=``.
+
+A config.json is stored as ``<id>/config.json`` (the model is then named by its id, as the CLI names a config by
+its folder). A GGUF is stored as ``<id>/<name>.gguf`` from its first bytes only (the header: metadata and the
+tensor table) and the size of the whole file: the rest is a hole of that length (a sparse file), so
+``model/gguf_file.py`` reads it exactly as it reads the full file, and refuses it the same way when the header
+is damaged, without gigabytes of weights crossing the connection. Nothing here is a web framework.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvbudget.errors import InputError
+
+MAX_UPLOAD_BYTES = 64 * 2**20  # the bytes sent: a config, or a GGUF's header (tokenizer arrays included)
+MAX_GGUF_BYTES = 2**41  # the size a GGUF may declare for the whole file (2 TiB)
+MAX_UPLOADS = 32  # kept at once; the oldest goes first
+GGUF_MAGIC = b"GGUF"
+_ID = re.compile(r"^upload-[0-9a-f]{8}$")
+
+
+@dataclass(frozen=True)
+class Upload:
+    id: str
+    kind: str  # "config" or "gguf"
+    path: Path
+    sent_bytes: int
+    file_bytes: int
+
+
+def _gguf_name(name: str) -> str:
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(name).name).strip("._")[:100]
+    stem = stem.removesuffix(".gguf").removesuffix(".GGUF") or "model"
+    return f"{stem}.gguf"
+
+
+class Uploads:
+    """The uploads of one server: a temporary folder, removed by ``close``."""
+
+    def __init__(self) -> None:
+        self._root = Path(tempfile.mkdtemp(prefix="kvbudget-serve-"))
+        self._items: dict[str, Upload] = {}
+        self._lock = threading.Lock()
+
+    def add(self, data: bytes, *, name: str, size: int | None) -> Upload:
+        """Store ``data``: a GGUF (by its magic) whose whole file has ``size`` bytes, or a config.json."""
+        if len(data) > MAX_UPLOAD_BYTES:
+            raise InputError(f"upload: {len(data):,} bytes is over the {MAX_UPLOAD_BYTES:,}-byte cap")
+        if not data:
+            raise InputError("upload: the file is empty; drop a config.json or a .gguf file")
+        gguf = data[:4] == GGUF_MAGIC
+        total = len(data) if size is None or not gguf else size
+        if gguf and not len(data) <= total <= MAX_GGUF_BYTES:
+            raise InputError(
+                f"upload: size {total:,} must be the whole GGUF file's bytes, from the {len(data):,} sent up to "
+                f"{MAX_GGUF_BYTES:,}"
+            )
+        upload_id = f"upload-{secrets.token_hex(4)}"
+        folder = self._root / upload_id
+        folder.mkdir()
+        path = folder / (_gguf_name(name) if gguf else "config.json")
+        with path.open("wb") as f:
+            f.write(data)
+            f.truncate(total)  # the weights' bytes as a hole: read as zeros, never stored
+        upload = Upload(upload_id, "gguf" if gguf else "config", path, len(data), total)
+        with self._lock:
+            self._items[upload_id] = upload
+            while len(self._items) > MAX_UPLOADS:
+                self._drop(next(iter(self._items)))
+        return upload
+
+    def remove(self, upload_id: str) -> None:
+        with self._lock:
+            self._drop(upload_id)
+
+    def _drop(self, upload_id: str) -> None:
+        gone = self._items.pop(upload_id, None)
+        if gone is not None:
+            shutil.rmtree(gone.path.parent, ignore_errors=True)
+
+    def get(self, ref: str) -> Upload | None:
+        if not _ID.match(ref):
+            return None
+        with self._lock:
+            return self._items.get(ref)
+
+    def close(self) -> None:
+        with self._lock:
+            self._items.clear()
+        shutil.rmtree(self._root, ignore_errors=True)
