@@ -74,7 +74,8 @@ def cmd_report(args: argparse.Namespace) -> str:
         text = render_html(report)
     if writer is None:
         return text.rstrip("\n")
-    writer.write(text if text.endswith("\n") else text + "\n")
+    text = text if text.endswith("\n") else text + "\n"
+    writer.write(text)
     plan = report.plan
     return (
         f"wrote {args.out} ({fmt}, {len(text.encode()):,} bytes): {plan.inputs.spec.name} on "

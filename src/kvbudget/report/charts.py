@@ -51,7 +51,7 @@ def per_token(report: Report) -> str:
     for k, g in enumerate(groups):
         held = g.held_bytes_per_token
         if not held:
-            text = "0 B/token (fixed state)"
+            text = f"0 B/token; {format_bytes(g.allocated_layers * g.state_bytes, report.units)}/session fixed"
         elif g.per_token_bytes:
             text = f"{format_int(held)} B/token"
         else:

@@ -170,7 +170,16 @@ def _per_token(report: Report) -> str:
         rows,
         {1, 2, 3, 4, 5, 6},
     )
-    return f"<figure>{charts.per_token(report)}</figure>{table}"
+    plan = report.plan
+    fixed = sum(g.allocated_layers * g.state_bytes for g in report.groups)
+    note = (
+        f'<p class="note">One session at the {format_tokens(plan.inputs.context)} cap holds '
+        f"{_bytes(plan.per_session_bytes, report)} per GPU: each group's token slots x its bytes per token held"
+        + (f", plus {_bytes(fixed, report)} of fixed state" if fixed else "")
+        + f". Past every window each further token adds {format_int(plan.layout.kv_bytes_per_token)} B. "
+        f"{plan.layout.first.engine} {plan.layout.first.version} layout, cache {plan.inputs.kv_dtype_label}.</p>"
+    )
+    return f"<figure>{charts.per_token(report)}</figure>{table}{note}"
 
 
 def _ledger(report: Report) -> str:

@@ -1,5 +1,5 @@
 """JSON Schemas (draft 2020-12) of the documents the commands print with ``--json``: cost, plan, compare,
-simulate, calibrate, and the error document every command prints under --json when it fails. Each document
+simulate, calibrate, report, and the error document every command prints under --json when it fails. Each document
 carries ``schema_version``; tests/test_schemas.py validates real outputs against these files."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 from importlib import resources
 from typing import Any
 
-NAMES = ("cost", "plan", "compare", "simulate", "calibrate", "error")
+NAMES = ("cost", "plan", "compare", "simulate", "calibrate", "report", "error")
 
 
 def schema(name: str) -> dict[str, Any]:
