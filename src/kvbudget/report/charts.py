@@ -177,7 +177,7 @@ def curve(report: Report) -> str:
     points = report.curve
     low = min(p.cap for p in points)
     x_axis = _log2_axis(
-        "context cap per session, tokens (log scale; 1K = 1,024)",
+        "cap per session, tokens (log scale, 1K = 1,024)",
         2 ** (low.bit_length() - 1),
         max(p.cap for p in points),
     )
