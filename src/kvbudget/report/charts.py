@@ -207,7 +207,9 @@ def cdf(report: Report) -> str | None:
     cap = report.plan.inputs.context
     high = max([trace.cdf[-1][0] if trace.cdf else 0, cap, trace.recommended_cap]) / 1024
     ticks = nice_ticks(high, 5)
-    x_axis = Axis("session peak context, K tokens (1K = 1,024)", tuple(ticks), tuple(f"{t:g}K" for t in ticks))
+    x_axis = Axis(
+        "session peak context, K tokens (1K = 1,024)", tuple(ticks), tuple(f"{t:g}K" if t else "0" for t in ticks)
+    )
     y_axis = Axis(
         "sessions at or below, %", (0.0, 20.0, 40.0, 60.0, 80.0, 100.0), ("0%", "20%", "40%", "60%", "80%", "100%")
     )

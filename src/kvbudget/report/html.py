@@ -102,7 +102,12 @@ def _cards(report: Report) -> str:
     weights = next(line for line in plan.ledger if line.label == "weights")
     cap = report.cap
     window = f"; advertised window {format_tokens(cap.window)}" if cap.window else ""
-    setting = f"{cap.engine} {cap.setting}" if cap.setting else f"{cap.engine}: the cap the plan reserves for"
+    if cap.setting:
+        setting = f"{cap.engine} {cap.setting}"
+    elif plan.sessions == 0:
+        setting = f"{cap.engine} serves no session of this length"
+    else:
+        setting = f"{cap.engine}: no serve command; the cap each session is planned for"
     if report.trace is not None:
         t = report.trace
         p99 = (

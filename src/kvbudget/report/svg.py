@@ -52,9 +52,14 @@ def _open(name: str, title: str, height: float, extra: str = "") -> list[str]:
     ]
 
 
-def _text(x: float, y: float, text: str, *, size: int = TICK_FONT, anchor: str = "start", fill: str = INK) -> str:
+def _text(
+    x: float, y: float, text: str, *, size: int = TICK_FONT, anchor: str = "start", fill: str = INK, halo: bool = False
+) -> str:
+    """A label; ``halo`` outlines it in white so it stays legible where it crosses a line."""
+    outline = ' stroke="#ffffff" stroke-width="4" paint-order="stroke"' if halo else ""
     return (
-        f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" fill="{fill}">{escape(text)}</text>'
+        f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" fill="{fill}"{outline}>'
+        f"{escape(text)}</text>"
     )
 
 
@@ -252,7 +257,15 @@ def line_chart(
         )
         anchor = "end" if x > WIDTH / 2 else "start"
         out.append(
-            _text(x + (-5 if anchor == "end" else 5), label_y, m.label, size=TICK_FONT, anchor=anchor, fill=m.colour)
+            _text(
+                x + (-5 if anchor == "end" else 5),
+                label_y,
+                m.label,
+                size=TICK_FONT,
+                anchor=anchor,
+                fill=m.colour,
+                halo=True,
+            )
         )
     out.append(_text(left + plot_w / 2, top + plot_h + 40, x_axis.label, size=LABEL_FONT, anchor="middle", fill=MUTED))
     out.append(
