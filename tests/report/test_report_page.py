@@ -178,3 +178,11 @@ def test_out_writes_the_file_and_says_so(tmp_path: Path) -> None:
     md = tmp_path / "report.md"
     assert run("report", *QWEN, "--format", "md", "--out", str(md))[0] == 0
     assert md.read_text(encoding="utf-8") == run("report", *QWEN, "--format", "md")[1]
+
+
+def test_si_units_label_the_charts_in_gb() -> None:
+    page = html(*QWEN, "--units", "si")
+    plan = document("plan", *QWEN)
+    assert "GB (1 GB = 10^9 B) per GPU, of 85.06 GB" in page
+    assert f">{format_bytes(plan['weights_bytes'], 'si')}</text>" in page and "GiB</text>" not in page
+    assert "per GPU, kB (1 kB = 10^3 B)" in page  # the per-token axis
