@@ -98,6 +98,7 @@ EXTENSIONS = (
     "kvbudget.cli_simulate",
     "kvbudget.cli_measure",
     "kvbudget.cli_loadtest",
+    "kvbudget.cli_report",
     "kvbudget.cli_serve",
 )
 

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from kvbudget.engines import EngineRef
     from kvbudget.plan.from_log import LogInputs
     from kvbudget.plan.ledger import LineProvenance
+    from kvbudget.plan.levers import Lever
     from kvbudget.plan.plan import Plan, PlanInputs
     from kvbudget.weights.sources import WeightSize
 
@@ -211,21 +212,27 @@ def cmd_plan(args: argparse.Namespace) -> str:
     return render_plan(plan, cast(UnitSystem, args.units), offload)
 
 
-def cmd_levers(args: argparse.Namespace) -> str:
+def plan_levers(args: argparse.Namespace, plan: Plan, bits: int | None) -> list[Lever]:
+    """The levers `kvbudget levers` ranks for ``plan`` (made from ``plan_inputs(args)``), best first."""
     from kvbudget.plan.levers import levers, scaled_weights
+
+    reweigh = None
+    if bits is not None:
+        if plan.inputs.weights.provenance == "computed":
+            reweigh = _recompute(args, plan.inputs)
+        else:
+            reweigh = scaled_weights(plan.inputs.weights, bits)
+    return levers(plan, bits, reweigh)
+
+
+def cmd_levers(args: argparse.Namespace) -> str:
     from kvbudget.plan.plan import make_plan
     from kvbudget.plan.report import levers_json
     from kvbudget.render.plan import render_levers
 
     inputs, bits = plan_inputs(args)
     plan = make_plan(inputs)
-    reweigh = None
-    if bits is not None:
-        if inputs.weights.provenance == "computed":
-            reweigh = _recompute(args, inputs)
-        else:
-            reweigh = scaled_weights(inputs.weights, bits)
-    found = levers(plan, bits, reweigh)
+    found = plan_levers(args, plan, bits)
     if args.json:
         return json.dumps(levers_json(plan, found), indent=2)
     return render_levers(plan, found)

@@ -24,6 +24,7 @@ NAMES = (
     "simulate",
     "calibrate",
     "loadtest",
+    "report",
     "error",
 )
 

@@ -1,0 +1,83 @@
+"""The `kvbudget report` command (parse, call, render): one page for one deployment.
+
+``kvbudget report MODEL [plan options] [--trace FILE...] [--workload FILE] [--loadtest RESULT.json]
+[--log ENGINE.log] [--format html|md|json] [--out FILE]``: a self-contained HTML page (default), Markdown
+or the collected JSON, to ``--out`` or to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from typing import Any
+
+FORMATS = ("html", "md", "json")
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argparse.Namespace], str]]:
+    from kvbudget.cli_plan import add_plan_options
+
+    p = sub.add_parser(
+        "report",
+        help="one self-contained HTML page (or Markdown) for a deployment: cost, ledger, sessions, levers, commands",
+    )
+    add_plan_options(p)
+    g = p.add_argument_group("report")
+    g.add_argument("--format", choices=FORMATS, default="html", help="html (default), md (Markdown) or json")
+    g.add_argument("--out", default=None, metavar="FILE", help="write the report here (default: stdout)")
+    g = p.add_argument_group("traces (session lengths; kvbudget trace stats)")
+    g.add_argument("--trace", nargs="+", default=None, metavar="FILE", help="trace file(s) (docs/traces.md)")
+    g.add_argument("--trace-format", default=None, help="read every trace file as this format (default: detected)")
+    g.add_argument("--strict", action="store_true", help="stop at the first bad trace row instead of skipping it")
+    g.add_argument(
+        "--sessions-span-files",
+        action="store_true",
+        help="the trace files are parts of one trace: a session id continues across them",
+    )
+    g = p.add_argument_group("simulation (kvbudget simulate; its defaults otherwise)")
+    g.add_argument("--workload", default=None, help="workload file (TOML or YAML): run the simulator on it")
+    g.add_argument("--seed", type=int, default=0, help="seed of the generated sessions (default 0)")
+    g.add_argument("--simulate-sessions", default=None, help="sessions to simulate (default: simulate's 2000)")
+    g.add_argument("--search-sessions", default="2000", help="sessions per search probe (0: no search)")
+    g.add_argument("--bandwidth", default=None, help="HBM bytes/s per GPU (default: the --gpu catalog entry)")
+    g.add_argument("--decode-rate", default=None, help="fixed decode tokens/s per session instead of the roofline")
+    g.add_argument("--prefill-rate", default=None, help="prefill tokens/s per replica (default 10000)")
+    g = p.add_argument_group("measured (kvbudget loadtest, kvbudget calibrate)")
+    g.add_argument(
+        "--loadtest", action="append", default=None, metavar="RESULT.json", help="a kvbudget loadtest --json result"
+    )
+    g.add_argument("--log", action="append", default=None, metavar="LOG", help="an engine start-up log (calibrate)")
+    return {"report": cmd_report}
+
+
+def cmd_report(args: argparse.Namespace) -> str:
+    from kvbudget.report.collect import collect
+
+    fmt = "json" if args.json else args.format
+    writer = None
+    if args.out:
+        from kvbudget.safeio import AtomicWriter
+
+        inputs = [*(args.trace or []), *([args.workload] if args.workload else []), *(args.loadtest or [])]
+        writer = AtomicWriter(args.out, "--out", [*inputs, *(args.log or [])])
+    report = collect(args)
+    if fmt == "json":
+        text = json.dumps(report.to_dict(), indent=2)
+    elif fmt == "md":
+        from kvbudget.report.markdown import render_markdown
+
+        text = render_markdown(report)
+    else:
+        from kvbudget.report.html import render_html
+
+        text = render_html(report)
+    if writer is None:
+        return text.rstrip("\n")
+    text = text if text.endswith("\n") else text + "\n"
+    writer.write(text)
+    plan = report.plan
+    return (
+        f"wrote {args.out} ({fmt}, {len(text.encode()):,} bytes): {plan.inputs.spec.name} on "
+        f"{plan.inputs.engine.label}, {plan.total_sessions:,} session(s) at {plan.inputs.context:,} tokens"
+    )

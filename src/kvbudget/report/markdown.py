@@ -1,0 +1,153 @@
+"""The report as Markdown for a pull request or a ticket: the same numbers as the HTML page, as tables, and
+the serve commands in code blocks. Charts become small tables (the ledger, the curve's points, the
+session-length percentiles), since Markdown renderers differ in what images they allow."""
+
+from __future__ import annotations
+
+from kvbudget.report.charts import ledger_segments
+from kvbudget.report.data import Report
+from kvbudget.units import format_bytes, format_int, format_tokens
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    out = ["| " + " | ".join(_cell(h) for h in headers) + " |"]
+    out.append("|" + "|".join("---:" if k in right else "---" for k in range(len(headers))) + "|")
+    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return [*out, ""]
+
+
+def render_markdown(report: Report) -> str:
+    plan, i, units = report.plan, report.plan.inputs, report.units
+    out = [
+        f"## kvbudget report: {i.spec.name} on {i.engine.label} · {i.gpu_label}",
+        "",
+        f"{i.gpus} GPU(s), tp {i.tp}, pp {i.pp}, {plan.replicas} replica(s) · cache {i.kv_dtype_label} · "
+        f"cap {format_tokens(i.context)} tokens · bytes per GPU",
+        "",
+        f"**{plan.statement}**",
+        "",
+    ]
+    weights = next(line for line in plan.ledger if line.label == "weights")
+    p99 = "no trace given"
+    if report.trace is not None:
+        t = report.trace
+        p99 = (
+            f"{format_int(t.p99_tokens)} tokens over {t.sessions:,} sessions ({t.over_cap:,} beyond the cap); "
+            f"recommended cap {format_tokens(t.recommended_cap)}"
+        )
+    sessions = [f"planned {plan.sessions:,}"]
+    if report.simulated is not None:
+        sessions.append(f"simulated {report.simulated.sustained_sessions:,}")
+    sessions += [f"measured {m.sessions:,} ({m.source})" for m in report.measured if m.sessions is not None]
+    cap = report.cap
+    out += _table(
+        ["figure", "value", "how"],
+        [
+            ["KV cost per token", f"{format_int(plan.layout.kv_bytes_per_token)} B", "per GPU, past every window"],
+            ["weights per GPU", format_bytes(plan.weights_per_gpu, units), f"{weights.provenance}: {weights.basis}"],
+            ["enforced cap", f"{format_int(cap.tokens)} tokens", f"{cap.engine} {cap.setting or ''}".strip()],
+            ["p99 session", p99, ", ".join(report.trace.files) if report.trace else "--trace FILE..."],
+            ["sessions per replica", " · ".join(sessions), f"{plan.total_sessions:,} over {plan.replicas} replica(s)"],
+        ],
+        set(),
+    )
+    out += ["### Per-token cost by layer group", ""]
+    out += _table(
+        ["group", "layers", "B/token held", "B/token past windows", "slots at cap", "at the cap"],
+        [
+            [
+                g.label,
+                format_int(g.layers),
+                format_int(g.held_bytes_per_token),
+                format_int(g.per_token_bytes),
+                format_int(g.token_slots),
+                format_bytes(g.bytes_at_cap, units),
+            ]
+            for g in report.groups
+        ],
+        {1, 2, 3, 4, 5},
+    )
+    out += ["### Memory ledger per GPU", ""]
+    out += _table(
+        ["line", "amount", "bytes", "provenance", "basis"],
+        [[x.label, format_bytes(x.bytes, units), format_int(x.bytes), x.provenance, x.basis] for x in plan.ledger],
+        {1, 2},
+    )
+    out += _table(
+        ["split of the GPU", "amount", "bytes"],
+        [[s.label, s.text, format_int(s.value)] for s in ledger_segments(report)],
+        {1, 2},
+    )
+    out += ["### Sessions against the cap", ""]
+    out += _table(
+        ["cap", "tokens", "per replica", "all replicas"],
+        [
+            [format_tokens(p.cap), format_int(p.cap), format_int(p.sessions), format_int(p.total_sessions)]
+            for p in report.curve
+        ],
+        {1, 2, 3},
+    )
+    if report.trace is not None:
+        t = report.trace
+        out += ["### Session lengths from the traces", "", str(t.cap.get("reading", "")), ""]
+        out += _table(
+            ["session peak", "tokens"],
+            [
+                [k, format_int(int(v))]
+                for k in ("p50", "p90", "p99", "max")
+                if isinstance(v := t.peaks.get(k), int | float)
+            ],
+            {1},
+        )
+    if report.simulated is not None:
+        s = report.simulated
+        out += [
+            "### Simulated",
+            "",
+            f"{s.sustained_sessions:,} sessions per replica sustained ({s.source}): {s.sustained_basis}; "
+            f"target {s.target}.",
+            "",
+        ]
+    if report.measured:
+        out += ["### Measured", ""]
+        out += _table(
+            ["source", "file", "sessions", "at", "basis"],
+            [
+                [
+                    m.source,
+                    m.path,
+                    "-" if m.sessions is None else format_int(m.sessions),
+                    format_tokens(m.context) if m.context else "-",
+                    m.basis,
+                ]
+                for m in report.measured
+            ],
+            {2},
+        )
+    out += ["### Levers, ranked", ""]
+    out += _table(
+        ["lever", "change", "sessions", "delta", "memory effect"],
+        [
+            [lv.name, lv.change, format_int(lv.total_sessions), f"{lv.delta:+,}", lv.memory_effect]
+            if lv.total_sessions is not None and lv.delta is not None
+            else [lv.name, lv.change, "-", "-", f"refused: {lv.refused}"]
+            for lv in report.levers
+        ],
+        {2, 3},
+    )
+    out += ["### Serving commands", ""]
+    own = i.engine.name
+    for name in sorted(report.commands, key=lambda n: (n != own, list(report.commands).index(n))):
+        command = report.commands[name]
+        text = str(command.get("text") or "")
+        if command.get("argv"):
+            out += [f"{name}{' (this plan)' if name == own else ''}:", "", "```sh", text, "```", ""]
+        else:
+            out += [f"{name}: {text or 'no server command'}", ""]
+    if plan.warnings:
+        out += ["### Warnings", "", *[f"- {w}" for w in plan.warnings], ""]
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,95 @@
+"""Sessions as measured, for the report: a ``kvbudget loadtest --json`` result, or an engine start-up log
+read as ``kvbudget calibrate`` reads it.
+
+* loadtest: ``sessions_sustained``, the most concurrent sessions a level held under the TTFT target,
+  at the cap the run used (``settings.context``);
+* start-up log: vLLM's "Maximum concurrency for N tokens per request: X" gives floor(X) sessions of N
+  tokens; otherwise the KV tokens the engine allocated (vLLM "GPU KV cache size", SGLang
+  ``max_total_num_tokens``, TensorRT-LLM tokens) divided by the logged context, rounded down. A log
+  that states neither has no capacity to show, and says so.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kvbudget.errors import InputError
+from kvbudget.report.data import Measured
+from kvbudget.safeio import read_json
+
+_TOKEN_FIGURES = ("kv_tokens", "max_total_num_tokens")
+
+
+def from_loadtest(path: str) -> Measured:
+    doc: Any = read_json(path, "loadtest result")
+    if not isinstance(doc, dict) or doc.get("schema_version") != 1 or "sessions_sustained" not in doc:
+        raise InputError(
+            f"--loadtest {path}: not a kvbudget loadtest --json document (schema_version 1 with "
+            "sessions_sustained); write one with kvbudget loadtest URL ... --out RESULT.json"
+        )
+    sustained = doc["sessions_sustained"]
+    if sustained is not None and (isinstance(sustained, bool) or not isinstance(sustained, int) or sustained < 0):
+        raise InputError(f"--loadtest {path}: sessions_sustained {sustained!r} is not a whole number of sessions")
+    settings = doc.get("settings")
+    settings = settings if isinstance(settings, dict) else {}
+    server = doc.get("server")
+    server = server if isinstance(server, dict) else {}
+    context = settings.get("context")
+    engine = server.get("engine")
+    return Measured(
+        source="loadtest",
+        path=path,
+        engine=engine if isinstance(engine, str) else None,
+        sessions=sustained,
+        context=context if isinstance(context, int) and not isinstance(context, bool) else None,
+        basis=str(doc.get("sustained_basis") or "kvbudget loadtest: sessions sustained"),
+    )
+
+
+def from_log(path: str, model: str | None) -> Measured:
+    """What ``kvbudget calibrate LOG --model MODEL`` reads: the capacity the engine logged, and how many of
+    the logged figures kvbudget's rules reproduce."""
+    from kvbudget.measure.calibrate import calibrate
+    from kvbudget.measure.logs import read_log
+
+    cal = calibrate(read_log(path), model)
+    log = cal.log
+    context = log.setting("context")
+    cap = int(context) if isinstance(context, int | float) and not isinstance(context, bool) else None
+    agreement = (sum(r.agrees for r in cal.rows), len(cal.rows))
+    concurrency = log.measured.get("max_concurrency")
+    at = log.setting("concurrency_tokens")
+    if concurrency is not None and isinstance(at, int | float) and not isinstance(at, bool):
+        return Measured(
+            source="log",
+            path=path,
+            engine=log.engine,
+            sessions=math.floor(float(concurrency.value)),
+            context=int(at),
+            agreement=agreement,
+            basis=f"{log.engine} logged maximum concurrency {concurrency.text} for {int(at):,} tokens per "
+            f"request (line {concurrency.line}), rounded down",
+        )
+    for name in _TOKEN_FIGURES:
+        tokens = log.measured.get(name)
+        if tokens is not None and cap:
+            return Measured(
+                source="log",
+                path=path,
+                engine=log.engine,
+                sessions=int(tokens.value) // cap,
+                context=cap,
+                agreement=agreement,
+                basis=f"{log.engine} logged {int(tokens.value):,} KV tokens (line {tokens.line}) // the logged "
+                f"context {cap:,}",
+            )
+    return Measured(
+        source="log",
+        path=path,
+        engine=log.engine,
+        sessions=None,
+        context=cap,
+        agreement=agreement,
+        basis=f"the {log.engine} log states no KV capacity (no concurrency, or no KV tokens and context)",
+    )
