@@ -12,6 +12,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from kvbudget.units import counted
+
 FORMATS = ("html", "md", "json")
 
 
@@ -79,5 +81,5 @@ def cmd_report(args: argparse.Namespace) -> str:
     plan = report.plan
     return (
         f"wrote {args.out} ({fmt}, {len(text.encode()):,} bytes): {plan.inputs.spec.name} on "
-        f"{plan.inputs.engine.label}, {plan.total_sessions:,} session(s) at {plan.inputs.context:,} tokens"
+        f"{plan.inputs.engine.label}, {counted(plan.total_sessions, 'session')} at {plan.inputs.context:,} tokens"
     )

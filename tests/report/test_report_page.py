@@ -87,8 +87,8 @@ def test_every_chart_is_an_inline_svg_with_the_cli_values() -> None:
     assert sum(segments.values()) == plan["gpu_memory_bytes"] == int(marks.charts["ledger"][0][1]["data-total"])
     assert segments["weights"] == plan["weights_bytes"]
     assert segments["runtime overhead"] == plan["overhead_bytes"]
-    assert segments["KV: 4 session(s) at 32K"] == 4 * plan["per_session_bytes"]
-    assert segments["KV: 4 session(s) at 32K"] + segments["KV pool left over"] == plan["kv_pool_bytes"]
+    assert segments["KV: 4 sessions at 32K"] == 4 * plan["per_session_bytes"]
+    assert segments["KV: 4 sessions at 32K"] + segments["KV pool left over"] == plan["kv_pool_bytes"]
     assert segments["not used by the engine"] == plan["gpu_memory_bytes"] - plan["usable_bytes"]
 
     bars = {b["data-kind"]: float(b["data-sessions"]) for b in marks.marks("sessions", "bar")}
@@ -171,7 +171,7 @@ def test_out_writes_the_file_and_says_so(tmp_path: Path) -> None:
     assert code == 0, err
     text = target.read_text(encoding="utf-8")
     assert out == (
-        f"wrote {target} (html, {len(text.encode()):,} bytes): Qwen3-32B on vllm 0.33.0, 4 session(s) at 32,768 "
+        f"wrote {target} (html, {len(text.encode()):,} bytes): Qwen3-32B on vllm 0.33.0, 4 sessions at 32,768 "
         "tokens\n"
     )
     assert text == html(*QWEN) and text.endswith("</html>\n")

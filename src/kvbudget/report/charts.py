@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from kvbudget.report.data import Report
 from kvbudget.report.svg import PALETTE, Axis, Bar, Marker, Segment, bar_chart, line_chart, nice_ticks, stacked_bar
-from kvbudget.units import UnitSystem, format_bytes, format_int, format_tokens
+from kvbudget.units import UnitSystem, counted, format_bytes, format_int, format_tokens
 
 CAP_COLOUR = "#c0392b"
 P99_COLOUR = "#6b4fbb"
@@ -88,7 +88,7 @@ def ledger_segments(report: Report) -> list[Segment]:
     if 0 < reserved <= plan.kv_pool_bytes:
         segments.append(
             Segment(
-                f"KV: {plan.sessions:,} session(s) at {format_tokens(plan.inputs.context)}",
+                f"KV: {counted(plan.sessions, 'session')} at {format_tokens(plan.inputs.context)}",
                 reserved,
                 format_bytes(reserved, units),
                 PALETTE[2],
@@ -157,7 +157,7 @@ def sessions(report: Report) -> str:
         "sessions",
         "Concurrent sessions per replica: planned, simulated, measured",
         session_bars(report),
-        f"concurrent sessions per replica ({report.plan.inputs.tp * report.plan.inputs.pp} GPU(s))",
+        f"concurrent sessions per replica ({counted(report.plan.inputs.tp * report.plan.inputs.pp, 'GPU')})",
     )
 
 

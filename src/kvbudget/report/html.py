@@ -16,7 +16,7 @@ from pathlib import Path
 from kvbudget import __version__
 from kvbudget.report import charts
 from kvbudget.report.data import Report
-from kvbudget.units import format_bytes, format_int, format_tokens
+from kvbudget.units import counted, format_bytes, format_int, format_tokens
 
 CSS = """
 :root { --ink: #1f2933; --muted: #52606d; --line: #d9dee3; --bg: #f5f7f9; --card: #ffffff; --accent: #2f6fb3; }
@@ -125,7 +125,7 @@ def _cards(report: Report) -> str:
         if m.sessions is not None:
             values.append(f"{m.sessions:,}")
             kinds.append(f"measured ({m.source})")
-    replicas = f"; {plan.replicas} replica(s): {plan.total_sessions:,} in all" if plan.replicas > 1 else ""
+    replicas = f"; {counted(plan.replicas, 'replica')}: {plan.total_sessions:,} in all" if plan.replicas > 1 else ""
     cards = [
         _card(
             "per-token",
@@ -255,7 +255,7 @@ def _cdf(report: Report) -> str:
     return (
         f"<figure>{chart}</figure><p>{_e(reading)}</p>"
         f'<p class="note">{trace.sessions:,} sessions (sub-agents included), {trace.steps:,} steps, '
-        f"{trace.bad_rows:,} bad row(s) skipped; {_e(files)}</p>"
+        f"{counted(trace.bad_rows, 'bad row')} skipped; {_e(files)}</p>"
         f"{_table(['session peak', 'tokens'], rows, {1})}"
     )
 
@@ -306,7 +306,8 @@ def render_html(report: Report) -> str:
     i = report.plan.inputs
     title = f"{i.spec.name} on {i.engine.label} · {i.gpu_label}"
     sub = (
-        f"{i.gpus} GPU(s), tp {i.tp}, pp {i.pp}, {report.plan.replicas} replica(s) · cache {i.kv_dtype_label} · "
+        f"{counted(i.gpus, 'GPU')}, tp {i.tp}, pp {i.pp}, {counted(report.plan.replicas, 'replica')} · "
+        f"cache {i.kv_dtype_label} · "
         f"cap {format_tokens(i.context)} tokens · bytes per GPU"
     )
     panels = [

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from kvbudget.report.charts import ledger_segments
 from kvbudget.report.data import Report
-from kvbudget.units import format_bytes, format_int, format_tokens
+from kvbudget.units import counted, format_bytes, format_int, format_tokens
 
 
 def _cell(text: object) -> str:
@@ -25,7 +25,8 @@ def render_markdown(report: Report) -> str:
     out = [
         f"## kvbudget report: {i.spec.name} on {i.engine.label} · {i.gpu_label}",
         "",
-        f"{i.gpus} GPU(s), tp {i.tp}, pp {i.pp}, {plan.replicas} replica(s) · cache {i.kv_dtype_label} · "
+        f"{counted(i.gpus, 'GPU')}, tp {i.tp}, pp {i.pp}, {counted(plan.replicas, 'replica')} · "
+        f"cache {i.kv_dtype_label} · "
         f"cap {format_tokens(i.context)} tokens · bytes per GPU",
         "",
         f"**{plan.statement}**",
@@ -51,7 +52,11 @@ def render_markdown(report: Report) -> str:
             ["weights per GPU", format_bytes(plan.weights_per_gpu, units), f"{weights.provenance}: {weights.basis}"],
             ["enforced cap", f"{format_int(cap.tokens)} tokens", f"{cap.engine} {cap.setting or ''}".strip()],
             ["p99 session", p99, ", ".join(report.trace.files) if report.trace else "--trace FILE..."],
-            ["sessions per replica", " · ".join(sessions), f"{plan.total_sessions:,} over {plan.replicas} replica(s)"],
+            [
+                "sessions per replica",
+                " · ".join(sessions),
+                f"{plan.total_sessions:,} over {counted(plan.replicas, 'replica')}",
+            ],
         ],
         set(),
     )
