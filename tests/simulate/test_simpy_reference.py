@@ -43,7 +43,7 @@ def test_simulator_and_simpy_agree_on_the_same_sessions(seed: int) -> None:
 
 def test_the_reference_run_is_pinned() -> None:
     ours = simulate(workload_sessions(300, 1), simulator_config())  # type: ignore[arg-type]
-    assert (ours.arrived, ours.finished, ours.steps, ours.peak_concurrency) == (300, 300, 5950, 40)
-    assert (ours.prompt_tokens, ours.decode_tokens) == (72_397_847, 706_299)
-    assert ours.sim_time_s == pytest.approx(1139.8722655321558, rel=1e-12)
-    assert ours.queue_delay_s == {"p50": 0.0, "p99": 4.940922}
+    assert (ours.arrived, ours.finished, ours.steps, ours.peak_concurrency) == (300, 300, 5586, 40)
+    assert (ours.prompt_tokens, ours.decode_tokens) == (62_888_001, 658_107)
+    assert ours.sim_time_s == pytest.approx(955.0246589795617, rel=1e-12)
+    assert ours.queue_delay_s == {"p50": 0.0, "p99": 29.331475}

@@ -25,7 +25,7 @@ from kvbudget.simulate.metrics import Counters, Sample, TimeSeries
 from kvbudget.simulate.policies import MemoryPolicy, RouterName, TimeModel
 from kvbudget.simulate.scheduler import Replica
 from kvbudget.simulate.session import Session
-from kvbudget.workload.record import SessionPlan
+from kvbudget.workload.record import SessionPlan, step_rows
 
 Progress = Callable[[int, float], None]
 
@@ -193,7 +193,7 @@ def _arrive(plan: SessionPlan, now: float, stats: Counters, replicas: list[Repli
     stats.arrived += 1
     index = stats.arrived
     stats.concurrency.arrival(index, now)
-    steps = iter(plan.steps)
+    steps = step_rows(plan.steps)
     first = next(steps, None)
     if first is None:  # a session without a model call holds nothing
         stats.finished += 1

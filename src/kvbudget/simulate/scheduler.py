@@ -143,7 +143,7 @@ class Replica:
             self.drain(now)
             return
         pause = s.pause
-        s.append, s.output, s.pause, s.compact_to = nxt.append_tokens, nxt.output_tokens, nxt.pause_s, nxt.compact_to
+        s.append, s.output, s.pause, s.compact_to = nxt
         s.state = PAUSED
         self.paused += 1
         # The blocks the decode filled (paged; a reservation already covers them). If they do not
