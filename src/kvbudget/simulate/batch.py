@@ -16,9 +16,9 @@ it cannot decode before it.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import math
+from heapq import heappop, heappush
 
 from kvbudget.simulate.policies import TimeModel
 from kvbudget.simulate.session import Session
@@ -85,7 +85,7 @@ class DecodeBatch:
         self.running += 1
         s.vfinish = vfinish = self.v + s.output
         heap = self.heap
-        heapq.heappush(heap, (vfinish, next(self.seq), s.dver, s))
+        heappush(heap, (vfinish, next(self.seq), s.dver, s))
         if not self.fixed_iteration:
             self.t_iter = (self.time.weights_bytes + self.kv_read) / self.time.bandwidth_bytes_per_s
         top = heap[0]
@@ -116,26 +116,34 @@ class DecodeBatch:
         """The session whose decode completes at ``now`` (== ``next_t``)."""
         busy = self.busy_until
         start = self.t_last if self.t_last > busy else busy
+        v = self.v
         if now > start:  # advance(now), inlined: this runs once per step
-            self.v += (now - start) / self.t_iter
+            v += (now - start) / self.t_iter
         self.t_last = now
         heap = self.heap
-        vfinish, _, _, s = heapq.heappop(heap)
-        if self.v < vfinish:  # noqa: PLR1730 - snap: float drift must not delay the completion
-            self.v = vfinish
+        vfinish, _, _, s = heappop(heap)
+        if v < vfinish:  # noqa: PLR1730 - snap: float drift must not delay the completion
+            v = vfinish
+        self.v = v
         self.kv_read -= s.kv
         self.running -= 1
         s.kv = 0
         if not self.fixed_iteration:
             self.t_iter = (self.time.weights_bytes + self.kv_read) / self.time.bandwidth_bytes_per_s
-        self.refresh()
+        while heap and heap[0][2] != heap[0][3].dver:  # refresh(), inlined (t_last is now)
+            heappop(heap)
+        if heap:
+            ahead = heap[0][0] - v
+            self.next_t = (now if now > busy else busy) + (ahead * self.t_iter if ahead > 0 else 0.0)
+        else:
+            self.next_t = INF
         return s
 
     def refresh(self) -> None:
         """Recompute ``next_t``, the real time of the next decode completion."""
         heap = self.heap
         while heap and heap[0][2] != heap[0][3].dver:
-            heapq.heappop(heap)
+            heappop(heap)
         if not heap:
             self.next_t = INF
             return
