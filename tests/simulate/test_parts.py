@@ -87,6 +87,19 @@ def test_tokens_within_matches_bisection_on_real_layouts(argv: tuple[str, ...]) 
         assert fast.tokens_within(budget, low, high) == expect
 
 
+@pytest.mark.parametrize("share", [True, False])
+def test_tokens_within_has_a_hint_without_prefix_sharing(share: bool) -> None:
+    """Without a shared prefix the per-token hint is the cost's slope, so a search is a few lookups."""
+    memory = MemoryModel.linear(10**9, 3, 32_768, block_size=16, state_bytes=7, share_prefix=share)
+    table = CostTable.for_memory(memory)
+    assert table.per_token == 3
+    for budget in (0, 7, 54, 55, 10_000, 98_310):
+        expect = max([t for t in range(5, 32_769) if memory.sequence_bytes(t) <= budget] or [5])
+        table.memo.clear()
+        assert table.tokens_within(budget, 5, 32_768) == expect
+        assert len(table.memo) <= 4
+
+
 @pytest.mark.parametrize("model", ["llama-3.1-8b", "gemma-3-27b", "qwen3-32b"])
 def test_reserve_at_cap_holds_exactly_the_static_plans_sessions(model: str) -> None:
     # Saturating arrivals with refusal: the reservations fill the plan's pool exactly as the plan does.

@@ -108,7 +108,7 @@ def simulate(sessions: Iterable[SessionPlan], config: SimConfig, progress: Progr
     events = EventQueue()
     heap, seq = events.heap, events.seq
     memory = config.memory
-    costs = CostTable(memory.sequence_bytes, memory.prefix_bytes_per_token, memory.block_size)
+    costs = CostTable.for_memory(memory)
     replicas = [
         Replica(i, config.memory, config.policy, config.time, costs, stats, events, config.host_bytes, config.check)
         for i in range(config.replicas)
