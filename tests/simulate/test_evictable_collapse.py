@@ -53,7 +53,7 @@ def _run(rate: float, policy: str, pause: str) -> SimResult:
 def test_below_capacity_evictable_pauses_cost_little(rate: float) -> None:
     hold, evictable = _run(rate, "paged", "hold"), _run(rate, "paged", "evictable")
     own = evictable.prefill_tokens - evictable.recomputed_tokens
-    assert evictable.recomputed_tokens < 0.1 * own  # 5.1% with seed 1
+    assert evictable.recomputed_tokens < 0.05 * own
     assert evictable.mean_concurrency == pytest.approx(hold.mean_concurrency, rel=0.1)
 
 
@@ -67,6 +67,6 @@ def test_past_capacity_the_prefix_cache_thrashes() -> None:
     assert evictable.recomputed_tokens > 5 * own  # every step re-prefills what its pause lost
     assert evictable.mean_concurrency > 10 * reserve.mean_concurrency
     assert evictable.sim_time_s > 1.5 * reserve.sim_time_s  # the same sessions take far longer to serve
-    # pinned (seed 1, 300 sessions): 13.5x the sessions' own prefill is recomputed
-    assert (own, hold.recomputed_tokens, evictable.recomputed_tokens) == (18_484_360, 9_504_110, 249_570_213)
-    assert (round(reserve.sim_time_s), round(hold.sim_time_s), round(evictable.sim_time_s)) == (20_815, 15_167, 37_885)
+    # pinned (seed 1, 300 sessions): 14x the sessions' own prefill is recomputed
+    assert (own, hold.recomputed_tokens, evictable.recomputed_tokens) == (20_348_387, 13_474_391, 285_623_158)
+    assert (round(reserve.sim_time_s), round(hold.sim_time_s), round(evictable.sim_time_s)) == (23_705, 17_299, 45_135)

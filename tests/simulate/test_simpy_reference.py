@@ -10,7 +10,7 @@ from bench.simpy_reference import agree, run_simpy, simulator_config, workload_s
 
 from kvbudget.simulate import simulate
 
-SESSIONS = 300
+SESSIONS = 500
 
 
 @pytest.mark.parametrize("seed", [1, 7])
@@ -59,11 +59,17 @@ def test_simulator_and_simpy_agree_on_paged(seed: int) -> None:
 
 def test_the_reference_runs_are_pinned() -> None:
     ours = simulate(workload_sessions(SESSIONS, 1), simulator_config("reserve"))
-    assert (ours.arrived, ours.finished, ours.steps, ours.peak_concurrency) == (300, 300, 5586, 40)
-    assert (ours.prompt_tokens, ours.decode_tokens) == (62_888_001, 658_107)
-    assert ours.sim_time_s == pytest.approx(955.0246589795617, rel=1e-12)
-    assert ours.queue_delay_s == {"p50": 0.0, "p99": 29.331475}
+    assert (ours.arrived, ours.finished, ours.steps, ours.peak_concurrency) == (500, 500, 10_116, 40)
+    assert (ours.prompt_tokens, ours.decode_tokens) == (136_753_466, 1_194_061)
+    assert ours.sim_time_s == pytest.approx(1576.5776450393448, rel=1e-12)
+    assert ours.queue_delay_s == {"p50": 0.0, "p99": 1.557861}
     paged = simulate(workload_sessions(SESSIONS, 1), simulator_config("paged"))
-    assert (paged.steps, paged.peak_concurrency, paged.preemptions, paged.recomputed_tokens) == (5614, 49, 49, 222_945)
-    assert (paged.prompt_tokens, paged.hit_tokens, paged.decode_tokens) == (63_035_123, 59_843_954, 656_198)
-    assert paged.sim_time_s == pytest.approx(942.2745077001783, rel=1e-12)
+    assert (paged.steps, paged.peak_concurrency, paged.preemptions, paged.recomputed_tokens) == (
+        10_201,
+        46,
+        133,
+        567_959,
+    )
+    assert (paged.prompt_tokens, paged.hit_tokens, paged.decode_tokens) == (137_192_288, 131_436_367, 1_189_060)
+    assert paged.sim_time_s == pytest.approx(1576.5776450393491, rel=1e-12)
+    assert paged.queue_delay_s == {"p50": 0.0, "p99": 51.207176}

@@ -1,7 +1,7 @@
 """Vectorised draws of the workload distributions (numpy): ``n`` values of one quantity in one call.
 
 The same distributions as ``kvbudget.workload.distributions`` with the same means, drawn from a
-``numpy.random.Generator`` instead of ``random.Random``; session generation (generate.py) draws
+numpy generator (``generator``) instead of ``random.Random``; session generation (generate.py) draws
 every step of a block of sessions at once this way. Continuous draws become token counts by the
 same stochastic rounding, ``floor(x + U)`` with ``U ~ Uniform[0, 1)`` from the same generator, so
 integer streams keep the analytic ``mean()``; integer kinds (geometric, Poisson, integral constants
@@ -35,15 +35,19 @@ if TYPE_CHECKING:
     Ints = npt.NDArray[np.int64]
 
 
-def generator(label: str) -> np.random.Generator:
-    """A PCG64 generator seeded from ``label`` through SHA-256 (stable across platforms and runs)."""
+def generator(label: str) -> np.random.RandomState:
+    """A generator seeded from ``label`` through SHA-256 (stable across platforms and runs).
+
+    numpy's legacy ``RandomState`` (Mersenne Twister) rather than ``Generator``: its streams are
+    frozen for every future numpy release (NEP 19), while ``Generator`` keeps the right to change a
+    distribution's algorithm, which would change every seeded simulation with a numpy upgrade."""
     import numpy as np
 
     entropy = int.from_bytes(hashlib.sha256(label.encode()).digest(), "big")
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy)))
+    return np.random.RandomState(np.random.MT19937(np.random.SeedSequence(entropy)))
 
 
-def draw(dist: Distribution, rng: np.random.Generator, n: int) -> Floats:
+def draw(dist: Distribution, rng: np.random.RandomState, n: int) -> Floats:
     """``n`` independent draws of ``dist`` as floats."""
     import numpy as np
 
@@ -62,7 +66,7 @@ def draw(dist: Distribution, rng: np.random.Generator, n: int) -> Floats:
     raise TypeError(f"no vectorised draw for {type(dist).__name__}")
 
 
-def draw_int(dist: Distribution, rng: np.random.Generator, n: int) -> Ints:
+def draw_int(dist: Distribution, rng: np.random.RandomState, n: int) -> Ints:
     """``n`` whole-number draws of ``dist`` with its mean (stochastic rounding of continuous kinds)."""
     import numpy as np
 
@@ -77,16 +81,16 @@ def draw_int(dist: Distribution, rng: np.random.Generator, n: int) -> Ints:
     if isinstance(dist, Empirical) and all(float(v).is_integer() for v in dist.values):
         return _pick(dist, rng, n).astype(np.int64)
     values = draw(dist, rng, n)
-    return np.floor(values + rng.random(n)).astype(np.int64)
+    return np.floor(values + rng.random_sample(n)).astype(np.int64)
 
 
-def _pick(dist: Empirical, rng: np.random.Generator, n: int) -> Floats:
+def _pick(dist: Empirical, rng: np.random.RandomState, n: int) -> Floats:
     import numpy as np
 
     values = np.asarray(dist.values, dtype=np.float64)
     if not dist.weights:
-        return values[rng.integers(0, len(values), n)]
+        return values[rng.randint(0, len(values), n)]
     cum = np.cumsum(np.asarray(dist.weights, dtype=np.float64))
-    index = np.searchsorted(cum, rng.random(n) * cum[-1], side="right")
+    index = np.searchsorted(cum, rng.random_sample(n) * cum[-1], side="right")
     picked: Floats = values[np.minimum(index, len(values) - 1)]
     return picked
