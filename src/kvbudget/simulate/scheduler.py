@@ -102,9 +102,15 @@ class Replica:
             self.drain(now)
             return
         if s.holder:
-            if self.reserve:  # _start(s, now, s.context, 0), inlined: the reserve policy's every later step
-                context = s.context
-                s.prompt = prompt = context + s.append
+            context = s.context
+            prompt = context + s.append
+            reserve = self.reserve
+            if not reserve and prompt + s.output > self.fit_tokens:  # _never_fits(s), inlined
+                self._too_big(s, now)
+                return
+            if reserve or self._grow(s, prompt, now):
+                # _start(s, now, context, 0), inlined: a holder's every later step
+                s.prompt = prompt
                 st = self.stats
                 st.steps += 1
                 st.prompt_tokens += prompt
@@ -114,13 +120,6 @@ class Replica:
                 end = prompt + s.output
                 kv = self.costs.memo.get(end)
                 self.batch.join(s, now, prompt - context, self.costs.bytes(end) if kv is None else kv)
-                return
-            if self._never_fits(s):
-                self._too_big(s, now)
-                return
-            tokens = s.context + s.append
-            if self._grow(s, tokens, now):
-                self._start(s, now, s.context, 0)
             else:  # preempted itself: wait at the front, as vLLM re-queues a preempted request
                 s.state = WAITING
                 self.waiting.appendleft(s)
