@@ -159,7 +159,7 @@ def simpy_paged(sessions: Iterable[SessionPlan], *, pool_tokens: int, decode_tok
         out.preemptions += 1
         if v.state == RUNNING:
             decoded = (env.now - v.start) / per_token
-            remaining = max(0, min(v.output, math.ceil(v.output - decoded - 1e-9)))
+            remaining = max(0, min(v.output, math.ceil(v.output - decoded - 1e-6)))  # batch.TOKEN_TOLERANCE
             v.context = v.prompt + v.output - remaining
             v.append, v.output = 0, remaining
             v.state = WAITING

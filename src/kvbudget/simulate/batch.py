@@ -18,12 +18,18 @@ from __future__ import annotations
 
 import itertools
 import math
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
 
 from kvbudget.simulate.policies import TimeModel
 from kvbudget.simulate.session import Session
 
 INF = math.inf
+# The virtual clock is shifted back to 0 once it passes this many tokens (``_rebase``): a float sum
+# near 2^16 keeps ~1e-11 of a token per addition, while one left to grow over a long run (10^7
+# tokens) drifts by microtokens and more, enough to tip a preempted step's remaining-token count.
+REBASE_TOKENS = 65536.0
+# A preempted session within this share of a token of its next token boundary has reached it.
+TOKEN_TOLERANCE = 1e-6
 
 
 class DecodeBatch:
@@ -99,7 +105,7 @@ class DecodeBatch:
     def leave(self, s: Session, now: float) -> int:
         """Take ``s`` out mid-step (preemption); return the output tokens it still has to generate."""
         self.advance(now)
-        remaining = max(0, min(s.output, math.ceil(s.vfinish - self.v - 1e-9)))
+        remaining = max(0, min(s.output, math.ceil(s.vfinish - self.v - TOKEN_TOLERANCE)))
         s.dver += 1  # its heap entry is now stale
         self._drop(s)
         return remaining
@@ -125,6 +131,9 @@ class DecodeBatch:
         if v < vfinish:  # noqa: PLR1730 - snap: float drift must not delay the completion
             v = vfinish
         self.v = v
+        if v > REBASE_TOKENS:
+            v = self._rebase()
+            heap = self.heap
         self.kv_read -= s.kv
         self.running -= 1
         s.kv = 0
@@ -138,6 +147,20 @@ class DecodeBatch:
         else:
             self.next_t = INF
         return s
+
+    def _rebase(self) -> float:
+        """Shift the virtual clock and every live finish back by ``v`` (stale entries dropped): the
+        same order and gaps, small numbers. Returns the new ``v`` (0)."""
+        v = self.v
+        live = []
+        for vfinish, seq, dver, s in self.heap:
+            if dver == s.dver:
+                s.vfinish = vfinish - v
+                live.append((s.vfinish, seq, dver, s))
+        heapify(live)
+        self.heap = live
+        self.v = 0.0
+        return 0.0
 
     def refresh(self) -> None:
         """Recompute ``next_t``, the real time of the next decode completion."""
