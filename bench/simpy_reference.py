@@ -1,8 +1,9 @@
-"""A SimPy model of the simulator's reserve policy, the reference ``kvbudget simulate`` is checked and
-timed against (issue 10, goal 1; tests/simulate/test_simpy_reference.py; ``python -m
-bench.simpy_reference`` prints the speed ratio).
+"""SimPy models of the simulator's reserve and paged policies, the references ``kvbudget simulate`` is
+checked and timed against (issue 10, goal 1; tests/simulate/test_simpy_reference.py checks that
+each agrees with the simulator on the same session stream; ``python -m bench.simpy_reference``
+prints the paired speed ratios for both policies at 2,000, 20,000 and 100,000 sessions).
 
-The system, written the plain SimPy way (one process per session, the KV pool a ``Container``):
+The reserve system, written the plain SimPy way (one process per session, the KV pool a ``Container``):
 
 * sessions arrive at their ``arrival_s``; a session takes ``slot_bytes`` (its bytes at the cap) from
   the pool before its first step, first come first served with head-of-line blocking, and gives
@@ -12,10 +13,12 @@ The system, written the plain SimPy way (one process per session, the KV pool a 
   (``TimeModel.decode_tokens_per_s``) with instantaneous prefill, then pauses ``pause_s`` before the
   next step (not after the last).
 
-The simulator runs the same system with ``MemoryModel.linear(pool, 1, cap, share_prefix=False)``,
-``MemoryPolicy(policy="reserve")`` and ``TimeModel(prefill_tokens_per_s=0, decode_tokens_per_s=R)``
-(``simulator_config``). Counts agree exactly; times to float rounding (the simulator keeps a fluid
-virtual decode clock, SimPy one timeout per step).
+The paged system is in bench/simpy_paged.py (blocks on demand, recompute preemption, the prefix
+cache of preempted and finished sessions' blocks). The simulator runs the same systems with
+``MemoryModel.linear(pool, 1, cap, share_prefix=False)``, ``MemoryPolicy(policy=...)`` and
+``TimeModel(prefill_tokens_per_s=0, decode_tokens_per_s=R)`` (``simulator_config``). Counts agree
+exactly; times to float rounding (the simulator keeps a fluid virtual decode clock, SimPy one
+timeout per step). Both read a session's steps the same way (``step_rows``: plain tuples).
 
 SimPy is a dev dependency (``pip install -e .[dev]``); nothing in the package imports it.
 """
@@ -24,12 +27,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from kvbudget.workload.record import SessionPlan
+from bench.simpy_paged import PagedOutcome, simpy_paged
+from kvbudget.workload.record import SessionPlan, step_rows
+
+if TYPE_CHECKING:
+    from kvbudget.simulate import SimConfig, SimResult
 
 WORKLOAD = {
     "arrival": {"rate_per_s": 0.4},
@@ -42,6 +51,8 @@ WORKLOAD = {
 }
 CAP_TOKENS = 1 << 20  # one byte a token: no session reaches it, so no step meets the cap
 SLOTS = 40  # sessions the pool holds at the cap: arrivals outpace it at times, so some queue
+PAGED_POOL_TOKENS = 500_000  # paged: the live sessions' demand passes it at times, so some are preempted
+POLICIES = ("reserve", "paged")
 DECODE_TOKENS_PER_S = 50.0
 
 
@@ -70,7 +81,7 @@ def simpy_reserve(
 
     def session(plan: SessionPlan) -> Generator[simpy.Event, object, None]:
         out.arrived += 1
-        steps = iter(plan.steps)
+        steps = step_rows(plan.steps)  # the steps as the simulator reads them: plain tuples
         step = next(steps, None)
         if step is None:
             out.finished += 1
@@ -80,19 +91,20 @@ def simpy_reserve(
         out.queue_delay_total_s += env.now - arrived
         out.live += 1
         out.peak_concurrency = max(out.peak_concurrency, out.live)
-        context, append = 0, step.append_tokens + plan.prefix_tokens
+        context, append = 0, step[0] + plan.prefix_tokens
         while True:
             prompt = context + append
+            output = step[1]
             out.steps += 1
             out.prompt_tokens += prompt
-            yield env.timeout(step.output_tokens * per_token)
-            out.decode_tokens += step.output_tokens
-            context = prompt + step.output_tokens
+            yield env.timeout(output * per_token)
+            out.decode_tokens += output
+            context = prompt + output
             following = next(steps, None)
             if following is None:
                 break
-            yield env.timeout(step.pause_s)
-            step, append = following, following.append_tokens
+            yield env.timeout(step[2])
+            step, append = following, following[0]
         out.finished += 1
         out.live -= 1
         yield pool.put(slot_bytes)
@@ -116,34 +128,30 @@ def workload_sessions(count: int, seed: int = 1) -> Iterator[SessionPlan]:
     return generate_sessions(workload_from_dict(WORKLOAD, where="bench"), seed=seed, count=count)
 
 
-def simulator_config() -> object:
+def simulator_config(policy: str = "reserve") -> SimConfig:
+    """The simulator set up as the SimPy model of ``policy`` (reserve here, paged in simpy_paged.py)."""
     from kvbudget.simulate import MemoryPolicy, SimConfig
     from kvbudget.simulate.costs import MemoryModel
     from kvbudget.simulate.policies import TimeModel
 
+    pool = SLOTS * CAP_TOKENS if policy == "reserve" else PAGED_POOL_TOKENS
     return SimConfig(
-        memory=MemoryModel.linear(SLOTS * CAP_TOKENS, 1, CAP_TOKENS, share_prefix=False),
-        policy=MemoryPolicy(policy="reserve"),
+        memory=MemoryModel.linear(pool, 1, CAP_TOKENS, share_prefix=False),
+        policy=MemoryPolicy(policy="reserve" if policy == "reserve" else "paged"),
         time=TimeModel(prefill_tokens_per_s=0.0, decode_tokens_per_s=DECODE_TOKENS_PER_S),
     )
 
 
-def run_both(count: int, seed: int = 1) -> dict[str, object]:
-    from kvbudget.simulate import simulate
+def run_simpy(policy: str, sessions: Iterable[SessionPlan]) -> Outcome | PagedOutcome:
+    if policy == "reserve":
+        return simpy_reserve(
+            sessions, pool_bytes=SLOTS * CAP_TOKENS, slot_bytes=CAP_TOKENS, decode_tokens_per_s=DECODE_TOKENS_PER_S
+        )
+    return simpy_paged(sessions, pool_tokens=PAGED_POOL_TOKENS, decode_tokens_per_s=DECODE_TOKENS_PER_S)
 
-    config = simulator_config()
-    plans = list(workload_sessions(count, seed))  # arrivals listed first; steps are drawn lazily in each run
-    start = time.perf_counter()
-    result = simulate(plans, config)  # type: ignore[arg-type]
-    ours = time.perf_counter() - start
-    start = time.perf_counter()
-    ref = simpy_reserve(
-        list(workload_sessions(count, seed)),
-        pool_bytes=SLOTS * CAP_TOKENS,
-        slot_bytes=CAP_TOKENS,
-        decode_tokens_per_s=DECODE_TOKENS_PER_S,
-    )
-    theirs = time.perf_counter() - start
+
+def agree(result: SimResult, ref: Outcome | PagedOutcome) -> bool:
+    """Every count equal, the end time to float rounding (1e-9 relative)."""
     same = (result.arrived, result.finished, result.steps, result.prompt_tokens, result.decode_tokens) == (
         ref.arrived,
         ref.finished,
@@ -151,26 +159,68 @@ def run_both(count: int, seed: int = 1) -> dict[str, object]:
         ref.prompt_tokens,
         ref.decode_tokens,
     ) and result.peak_concurrency == ref.peak_concurrency
+    if isinstance(ref, PagedOutcome):
+        same = same and (result.preemptions, result.recomputed_tokens, result.hit_tokens, result.refused_too_big) == (
+            ref.preemptions,
+            ref.recomputed_tokens,
+            ref.hit_tokens,
+            ref.too_big,
+        )
+    return same and abs(result.sim_time_s - ref.end_s) <= 1e-9 * max(1.0, ref.end_s)
+
+
+def run_both(policy: str, count: int, seed: int = 1, rounds: int = 3) -> dict[str, object]:
+    """Paired timings: each round times the simulator and the SimPy model on the same session stream,
+    each drawing it from ``generate_sessions`` inside its own timing (sessions are generated lazily, as
+    ``simulate`` consumes them); the two go in alternating order. The ratio is the median round's."""
+    from kvbudget.simulate import simulate
+
+    config = simulator_config(policy)
+    simulate(workload_sessions(50, seed), config)  # warm up both (imports, numpy's first draws)
+    run_simpy(policy, workload_sessions(50, seed))
+    ours: list[float] = []
+    theirs: list[float] = []
+    result: SimResult | None = None
+    ref: Outcome | PagedOutcome | None = None
+    for r in range(rounds):
+        for side in ("ours", "theirs") if r % 2 == 0 else ("theirs", "ours"):
+            start = time.perf_counter()
+            if side == "ours":
+                result = simulate(workload_sessions(count, seed), config)
+                ours.append(time.perf_counter() - start)
+            else:
+                ref = run_simpy(policy, workload_sessions(count, seed))
+                theirs.append(time.perf_counter() - start)
+    assert result is not None and ref is not None
+    ratios = sorted(t / o for t, o in zip(theirs, ours, strict=True))
     return {
+        "policy": policy,
         "sessions": count,
         "steps": result.steps,
-        "simulator_s": round(ours, 3),
-        "simpy_s": round(theirs, 3),
-        "speedup": round(theirs / ours, 2),
-        "agree": same and abs(result.sim_time_s - ref.end_s) <= 1e-9 * max(1.0, ref.end_s),
+        "rounds": rounds,
+        "simulator_s": round(statistics.median(ours), 3),
+        "simpy_s": round(statistics.median(theirs), 3),
+        "speedup": round(statistics.median(ratios), 2),
+        "speedup_range": [round(ratios[0], 2), round(ratios[-1], 2)],
+        "agree": agree(result, ref),
         "peak_concurrency": result.peak_concurrency,
+        "preemptions": result.preemptions,
+        "recomputed_tokens": result.recomputed_tokens,
         "queue_delay_p99_s": result.queue_delay_s["p99"],
     }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--smoke", action="store_true", help="500 sessions only")
+    parser.add_argument("--smoke", action="store_true", help="500 sessions, one round")
     parser.add_argument("--sessions", type=int, nargs="*", default=None)
+    parser.add_argument("--policy", choices=POLICIES, nargs="*", default=None)
+    parser.add_argument("--rounds", type=int, default=None)
     args = parser.parse_args()
-    counts = args.sessions or ([500] if args.smoke else [2_000, 20_000])
-    rows = [run_both(n) for n in counts]
-    print(json.dumps({"benchmark": "simulate_vs_simpy", "policy": "reserve", "runs": rows}))
+    counts = args.sessions or ([500] if args.smoke else [2_000, 20_000, 100_000])
+    rounds = args.rounds or (1 if args.smoke else 3)
+    rows = [run_both(policy, n, rounds=rounds) for policy in args.policy or POLICIES for n in counts]
+    print(json.dumps({"benchmark": "simulate_vs_simpy", "runs": rows}))
     return 0 if all(r["agree"] for r in rows) else 1
 
 

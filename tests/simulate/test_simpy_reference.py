@@ -1,33 +1,23 @@
-"""The simulator against a SimPy model of the same system (bench/simpy_reference.py): on the same
-session stream, reserve policy, every count agrees exactly and the end time to float rounding."""
+"""The simulator against SimPy models of the same systems (bench/simpy_reference.py for reserve,
+bench/simpy_paged.py for paged): on the same session stream every count agrees exactly and the end
+time to float rounding; the seed-1 reference runs are pinned."""
 
 from __future__ import annotations
 
 import pytest
-from bench.simpy_reference import (
-    CAP_TOKENS,
-    DECODE_TOKENS_PER_S,
-    SLOTS,
-    simpy_reserve,
-    simulator_config,
-    workload_sessions,
-)
+from bench.simpy_paged import PagedOutcome
+from bench.simpy_reference import agree, run_simpy, simulator_config, workload_sessions
 
-from kvbudget.simulate import SimConfig, simulate
+from kvbudget.simulate import simulate
+
+SESSIONS = 500
 
 
 @pytest.mark.parametrize("seed", [1, 7])
-def test_simulator_and_simpy_agree_on_the_same_sessions(seed: int) -> None:
+def test_simulator_and_simpy_agree_on_reserve(seed: int) -> None:
     pytest.importorskip("simpy")  # the dev extra
-    config = simulator_config()
-    assert isinstance(config, SimConfig)
-    ours = simulate(workload_sessions(300, seed), config)
-    ref = simpy_reserve(
-        workload_sessions(300, seed),
-        pool_bytes=SLOTS * CAP_TOKENS,
-        slot_bytes=CAP_TOKENS,
-        decode_tokens_per_s=DECODE_TOKENS_PER_S,
-    )
+    ours = simulate(workload_sessions(SESSIONS, seed), simulator_config("reserve"))
+    ref = run_simpy("reserve", workload_sessions(SESSIONS, seed))
     assert (ours.arrived, ours.finished, ours.steps, ours.prompt_tokens, ours.decode_tokens) == (
         ref.arrived,
         ref.finished,
@@ -35,15 +25,51 @@ def test_simulator_and_simpy_agree_on_the_same_sessions(seed: int) -> None:
         ref.prompt_tokens,
         ref.decode_tokens,
     )
-    assert ours.peak_concurrency == ref.peak_concurrency == SLOTS  # the pool was full: some sessions queued
+    assert ours.peak_concurrency == ref.peak_concurrency == 40  # the pool was full: some sessions queued
     assert ours.sim_time_s == pytest.approx(ref.end_s, rel=1e-12)
     assert ours.refused == ours.preemptions == ours.compactions == 0
     assert ours.queue_delay_s["p99"] > 0
+    assert agree(ours, ref)
 
 
-def test_the_reference_run_is_pinned() -> None:
-    ours = simulate(workload_sessions(300, 1), simulator_config())  # type: ignore[arg-type]
-    assert (ours.arrived, ours.finished, ours.steps, ours.peak_concurrency) == (300, 300, 5950, 40)
-    assert (ours.prompt_tokens, ours.decode_tokens) == (72_397_847, 706_299)
-    assert ours.sim_time_s == pytest.approx(1139.8722655321558, rel=1e-12)
-    assert ours.queue_delay_s == {"p50": 0.0, "p99": 4.940922}
+@pytest.mark.parametrize("seed", [1, 7])
+def test_simulator_and_simpy_agree_on_paged(seed: int) -> None:
+    """Paged with recompute preemption: preemptions, recomputed and reused tokens agree exactly too."""
+    pytest.importorskip("simpy")
+    ours = simulate(workload_sessions(SESSIONS, seed), simulator_config("paged"))
+    ref = run_simpy("paged", workload_sessions(SESSIONS, seed))
+    assert isinstance(ref, PagedOutcome)
+    assert (ours.arrived, ours.finished, ours.steps, ours.prompt_tokens, ours.decode_tokens) == (
+        ref.arrived,
+        ref.finished,
+        ref.steps,
+        ref.prompt_tokens,
+        ref.decode_tokens,
+    )
+    assert (ours.preemptions, ours.recomputed_tokens, ours.hit_tokens) == (
+        ref.preemptions,
+        ref.recomputed_tokens,
+        ref.hit_tokens,
+    )
+    assert ours.preemptions > 10 and ours.recomputed_tokens > 0  # the pool was short: the rules were exercised
+    assert ours.peak_concurrency == ref.peak_concurrency and ours.refused_too_big == ref.too_big
+    assert ours.sim_time_s == pytest.approx(ref.end_s, rel=1e-9)
+    assert agree(ours, ref)
+
+
+def test_the_reference_runs_are_pinned() -> None:
+    ours = simulate(workload_sessions(SESSIONS, 1), simulator_config("reserve"))
+    assert (ours.arrived, ours.finished, ours.steps, ours.peak_concurrency) == (500, 500, 10_116, 40)
+    assert (ours.prompt_tokens, ours.decode_tokens) == (136_753_466, 1_194_061)
+    assert ours.sim_time_s == pytest.approx(1576.5776450393448, rel=1e-12)
+    assert ours.queue_delay_s == {"p50": 0.0, "p99": 1.557861}
+    paged = simulate(workload_sessions(SESSIONS, 1), simulator_config("paged"))
+    assert (paged.steps, paged.peak_concurrency, paged.preemptions, paged.recomputed_tokens) == (
+        10_201,
+        46,
+        133,
+        567_959,
+    )
+    assert (paged.prompt_tokens, paged.hit_tokens, paged.decode_tokens) == (137_192_288, 131_436_367, 1_189_060)
+    assert paged.sim_time_s == pytest.approx(1576.5776450393491, rel=1e-12)
+    assert paged.queue_delay_s == {"p50": 0.0, "p99": 51.207176}

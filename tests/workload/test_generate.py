@@ -3,7 +3,6 @@ means) and trace replay (appends, compactions, pauses, sub-agents, order)."""
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 from collections.abc import Sequence
@@ -14,11 +13,11 @@ import pytest
 
 from kvbudget.errors import InputError
 from kvbudget.workload.distributions import Constant, Exponential, Geometric, LogNormal, Poisson, Uniform
-from kvbudget.workload.generate import generate_sessions, replay_sessions, session_steps
+from kvbudget.workload.generate import BLOCK, generate_sessions, replay_sessions, session_steps
 from kvbudget.workload.little import arrival_rate
 from kvbudget.workload.loader import load_workload
 from kvbudget.workload.model import Arrival, Prefix, Workload
-from kvbudget.workload.record import SessionPlan, Step, StepRecord
+from kvbudget.workload.record import SessionPlan, Step, StepRecord, StepRows
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
@@ -76,11 +75,25 @@ def test_session_content_does_not_depend_on_consumption_order() -> None:
 def test_generation_is_lazy_and_in_arrival_order() -> None:
     w = _agent()
     stream = generate_sessions(w, seed=1)  # no count, no duration: Poisson never stops
-    first = list(islice(stream, 1000))
-    assert len(first) == 1000
-    assert all(inspect.isgenerator(p.steps) for p in first)  # nothing drawn until consumed
+    first = list(islice(stream, 3000))  # three blocks of sessions, drawn as the stream reaches them
+    assert len(first) == 3000
+    assert all(isinstance(p.steps, StepRows) and len(p.steps) >= 1 for p in first)  # none consumed yet
     times = [p.arrival_s for p in first]
     assert times == sorted(times) and times[0] > 0
+
+
+def test_a_session_depends_on_its_seed_and_index_only() -> None:
+    """Sessions are drawn a block at a time; session i is the same whatever count, duration or block
+    boundary: a short stream is a prefix of a long one, and session_steps(i) alone gives the same."""
+    w = _agent()
+    long = _materialize(list(generate_sessions(w, seed=5, count=BLOCK + 10)))
+    short = _materialize(list(generate_sessions(w, seed=5, count=3)))
+    assert short == long[:3]
+    by_time = _materialize(list(generate_sessions(w, seed=5, duration_s=long[2][1])))
+    assert by_time == long[:3]
+    for i in (0, BLOCK - 1, BLOCK, BLOCK + 9):
+        assert list(session_steps(w, 5, i)) == long[i][3]
+    assert long[BLOCK - 1][3] != long[BLOCK][3]
 
 
 def test_count_and_duration_bound_the_stream() -> None:

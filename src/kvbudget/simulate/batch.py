@@ -16,14 +16,20 @@ it cannot decode before it.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import math
+from heapq import heapify, heappop, heappush
 
 from kvbudget.simulate.policies import TimeModel
 from kvbudget.simulate.session import Session
 
 INF = math.inf
+# The virtual clock is shifted back to 0 once it passes this many tokens (``_rebase``): a float sum
+# near 2^16 keeps ~1e-11 of a token per addition, while one left to grow over a long run (10^7
+# tokens) drifts by microtokens and more, enough to tip a preempted step's remaining-token count.
+REBASE_TOKENS = 65536.0
+# A preempted session within this share of a token of its next token boundary has reached it.
+TOKEN_TOLERANCE = 1e-6
 
 
 class DecodeBatch:
@@ -85,7 +91,7 @@ class DecodeBatch:
         self.running += 1
         s.vfinish = vfinish = self.v + s.output
         heap = self.heap
-        heapq.heappush(heap, (vfinish, next(self.seq), s.dver, s))
+        heappush(heap, (vfinish, next(self.seq), s.dver, s))
         if not self.fixed_iteration:
             self.t_iter = (self.time.weights_bytes + self.kv_read) / self.time.bandwidth_bytes_per_s
         top = heap[0]
@@ -99,7 +105,7 @@ class DecodeBatch:
     def leave(self, s: Session, now: float) -> int:
         """Take ``s`` out mid-step (preemption); return the output tokens it still has to generate."""
         self.advance(now)
-        remaining = max(0, min(s.output, math.ceil(s.vfinish - self.v - 1e-9)))
+        remaining = max(0, min(s.output, math.ceil(s.vfinish - self.v - TOKEN_TOLERANCE)))
         s.dver += 1  # its heap entry is now stale
         self._drop(s)
         return remaining
@@ -116,26 +122,51 @@ class DecodeBatch:
         """The session whose decode completes at ``now`` (== ``next_t``)."""
         busy = self.busy_until
         start = self.t_last if self.t_last > busy else busy
+        v = self.v
         if now > start:  # advance(now), inlined: this runs once per step
-            self.v += (now - start) / self.t_iter
+            v += (now - start) / self.t_iter
         self.t_last = now
         heap = self.heap
-        vfinish, _, _, s = heapq.heappop(heap)
-        if self.v < vfinish:  # noqa: PLR1730 - snap: float drift must not delay the completion
-            self.v = vfinish
+        vfinish, _, _, s = heappop(heap)
+        if v < vfinish:  # noqa: PLR1730 - snap: float drift must not delay the completion
+            v = vfinish
+        self.v = v
+        if v > REBASE_TOKENS:
+            v = self._rebase()
+            heap = self.heap
         self.kv_read -= s.kv
         self.running -= 1
         s.kv = 0
         if not self.fixed_iteration:
             self.t_iter = (self.time.weights_bytes + self.kv_read) / self.time.bandwidth_bytes_per_s
-        self.refresh()
+        while heap and heap[0][2] != heap[0][3].dver:  # refresh(), inlined (t_last is now)
+            heappop(heap)
+        if heap:
+            ahead = heap[0][0] - v
+            self.next_t = (now if now > busy else busy) + (ahead * self.t_iter if ahead > 0 else 0.0)
+        else:
+            self.next_t = INF
         return s
+
+    def _rebase(self) -> float:
+        """Shift the virtual clock and every live finish back by ``v`` (stale entries dropped): the
+        same order and gaps, small numbers. Returns the new ``v`` (0)."""
+        v = self.v
+        live = []
+        for vfinish, seq, dver, s in self.heap:
+            if dver == s.dver:
+                s.vfinish = vfinish - v
+                live.append((s.vfinish, seq, dver, s))
+        heapify(live)
+        self.heap = live
+        self.v = 0.0
+        return 0.0
 
     def refresh(self) -> None:
         """Recompute ``next_t``, the real time of the next decode completion."""
         heap = self.heap
         while heap and heap[0][2] != heap[0][3].dver:
-            heapq.heappop(heap)
+            heappop(heap)
         if not heap:
             self.next_t = INF
             return

@@ -29,6 +29,16 @@ class CostTable:
     block: int = 1
     memo: dict[int, int] = field(default_factory=dict)
 
+    @classmethod
+    def for_memory(cls, memory: MemoryModel) -> CostTable:
+        """The table of ``memory``'s per-sequence bytes. Its search hint is the per-token bytes the
+        prefix rule uses, or when the prefix is not shared (0) the slope over the second block."""
+        b = memory.block_size
+        table = cls(memory.sequence_bytes, memory.prefix_bytes_per_token, b)
+        if not table.per_token:
+            table.per_token = max(0, table.bytes(2 * b) - table.bytes(b)) // b
+        return table
+
     def bytes(self, tokens: int) -> int:
         value = self.memo.get(tokens)
         if value is None:

@@ -12,20 +12,19 @@ ties); ``round-robin`` cycles through the replicas in arrival order.
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from heapq import heappop, heappush
 
 from kvbudget.errors import InputError
 from kvbudget.simulate.costs import CostTable, MemoryModel
-from kvbudget.simulate.events import ARRIVAL, PAUSE_END, SWAP_DONE, Event
+from kvbudget.simulate.events import ARRIVAL, PAUSE_END, SWAP_DONE, EventQueue
 from kvbudget.simulate.metrics import Counters, Sample, TimeSeries
 from kvbudget.simulate.policies import MemoryPolicy, RouterName, TimeModel
 from kvbudget.simulate.scheduler import Replica
 from kvbudget.simulate.session import Session
-from kvbudget.workload.record import SessionPlan
+from kvbudget.workload.record import SessionPlan, step_rows
 
 Progress = Callable[[int, float], None]
 
@@ -106,17 +105,12 @@ def simulate(sessions: Iterable[SessionPlan], config: SimConfig, progress: Progr
     """Run the simulation to the end of the sessions (or ``duration_s``)."""
     config.validate()
     stats = Counters()
-    heap: list[Event] = []
-    seq = itertools.count()
-    heappush, heappop = heapq.heappush, heapq.heappop
-
-    def push(t: float, kind: int, s: Session, version: int) -> None:
-        heappush(heap, (t, next(seq), kind, s, version))
-
+    events = EventQueue()
+    heap, seq = events.heap, events.seq
     memory = config.memory
-    costs = CostTable(memory.sequence_bytes, memory.prefix_bytes_per_token, memory.block_size)
+    costs = CostTable.for_memory(memory)
     replicas = [
-        Replica(i, config.memory, config.policy, config.time, costs, stats, push, config.host_bytes, config.check)
+        Replica(i, config.memory, config.policy, config.time, costs, stats, events, config.host_bytes, config.check)
         for i in range(config.replicas)
     ]
     batches = [r.batch for r in replicas]
@@ -193,7 +187,7 @@ def _arrive(plan: SessionPlan, now: float, stats: Counters, replicas: list[Repli
     stats.arrived += 1
     index = stats.arrived
     stats.concurrency.arrival(index, now)
-    steps = iter(plan.steps)
+    steps = step_rows(plan.steps)
     first = next(steps, None)
     if first is None:  # a session without a model call holds nothing
         stats.finished += 1

@@ -27,17 +27,15 @@ The rules, each after the engine behaviour it follows (docs/simulate.md):
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from heapq import heappush
 
 from kvbudget.simulate.batch import DecodeBatch
 from kvbudget.simulate.costs import CostTable, MemoryModel
-from kvbudget.simulate.events import PAUSE_END, SWAP_DONE
+from kvbudget.simulate.events import PAUSE_END, SWAP_DONE, EventQueue
 from kvbudget.simulate.metrics import Counters
 from kvbudget.simulate.policies import MemoryPolicy, TimeModel
 from kvbudget.simulate.pool import Pool, SharedPrefix
 from kvbudget.simulate.session import DONE, PAUSED, RUNNING, SWAP_IN, WAITING, Session
-
-Push = Callable[[float, int, Session, int], None]
 
 
 class Replica:
@@ -49,7 +47,7 @@ class Replica:
         time: TimeModel,
         costs: CostTable,
         stats: Counters,
-        push: Push,
+        events: EventQueue,
         host_bytes: int | None = None,
         check: bool = False,
     ) -> None:
@@ -59,7 +57,8 @@ class Replica:
         self.time = time
         self.costs = costs
         self.stats = stats
-        self.push = push
+        self.events = events.heap  # the run's one event heap, pushed to directly on the hot path
+        self.seq = events.seq
         self.pool = Pool(memory.pool_bytes, check)
         self.batch = DecodeBatch(time)
         self.waiting: deque[Session] = deque()
@@ -103,15 +102,24 @@ class Replica:
             self.drain(now)
             return
         if s.holder:
-            if self.reserve:
-                self._start(s, now, s.context, 0)
-                return
-            if self._never_fits(s):
+            context = s.context
+            prompt = context + s.append
+            reserve = self.reserve
+            if not reserve and prompt + s.output > self.fit_tokens:  # _never_fits(s), inlined
                 self._too_big(s, now)
                 return
-            tokens = s.context + s.append
-            if self._grow(s, tokens, now):
-                self._start(s, now, s.context, 0)
+            if reserve or self._grow(s, prompt, now):
+                # _start(s, now, context, 0), inlined: a holder's every later step
+                s.prompt = prompt
+                st = self.stats
+                st.steps += 1
+                st.prompt_tokens += prompt
+                st.hit_tokens += context
+                st.prefill_tokens += prompt - context
+                s.state = RUNNING
+                end = prompt + s.output
+                kv = self.costs.memo.get(end)
+                self.batch.join(s, now, prompt - context, self.costs.bytes(end) if kv is None else kv)
             else:  # preempted itself: wait at the front, as vLLM re-queues a preempted request
                 s.state = WAITING
                 self.waiting.appendleft(s)
@@ -143,7 +151,7 @@ class Replica:
             self.drain(now)
             return
         pause = s.pause
-        s.append, s.output, s.pause, s.compact_to = nxt.append_tokens, nxt.output_tokens, nxt.pause_s, nxt.compact_to
+        s.append, s.output, s.pause, s.compact_to = nxt
         s.state = PAUSED
         self.paused += 1
         # The blocks the decode filled (paged; a reservation already covers them). If they do not
@@ -154,7 +162,7 @@ class Replica:
                 self._unhold(s)
             if not grown or self.evictable:
                 self.drain(now)  # blocks were freed into the cache: the waiting head may fit now
-        self.push(now + pause, PAUSE_END, s, 0)
+        heappush(self.events, (now + pause, next(self.seq), PAUSE_END, s, 0))
 
     # -- admission --------------------------------------------------------------------------
 
@@ -216,7 +224,7 @@ class Replica:
             s.swapped = 0
             s.state = SWAP_IN
             s.hits = hits
-            self.push(now + delay, SWAP_DONE, s, s.dver)
+            heappush(self.events, (now + delay, next(self.seq), SWAP_DONE, s, s.dver))
             return True
         self._start(s, now, hits, lost)
         return True

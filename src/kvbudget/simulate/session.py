@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from kvbudget.simulate.costs import CostTable
 from kvbudget.simulate.pool import SharedPrefix
-from kvbudget.workload.record import Step
+from kvbudget.workload.record import Row
 
 WAITING, RUNNING, PAUSED, SWAP_IN, DONE = range(5)
 
@@ -46,7 +46,7 @@ class Session:
         "vfinish",
     )
 
-    def __init__(self, sid: int, arrival: float, steps: Iterator[Step], first: Step) -> None:
+    def __init__(self, sid: int, arrival: float, steps: Iterator[Row], first: Row) -> None:
         self.sid = sid
         self.arrival = arrival
         self.steps = steps
@@ -59,10 +59,7 @@ class Session:
         self.held = 0  # private bytes referenced
         self.cached = 0  # private bytes unreferenced but valid (evictable)
         self.swapped = 0  # private bytes on the host tier
-        self.append = first.append_tokens
-        self.output = first.output_tokens
-        self.pause = first.pause_s
-        self.compact_to = first.compact_to
+        self.append, self.output, self.pause, self.compact_to = first
         self.prompt = 0
         self.hits = 0  # resident tokens found at admission (kept across a swap-in)
         self.kv = 0  # bytes this session adds to each decode iteration's reads

@@ -2,6 +2,7 @@
 
 Every distribution is non-negative (workload quantities are counts and seconds), samples from a
 ``random.Random`` passed in (deterministic for a seed, no numpy), and knows its mean exactly.
+Session generation draws them vectorised instead (``kvbudget.workload.draws``, numpy).
 
 Token counts are whole numbers. ``sample_int`` turns a continuous draw ``x`` into an integer by
 *stochastic rounding*, ``floor(x + U)`` with ``U ~ Uniform[0, 1)`` drawn from the same generator:

@@ -1,10 +1,13 @@
 """Sessions for the simulator: generated from a ``Workload``, or replayed from trace records.
 
 ``generate_sessions`` is lazy and in arrival order. Arrivals come from one generator seeded by
-``seed`` (Poisson: exponential gaps of mean 1/rate) or from a trace's session starts; the content
-of session *i* comes from its own generator seeded by ``(seed, i)``, drawn only when the
-simulator consumes that session's steps. So a session's steps never depend on how far other
-sessions were consumed, and memory is bounded by the sessions alive (one small generator each).
+``seed`` (Poisson: exponential gaps of mean 1/rate, drawn ``BLOCK`` at a time) or from a trace's
+session starts. Session content is drawn a block of ``BLOCK`` sessions at a time, vectorised
+(numpy, draws.py): block *b* (sessions ``b * BLOCK`` to ``(b + 1) * BLOCK - 1``) has its own
+generator seeded by ``(seed, b)`` and draws every step count, prompt, append, output and pause of
+its sessions in one call per quantity. So session *i*'s steps depend only on ``(seed, i)``: never
+on how far other sessions were consumed, on ``count`` or on ``duration_s``. A block is drawn when
+its first session is yielded; memory is bounded by the live sessions' steps plus one block.
 
 ``replay_sessions`` turns per-step trace records into sessions; it must see a whole trace before
 it knows every session's steps, so it holds the records (memory: the trace's size).
@@ -12,48 +15,86 @@ it knows every session's steps, so it holds the records (memory: the trace's siz
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import count as counter
 
 from kvbudget.errors import InputError
+from kvbudget.workload.draws import draw, draw_int, generator
 from kvbudget.workload.model import Arrival, Workload
-from kvbudget.workload.record import SessionPlan, Step, StepRecord
+from kvbudget.workload.record import SessionPlan, Step, StepRecord, StepRows
+
+BLOCK = 1024  # sessions drawn together; part of the stream's definition (changing it changes every session)
 
 
-def session_seed(seed: int, index: int) -> str:
-    """The seed of session ``index``'s own generator (a string: CPython hashes it with SHA-512)."""
-    return f"kvbudget/session/{seed}/{index}"
+def block_label(seed: int, block: int) -> str:
+    """The seed label of block ``block``'s generator (hashed with SHA-256, draws.generator)."""
+    return f"kvbudget/sessions/{seed}/{block}"
 
 
-def session_steps(workload: Workload, seed: int, index: int) -> Iterator[Step]:
-    """The steps of session ``index`` under ``seed``, drawn lazily from that session's own generator.
+@dataclass(frozen=True, slots=True)
+class _Block:
+    """One block's steps as flat columns; session ``k`` of the block owns ``[starts[k], ends[k])``."""
+
+    appends: list[int]
+    outputs: list[int]
+    pauses: list[float]
+    starts: list[int]
+    ends: list[int]
+
+    def steps(self, k: int) -> StepRows:
+        a, b = self.starts[k], self.ends[k]
+        return StepRows(self.appends[a:b], self.outputs[a:b], self.pauses[a:b])
+
+
+def _draw_block(workload: Workload, seed: int, block: int) -> _Block:
+    """Every step of the block's ``BLOCK`` sessions, one vectorised draw per quantity.
 
     Step 0 appends the first prompt (after the shared prefix); later steps append ``append_tokens``.
     Every step but the last pauses for tool latency + think time."""
-    rng = random.Random(session_seed(seed, index))
+    import numpy as np
+
     w = workload
-    n = w.steps.sample_int(rng)
-    append, output = w.append_tokens.int_sampler(), w.output_tokens.int_sampler()
-    tool, think = w.tool_latency_s.sampler(), w.think_time_s.sampler()
-    added = w.first_prompt_tokens.sample_int(rng)
-    last = n - 1
-    for k in range(n):
-        if k:
-            added = append(rng)
-        out = output(rng)
-        pause = 0.0 if k == last else tool(rng) + think(rng)
-        yield Step(added, out, pause)
+    rng = generator(block_label(seed, block))
+    counts = draw_int(w.steps, rng, BLOCK)
+    total = int(counts.sum())
+    first = draw_int(w.first_prompt_tokens, rng, BLOCK)
+    appends = draw_int(w.append_tokens, rng, total)
+    outputs = draw_int(w.output_tokens, rng, total)
+    pauses = draw(w.tool_latency_s, rng, total) + draw(w.think_time_s, rng, total)
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    appends[starts] = first
+    pauses[ends - 1] = 0.0
+    return _Block(appends.tolist(), outputs.tolist(), pauses.tolist(), starts.tolist(), ends.tolist())
+
+
+_last_block: list[tuple[Workload, int, int, _Block]] = []  # session_steps' one-block memo
+
+
+def session_steps(workload: Workload, seed: int, index: int) -> StepRows:
+    """The steps of session ``index`` under ``seed`` alone: the same steps ``generate_sessions``
+    gives that session. Its block is drawn (and the last block drawn kept, so a caller asking for
+    sessions one by one, as the load test does, draws each block once)."""
+    block = index // BLOCK
+    last = _last_block[0] if _last_block else None
+    if last is None or last[0] is not workload or last[1:3] != (seed, block):
+        last = (workload, seed, block, _draw_block(workload, seed, block))
+        _last_block[:] = [last]
+    return last[3].steps(index % BLOCK)
 
 
 def _poisson_arrivals(rate_per_s: float, seed: int) -> Iterator[float]:
-    # A Poisson process: independent exponential gaps of mean 1/rate (inversion of 1 - e^{-rate t}).
-    rng = random.Random(f"kvbudget/arrivals/{seed}")
+    # A Poisson process: independent exponential gaps of mean 1/rate, summed in order.
+    import numpy as np
+
+    rng = generator(f"kvbudget/arrivals/{seed}")
     t = 0.0
     while True:
-        t += rng.expovariate(rate_per_s)
-        yield t
+        times = np.cumsum(rng.exponential(1.0 / rate_per_s, BLOCK))
+        times += t
+        yield from times.tolist()
+        t = float(times[-1])
 
 
 def replay_arrival_times(arrival: Arrival) -> list[float]:
@@ -97,12 +138,14 @@ def _sessions(
     workload: Workload, seed: int, count: int | None, duration_s: float | None, times: Iterable[float]
 ) -> Iterator[SessionPlan]:
     prefix = workload.prefix_tokens
+    block: _Block | None = None
     for index, t in zip(counter(), times):
         if (count is not None and index >= count) or (duration_s is not None and t > duration_s):
             return
-        yield SessionPlan(
-            session_id=f"s{index}", arrival_s=t, steps=session_steps(workload, seed, index), prefix_tokens=prefix
-        )
+        k = index % BLOCK
+        if k == 0 or block is None:
+            block = _draw_block(workload, seed, index // BLOCK)
+        yield SessionPlan(session_id=f"s{index}", arrival_s=t, steps=block.steps(k), prefix_tokens=prefix)
 
 
 @dataclass(frozen=True, slots=True)

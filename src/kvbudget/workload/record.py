@@ -14,6 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import repeat
+
+# A step as the simulator's hot loop reads it: (append_tokens, output_tokens, pause_s, compact_to).
+Row = tuple[int, int, float, int | None]
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -86,6 +90,49 @@ class Step:
     # context before this step: the context is cut to ``compact_to`` tokens (re-prefilled), then
     # ``append_tokens`` are added as usual. Generated sessions leave compaction to the cap policy.
     compact_to: int | None = None
+
+
+class StepRows:
+    """A generated session's steps held as three columns (appended tokens, output tokens, pauses).
+
+    It is an iterator of ``Step`` like any session's steps; ``rows()`` hands the steps not yet
+    consumed to the simulator as plain tuples instead, so the hot loop builds no ``Step`` per step.
+    """
+
+    __slots__ = ("appends", "at", "outputs", "pauses")
+
+    def __init__(self, appends: list[int], outputs: list[int], pauses: list[float]) -> None:
+        self.appends, self.outputs, self.pauses = appends, outputs, pauses
+        self.at = 0
+
+    def __iter__(self) -> StepRows:
+        return self
+
+    def __next__(self) -> Step:
+        i = self.at
+        if i >= len(self.outputs):
+            raise StopIteration
+        self.at = i + 1
+        return Step(self.appends[i], self.outputs[i], self.pauses[i])
+
+    def __len__(self) -> int:
+        """Steps not yet consumed."""
+        return len(self.outputs) - self.at
+
+    def rows(self) -> Iterator[Row]:
+        """The steps not yet consumed, as ``Row`` tuples; they count as consumed from here on."""
+        i, self.at = self.at, len(self.outputs)
+        a, o, p = self.appends, self.outputs, self.pauses
+        if i:
+            a, o, p = a[i:], o[i:], p[i:]
+        return zip(a, o, p, repeat(None))
+
+
+def step_rows(steps: Iterator[Step]) -> Iterator[Row]:
+    """Any session's steps as ``Row`` tuples (generated ones without building a ``Step`` each)."""
+    if isinstance(steps, StepRows):
+        return steps.rows()
+    return ((s.append_tokens, s.output_tokens, s.pause_s, s.compact_to) for s in steps)
 
 
 @dataclass(frozen=True, slots=True)
