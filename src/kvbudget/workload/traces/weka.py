@@ -30,13 +30,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvbudget.workload.record import BadRow, StepRecord
+from kvbudget.workload.record import BadRow, StepRecord, common_prefix
 from kvbudget.workload.traces._common import (
     BadSink,
     JsonPath,
     RowError,
     as_whole,
-    hashes,
+    bool_free,
+    hash_list,
     json_path,
     line_of,
     load_document,
@@ -54,13 +55,15 @@ class _Request:
     prompt: int
     output: int
     api_time: float | None
-    hashes: tuple[int, ...]
+    hashes: list[int]  # as the document has them (checked integers), not yet salted
+    shared: int  # leading ids equal to the previous step's (0 for a session's first step)
 
 
 class _Reader:
     def __init__(self, path: Path, text: str, bad: BadSink, block_size: int, salt: int | None) -> None:
         self.path, self.text, self.bad = path, text, bad
         self.block_size, self.salt = block_size, salt
+        self.bools = not bool_free(text)  # without a true/false anywhere, block ids are checked in bulk
         self.source = f"weka:{path.name}"
         self.names: set[str] = set()  # session ids handed out: a repeated agent_id must not merge two sessions
 
@@ -80,13 +83,15 @@ class _Reader:
                 agents.append((entry, here))
             else:
                 try:
+                    ids = hash_list(entry, bools=self.bools)
                     steps.append(
                         _Request(
                             t=number(entry, "t"),
                             prompt=whole(entry, "in"),
                             output=whole(entry, "out"),
                             api_time=optional_number(entry, "api_time"),
-                            hashes=hashes(entry),
+                            hashes=ids,
+                            shared=common_prefix(ids, steps[-1].hashes) if steps else 0,  # ids still in cache
                         )
                     )
                 except RowError as exc:
@@ -109,13 +114,18 @@ class _Reader:
             yield from self.session(inner, (*here, "requests"), child, session, offset + start)
 
     def records(self, steps: list[_Request], session: str, parent: str | None, offset: float) -> Iterator[StepRecord]:
+        salt = self.salt
+        blocks: tuple[int, ...] = ()
         for k, step in enumerate(steps):
             following = steps[k + 1] if k + 1 < len(steps) else None
             pause = None
             if following is not None:
                 pause = round(max(0.0, following.t - step.t - (step.api_time or 0.0)), 6)
             new = step.prompt if k == 0 else step.prompt - steps[k - 1].prompt - steps[k - 1].output
-            blocks = step.hashes if self.salt is None else tuple(map(self.salt.__xor__, step.hashes))
+            if salt is None:
+                blocks = tuple(step.hashes)
+            else:  # a step repeats the previous step's chained ids and adds a few: salt only the new ones
+                blocks = blocks[: step.shared] + tuple(map(salt.__xor__, step.hashes[step.shared :]))
             yield StepRecord(
                 session=session,
                 step=k,
@@ -129,6 +139,7 @@ class _Reader:
                 block_size=self.block_size if blocks else None,
                 source=self.source,
                 final=following is None,
+                shared_blocks=step.shared if k else None,
             )
 
 
