@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from kvbudget.errors import ConfigError, MissingExtraError, SourceError
-from kvbudget.hub import hub_offline, hub_reachable
 from kvbudget.model import catalog
 from kvbudget.model.families import read_spec
 from kvbudget.model.spec import ModelSpec
@@ -67,6 +66,8 @@ def _from_gguf(path: Path) -> ModelSpec:
 
 
 def _from_hub(repo_id: str) -> ModelSpec:
+    from kvbudget.hub import hub_offline, hub_reachable  # sockets and URLs: only when the Hub is read
+
     try:
         from huggingface_hub import constants, hf_hub_download
         from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError

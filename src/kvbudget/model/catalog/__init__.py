@@ -6,7 +6,7 @@ import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 
@@ -29,7 +29,7 @@ def _key(text: str) -> str:
 
 @lru_cache(maxsize=1)
 def entries() -> tuple[CatalogEntry, ...]:
-    raw = json.loads(resources.files(__name__).joinpath("models.json").read_text(encoding="utf-8"))
+    raw = json.loads(Path(__file__).with_name("models.json").read_text(encoding="utf-8"))
     out = []
     for item in raw["models"]:
         params = item.get("params_total")
