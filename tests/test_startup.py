@@ -53,3 +53,12 @@ def test_the_help_width_is_the_terminals(monkeypatch: pytest.MonkeyPatch) -> Non
     assert cli._columns() >= 1
     help_text = cli.build_parser(command="cost").format_help()
     assert help_text.startswith("usage: kvbudget")
+
+
+def test_the_engine_listing_is_pkgutils() -> None:
+    import pkgutil
+
+    from kvbudget import engines
+
+    assert engines._module_names() == frozenset(m.name for m in pkgutil.iter_modules(engines.__path__))
+    assert {"ideal", "vllm", "sglang", "llamacpp"} <= engines._module_names()

@@ -148,7 +148,8 @@ class RaisingParser(_Parser):
 
 
 def build_parser(parser_class: type[_Parser] = _Parser, *, command: str | None = None) -> argparse.ArgumentParser:
-    """The whole command line; ``command`` one of CORE: only the core commands (the EXTENSIONS unloaded)."""
+    """The whole command line; with ``command`` one of CORE, only that command's parser (no EXTENSIONS
+    module is imported): what ``main`` builds when the first word names a core command."""
     parser = parser_class(
         prog="kvbudget",
         description="Exact KV-cache memory of LLMs per serving engine, with the arithmetic shown.",
@@ -156,32 +157,37 @@ def build_parser(parser_class: type[_Parser] = _Parser, *, command: str | None =
     parser.add_argument("--version", action="version", version=f"kvbudget {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=parser_class)
 
-    p = sub.add_parser("cost", help="bytes per token, per sequence and for S sequences")
-    add_model_options(p)
-    p.add_argument("--tokens", default="32k", help="tokens per sequence (32768, 32k, 128K; default 32k)")
-    p.add_argument("--sequences", default="1", help="concurrent sequences (default 1)")
+    every = command not in CORE  # a core command's own line builds only its own parser (start-up time)
+    if every or command == "cost":
+        p = sub.add_parser("cost", help="bytes per token, per sequence and for S sequences")
+        add_model_options(p)
+        p.add_argument("--tokens", default="32k", help="tokens per sequence (32768, 32k, 128K; default 32k)")
+        p.add_argument("--sequences", default="1", help="concurrent sequences (default 1)")
 
-    p = sub.add_parser("table", help="context x sequences table of KV bytes")
-    add_model_options(p)
-    p.add_argument("--tokens", default="8k,32k,128k", help="comma-separated contexts")
-    p.add_argument("--sequences", default="1,8", help="comma-separated sequence counts")
+    if every or command == "table":
+        p = sub.add_parser("table", help="context x sequences table of KV bytes")
+        add_model_options(p)
+        p.add_argument("--tokens", default="8k,32k,128k", help="comma-separated contexts")
+        p.add_argument("--sequences", default="1,8", help="comma-separated sequence counts")
 
-    p = sub.add_parser("models", help="list the built-in catalog with per-token cost")
-    p.add_argument("--engine", default="ideal")
-    p.add_argument("--kv-dtype", default="auto")
-    p.add_argument("--tokens", default="32k", help="context for the per-sequence column (default 32k)")
-    p.add_argument("--units", choices=["si", "iec"], default="iec")
-    p.add_argument("--json", action="store_true")
+    if every or command == "models":
+        p = sub.add_parser("models", help="list the built-in catalog with per-token cost")
+        p.add_argument("--engine", default="ideal")
+        p.add_argument("--kv-dtype", default="auto")
+        p.add_argument("--tokens", default="32k", help="context for the per-sequence column (default 32k)")
+        p.add_argument("--units", choices=["si", "iec"], default="iec")
+        p.add_argument("--json", action="store_true")
 
-    if command not in CORE:
+    if every:
         for name in EXTENSIONS:
             COMMANDS.update(importlib.import_module(name).register(sub))
 
-    p = sub.add_parser("measure", help="measure a skeleton model's real cache in transformers (extra: measure)")
-    p.add_argument("model")
-    p.add_argument("--tokens", default="64", help="prompt tokens before the one decode step (default 64)")
-    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    p.add_argument("--json", action="store_true")
+    if every or command == "measure":
+        p = sub.add_parser("measure", help="measure a skeleton model's real cache in transformers (extra: measure)")
+        p.add_argument("model")
+        p.add_argument("--tokens", default="64", help="prompt tokens before the one decode step (default 64)")
+        p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+        p.add_argument("--json", action="store_true")
 
     return parser
 
