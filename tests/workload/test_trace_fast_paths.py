@@ -161,3 +161,29 @@ def test_folding_sorted_runs_puts_each_value_in_its_bucket() -> None:
     q.settle()
     want = Counter((0, 0) if v == 0 else ((1 if v > 0 else -1), _bucket(abs(v))) for v in values)
     assert q.buckets == dict(want) and q.count == len(values)
+
+
+def test_weka_requests_fast_and_checked_paths_agree(tmp_path: Path) -> None:
+    requests = [
+        {"t": 0, "in": 640, "out": 10, "hash_ids": [1, 2], "api_time": 2},  # whole-number times: fast path
+        {"t": 5.5, "in": 700.0, "out": 3, "hash_ids": [1, 2, 3]},  # a whole float count: checked path
+        {"t": -1.0, "in": 10, "out": 1},
+        {"t": 9.0, "in": 10, "out": 1, "api_time": "x"},
+        {"t": 9.0, "in": 10, "out": True},
+        {"t": 12.0, "in": 800, "out": 2, "hash_ids": [1, 2, 3, 4], "api_time": None},
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"id": "t", "block_size": 64, "requests": requests}, indent=1), encoding="utf-8")
+    bad: list[BadRow] = []
+    got = list(read_records([path], bad_rows=bad))
+    assert [(r.step, r.start_s, r.prompt_tokens, r.output_tokens, r.pause_s, r.shared_blocks) for r in got] == [
+        (0, 0.0, 640, 10, 3.5, None),
+        (1, 5.5, 700, 3, 6.5, 2),
+        (2, 12.0, 800, 2, None, 3),
+    ]
+    assert all(type(r.start_s) is float for r in got)
+    assert [b.reason for b in bad] == [
+        "requests[2]: 't' must be at least 0, got -1",
+        "requests[3]: 'api_time' must be a number, got 'x'",
+        "requests[4]: 'out' must be a whole number, got True",
+    ]

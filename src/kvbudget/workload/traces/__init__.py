@@ -78,7 +78,8 @@ def detect_format(path: str | Path) -> str:
             if found:
                 return found
         # one JSON document, larger than the head: look at its keys
-        if any(key in head for key in ('"resourceSpans"', '"spans"', '"span_id"', '"spanId"')):
+        spans = '"span' in head and any(key in head for key in ('"spans"', '"span_id"', '"spanId"'))  # one scan if none
+        if '"resourceSpans"' in head or spans:
             return "otel"
         if '"requests"' in head and any(key in head for key in ('"hash_ids"', '"block_size"', '"in"')):
             return "weka"

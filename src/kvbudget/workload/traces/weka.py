@@ -25,6 +25,7 @@ Mapping to StepRecord:
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from pathlib import Path
 
 from kvbudget.workload.record import BadRow, StepRecord, common_prefix
 from kvbudget.workload.traces._common import (
+    MAX_COUNT,
     BadSink,
     JsonPath,
     RowError,
@@ -101,12 +103,24 @@ class _Reader:
             else:
                 try:
                     ids = hash_list(entry, bools=self.bools)
+                    t, prompt, output, api = entry.get("t"), entry.get("in"), entry.get("out"), entry.get("api_time")
+                    if not (  # the usual request checked at once; any other shape takes the checked calls
+                        (type(t) is float or type(t) is int)
+                        and 0 <= t < math.inf
+                        and type(prompt) is int
+                        and 0 <= prompt <= MAX_COUNT
+                        and type(output) is int
+                        and 0 <= output <= MAX_COUNT
+                        and (api is None or ((type(api) is float or type(api) is int) and 0 <= api < math.inf))
+                    ):
+                        t, prompt, output = number(entry, "t"), whole(entry, "in"), whole(entry, "out")
+                        api = optional_number(entry, "api_time")
                     steps.append(
                         _Request(
-                            t=number(entry, "t"),
-                            prompt=whole(entry, "in"),
-                            output=whole(entry, "out"),
-                            api_time=optional_number(entry, "api_time"),
+                            t=float(t),
+                            prompt=prompt,
+                            output=output,
+                            api_time=None if api is None else float(api),
                             hashes=ids,
                             shared=_shared(ids, steps[-1].hashes) if steps else 0,  # ids still in cache
                         )
