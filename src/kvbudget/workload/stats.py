@@ -178,7 +178,8 @@ class Quantiles:
     within a relative error ``a`` = RELATIVE_ERROR of the exact nearest-rank value (rounded to a whole
     number for integer statistics, clamped to the exact min and max). Count, min, max and mean stay
     exact (the mean of float statistics to float rounding). Memory: ``limit`` values plus one counter
-    per occupied bucket (at most about 2 x 7,000 over magnitudes 1e-9 to 2^40).
+    per occupied bucket (at most about 2 x 7,000 over magnitudes 1e-9 to 2^40); once a histogram, new
+    values are buffered and folded in batches of ``_FOLD_BATCH`` (sorted, then one bisect a bucket).
     """
 
     __slots__ = ("buckets", "count", "hi", "integer", "limit", "lo", "total", "values")
