@@ -42,7 +42,7 @@ def _argv(command: str, positional: Sequence[str], options: dict[str, Option]) -
 def _parse(command: str, positional: Sequence[str], options: dict[str, Option]) -> argparse.Namespace:
     from kvbudget.cli import RaisingParser, build_parser
 
-    return build_parser(RaisingParser).parse_args(_argv(command, positional, options))
+    return build_parser(RaisingParser, command=command).parse_args(_argv(command, positional, options))
 
 
 def _joined(values: str | Iterable[str]) -> str:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from kvbudget import __version__
 from kvbudget.engines.base import EngineOptions, MlaStorage
@@ -88,7 +89,9 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
 
 
 # Command groups in their own modules: each has register(subparsers) -> {command: handler}, and imports
-# nothing heavy at module level (start-up time of `kvbudget cost`).
+# nothing heavy at module level. They are imported only when the command line names none of the core
+# commands below (CORE), so a one-answer `kvbudget cost` loads none of them; `kvbudget --help`, an
+# extension's command and an unknown command load them all. A new group is one more name here.
 EXTENSIONS = (
     "kvbudget.cli_sizing",
     "kvbudget.cli_plan",
@@ -103,10 +106,37 @@ EXTENSIONS = (
 )
 
 Handler = Callable[[argparse.Namespace], str]
+CORE = ("cost", "table", "models", "measure")  # the commands defined in this module
+
+
+def _columns() -> int:
+    """The terminal's width as ``shutil.get_terminal_size`` finds it (COLUMNS, then the terminal, then 80)."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help formatter, its width found without importing shutil (2 ms of every start: argparse
+    builds a formatter for every option it adds, and the stock one imports shutil to ask the width)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None):
+        super().__init__(prog, indent_increment, max_help_position, _columns() - 2 if width is None else width)
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse with kvbudget's error contract: one line on stderr, exit code 1 (not usage + exit 2)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(1, f"Error: {self.prog}: {message}; see {self.prog} --help\n")
@@ -119,7 +149,9 @@ class RaisingParser(_Parser):
         raise InputError(f"{self.prog}: {message}")
 
 
-def build_parser(parser_class: type[_Parser] = _Parser) -> argparse.ArgumentParser:
+def build_parser(parser_class: type[_Parser] = _Parser, *, command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with ``command`` one of CORE, only that command's parser (no EXTENSIONS
+    module is imported): what ``main`` builds when the first word names a core command."""
     parser = parser_class(
         prog="kvbudget",
         description="Exact KV-cache memory of LLMs per serving engine, with the arithmetic shown.",
@@ -127,31 +159,37 @@ def build_parser(parser_class: type[_Parser] = _Parser) -> argparse.ArgumentPars
     parser.add_argument("--version", action="version", version=f"kvbudget {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=parser_class)
 
-    p = sub.add_parser("cost", help="bytes per token, per sequence and for S sequences")
-    add_model_options(p)
-    p.add_argument("--tokens", default="32k", help="tokens per sequence (32768, 32k, 128K; default 32k)")
-    p.add_argument("--sequences", default="1", help="concurrent sequences (default 1)")
+    every = command not in CORE  # a core command's own line builds only its own parser (start-up time)
+    if every or command == "cost":
+        p = sub.add_parser("cost", help="bytes per token, per sequence and for S sequences")
+        add_model_options(p)
+        p.add_argument("--tokens", default="32k", help="tokens per sequence (32768, 32k, 128K; default 32k)")
+        p.add_argument("--sequences", default="1", help="concurrent sequences (default 1)")
 
-    p = sub.add_parser("table", help="context x sequences table of KV bytes")
-    add_model_options(p)
-    p.add_argument("--tokens", default="8k,32k,128k", help="comma-separated contexts")
-    p.add_argument("--sequences", default="1,8", help="comma-separated sequence counts")
+    if every or command == "table":
+        p = sub.add_parser("table", help="context x sequences table of KV bytes")
+        add_model_options(p)
+        p.add_argument("--tokens", default="8k,32k,128k", help="comma-separated contexts")
+        p.add_argument("--sequences", default="1,8", help="comma-separated sequence counts")
 
-    p = sub.add_parser("models", help="list the built-in catalog with per-token cost")
-    p.add_argument("--engine", default="ideal")
-    p.add_argument("--kv-dtype", default="auto")
-    p.add_argument("--tokens", default="32k", help="context for the per-sequence column (default 32k)")
-    p.add_argument("--units", choices=["si", "iec"], default="iec")
-    p.add_argument("--json", action="store_true")
+    if every or command == "models":
+        p = sub.add_parser("models", help="list the built-in catalog with per-token cost")
+        p.add_argument("--engine", default="ideal")
+        p.add_argument("--kv-dtype", default="auto")
+        p.add_argument("--tokens", default="32k", help="context for the per-sequence column (default 32k)")
+        p.add_argument("--units", choices=["si", "iec"], default="iec")
+        p.add_argument("--json", action="store_true")
 
-    for name in EXTENSIONS:
-        COMMANDS.update(importlib.import_module(name).register(sub))
+    if every:
+        for name in EXTENSIONS:
+            COMMANDS.update(importlib.import_module(name).register(sub))
 
-    p = sub.add_parser("measure", help="measure a skeleton model's real cache in transformers (extra: measure)")
-    p.add_argument("model")
-    p.add_argument("--tokens", default="64", help="prompt tokens before the one decode step (default 64)")
-    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    p.add_argument("--json", action="store_true")
+    if every or command == "measure":
+        p = sub.add_parser("measure", help="measure a skeleton model's real cache in transformers (extra: measure)")
+        p.add_argument("model")
+        p.add_argument("--tokens", default="64", help="prompt tokens before the one decode step (default 64)")
+        p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+        p.add_argument("--json", action="store_true")
 
     return parser
 
@@ -295,7 +333,8 @@ COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else argv
+    parser = build_parser(command=words[0] if words else None)
     try:
         args = parser.parse_args(argv)
     except SystemExit as done:  # --help, or a usage error already printed as one line
@@ -323,8 +362,6 @@ def entry() -> None:
         sys.stdout.flush()
     except BrokenPipeError:
         # Point stdout at /dev/null so the interpreter's final flush does not raise again (Python docs, signal).
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 0
     sys.exit(code)

@@ -11,7 +11,7 @@ rule, ``transformers<5`` (the newest release before 5).
 from __future__ import annotations
 
 import importlib
-import pkgutil
+import os
 import re
 from dataclasses import dataclass, replace
 from functools import cache, cached_property
@@ -58,8 +58,17 @@ def _module_exists(name: str) -> bool:
 
 @cache
 def _module_names() -> frozenset[str]:
-    """The modules and subpackages of this package (a directory listing, read once)."""
-    return frozenset(m.name for m in pkgutil.iter_modules(__path__))
+    """The modules and subpackages of this package (a directory listing, read once; what
+    ``pkgutil.iter_modules`` lists, without importing pkgutil at every start)."""
+    names: set[str] = set()
+    for folder in __path__:
+        for entry in os.scandir(folder):
+            stem, dot, suffix = entry.name.partition(".")
+            if entry.is_dir() and os.path.isfile(os.path.join(entry.path, "__init__.py")):  # noqa: PTH118, PTH113
+                names.add(entry.name)
+            elif dot and suffix == "py" and stem.isidentifier() and stem != "__init__":
+                names.add(stem)
+    return frozenset(names)
 
 
 def _all_rules() -> list[type[EngineRules]]:

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvbudget.errors import ConfigError, MissingExtraError, SourceError
-from kvbudget.hub import hub_offline, hub_reachable
 from kvbudget.model import catalog
 from kvbudget.model.families import read_spec
 from kvbudget.model.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 
@@ -67,6 +68,8 @@ def _from_gguf(path: Path) -> ModelSpec:
 
 
 def _from_hub(repo_id: str) -> ModelSpec:
+    from kvbudget.hub import hub_offline, hub_reachable  # sockets and URLs: only when the Hub is read
+
     try:
         from huggingface_hub import constants, hf_hub_download
         from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError
@@ -93,6 +96,8 @@ def _from_hub(repo_id: str) -> ModelSpec:
             ) from None
         except Exception as exc:  # any transport failure becomes one line
             raise SourceError(unreachable.format(why=f" ({type(exc).__name__})")) from None
+    from pathlib import Path
+
     spec = from_config(load_config_file(Path(local)), name=repo_id, source=f"hf://{repo_id}/config.json")
     return replace(spec, model_id=repo_id)
 
@@ -106,6 +111,8 @@ def resolve(ref: str) -> ModelSpec:
         )
         hub = next((alias for alias in entry.aliases if "/" in alias), None)  # the first alias that is a repo id
         return replace(spec, model_id=hub)
+    from pathlib import Path  # not for a catalog name: pathlib and urllib.parse are 5 ms of a start
+
     path = Path(ref).expanduser()
     if path.exists():
         return _from_path(path, ref)

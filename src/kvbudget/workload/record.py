@@ -12,7 +12,7 @@ while holding or releasing their cache. Trace replay and workload generators bot
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 
@@ -41,6 +41,9 @@ class StepRecord:
     # The reader knows no later step of this session follows in its stream (a plain Mooncake row, a
     # WEKA session's last request, a buffered session's last step): consumers may drop its state.
     final: bool = False
+    # Leading block hashes equal to the previous step's of this session, where the reader compared
+    # them anyway (WEKA, to salt only the new ids); None: not known, consumers compare themselves.
+    shared_blocks: int | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, object]:
         """The kvbudget JSONL per-step format (docs/traces.md), also the `trace convert` export."""
@@ -63,6 +66,28 @@ class StepRecord:
             out["block_hashes"] = list(self.block_hashes)
             out["block_size"] = self.block_size
         return out
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """The length of the longest common prefix of two block-hash sequences of one type (tuples or lists).
+
+    Chained ids make the usual case one C-level comparison (a step repeats the previous step's ids and
+    appends some); otherwise a binary search over slice comparisons, O(n log n) compares in C."""
+    n = len(b)
+    if n <= len(a):
+        if a[:n] == b:  # a slice of a tuple's whole length is the tuple itself: one copy at most
+            return n
+    elif a == b[: len(a)]:
+        return len(a)
+    n = min(n, len(a))
+    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections import Counter
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvbudget.workload.record import StepRecord
+from kvbudget.workload.record import StepRecord, common_prefix
 
 SCHEMA_VERSION = 1
 
@@ -165,6 +165,7 @@ _GAMMA = (1 + RELATIVE_ERROR) / (1 - RELATIVE_ERROR)
 _LOG_GAMMA = math.log(_GAMMA)
 _TINY = 1e-9  # magnitudes below this share the smallest bucket (pauses are rounded to 1e-6 s)
 _CHECK_EVERY = 4096  # steps between checks of the exact buffers' length
+_FOLD_BATCH = 1 << 16  # once a histogram, values buffered between folds (512 KiB)
 
 
 class Quantiles:
@@ -177,7 +178,8 @@ class Quantiles:
     within a relative error ``a`` = RELATIVE_ERROR of the exact nearest-rank value (rounded to a whole
     number for integer statistics, clamped to the exact min and max). Count, min, max and mean stay
     exact (the mean of float statistics to float rounding). Memory: ``limit`` values plus one counter
-    per occupied bucket (at most about 2 x 7,000 over magnitudes 1e-9 to 2^40).
+    per occupied bucket (at most about 2 x 7,000 over magnitudes 1e-9 to 2^40); once a histogram, new
+    values are buffered and folded in batches of ``_FOLD_BATCH`` (sorted, then one bisect a bucket).
     """
 
     __slots__ = ("buckets", "count", "hi", "integer", "limit", "lo", "total", "values")
@@ -193,8 +195,8 @@ class Quantiles:
         self.hi: float | None = None
 
     def settle(self) -> None:
-        """Fold the buffered values into the histogram when past the exact limit."""
-        if self.buckets is None and len(self.values) <= self.limit:
+        """Fold the buffered values into the histogram when past the exact limit (then in batches)."""
+        if len(self.values) <= (self.limit if self.buckets is None else min(self.limit, _FOLD_BATCH)):
             return
         self._fold()
 
@@ -204,22 +206,18 @@ class Quantiles:
             return
         if self.buckets is None:
             self.buckets = {}
-        buckets = self.buckets
         self.count += len(values)
         self.total += sum(values) if self.integer else math.fsum(values)
-        lo, hi = min(values), max(values)
-        self.lo = lo if self.lo is None else min(self.lo, lo)
-        self.hi = hi if self.hi is None else max(self.hi, hi)
-        log_gamma = _LOG_GAMMA
-        for value, n in Counter(values).items():  # counting equal values first: token counts repeat
-            if value > 0:
-                key = (1, math.ceil(math.log(max(value, _TINY)) / log_gamma))
-            elif value < 0:
-                key = (-1, math.ceil(math.log(max(-value, _TINY)) / log_gamma))
-            else:
-                key = (0, 0)
-            buckets[key] = buckets.get(key, 0) + n
+        ordered = sorted(values)  # in C; the buckets are then runs of it, one bisect each
         del values[:]
+        self.lo = ordered[0] if self.lo is None else min(self.lo, ordered[0])
+        self.hi = ordered[-1] if self.hi is None else max(self.hi, ordered[-1])
+        negative, positive = bisect_left(ordered, 0), bisect_right(ordered, 0)
+        if positive > negative:
+            self.buckets[(0, 0)] = self.buckets.get((0, 0), 0) + positive - negative
+        _count_runs(ordered, positive, 1, self.buckets)
+        if negative:
+            _count_runs([-v for v in ordered[:negative][::-1]], 0, -1, self.buckets)
 
     @property
     def exact(self) -> bool:
@@ -247,23 +245,31 @@ class Quantiles:
         return Distribution(count=count, p50=at(50), p90=at(90), p99=at(99), max=hi, min=lo, mean=self.total / count)
 
 
+def _bucket(magnitude: float) -> int:
+    """The histogram bucket of a magnitude > 0: i with gamma^(i-1) < magnitude <= gamma^i."""
+    return math.ceil(math.log(max(magnitude, _TINY)) / _LOG_GAMMA)
+
+
+def _count_runs(ordered: Sequence[float], start: int, sign: int, buckets: dict[tuple[int, int], int]) -> None:
+    """Add the magnitudes ``ordered[start:]`` (ascending, > 0) to their buckets: one bisect a bucket,
+    so the work follows the buckets occupied, not the values (token counts: ~1,000 buckets)."""
+    stop = len(ordered)
+    i = start
+    while i < stop:
+        key = _bucket(ordered[i])
+        j = bisect_right(ordered, _GAMMA**key, i, stop)
+        # float rounding at a bucket's edge: the run is exactly the values _bucket puts in this bucket
+        while j > i + 1 and _bucket(ordered[j - 1]) != key:
+            j = bisect_left(ordered, ordered[j - 1], i, j)
+        while j < stop and _bucket(ordered[j]) == key:
+            j = bisect_right(ordered, ordered[j], j, stop)
+        buckets[(sign, key)] = buckets.get((sign, key), 0) + j - i
+        i = j
+
+
 def _centre(key: tuple[int, int]) -> float:
     sign, i = key
     return sign * 2 * _GAMMA**i / (_GAMMA + 1)
-
-
-def _common_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> int:
-    n = min(len(a), len(b))
-    if a[:n] == b[:n]:
-        return n
-    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
 
 
 def trace_stats(records: Iterable[StepRecord], bad_rows: int, *, exact_limit: int = EXACT_LIMIT) -> TraceStats:
@@ -326,7 +332,9 @@ def trace_stats(records: Iterable[StepRecord], bad_rows: int, *, exact_limit: in
                 spanned += max(r.start_s - s.last_start, s.pause)
             blocks = r.block_hashes
             if blocks and s.hashes:
-                shared = _common_prefix(blocks, s.hashes)
+                shared = r.shared_blocks
+                if shared is None:
+                    shared = common_prefix(blocks, s.hashes)
                 add_reuse(shared / len(blocks))
                 reused_blocks += shared
                 total_blocks += len(blocks)

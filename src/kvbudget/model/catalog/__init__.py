@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 
@@ -27,9 +27,14 @@ def _key(text: str) -> str:
     return re.sub(r"[\s_\-]+", "-", text.strip().lower())
 
 
+# os.path, not pathlib: pathlib (with urllib.parse) is 5 ms of a one-answer start (bench/startup.py)
+_MODELS = os.path.join(os.path.dirname(__file__), "models.json")  # noqa: PTH118, PTH120
+
+
 @lru_cache(maxsize=1)
 def entries() -> tuple[CatalogEntry, ...]:
-    raw = json.loads(resources.files(__name__).joinpath("models.json").read_text(encoding="utf-8"))
+    with open(_MODELS, encoding="utf-8") as f:  # noqa: PTH123
+        raw = json.loads(f.read())
     out = []
     for item in raw["models"]:
         params = item.get("params_total")

@@ -14,6 +14,7 @@ docs/traces.md. Readers yield the steps of one session in step order; sessions m
 from __future__ import annotations
 
 import importlib
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -50,6 +51,9 @@ def _by_keys(row: dict[str, object]) -> str | None:
     return None
 
 
+HEAD = 65536  # characters read to detect a format
+
+
 def detect_format(path: str | Path) -> str:
     """The format of a trace file, from its content (the first 64 KiB). Raises TraceError when unknown."""
     from kvbudget.workload.traces._common import loads, read_head
@@ -57,11 +61,15 @@ def detect_format(path: str | Path) -> str:
     where = Path(path)
     if where.is_dir():
         raise TraceError(f"{path}: is a directory; give the trace files themselves")
-    head = read_head(where).lstrip("\ufeff \t\r\n")
+    raw = read_head(where, HEAD)
+    head = raw.lstrip("\ufeff \t\r\n")
     if not head:
         raise TraceError(f"{path}: the file is empty; there is no trace to read")
     if head[0] in "{[":
-        for line in head.split("\n")[:5]:  # JSONL (or a small one-line document): the first whole lines decide
+        lines = head.split("\n")[:5]
+        if len(raw) == HEAD and len(lines) == head.count("\n") + 1:
+            lines.pop()  # cut off by the head's end: not JSON, and parsing it to fail costs as much as a row
+        for line in lines:  # JSONL (or a small one-line document): the first whole lines decide
             try:
                 row = loads(line)
             except ValueError:
@@ -70,7 +78,8 @@ def detect_format(path: str | Path) -> str:
             if found:
                 return found
         # one JSON document, larger than the head: look at its keys
-        if any(key in head for key in ('"resourceSpans"', '"spans"', '"span_id"', '"spanId"')):
+        spans = '"span' in head and any(key in head for key in ('"spans"', '"span_id"', '"spanId"'))  # one scan if none
+        if '"resourceSpans"' in head or spans:
             return "otel"
         if '"requests"' in head and any(key in head for key in ('"hash_ids"', '"block_size"', '"in"')):
             return "weka"
@@ -133,13 +142,34 @@ def read_records(
             raise TraceError(str(bad))
         bad_rows.append(bad)
 
-    names = [path.name for path, _ in plan]
+    names = Counter(path.name for path, _ in plan)
     labels = (
         None
         if span_files or len(plan) == 1
-        else [path.name if names.count(path.name) == 1 else str(path) for path, _ in plan]
+        else [path.name if names[path.name] == 1 else str(path) for path, _ in plan]
     )
     return _stream(plan, sink, labels, keep_final=not span_files or len(plan) == 1)
+
+
+def relabel(r: StepRecord, label: str) -> StepRecord:
+    """The record with its session (and parent) prefixed ``label/``; built directly, as
+    ``dataclasses.replace`` costs four times as much per record."""
+    return StepRecord(
+        session=f"{label}/{r.session}",
+        step=r.step,
+        start_s=r.start_s,
+        prompt_tokens=r.prompt_tokens,
+        output_tokens=r.output_tokens,
+        parent=None if r.parent is None else f"{label}/{r.parent}",
+        new_tokens=r.new_tokens,
+        cached_tokens=r.cached_tokens,
+        pause_s=r.pause_s,
+        block_hashes=r.block_hashes,
+        block_size=r.block_size,
+        source=r.source,
+        final=r.final,
+        shared_blocks=r.shared_blocks,
+    )
 
 
 def _stream(
@@ -156,11 +186,7 @@ def _stream(
                 continue
             label = labels[index]
             for record in read(path, sink):
-                yield replace(
-                    record,
-                    session=f"{label}/{record.session}",
-                    parent=(f"{label}/{record.parent}" if record.parent is not None else None),
-                )
+                yield relabel(record, label)
         except UnicodeDecodeError:
             raise TraceError(f"{path}: not UTF-8 text; is this a trace file?") from None
         except (OSError, EOFError) as exc:  # unreadable, or a truncated .gz

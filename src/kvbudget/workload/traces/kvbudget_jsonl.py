@@ -18,6 +18,7 @@ from kvbudget.workload.traces._common import (
     BadSink,
     RowError,
     as_whole,
+    bool_free,
     check_not_earlier,
     hashes,
     json_lines,
@@ -32,9 +33,9 @@ from kvbudget.workload.traces._common import (
 def read(path: Path, bad: BadSink) -> Iterator[StepRecord]:
     source = f"kvbudget:{path.name}"
     last_step: dict[str, tuple[int, float]] = {}  # per session: memory grows with sessions, not steps
-    for line, row in json_lines(path, bad):
+    for line, row, raw in json_lines(path, bad):
         try:
-            record = _record(row, source)
+            record = _record(row, source, bools=not bool_free(raw))
             before = last_step.get(record.session)
             if before is not None and record.step <= before[0]:
                 raise RowError(
@@ -50,12 +51,12 @@ def read(path: Path, bad: BadSink) -> Iterator[StepRecord]:
         yield record
 
 
-def _record(row: dict[str, object], source: str) -> StepRecord:
+def _record(row: dict[str, object], source: str, *, bools: bool) -> StepRecord:
     prompt = whole(row, "prompt_tokens")
     cached = optional_whole(row, "cached_tokens")
     if cached is not None and cached > prompt:
         raise RowError(f"'cached_tokens' {cached} exceeds 'prompt_tokens' {prompt}")
-    blocks = hashes(row, "block_hashes")
+    blocks = hashes(row, "block_hashes", bools=bools)
     block_size = None
     if blocks:
         if row.get("block_size") is None:

@@ -28,13 +28,14 @@ from pathlib import Path
 
 from kvbudget.workload.record import BadRow, StepRecord
 from kvbudget.workload.traces._common import (
-    INT_ONLY,
     MAX_COUNT,
     BadSink,
     PauseBuffer,
     Pending,
     RowError,
+    bool_free,
     hashes,
+    int_list,
     json_lines,
     optional_number,
     text,
@@ -48,11 +49,11 @@ def read(path: Path, bad: BadSink) -> Iterator[StepRecord]:
     source = f"mooncake:{path.name}"
     name = path.name
     buffer = PauseBuffer()
-    ints = INT_ONLY.issuperset
-    for line, row in json_lines(path, bad):
+    for line, row, raw in json_lines(path, bad):
         if "session_id" not in row:
             # The common plain row, checked at once (every other shape takes the checked path below):
-            # whole-number counts in range, an integer timestamp >= 0, a list of integer ids or none.
+            # whole-number counts in range, an integer timestamp >= 0, a list of integer ids or none
+            # (checked in bulk where the line holds no JSON true/false: a plain row has no 'r' or 'f').
             prompt, output = row.get("input_length"), row.get("output_length")
             stamp, ids = row.get("timestamp"), row.get("hash_ids")
             if (
@@ -62,7 +63,7 @@ def read(path: Path, bad: BadSink) -> Iterator[StepRecord]:
                 and 0 <= prompt <= MAX_COUNT
                 and 0 <= output <= MAX_COUNT
                 and stamp >= 0
-                and (ids is None or (type(ids) is list and ints(map(type, ids))))
+                and (ids is None or (type(ids) is list and int_list(ids, bools=not bool_free(raw))))
             ):
                 blocks = tuple(ids) if ids else ()
                 yield StepRecord(
@@ -84,20 +85,20 @@ def read(path: Path, bad: BadSink) -> Iterator[StepRecord]:
                 if done is not None:
                     yield done
                 continue
-            yield _request(row, f"{path.name}:{line}", source)
+            yield _request(row, f"{path.name}:{line}", source, bools=not bool_free(raw))
         except RowError as exc:
             bad(BadRow(str(path), line, str(exc)))
     yield from buffer.flush()
 
 
-def _request(row: dict[str, object], session: str, source: str) -> StepRecord:
+def _request(row: dict[str, object], session: str, source: str, *, bools: bool) -> StepRecord:
     if "input_length" not in row and "messages" in row:
         raise RowError("a 'messages' row has no token counts ('input_length'); kvbudget does not tokenize")
     prompt = whole(row, "input_length")
     start = optional_number(row, "timestamp")
     if start is None:
         raise RowError("'timestamp' is missing (a row without 'session_id' is a one-step session at its timestamp)")
-    blocks = hashes(row)
+    blocks = hashes(row, bools=bools)
     return StepRecord(
         session=session,
         step=0,

@@ -52,7 +52,7 @@ _INPUT_EVENTS = {
 def read(path: Path, bad: BadSink) -> Iterator[StepRecord]:
     source = f"tracelab:{path.name}"
     buffer = PauseBuffer()
-    for line, row in json_lines(path, bad):
+    for line, row, _ in json_lines(path, bad):
         try:
             session = text(row, "session_id")
             order = whole(row, "round_index")

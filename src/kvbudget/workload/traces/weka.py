@@ -25,18 +25,21 @@ Mapping to StepRecord:
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvbudget.workload.record import BadRow, StepRecord
+from kvbudget.workload.record import BadRow, StepRecord, common_prefix
 from kvbudget.workload.traces._common import (
+    MAX_COUNT,
     BadSink,
     JsonPath,
     RowError,
     as_whole,
-    hashes,
+    bool_free,
+    hash_list,
     json_path,
     line_of,
     load_document,
@@ -48,19 +51,38 @@ from kvbudget.workload.traces._common import (
 DEFAULT_BLOCK = 64  # kv-cache-tester --chunk-size default and every shipped trace's "block_size"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen constructor costs three times as much (one a request)
 class _Request:
     t: float
     prompt: int
     output: int
     api_time: float | None
-    hashes: tuple[int, ...]
+    hashes: list[int]  # as the document has them (checked integers), not yet salted
+    shared: int  # leading ids equal to the previous step's (0 for a session's first step)
+
+
+def _shared(ids: list[int], before: list[int]) -> int:
+    """``common_prefix(ids, before)`` without copying the shared ids in the usual case, a step that
+    extends the previous one: ``ids`` is cut to the previous length for one C-level comparison, then
+    given its tail back (only the few new ids are copied)."""
+    n = len(before)
+    if n < len(ids):
+        tail = ids[n:]
+        del ids[n:]
+        same = ids == before
+        ids += tail
+        if same:
+            return n
+    elif n == len(ids) and ids == before:
+        return n
+    return common_prefix(ids, before)
 
 
 class _Reader:
     def __init__(self, path: Path, text: str, bad: BadSink, block_size: int, salt: int | None) -> None:
         self.path, self.text, self.bad = path, text, bad
         self.block_size, self.salt = block_size, salt
+        self.bools = not bool_free(text)  # without a true/false anywhere, block ids are checked in bulk
         self.source = f"weka:{path.name}"
         self.names: set[str] = set()  # session ids handed out: a repeated agent_id must not merge two sessions
 
@@ -80,13 +102,27 @@ class _Reader:
                 agents.append((entry, here))
             else:
                 try:
+                    ids = hash_list(entry, bools=self.bools)
+                    t, prompt, output, api = entry.get("t"), entry.get("in"), entry.get("out"), entry.get("api_time")
+                    if not (  # the usual request checked at once; any other shape takes the checked calls
+                        (type(t) is float or type(t) is int)
+                        and 0 <= t < math.inf
+                        and type(prompt) is int
+                        and 0 <= prompt <= MAX_COUNT
+                        and type(output) is int
+                        and 0 <= output <= MAX_COUNT
+                        and (api is None or ((type(api) is float or type(api) is int) and 0 <= api < math.inf))
+                    ):
+                        t, prompt, output = number(entry, "t"), whole(entry, "in"), whole(entry, "out")
+                        api = optional_number(entry, "api_time")
                     steps.append(
                         _Request(
-                            t=number(entry, "t"),
-                            prompt=whole(entry, "in"),
-                            output=whole(entry, "out"),
-                            api_time=optional_number(entry, "api_time"),
-                            hashes=hashes(entry),
+                            t=float(t),
+                            prompt=prompt,
+                            output=output,
+                            api_time=None if api is None else float(api),
+                            hashes=ids,
+                            shared=_shared(ids, steps[-1].hashes) if steps else 0,  # ids still in cache
                         )
                     )
                 except RowError as exc:
@@ -109,13 +145,18 @@ class _Reader:
             yield from self.session(inner, (*here, "requests"), child, session, offset + start)
 
     def records(self, steps: list[_Request], session: str, parent: str | None, offset: float) -> Iterator[StepRecord]:
+        salt = self.salt
+        blocks: tuple[int, ...] = ()
         for k, step in enumerate(steps):
             following = steps[k + 1] if k + 1 < len(steps) else None
             pause = None
             if following is not None:
                 pause = round(max(0.0, following.t - step.t - (step.api_time or 0.0)), 6)
             new = step.prompt if k == 0 else step.prompt - steps[k - 1].prompt - steps[k - 1].output
-            blocks = step.hashes if self.salt is None else tuple(map(self.salt.__xor__, step.hashes))
+            if salt is None:
+                blocks = tuple(step.hashes)
+            else:  # a step repeats the previous step's chained ids and adds a few: salt only the new ones
+                blocks = blocks[: step.shared] + tuple(map(salt.__xor__, step.hashes[step.shared :]))
             yield StepRecord(
                 session=session,
                 step=k,
@@ -129,6 +170,7 @@ class _Reader:
                 block_size=self.block_size if blocks else None,
                 source=self.source,
                 final=following is None,
+                shared_blocks=step.shared if k else None,
             )
 
 

@@ -1,0 +1,189 @@
+"""The fast paths of the trace readers and statistics give what the plain paths give: the bulk
+block-id check, the C-scanner line parse, WEKA's prefix-reusing salt and its shared-block hint, the
+relabelling of several files' sessions, and the histogram's folding of sorted runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import random
+import zlib
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kvbudget.workload.record import BadRow, StepRecord, common_prefix
+from kvbudget.workload.stats import Quantiles, _bucket, trace_stats
+from kvbudget.workload.traces import detect_format, read_records, relabel
+from kvbudget.workload.traces._common import RowError, bool_free, hash_list, int_list, json_lines
+from tests.workload.raw_traces import WEKA, weka_sessions
+
+
+@pytest.mark.parametrize("bools", [True, False])
+def test_the_bulk_check_rejects_what_the_item_check_rejects(bools: bool) -> None:
+    for bad in ([1, 2.0], [1, "2"], [None], [[1]], [{"a": 1}], [1.0, 2.0], [float("inf")]):
+        assert not int_list(bad, bools=bools), bad
+    for good in ([], [0], [0, 1, 2**70], [-5, 3]):
+        assert int_list(good, bools=bools), good
+    assert not int_list([1, True], bools=True)  # only the item check sees a bool: the caller rules them out
+
+
+@pytest.mark.parametrize(
+    ("text", "free"),
+    [
+        ('{"hash_ids": [1, 2]}', True),
+        ('{"hash_ids": [1, true]}', False),
+        ('{"hash_ids": [false]}', False),
+        ('{"requests": [], "format": "x"}', True),  # the letters alone are not a literal
+        ('{"stream":true}', False),
+    ],
+)
+def test_bool_free_finds_every_literal(text: str, free: bool) -> None:
+    assert bool_free(text) is free
+    assert bool_free(text) is not any(type(v) is bool for v in _leaves(json.loads(text)))
+
+
+def _leaves(value: object) -> list[object]:
+    if isinstance(value, dict):
+        return [leaf for v in value.values() for leaf in _leaves(v)]
+    if isinstance(value, list):
+        return [leaf for v in value for leaf in _leaves(v)]
+    return [value]
+
+
+def test_a_bool_id_is_still_refused_by_name() -> None:
+    with pytest.raises(RowError, match="must hold integers, got True"):
+        hash_list({"hash_ids": [4, True]}, bools=True)
+    with pytest.raises(RowError, match=r"must hold integers, got 2\.0"):
+        hash_list({"hash_ids": [4, 2.0]}, bools=False)
+
+
+def test_json_lines_parse_as_json_loads(tmp_path: Path) -> None:
+    lines = [
+        '{"a": 1}',
+        '  {"a": 2}  ',
+        '{"a": 3}\r',
+        "",
+        '{"a": 4} {"a": 5}',
+        "[1, 2]",
+        '{"a": [1, 2.5, true]}',
+        '{"a": ',
+        '{"a": 6}',  # the last line has no newline
+    ]
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines), encoding="utf-8", newline="")
+    bad: list[BadRow] = []
+    got = [(number, row) for number, row, _ in json_lines(path, bad.append)]
+    assert got == [(1, {"a": 1}), (2, {"a": 2}), (3, {"a": 3}), (7, {"a": [1, 2.5, True]}), (9, {"a": 6})]
+    assert [(b.line, b.reason) for b in bad] == [
+        (5, f"not valid JSON: {_loads_error(lines[4])}"),
+        (6, "a line must be a JSON object, not list"),
+        (8, f"not valid JSON: {_loads_error(lines[7] + chr(10))}"),
+    ]
+    assert _loads_error(lines[4]) == "Extra data (column 10)"
+
+
+def _loads_error(line: str) -> str:
+    try:
+        json.loads(line)
+    except json.JSONDecodeError as exc:
+        return f"{exc.msg} (column {exc.colno})"
+    raise AssertionError(f"{line!r} parses")
+
+
+def test_weka_salts_every_id_as_a_whole_salt_would() -> None:
+    for path in WEKA:
+        raw = weka_sessions(path)
+        salt = zlib.crc32(path.stem.encode()) << 32
+        previous: dict[str, list[int]] = {}
+        for r in read_records([path]):
+            ids = raw[r.session][r.step]["hash_ids"]
+            assert r.block_hashes == tuple(salt ^ i for i in ids)
+            if r.step == 0:
+                assert r.shared_blocks is None
+            else:
+                before = previous[r.session]
+                want = next((k for k, (a, b) in enumerate(zip(ids, before, strict=False)) if a != b), None)
+                assert r.shared_blocks == (min(len(ids), len(before)) if want is None else want)
+            previous[r.session] = ids
+
+
+def test_the_shared_block_hint_changes_no_statistic() -> None:
+    records = list(read_records(WEKA, bad_rows=[]))
+    assert sum(r.shared_blocks is not None for r in records) > 400
+    plain = [dataclasses.replace(r, shared_blocks=None) for r in records]
+    hinted, computed = trace_stats(records, 0), trace_stats(plain, 0)
+    assert hinted == computed and hinted.prefix_reuse.count > 400
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "want"),
+    [
+        ((1, 2, 3), (1, 2), 2),
+        ((1, 2), (1, 2, 3), 2),
+        ((1, 9, 3), (1, 2, 3), 1),
+        ((), (1,), 0),
+        ([5, 6, 7], [5, 6, 0], 2),
+        (tuple(range(1000)), (*range(700), -1), 700),
+    ],
+)
+def test_common_prefix(a: tuple[int, ...] | list[int], b: tuple[int, ...] | list[int], want: int) -> None:
+    assert common_prefix(a, b) == common_prefix(b, a) == want
+
+
+def test_relabel_keeps_every_other_field() -> None:
+    record = StepRecord("s", 3, 1.5, 100, 20, "p", 7, 5, 0.25, (1, 2), 64, "weka:x", final=True, shared_blocks=1)
+    moved = relabel(record, "f.json")
+    assert (moved.session, moved.parent) == ("f.json/s", "f.json/p")
+    for f in dataclasses.fields(StepRecord):
+        if f.name not in ("session", "parent"):
+            assert getattr(moved, f.name) == getattr(record, f.name), f.name
+    assert relabel(dataclasses.replace(record, parent=None), "f").parent is None
+
+
+def test_a_document_longer_than_the_head_is_detected(tmp_path: Path) -> None:
+    requests = [{"t": i, "in": 64 * (i + 1), "out": 1, "hash_ids": list(range(i + 1))} for i in range(400)]
+    path = tmp_path / "one_line.json"
+    path.write_text(json.dumps({"id": "x", "block_size": 64, "requests": requests}), encoding="utf-8")
+    assert path.stat().st_size > 65536 and detect_format(path) == "weka"
+
+
+def test_folding_sorted_runs_puts_each_value_in_its_bucket() -> None:
+    rng = random.Random(5)
+    gamma = (1 + 0.005) / (1 - 0.005)
+    edges = [gamma**k for k in range(-50, 3000, 37)]  # values on and beside bucket edges
+    values = [rng.choice((-1, 1)) * v for e in edges for v in (e, math.nextafter(e, 0), math.nextafter(e, math.inf))]
+    values += [0.0] * 7 + [1e-12, -1e-12] + [rng.lognormvariate(3, 4) for _ in range(5000)]
+    q = Quantiles("d", limit=10)
+    q.values.extend(values)
+    q.settle()
+    want = Counter((0, 0) if v == 0 else ((1 if v > 0 else -1), _bucket(abs(v))) for v in values)
+    assert q.buckets == dict(want) and q.count == len(values)
+
+
+def test_weka_requests_fast_and_checked_paths_agree(tmp_path: Path) -> None:
+    requests = [
+        {"t": 0, "in": 640, "out": 10, "hash_ids": [1, 2], "api_time": 2},  # whole-number times: fast path
+        {"t": 5.5, "in": 700.0, "out": 3, "hash_ids": [1, 2, 3]},  # a whole float count: checked path
+        {"t": -1.0, "in": 10, "out": 1},
+        {"t": 9.0, "in": 10, "out": 1, "api_time": "x"},
+        {"t": 9.0, "in": 10, "out": True},
+        {"t": 12.0, "in": 800, "out": 2, "hash_ids": [1, 2, 3, 4], "api_time": None},
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"id": "t", "block_size": 64, "requests": requests}, indent=1), encoding="utf-8")
+    bad: list[BadRow] = []
+    got = list(read_records([path], bad_rows=bad))
+    assert [(r.step, r.start_s, r.prompt_tokens, r.output_tokens, r.pause_s, r.shared_blocks) for r in got] == [
+        (0, 0.0, 640, 10, 3.5, None),
+        (1, 5.5, 700, 3, 6.5, 2),
+        (2, 12.0, 800, 2, None, 3),
+    ]
+    assert all(type(r.start_s) is float for r in got)
+    assert [b.reason for b in bad] == [
+        "requests[2]: 't' must be at least 0, got -1",
+        "requests[3]: 'api_time' must be a number, got 'x'",
+        "requests[4]: 'out' must be a whole number, got True",
+    ]
