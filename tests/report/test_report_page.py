@@ -171,8 +171,7 @@ def test_out_writes_the_file_and_says_so(tmp_path: Path) -> None:
     assert code == 0, err
     text = target.read_text(encoding="utf-8")
     assert out == (
-        f"wrote {target} (html, {len(text.encode()):,} bytes): Qwen3-32B on vllm 0.33.0, 4 sessions at 32,768 "
-        "tokens\n"
+        f"wrote {target} (html, {len(text.encode()):,} bytes): Qwen3-32B on vllm 0.33.0, 4 sessions at 32,768 tokens\n"
     )
     assert text == html(*QWEN) and text.endswith("</html>\n")
     md = tmp_path / "report.md"
