@@ -30,6 +30,8 @@ def test_a_core_command_loads_no_command_group() -> None:
     assert "kvbudget.cost" in loaded and "kvbudget.model.sources" in loaded
     assert not set(cli.EXTENSIONS) & set(loaded)
     assert not {"kvbudget.hub", "kvbudget.workload.traces", "shutil", "socket"} & set(loaded)
+    # the architecture registry names its GGUF readers; they load only when a GGUF file is read
+    assert "kvbudget.model.architectures" in loaded and "kvbudget.model.gguf_readers" not in loaded
 
 
 def test_a_group_command_loads_the_groups() -> None:

@@ -19,8 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from kvbudget.model import gguf_readers as g
+from kvbudget.model import gguf_keys as g
 from kvbudget.model.families.attention import read_attention_model
 from kvbudget.model.families.fields import Fields
 from kvbudget.model.families.gemma4 import read_gemma4
@@ -37,6 +38,9 @@ from kvbudget.model.families.linear import read_kimi_linear, read_lfm2
 from kvbudget.model.families.vision import read_mllama
 from kvbudget.model.spec import LayerSpec
 
+if TYPE_CHECKING:
+    from kvbudget.model.gguf_readers import GgufReader
+
 ConfigReader = Callable[[Fields, str], tuple[LayerSpec, ...]]
 
 
@@ -48,12 +52,22 @@ class Architecture:
     model_types: tuple[str, ...]
     config_reader: ConfigReader | None
     gguf_archs: tuple[str, ...] = ()
-    gguf_reader: g.GgufReader | None = None
+    gguf_reader_name: str | None = None  # a function of model/gguf_readers.py, imported when a GGUF is read
     gguf_keys: frozenset[str] = frozenset()
     example: str = ""
     config_example: Mapping[str, object] = field(default_factory=dict, compare=False, hash=False)
     gguf_example: Mapping[str, object] = field(default_factory=dict, compare=False, hash=False)
     gguf_source: str = ""
+
+    @property
+    def gguf_reader(self) -> GgufReader | None:
+        """The GGUF reader function (model/gguf_readers.py loads only now: no config-only answer pays for it)."""
+        if self.gguf_reader_name is None:
+            return None
+        from kvbudget.model import gguf_readers
+
+        reader: GgufReader = getattr(gguf_readers, self.gguf_reader_name)
+        return reader
 
 
 def _attn(layers: int, heads: int, kv: int | list[int], dim: int, **extra: object) -> dict[str, object]:
@@ -119,7 +133,7 @@ def _dense(
         types,
         read_attention_model,
         gguf,
-        g.read_attention if gguf else None,
+        "read_attention" if gguf else None,
         keys if gguf else frozenset(),
         example,
         config_example or {},
@@ -192,7 +206,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         ("qwen3_next",),
         read_qwen3_next,
         ("qwen3next",),
-        g.read_hybrid,
+        "read_hybrid",
         _DELTA_KEYS,
         "Qwen3-Next-80B-A3B",
         gguf_example=_attn(
@@ -216,7 +230,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         ("qwen3_5_text", "qwen3_5_moe_text"),
         read_qwen3_next,
         ("qwen35moe", "qwen35"),
-        g.read_hybrid,
+        "read_hybrid",
         _DELTA_KEYS,
         "Qwen3.5-35B-A3B",
         gguf_example=_attn(
@@ -294,7 +308,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         ("glm_moe_dsa",),
         read_latent_model,
         ("glm-dsa",),
-        g.read_sparse_mla,
+        "read_sparse_mla",
         _MLA_KEYS | g.INDEXER | g.NEXTN,
         "GLM-5",
         gguf_example=_mla(79, 64, 256, 256, context_length=202_752, nextn_predict_layers=1, **_INDEXER_32),
@@ -305,7 +319,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         ("deepseek_v2", "deepseek_v3", "kimi_k2"),
         read_latent_model,
         ("deepseek2",),
-        g.read_deepseek2,
+        "read_deepseek2",
         _MLA_KEYS,
         "DeepSeek-V3",
         gguf_example={
@@ -327,7 +341,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         ("deepseek_v32",),
         read_latent_model,
         ("deepseek32",),
-        g.read_sparse_mla,
+        "read_sparse_mla",
         _MLA_KEYS | g.INDEXER | g.NEXTN,
         "DeepSeek-V3.2",
         gguf_example=_mla(
@@ -346,7 +360,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         ("minicpm3",),
         read_latent_model,
         ("minicpm3",),
-        g.read_minicpm3,
+        "read_minicpm3",
         g.ATTN | {"attention.kv_lora_rank"},
         "MiniCPM3-4B",
         gguf_example={
@@ -366,7 +380,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         ("kimi_linear",),
         read_kimi_linear,
         ("kimi-linear",),
-        g.read_kimi_linear,
+        "read_kimi_linear",
         _MLA_KEYS | {"kda.head_dim", "ssm.conv_kernel"},
         "Kimi-Linear-48B-A3B-Instruct",
         gguf_example={
@@ -416,7 +430,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         ("gemma3n_text",),
         read_attention_model,
         ("gemma3n",),
-        g.read_gemma3n,
+        "read_gemma3n",
         g.ATTN | g.SWA | {"attention.shared_kv_layers"},
         config_example=_cfg(
             "gemma3n_text", 35, 8, 2, 256, sliding_window=512, num_kv_shared_layers=15, layer_types=_SWA_5
@@ -429,7 +443,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         ("gemma4_text",),
         read_gemma4,
         ("gemma4",),
-        g.read_gemma4,
+        "read_gemma4",
         g.ATTN | g.SWA | g.SWA_DIMS | {"attention.shared_kv_layers"},
         "gemma-4-26B-A4B-it",
         gguf_example={
@@ -495,7 +509,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         ("granitemoehybrid",),
         read_granite_hybrid,
         ("granitehybrid",),
-        g.read_hybrid,
+        "read_hybrid",
         _HYBRID_KEYS,
         config_example=_cfg(
             "granitemoehybrid",
@@ -582,7 +596,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         ("jamba",),
         read_jamba,
         ("jamba",),
-        g.read_hybrid,
+        "read_hybrid",
         _HYBRID_KEYS,
         "Jamba-v0.1",
         gguf_example=_attn(
@@ -599,7 +613,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         ("nemotron_h",),
         read_nemotron_h,
         ("nemotron_h_moe", "nemotron_h"),
-        g.read_nemotron_h_moe,
+        "read_nemotron_h_moe",
         _HYBRID_KEYS | g.NEXTN,
         "Nemotron-H-8B-Base-8K",
         gguf_example=_attn(
@@ -623,7 +637,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         ("falcon_h1",),
         read_falcon_h1,
         ("falcon-h1",),
-        g.read_falcon_h1,
+        "read_falcon_h1",
         _HYBRID_KEYS,
         "Falcon-H1-0.5B",
         gguf_example=_attn(
@@ -647,7 +661,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         ("mamba", "mamba2"),
         read_mamba,
         ("mamba2", "mamba"),
-        g.read_hybrid,
+        "read_hybrid",
         _HYBRID_KEYS,
         "Mamba-Codestral-7B-v0.1",
         gguf_example={
@@ -666,7 +680,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         ("lfm2", "lfm2_moe"),
         read_lfm2,
         ("lfm2",),
-        g.read_lfm2,
+        "read_lfm2",
         g.ATTN | {"shortconv.l_cache", "attention.sliding_window"},
         "LFM2-350M",
         gguf_example={
@@ -700,7 +714,7 @@ def by_gguf_arch() -> dict[str, Architecture]:
     """GGUF ``general.architecture`` -> its architecture (only those with a GGUF reader)."""
     out: dict[str, Architecture] = {}
     for arch in ARCHITECTURES:
-        if arch.gguf_reader is None:
+        if arch.gguf_reader_name is None:
             continue
         for name in arch.gguf_archs:
             if name in out:

@@ -148,11 +148,6 @@ SHAPING = (
     "kda.head_dim",
     "nextn_predict_layers",
 )
-ATTN = frozenset({"attention.head_count_kv", "attention.key_length", "attention.value_length"})
-SSM = frozenset({"ssm.conv_kernel", "ssm.inner_size", "ssm.state_size", "ssm.time_step_rank", "ssm.group_count"})
-SWA = frozenset({"attention.sliding_window", "attention.sliding_window_pattern"})
-SWA_DIMS = frozenset({"attention.key_length_swa", "attention.value_length_swa"})
-NEXTN = frozenset({"nextn_predict_layers"})
 # The default SWA period of each architecture when the GGUF has no sliding_window_pattern key
 # (load_swa_pattern(ml, p) in src/models/<arch>.cpp).
 SWA_PERIOD = {"gemma2": 2, "gemma3": 6, "gpt-oss": 2, "cohere2": 4, "gemma3n": 5, "olmo2": 4}
@@ -286,14 +281,6 @@ def read_deepseek2(m: Meta, n_layer: int) -> tuple[Layers, list[str]]:
     return [(latent,)] * n_layer, []
 
 
-INDEXER = frozenset(
-    {
-        "attention.indexer.head_count",
-        "attention.indexer.key_length",
-        "attention.indexer.top_k",
-        "attention.indexer.types",
-    }
-)
 GLM_52_FULL_CONTEXT = 1_048_576  # src/models/glm-dsa.cpp: n_ctx_train below this is GLM 5 / 5.1 (every layer full)
 
 
