@@ -49,7 +49,13 @@ def render_markdown(report: Report) -> str:
         ["figure", "value", "how"],
         [
             ["KV cost per token", f"{format_int(plan.layout.kv_bytes_per_token)} B", "per GPU, past every window"],
-            ["weights per GPU", format_bytes(plan.weights_per_gpu, units), f"{weights.provenance}: {weights.basis}"],
+            [
+                "weights per GPU",
+                format_bytes(plan.weights_per_gpu, units),
+                weights.basis
+                if weights.basis.startswith(weights.provenance)
+                else f"{weights.provenance}: {weights.basis}",
+            ],
             ["enforced cap", f"{format_int(cap.tokens)} tokens", f"{cap.engine} {cap.setting or ''}".strip()],
             ["p99 session", p99, ", ".join(report.trace.files) if report.trace else "--trace FILE..."],
             [
