@@ -275,3 +275,14 @@ def test_text_reads_as_words(capsys: pytest.CaptureFixture[str], workload: str) 
     concurrency = next(line for line in out.splitlines() if line.startswith("Mean concurrency"))
     assert concurrency.endswith(" min") or concurrency.endswith(" h")
     assert "sustained: the mean number of live sessions at the highest arrival rate" in out
+
+
+def test_sessions_ended_at_the_cap_are_explained(capsys: pytest.CaptureFixture[str]) -> None:
+    """The coding-agent example at a 32K cap: its 14,664-token prefix keeps a summarized context above the 8K target,
+    so a long tool result still does not fit and the session ends; the text says why, with the count the JSON has."""
+    argv = (*BASE, "--workload", "examples/coding-agent.toml", "--sessions", "200", "--search-sessions", "0")
+    data = sim(capsys, *argv)
+    assert data["refused_at_cap"] > 0
+    code, out, _ = run_cli(capsys, "simulate", *argv)
+    assert code == 0
+    assert f"  {data['refused_at_cap']} sessions ended at the cap: even summarized to the target" in out

@@ -48,6 +48,16 @@ def render_study(study: Study, units: UnitSystem = "iec") -> str:
         f"Sessions: {format_int(r.arrived)} arrived · {format_int(r.finished)} finished · "
         f"{format_int(r.refused)} refused ({r.refused_admission:,} at admission, {r.refused_at_cap:,} at the cap, "
         f"{r.refused_too_big:,} larger than the pool) · {r.live_at_end:,} live at the end",
+        *(
+            [
+                f"  {counted(r.refused_at_cap, 'session')} ended at the cap: even "
+                f"{'summarized' if p.cap.mode == 'summarize' else 'compacted'} to the target (never below the shared "
+                "prefix), the step's new tokens and output did not fit under the cap; raise --context or shrink the "
+                "workload's steps"
+            ]
+            if r.refused_at_cap and p.cap.mode != "refuse"
+            else []
+        ),
         f"Steps {format_int(r.steps)} · prefix hit rate {_pct(r.prefix_hit_rate)} of "
         f"{format_int(r.prompt_tokens)} prompt tokens · recomputed {format_int(r.recomputed_tokens)} tokens",
         f"Preemptions {r.preemptions:,} · swaps {r.swaps:,} ({format_bytes(r.swap_bytes, units)}) · "
