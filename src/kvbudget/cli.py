@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from kvbudget import __version__
 from kvbudget.engines.base import EngineOptions, MlaStorage
-from kvbudget.errors import EngineRefusalError, InputError, KvBudgetError
+from kvbudget.errors import EngineRefusalError, InputError, KvBudgetError, error_document, one_line
 from kvbudget.units import UnitSystem, parse_count, parse_count_list, parse_token_list, parse_tokens
 
 if TYPE_CHECKING:
@@ -342,12 +342,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         output = COMMANDS[args.command](args)
     except KvBudgetError as exc:
-        # one line whatever the message quotes (a value given with a newline in it stays on the line, escaped)
-        message = str(exc).replace("\r", "\\r").replace("\n", "\\n")
         if getattr(args, "json", False) and not exc.reported:  # the JSON contract holds for errors too
-            document = {"schema_version": 1, "error": {"kind": type(exc).__name__, "message": message}}
-            print(json.dumps(document, indent=2))
-        print(f"Error: {message}", file=sys.stderr)
+            print(json.dumps(error_document(exc), indent=2))
+        print(f"Error: {one_line(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -169,6 +169,7 @@ def _simulated(args: argparse.Namespace, rows: list[Row]) -> list[Row]:
     search = parse_count(args.search_sessions, what="--search-sessions")
     probes = parse_count(args.search_probes, what="--search-probes")
     parser = build_parser(RaisingParser)
+    plan_options = _plan_dests()
     out = []
     for row in rows:
         if row.plan is None or row.plan.sessions < 1:  # nothing served: nothing to simulate
@@ -176,7 +177,7 @@ def _simulated(args: argparse.Namespace, rows: list[Row]) -> list[Row]:
             continue
         c = row.choice
         ns = parser.parse_args(["simulate", "--model", c.model, "--workload", args.workload, "--context", c.context])
-        for name in _PLAN_DESTS:
+        for name in plan_options:
             setattr(ns, name, getattr(args, name))
         ns.model_option, ns.model = c.model, None
         ns.gpu, ns.engine, ns.context, ns.kv_dtype = c.gpu, c.engine, c.context, c.kv_dtype
@@ -294,14 +295,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     )
     g.add_argument("--search-sessions", default="1000", help="--simulate: sessions per search probe (default 1000)")
     g.add_argument("--search-probes", default="6", help="--simulate: runs in each search (default 6)")
-    _PLAN_DESTS.update(_plan_dests())
     return {"compare": cmd_compare}
 
 
-_PLAN_DESTS: set[str] = set()  # the plan options' names, which a simulation of a row takes from compare's
-
-
 def _plan_dests() -> set[str]:
+    """The plan options' names, which a simulation of a row takes from compare's."""
     from kvbudget.cli import RaisingParser
     from kvbudget.cli_plan import add_plan_options
 

@@ -40,3 +40,13 @@ class TraceError(InputError):
 
     The message is one line, ``file:line: reason`` for a row, ``file: reason`` for a whole file.
     """
+
+
+def one_line(exc: KvBudgetError) -> str:
+    """The error's message on one line whatever it quotes (a value given with a newline stays on it, escaped)."""
+    return str(exc).replace("\r", "\\r").replace("\n", "\\n")
+
+
+def error_document(exc: KvBudgetError) -> dict[str, object]:
+    """What a command prints on stdout under --json when it fails (schemas/error.json)."""
+    return {"schema_version": 1, "error": {"kind": type(exc).__name__, "message": one_line(exc)}}

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvbudget import errors
 from kvbudget.api import Option, _argv
 from kvbudget.errors import ConfigError, InputError, KvBudgetError
 from kvbudget.web.uploads import Upload, Uploads
@@ -38,8 +39,7 @@ class Reply:
 
 def error_document(exc: KvBudgetError) -> str:
     """What ``kvbudget <command> --json`` prints on stdout for ``exc`` (kvbudget.cli.main)."""
-    message = str(exc).replace("\r", "\\r").replace("\n", "\\n")
-    return json.dumps({"schema_version": 1, "error": {"kind": type(exc).__name__, "message": message}}, indent=2)
+    return json.dumps(errors.error_document(exc), indent=2)
 
 
 def run(command: str, query: Iterable[tuple[str, str]], uploads: Uploads) -> Reply:
