@@ -35,10 +35,11 @@ def serve_settings(plan: Plan) -> ServeSettings:
 
 
 def _command(plan: Plan) -> str | None:
-    return _text(plan, plan.inputs.engine.rules.serve_command(serve_settings(plan)))
+    text = engine_command(plan)["text"]
+    return text if isinstance(text, str) else None
 
 
-def _text(plan: Plan, args: tuple[str, ...] | None) -> str | None:
+def _text(plan: Plan, settings: ServeSettings, args: tuple[str, ...] | None) -> str | None:
     """The serve command's text, or why nothing is served; None for an engine without a server."""
     if args is None:
         return None
@@ -51,7 +52,7 @@ def _text(plan: Plan, args: tuple[str, ...] | None) -> str | None:
             f"not served at --context {context}: no session of {context:,} tokens fits; one session fits up to "
             f"--context {largest}"
         )
-    note = plan.inputs.engine.rules.serve_note(serve_settings(plan))
+    note = plan.inputs.engine.rules.serve_note(settings)
     return shell_text(args) + (f"  # {note}" if note else "")
 
 
@@ -67,8 +68,10 @@ def shell_text(args: tuple[str, ...]) -> str:
 
 def engine_command(plan: Plan) -> dict[str, object]:
     """The plan's serve command as arguments and as text: {argv, text}, argv None when it is not served."""
-    args = plan.inputs.engine.rules.serve_command(serve_settings(plan))
-    return {"argv": list(args) if args is not None and plan.sessions >= 1 else None, "text": _text(plan, args)}
+    settings = serve_settings(plan)
+    args = plan.inputs.engine.rules.serve_command(settings)
+    text = _text(plan, settings, args)
+    return {"argv": list(args) if args is not None and plan.sessions >= 1 else None, "text": text}
 
 
 def engine_flags(plan: Plan) -> dict[str, str]:
