@@ -1,7 +1,9 @@
 """SimPy models of the simulator's reserve and paged policies, the references ``kvbudget simulate`` is
 checked and timed against (issue 10, goal 1; tests/simulate/test_simpy_reference.py checks that
 each agrees with the simulator on the same session stream; ``python -m bench.simpy_reference``
-prints the paired speed ratios for both policies at 2,000, 20,000 and 100,000 sessions).
+prints the paired speed ratios for both policies at 2,000, 20,000 and 100,000 sessions, and the
+``ceiling``: SimPy's time over the time of drawing the session stream alone, which bounds the
+speed-up of any simulator that reads the same stream).
 
 The reserve system, written the plain SimPy way (one process per session, the KV pool a ``Container``):
 
@@ -169,10 +171,23 @@ def agree(result: SimResult, ref: Outcome | PagedOutcome) -> bool:
     return same and abs(result.sim_time_s - ref.end_s) <= 1e-9 * max(1.0, ref.end_s)
 
 
+def draw_only(sessions: Iterable[SessionPlan]) -> int:
+    """Consume the session stream as both models do and do nothing else: the time a simulator that
+    cost nothing would take (the stream is drawn inside each side's timing)."""
+    steps = 0
+    for plan in sessions:
+        for _ in step_rows(plan.steps):
+            steps += 1
+    return steps
+
+
 def run_both(policy: str, count: int, seed: int = 1, rounds: int = 3) -> dict[str, object]:
     """Paired timings: each round times the simulator and the SimPy model on the same session stream,
     each drawing it from ``generate_sessions`` inside its own timing (sessions are generated lazily, as
-    ``simulate`` consumes them); the two go in alternating order. The ratio is the median round's."""
+    ``simulate`` consumes them); the two go in alternating order. The ratio is the median round's.
+
+    Each round also times drawing the stream alone (``draw_only``): SimPy's time over that is the
+    ``ceiling``, the speed-up a simulator that cost nothing beyond its input would reach."""
     from kvbudget.simulate import simulate
 
     config = simulator_config(policy)
@@ -180,19 +195,24 @@ def run_both(policy: str, count: int, seed: int = 1, rounds: int = 3) -> dict[st
     run_simpy(policy, workload_sessions(50, seed))
     ours: list[float] = []
     theirs: list[float] = []
+    drawing: list[float] = []
     result: SimResult | None = None
     ref: Outcome | PagedOutcome | None = None
     for r in range(rounds):
-        for side in ("ours", "theirs") if r % 2 == 0 else ("theirs", "ours"):
+        for side in ("ours", "theirs", "draw") if r % 2 == 0 else ("theirs", "ours", "draw"):
             start = time.perf_counter()
             if side == "ours":
                 result = simulate(workload_sessions(count, seed), config)
                 ours.append(time.perf_counter() - start)
-            else:
+            elif side == "theirs":
                 ref = run_simpy(policy, workload_sessions(count, seed))
                 theirs.append(time.perf_counter() - start)
+            else:
+                draw_only(workload_sessions(count, seed))
+                drawing.append(time.perf_counter() - start)
     assert result is not None and ref is not None
     ratios = sorted(t / o for t, o in zip(theirs, ours, strict=True))
+    ceilings = sorted(t / d for t, d in zip(theirs, drawing, strict=True))
     return {
         "policy": policy,
         "sessions": count,
@@ -200,8 +220,10 @@ def run_both(policy: str, count: int, seed: int = 1, rounds: int = 3) -> dict[st
         "rounds": rounds,
         "simulator_s": round(statistics.median(ours), 3),
         "simpy_s": round(statistics.median(theirs), 3),
+        "draw_only_s": round(statistics.median(drawing), 3),
         "speedup": round(statistics.median(ratios), 2),
         "speedup_range": [round(ratios[0], 2), round(ratios[-1], 2)],
+        "ceiling": round(statistics.median(ceilings), 2),
         "agree": agree(result, ref),
         "peak_concurrency": result.peak_concurrency,
         "preemptions": result.preemptions,

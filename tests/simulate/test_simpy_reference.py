@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from bench.simpy_paged import PagedOutcome
-from bench.simpy_reference import agree, run_simpy, simulator_config, workload_sessions
+from bench.simpy_reference import agree, draw_only, run_simpy, simulator_config, workload_sessions
 
 from kvbudget.simulate import simulate
 
@@ -73,3 +73,9 @@ def test_the_reference_runs_are_pinned() -> None:
     assert (paged.prompt_tokens, paged.hit_tokens, paged.decode_tokens) == (137_192_288, 131_436_367, 1_189_060)
     assert paged.sim_time_s == pytest.approx(1576.5776450393491, rel=1e-12)
     assert paged.queue_delay_s == {"p50": 0.0, "p99": 51.207176}
+
+
+def test_drawing_alone_consumes_the_stream_the_models_read() -> None:
+    """The benchmark's ceiling times ``draw_only``: it must read every step the simulator reads."""
+    ours = simulate(workload_sessions(SESSIONS, 1), simulator_config("reserve"))
+    assert draw_only(workload_sessions(SESSIONS, 1)) == ours.steps == 10_116
