@@ -32,6 +32,9 @@ def test_a_core_command_loads_no_command_group() -> None:
     assert not {"kvbudget.hub", "kvbudget.workload.traces", "shutil", "socket"} & set(loaded)
     # the architecture registry names its GGUF readers; they load only when a GGUF file is read
     assert "kvbudget.model.architectures" in loaded and "kvbudget.model.gguf_readers" not in loaded
+    # an engine's layout needs the contract, not the planning records or the overhead model
+    assert "kvbudget.engines.contract" in loaded
+    assert not {"kvbudget.engines.records", "kvbudget.engines.overhead"} & set(loaded)
 
 
 def test_a_group_command_loads_the_groups() -> None:

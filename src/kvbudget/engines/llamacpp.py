@@ -25,17 +25,9 @@ from typing import TYPE_CHECKING, Literal
 
 from kvbudget.engines.base import NO_SLOTS, EngineOptions, Group, Layout, Slots, pad
 from kvbudget.engines.common import group_primitives, shared_kv_group
-from kvbudget.engines.contract import (
-    Deployment,
-    EngineRules,
-    LoggedMemory,
-    ServeSettings,
-    Share,
-    StartUp,
-    logged_sum,
-    rope_factor,
-)
+from kvbudget.engines.contract import EngineRules, rope_factor
 from kvbudget.engines.overhead import Overhead, compute_buffer_overhead
+from kvbudget.engines.records import Deployment, LoggedMemory, ServeSettings, Share, StartUp, logged_sum
 from kvbudget.errors import EngineRefusalError, InputError
 from kvbudget.model.spec import (
     DELTA_VARIANTS,
