@@ -8,8 +8,12 @@ from dataclasses import dataclass
 from kvbudget.engines import EngineRef, build_layout, parse_engine, served_spec
 from kvbudget.engines.base import EngineOptions, Group, Layout
 from kvbudget.errors import InputError
-from kvbudget.model.spec import CacheKind, ModelSpec
+from kvbudget.model.spec import ModelSpec
 from kvbudget.precision import CacheDType, parse_cache_dtype
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
+if TYPE_CHECKING:
+    from kvbudget.model.spec import CacheKind
 
 SCHEMA_VERSION = 1
 

@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Literal
 
 from kvbudget.errors import InputError
 
-UnitSystem = Literal["si", "iec"]
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
+if TYPE_CHECKING:
+    from typing import Literal
+
+    UnitSystem = Literal[
+        "si", "iec"
+    ]  # for the type checker only (import it under TYPE_CHECKING): no typing at start-up
 
 _TOKEN_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*$")
 _TOKEN_MULT = {"": 1, "k": 1024, "m": 1024 * 1024}

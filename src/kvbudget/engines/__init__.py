@@ -15,13 +15,13 @@ import os
 import re
 from dataclasses import dataclass, replace
 from functools import cache, cached_property
-from typing import TYPE_CHECKING
 
 from kvbudget.engines.base import EngineOptions, Layout, version_tuple
 from kvbudget.errors import InputError
 from kvbudget.model.spec import ModelSpec
 from kvbudget.precision import CacheDType
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
     from kvbudget.engines.contract import EngineRules
 

@@ -20,12 +20,13 @@ engine overrides what it does differently. Adding an engine is adding its module
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, ClassVar, Literal
-
 from kvbudget.errors import InputError
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import ClassVar, Literal
+
     # The planning records (engines/records.py) and the overhead model load when a planning hook runs, not with
     # the contract: a one-answer cost asks an engine only for its layout (tests/test_startup.py).
     from kvbudget.engines.base import EngineOptions, Layout
@@ -51,8 +52,9 @@ def yarn_override(context: int, native: int) -> str:
     )
 
 
-SimPolicy = Literal["reserve", "paged", "watermark"]  # kvbudget simulate --policy
-SimPause = Literal["hold", "evictable"]  # kvbudget simulate --pause
+if TYPE_CHECKING:  # for the type checker only: no typing at start-up
+    SimPolicy = Literal["reserve", "paged", "watermark"]  # kvbudget simulate --policy
+    SimPause = Literal["hold", "evictable"]  # kvbudget simulate --pause
 
 
 class EngineRules:

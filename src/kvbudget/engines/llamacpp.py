@@ -31,7 +31,6 @@ from kvbudget.engines.records import Deployment, LoggedMemory, ServeSettings, Sh
 from kvbudget.errors import EngineRefusalError, InputError
 from kvbudget.model.spec import (
     DELTA_VARIANTS,
-    CacheKind,
     ChunkedLocal,
     CrossAttention,
     FullAttention,
@@ -47,6 +46,7 @@ from kvbudget.units import counted
 
 if TYPE_CHECKING:
     from kvbudget.measure.logs.record import EngineLog
+    from kvbudget.model.spec import CacheKind
 
 NAME = "llamacpp"
 DEFAULT_VERSION = "b7900"

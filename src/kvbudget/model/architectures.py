@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 from kvbudget.model import gguf_keys as g
 from kvbudget.model.families.attention import read_attention_model
@@ -38,6 +37,7 @@ from kvbudget.model.families.linear import read_kimi_linear, read_lfm2
 from kvbudget.model.families.vision import read_mllama
 from kvbudget.model.spec import LayerSpec
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
     from kvbudget.model.gguf_readers import GgufReader
 

@@ -20,11 +20,28 @@ A layer with no primitive holds no state (MLP/MoE-only layers). Falcon-H1 layers
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, get_args
 
-# The one vocabulary of cache kinds: each primitive's ``kind``, and the kind of every engine group
-# (engines/base.Group) and vLLM bucket. mypy checks every spelling against it.
-CacheKind = Literal[
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
+if TYPE_CHECKING:
+    from typing import Literal
+
+    # The one vocabulary of cache kinds: each primitive's ``kind``, and the kind of every engine group
+    # (engines/base.Group) and vLLM bucket. mypy checks every spelling against it. A name for the type checker
+    # only (import it under TYPE_CHECKING): the answer's start-up imports no typing.
+    CacheKind = Literal[
+        "full_attention",
+        "sliding_window",
+        "chunked_local",
+        "latent_attention",
+        "recurrent",
+        "indexer",
+        "cross_attention",
+        "shared_kv",
+    ]
+    RecurrentVariant = Literal["mamba1", "mamba2", "gated_delta_net", "kda", "short_conv"]
+
+# CacheKind's values, in its order (tests/model/test_spec.py checks the two agree).
+CACHE_KINDS: tuple[CacheKind, ...] = (
     "full_attention",
     "sliding_window",
     "chunked_local",
@@ -33,8 +50,7 @@ CacheKind = Literal[
     "indexer",
     "cross_attention",
     "shared_kv",
-]
-CACHE_KINDS: tuple[CacheKind, ...] = get_args(CacheKind)
+)
 
 
 @dataclass(frozen=True)
@@ -78,7 +94,6 @@ class LatentAttention:
         return self.kv_lora_rank + self.rope_dim
 
 
-RecurrentVariant = Literal["mamba1", "mamba2", "gated_delta_net", "kda", "short_conv"]
 # Variants whose state has the gated-delta-net geometry: conv over q, k and v; state (v heads, v dim, k dim).
 DELTA_VARIANTS = ("gated_delta_net", "kda")
 

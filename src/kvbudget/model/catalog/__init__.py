@@ -7,7 +7,10 @@ import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @dataclass(frozen=True)
