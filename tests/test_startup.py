@@ -35,6 +35,9 @@ def test_a_core_command_loads_no_command_group() -> None:
     assert not {"kvbudget.hub", "kvbudget.workload.traces", "shutil", "socket"} & set(loaded)
     # the architecture registry names its GGUF readers; they load only when a GGUF file is read
     assert "kvbudget.model.architectures" in loaded and "kvbudget.model.gguf_readers" not in loaded
+    # the registry names each config reader: a Llama config loads the attention family's module only
+    families = {m for m in loaded if m.startswith("kvbudget.model.families.")}
+    assert families == {"kvbudget.model.families.attention", "kvbudget.model.families.fields"}
     # an engine's layout needs the contract, not the planning records or the overhead model
     assert "kvbudget.engines.contract" in loaded
     assert not {"kvbudget.engines.records", "kvbudget.engines.overhead"} & set(loaded)
@@ -72,6 +75,14 @@ def test_the_type_checker_aliases_agree_with_their_runtime_tuples() -> None:
     assert isinstance(literal, ast.Subscript)
     assert ast.literal_eval(literal.slice) == spec.CACHE_KINDS
     assert not hasattr(spec, "CacheKind")
+
+
+def test_every_config_reader_the_registry_names_is_a_function() -> None:
+    from kvbudget.model.architectures import ARCHITECTURES
+
+    named = [arch for arch in ARCHITECTURES if arch.config_reader_name is not None]
+    assert len(named) == len(ARCHITECTURES)
+    assert all(callable(arch.config_reader) for arch in named)
 
 
 def test_a_group_command_loads_the_groups() -> None:
