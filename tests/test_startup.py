@@ -77,6 +77,25 @@ def test_the_type_checker_aliases_agree_with_their_runtime_tuples() -> None:
     assert not hasattr(spec, "CacheKind")
 
 
+def test_every_dataclass_on_the_cost_path_has_a_docstring() -> None:
+    # without one, dataclasses writes the signature as __doc__ through inspect.signature at every import
+    import dataclasses
+    import importlib
+
+    loaded = _modules_after(["cost", "llama-3.1-70b", "--json"])
+    undocumented = [
+        f"{name}.{cls.__qualname__}"
+        for name in loaded
+        if name.startswith("kvbudget")
+        for cls in vars(importlib.import_module(name)).values()
+        if dataclasses.is_dataclass(cls)
+        and isinstance(cls, type)
+        and cls.__module__ == name
+        and (cls.__doc__ or "").startswith(cls.__name__ + "(")
+    ]
+    assert not undocumented
+
+
 def test_every_config_reader_the_registry_names_is_a_function() -> None:
     from kvbudget.model.architectures import ARCHITECTURES
 

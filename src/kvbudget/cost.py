@@ -20,6 +20,8 @@ SCHEMA_VERSION = 1
 
 @dataclass(frozen=True)
 class GroupCost:
+    """One group of identical layers in a cost answer, with the numbers and rules its arithmetic shows."""
+
     kind: CacheKind
     label: str
     layers: int
@@ -54,6 +56,8 @@ class GroupCost:
 
 @dataclass(frozen=True)
 class CostReport:
+    """The cost answer (``kvbudget cost``): a model's layout on one engine for S sequences of N tokens."""
+
     model: ModelSpec
     engine: EngineRef
     layout: Layout

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
+# Compiled on first use, by re's own cache: an answer that reads no such value does not pay for the pattern.
+_REPO_ID_PATTERN = r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$"
 
 
 def load_config_file(path: Path) -> dict[str, Any]:
@@ -119,7 +120,7 @@ def resolve(ref: str) -> ModelSpec:
         return _from_path(path, ref)
     if ref.endswith((".json", ".gguf")) or ref.startswith((".", "/", "~")):
         raise SourceError(f"{ref}: no such file")
-    if _REPO_ID.match(ref):
+    if re.match(_REPO_ID_PATTERN, ref):
         return _from_hub(ref)
     hint = catalog.suggestions(ref)
     more = f"; did you mean {', '.join(hint)}?" if hint else ""

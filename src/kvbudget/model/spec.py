@@ -55,6 +55,8 @@ CACHE_KINDS: tuple[CacheKind, ...] = (
 
 @dataclass(frozen=True)
 class FullAttention:
+    """K and V of every token: ``kv_heads`` heads of ``k_dim`` / ``v_dim`` elements."""
+
     kv_heads: int
     k_dim: int
     v_dim: int
@@ -63,6 +65,8 @@ class FullAttention:
 
 @dataclass(frozen=True)
 class SlidingWindow:
+    """Attention over the last ``window`` tokens only: K and V stop growing at the window."""
+
     kv_heads: int
     k_dim: int
     v_dim: int
@@ -72,6 +76,8 @@ class SlidingWindow:
 
 @dataclass(frozen=True)
 class ChunkedLocal:
+    """Attention inside fixed chunks of ``chunk`` tokens (Llama 4 RoPE layers)."""
+
     kv_heads: int
     k_dim: int
     v_dim: int
@@ -81,6 +87,9 @@ class ChunkedLocal:
 
 @dataclass(frozen=True)
 class LatentAttention:
+    """Multi-head latent attention: a ``kv_lora_rank + rope_dim`` latent per token, or per-head K and V
+    for engines that expand it."""
+
     kv_lora_rank: int
     rope_dim: int
     num_heads: int

@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class CatalogEntry:
+    """One built-in model: its config, where it came from, and its names."""
+
     name: str
     aliases: tuple[str, ...]
     source: str
@@ -25,9 +27,12 @@ class CatalogEntry:
     derived_kv: dict[str, Any]
 
 
+_SEPARATORS = re.compile(r"[\s_\-]+")  # compiled once: the index keys every name and alias of the catalog
+
+
 def _key(text: str) -> str:
     """Case- and punctuation-insensitive lookup key: 'Meta-Llama-3.1-70B' ~ 'meta_llama_3.1_70b'."""
-    return re.sub(r"[\s_\-]+", "-", text.strip().lower())
+    return _SEPARATORS.sub("-", text.strip().lower())
 
 
 # os.path, not pathlib: pathlib (with urllib.parse) is 5 ms of a one-answer start (bench/startup.py)
