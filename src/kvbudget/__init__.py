@@ -6,12 +6,13 @@ The Python API (kvbudget.api, docs/api.md): ``kvbudget.cost``, ``kvbudget.plan``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 __version__ = "0.1.0"
 __all__ = ["__version__", "compare", "cost", "plan", "simulate"]
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
+    from typing import Any
+
     from kvbudget.api import compare, cost, plan, simulate
 
 

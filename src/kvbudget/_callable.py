@@ -7,7 +7,10 @@ from __future__ import annotations
 import importlib
 import sys
 import types
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class _CallableModule(types.ModuleType):

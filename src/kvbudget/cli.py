@@ -13,14 +13,16 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from kvbudget import __version__
-from kvbudget.engines.base import EngineOptions, MlaStorage
+from kvbudget.engines.base import EngineOptions
 from kvbudget.errors import EngineRefusalError, InputError, KvBudgetError, error_document, one_line
-from kvbudget.units import UnitSystem, parse_count, parse_count_list, parse_token_list, parse_tokens
+from kvbudget.units import parse_count, parse_count_list, parse_token_list, parse_tokens
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
     from kvbudget.cost import CostReport
 
 
@@ -78,7 +80,7 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
         if args.max_num_batched_tokens
         else None,
         image_tokens=parse_count(args.image_tokens, what="--image-tokens"),
-        mla_storage=cast(MlaStorage | None, args.mla_storage),
+        mla_storage=args.mla_storage,  # one of --mla-storage's choices
         swa_full=args.swa_full,
         n_ubatch=parse_count(args.ubatch, what="--ubatch") if args.ubatch is not None else None,
         flash_attn=not args.no_flash_attn,
@@ -218,7 +220,7 @@ def _cmd_cost(args: argparse.Namespace) -> str:
         return json.dumps(report.to_json(), indent=2)
     from kvbudget.render.text import render_cost
 
-    return render_cost(report, cast(UnitSystem, args.units))
+    return render_cost(report, args.units)  # si or iec (--units choices)
 
 
 def _cmd_table(args: argparse.Namespace) -> str:
@@ -257,7 +259,7 @@ def _cmd_table(args: argparse.Namespace) -> str:
     from kvbudget.render.text import render_context_table
 
     return render_context_table(
-        spec.name, report.engine.label, report.kv_dtype_label, tokens, sequences, cells, cast(UnitSystem, args.units)
+        spec.name, report.engine.label, report.kv_dtype_label, tokens, sequences, cells, args.units
     )
 
 
@@ -270,7 +272,7 @@ def _cmd_models(args: argparse.Namespace) -> str:
     from kvbudget.units import format_bytes, format_int, format_tokens
 
     tokens = parse_tokens(args.tokens)
-    units = cast(UnitSystem, args.units)
+    units = args.units  # si or iec (--units choices)
     engine_ref = parse_engine(args.engine)
     rows = []
     data: list[dict[str, object]] = []

@@ -7,10 +7,11 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from kvbudget.units import UnitSystem, parse_count, parse_tokens
+from kvbudget.units import parse_count, parse_tokens
 
 if TYPE_CHECKING:
     from kvbudget.measure.logs.record import SettingValue
+    from kvbudget.units import UnitSystem
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argparse.Namespace], str]]:
@@ -59,4 +60,4 @@ def _cmd_calibrate(args: argparse.Namespace) -> str:
     if args.json:
         docs = [calibration_json(c) for c in cals]
         return json.dumps(docs[0] if len(docs) == 1 else {"schema_version": 1, "logs": docs}, indent=2)
-    return "\n\n".join(render_calibration(c, cast(UnitSystem, args.units)) for c in cals)
+    return "\n\n".join(render_calibration(c, cast("UnitSystem", args.units)) for c in cals)

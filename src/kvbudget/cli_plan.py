@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from kvbudget.units import UnitSystem, counted, parse_count, parse_memory, parse_tokens
+from kvbudget.units import counted, parse_count, parse_memory, parse_tokens
 
 if TYPE_CHECKING:
     from kvbudget.engines import EngineRef
@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from kvbudget.plan.ledger import LineProvenance
     from kvbudget.plan.levers import Lever
     from kvbudget.plan.plan import Plan, PlanInputs
+    from kvbudget.units import UnitSystem
     from kvbudget.weights.sources import WeightSize
 
 
@@ -209,7 +210,7 @@ def cmd_plan(args: argparse.Namespace) -> str:
     offload = cast(Offload | None, _offload(args, plan))
     if args.json:
         return json.dumps(plan_json(plan, offload), indent=2)
-    return render_plan(plan, cast(UnitSystem, args.units), offload)
+    return render_plan(plan, cast("UnitSystem", args.units), offload)
 
 
 def plan_levers(args: argparse.Namespace, plan: Plan, bits: int | None) -> list[Lever]:

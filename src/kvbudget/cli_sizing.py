@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from kvbudget.errors import InputError
-from kvbudget.units import UnitSystem, parse_count, parse_tokens
+from kvbudget.units import parse_count, parse_tokens
+
+if TYPE_CHECKING:
+    from kvbudget.units import UnitSystem
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argparse.Namespace], str]]:
@@ -78,7 +81,7 @@ def _cmd_weights(args: argparse.Namespace) -> str:
         return json.dumps(report.to_json(), indent=2)
     from kvbudget.render.planning import render_weights
 
-    return render_weights(report, cast(UnitSystem, args.units))
+    return render_weights(report, cast("UnitSystem", args.units))
 
 
 def _cmd_infer(args: argparse.Namespace) -> str:

@@ -14,11 +14,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from kvbudget.errors import InputError, TraceError
-from kvbudget.units import UnitSystem, counted, parse_tokens
+from kvbudget.units import counted, parse_tokens
 from kvbudget.workload.traces import FORMATS
 
 if TYPE_CHECKING:
     from kvbudget.plan.caps import CapAnalysis
+    from kvbudget.units import UnitSystem
     from kvbudget.workload.record import BadRow
     from kvbudget.workload.stats import TraceStats
 
@@ -91,7 +92,7 @@ def _stats(args: argparse.Namespace) -> str:
 
     text = render_trace_stats(stats, bad, len(args.files))
     if cap is not None:
-        text += "\n\n" + render_cap(cap, cast(UnitSystem, args.units))
+        text += "\n\n" + render_cap(cap, cast("UnitSystem", args.units))
     return text
 
 

@@ -8,14 +8,20 @@ from dataclasses import dataclass
 from kvbudget.engines import EngineRef, build_layout, parse_engine, served_spec
 from kvbudget.engines.base import EngineOptions, Group, Layout
 from kvbudget.errors import InputError
-from kvbudget.model.spec import CacheKind, ModelSpec
+from kvbudget.model.spec import ModelSpec
 from kvbudget.precision import CacheDType, parse_cache_dtype
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
+if TYPE_CHECKING:
+    from kvbudget.model.spec import CacheKind
 
 SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)
 class GroupCost:
+    """One group of identical layers in a cost answer, with the numbers and rules its arithmetic shows."""
+
     kind: CacheKind
     label: str
     layers: int
@@ -50,6 +56,8 @@ class GroupCost:
 
 @dataclass(frozen=True)
 class CostReport:
+    """The cost answer (``kvbudget cost``): a model's layout on one engine for S sequences of N tokens."""
+
     model: ModelSpec
     engine: EngineRef
     layout: Layout

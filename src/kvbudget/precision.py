@@ -100,7 +100,8 @@ _ALIASES = {
     "float8_e5m2": "fp8_e5m2",
 }
 
-_GROUPED_RE = re.compile(r"^int(4|2)(?::g?(\d+))?(?::(fp16|bf16|fp32))?$")
+# Compiled on first use, by re's own cache: an answer that reads no such value does not pay for the pattern.
+_GROUPED_PATTERN = r"^int(4|2)(?::g?(\d+))?(?::(fp16|bf16|fp32))?$"
 DEFAULT_GROUP = 64  # transformers QuantizedCache q_group_size default (cache_utils.py)
 
 KNOWN_NAMES = sorted([*_BASE, "int4[:gG[:fp16|bf16|fp32]]", "int2[:gG[:...]]", "auto"])
@@ -126,7 +127,7 @@ def parse_cache_dtype(text: str, *, model_dtype: str = "bf16", what: str = "--kv
     key = _ALIASES.get(key, key)
     if key in _BASE:
         return _BASE[key]
-    grouped = _GROUPED_RE.match(key)
+    grouped = re.match(_GROUPED_PATTERN, key)
     if grouped is not None:
         bits = int(grouped.group(1))
         group = int(grouped.group(2) or DEFAULT_GROUP)

@@ -6,18 +6,22 @@ SI (``GB`` = 10^9 bytes) or IEC (``GiB`` = 2^30 bytes).
 
 from __future__ import annotations
 
-import math
 import re
-from typing import Literal
 
 from kvbudget.errors import InputError
 
-UnitSystem = Literal["si", "iec"]
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
+if TYPE_CHECKING:
+    from typing import Literal
+
+    # for the type checker only (import it under TYPE_CHECKING): no typing at start-up
+    UnitSystem = Literal["si", "iec"]
 
 _TOKEN_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*$")
 _TOKEN_MULT = {"": 1, "k": 1024, "m": 1024 * 1024}
 
-_MEM_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(i?)([bB]?)\s*$")
+# Compiled on first use, by re's own cache: an answer that reads no such value does not pay for the pattern.
+_MEM_PATTERN = r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(i?)([bB]?)\s*$"
 _MEM_POW = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
 
 
@@ -72,7 +76,7 @@ def parse_memory(text: str, *, what: str = "--memory") -> int:
     A bare number is bytes. A unit must say which system it is in (``G``/``GB`` is SI, ``Gi``/``GiB``
     is binary), because the two differ by 7% at GB scale.
     """
-    match = _MEM_RE.match(text)
+    match = re.match(_MEM_PATTERN, text)
     if match is None:
         raise InputError(f"{what}: cannot read {text!r} as a memory size; write e.g. 80GB, 80GiB or 512MiB")
     number, prefix, binary, _b = match.groups()
@@ -151,16 +155,19 @@ _PER = {
     "d": 86400.0,
     "day": 86400.0,
 }
-_PER_RE = re.compile(r"^\s*(\d+(?:\.\d+)?(?:e-?\d+)?)\s*(?:/\s*([a-z]+))?\s*$", re.IGNORECASE)
+# Compiled on first use, by re's own cache: an answer that reads no such value does not pay for the pattern.
+_PER_PATTERN = r"^\s*(\d+(?:\.\d+)?(?:e-?\d+)?)\s*(?:/\s*([a-z]+))?\s*$"
 
 
 def parse_per_second(text: str, *, what: str, default_unit: str) -> float:
     """A rate as a number per second: ``50/h``, ``0.2/s``, ``1200/day``, ``2.49/h``; a bare number is per
     ``default_unit``."""
-    match = _PER_RE.match(text)
+    match = re.match(_PER_PATTERN, text, re.IGNORECASE)
     unit = (match.group(2) or default_unit).lower() if match else ""
     if match is None or unit not in _PER:
         raise InputError(f"{what}: cannot read {text!r}; write e.g. 50/h, 0.2/s or 1200/day")
+    import math  # a shared library to load: only for a rate
+
     value = float(match.group(1))
     if not math.isfinite(value) or value <= 0:
         raise InputError(f"{what}: {text!r} must be a positive number")

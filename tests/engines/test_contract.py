@@ -73,7 +73,8 @@ def test_unknown_engine_lists_the_known_ones() -> None:
 
 TOY = """
 from kvbudget.engines import ideal
-from kvbudget.engines.contract import EngineRules, Share
+from kvbudget.engines.contract import EngineRules
+from kvbudget.engines.records import Share
 
 
 class Rules(EngineRules):

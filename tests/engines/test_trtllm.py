@@ -8,7 +8,7 @@ import pytest
 
 from kvbudget.engines import parse_engine, trtllm
 from kvbudget.engines.base import EngineOptions
-from kvbudget.engines.contract import Deployment
+from kvbudget.engines.records import Deployment
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model.families import read_spec
 from kvbudget.model.sources import resolve

@@ -16,8 +16,8 @@ import pytest
 
 from kvbudget.engines import parse_engine
 from kvbudget.engines.base import EngineOptions
-from kvbudget.engines.contract import Deployment
 from kvbudget.engines.ollama import llama_server_args
+from kvbudget.engines.records import Deployment
 from kvbudget.model.sources import resolve
 from kvbudget.precision import parse_cache_dtype
 from tests.live.server import llama_server

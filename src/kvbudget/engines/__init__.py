@@ -15,13 +15,13 @@ import os
 import re
 from dataclasses import dataclass, replace
 from functools import cache, cached_property
-from typing import TYPE_CHECKING
 
 from kvbudget.engines.base import EngineOptions, Layout, version_tuple
 from kvbudget.errors import InputError
 from kvbudget.model.spec import ModelSpec
 from kvbudget.precision import CacheDType
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
     from kvbudget.engines.contract import EngineRules
 
@@ -36,7 +36,8 @@ __all__ = [
 ]
 
 _SPEC = re.compile(r"^\s*([A-Za-z_.\-]+)\s*(?:(@|==|<)\s*([\w.]+))?\s*$")
-_NUMERIC = re.compile(r"^b?\d+(?:\.\d+)*$")
+# Compiled on first use, by re's own cache: an answer that reads no such value does not pay for the pattern.
+_NUMERIC_PATTERN = r"^b?\d+(?:\.\d+)*$"
 
 
 def _key(text: str) -> str:
@@ -94,6 +95,8 @@ def _lookup(raw: str) -> type[EngineRules]:
 
 @dataclass(frozen=True)
 class EngineRef:
+    """An engine at a concrete version (``version`` is empty for the ideal engine)."""
+
     name: str
     version: str
 
@@ -129,7 +132,7 @@ def parse_engine(text: str) -> EngineRef:
             known = ", ".join(f"{cls.name}<{v}" for v in cls.below) or "none"
             raise InputError(f"--engine: no rule change is known at {cls.name}<{version}; known: {known}")
         return EngineRef(cls.name, below)
-    if not _NUMERIC.match(version):
+    if not re.match(_NUMERIC_PATTERN, version):
         # Versions are read strictly: a word such as 'latest' must not fall back to the oldest rules.
         raise InputError(
             f"--engine {cls.name}@{version}: a version is a release number such as "

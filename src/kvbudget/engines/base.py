@@ -16,12 +16,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
 
-from kvbudget.model.spec import CacheKind
 from kvbudget.precision import CacheDType
 
-MlaStorage = Literal["latent", "latent+v", "expanded"]
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
+if TYPE_CHECKING:
+    from typing import Literal
+
+    from kvbudget.model.spec import CacheKind
+
+    MlaStorage = Literal["latent", "latent+v", "expanded"]  # for the type checker only: no typing at start-up
 
 
 def version_tuple(version: str) -> tuple[int, ...]:

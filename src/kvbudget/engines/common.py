@@ -7,7 +7,6 @@ from kvbudget.engines.base import NO_SLOTS, Group, Slots
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model.spec import (
     DELTA_VARIANTS,
-    CacheKind,
     ChunkedLocal,
     FullAttention,
     IndexerKeys,
@@ -20,6 +19,10 @@ from kvbudget.model.spec import (
     SlidingWindow,
 )
 from kvbudget.precision import CacheDType, parse_cache_dtype
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
+if TYPE_CHECKING:
+    from kvbudget.model.spec import CacheKind
 
 
 def group_primitives(spec: ModelSpec, *, measured: str | None = None) -> list[tuple[Primitive, tuple[int, ...]]]:

@@ -14,97 +14,29 @@ the engine. The planner (``plan/``) asks it, and nothing else, for:
 
 Defaults are the plain-memory behaviour (the whole card, no blocks, nothing shared but the prefix); an
 engine overrides what it does differently. Adding an engine is adding its module: the registry in
-``engines/__init__`` finds ``Rules`` by module name.
+``engines/__init__`` finds ``Rules`` by module name. The records the planning hooks take and return
+(``Share``, ``Deployment``, ``StartUp``, ``ServeSettings``, ``LoggedMemory``) are in ``engines/records.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Literal
-
-from kvbudget.engines.base import EngineOptions, Layout
-from kvbudget.engines.overhead import Overhead, activation_overhead
 from kvbudget.errors import InputError
-from kvbudget.model.spec import ModelSpec
-from kvbudget.precision import CacheDType
 
-if TYPE_CHECKING:  # a plain record, imported for annotations only (kvbudget.measure imports engines)
-    from kvbudget.measure.logs.record import EngineLog, Figure
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import ClassVar, Literal
+
+    # The planning records (engines/records.py) and the overhead model load when a planning hook runs, not with
+    # the contract: a one-answer cost asks an engine only for its layout (tests/test_startup.py).
+    from kvbudget.engines.base import EngineOptions, Layout
+    from kvbudget.engines.overhead import Overhead
+    from kvbudget.engines.records import Deployment, LoggedMemory, ServeSettings, Share, StartUp
+    from kvbudget.measure.logs.record import EngineLog  # a plain record (kvbudget.measure imports engines)
+    from kvbudget.model.spec import ModelSpec
+    from kvbudget.precision import CacheDType
 
 DEFAULT_BATCHED_TOKENS = 8192  # no engine default: the figure the overhead heuristic profiles
-
-
-@dataclass(frozen=True)
-class Share:
-    """The part of one GPU an engine lets this instance use, and why."""
-
-    usable_bytes: int
-    basis: str
-    fraction: float | None = None
-
-
-@dataclass(frozen=True)
-class Deployment:
-    """One planned instance as an engine sees it: one GPU of the first pipeline stage."""
-
-    spec: ModelSpec  # the first stage's layers (the whole model when pp == 1)
-    layout: Layout  # that stage on this engine
-    k: CacheDType
-    v: CacheDType
-    tp: int
-    pp: int
-    context: int
-    options: EngineOptions  # as derived for the plan's GPU (derived_options)
-    pool_bytes: int
-    sessions: int  # sessions at ``context`` by bytes alone (worst case reserved)
-
-
-@dataclass(frozen=True)
-class StartUp:
-    """What the engine prints at start-up for a deployment, and the token budget its scheduler allocates."""
-
-    lines: tuple[str, ...]
-    token_budget: int
-    basis: str
-    refused: bool = False  # the engine stops before serving (the first line says why)
-
-
-@dataclass(frozen=True)
-class ServeSettings:
-    """A plan's settings, for the engine to spell as its own serving command."""
-
-    model: str
-    context: int
-    sessions: int
-    k: CacheDType
-    v: CacheDType
-    tp: int
-    pp: int
-    fraction: float | None  # the memory fraction the plan used, when the engine has one
-    kv_pool_bytes: int
-    overhead_measured: bool
-    prefix: int
-    options: EngineOptions = field(default_factory=EngineOptions)  # as the user set them
-    native_context: int | None = None  # the model's trained window (max_position_embeddings), if it states one
-    quantize: str | None = None  # a weight precision the checkpoint does not ship in (--weights), to apply at load
-
-    @property
-    def past_native(self) -> bool:
-        return self.native_context is not None and self.context > self.native_context
-
-    @property
-    def rope_factor(self) -> float:
-        """The YaRN factor that stretches the trained window to the cap (1 decimal, rounded up)."""
-        assert self.native_context
-        return rope_factor(self.context, self.native_context)
-
-    @property
-    def yarn_override(self) -> str:
-        """The config override (JSON) that puts YaRN rope scaling over the trained window: vLLM --hf-overrides,
-        SGLang --json-model-override-args."""
-        assert self.native_context
-        return yarn_override(self.context, self.native_context)
 
 
 def rope_factor(context: int, native: int) -> float:
@@ -120,37 +52,9 @@ def yarn_override(context: int, native: int) -> str:
     )
 
 
-@dataclass(frozen=True)
-class Measured:
-    """A byte count an engine measured, with the log lines it came from."""
-
-    bytes: int
-    basis: str
-
-
-@dataclass(frozen=True)
-class LoggedMemory:
-    """What an engine's start-up log says about the GPU's total and the runtime overhead, in its own terms."""
-
-    gpu_memory: Measured | None = None
-    overhead: Measured | None = None
-    notes: tuple[str, ...] = ()
-
-
-def log_line(log: EngineLog, fig: Figure) -> str:
-    return f"{log.path}:{fig.line} '{fig.text}'"
-
-
-def logged_sum(log: EngineLog, names: tuple[str, ...]) -> Measured | None:
-    """The sum of the log's figures ``names`` (those it has), citing each line; None when it has none."""
-    figs = [(n, log.measured[n]) for n in names if n in log.measured]
-    if not figs:
-        return None
-    return Measured(sum(int(f.value) for _, f in figs), " + ".join(f"{n} {log_line(log, f)}" for n, f in figs))
-
-
-SimPolicy = Literal["reserve", "paged", "watermark"]  # kvbudget simulate --policy
-SimPause = Literal["hold", "evictable"]  # kvbudget simulate --pause
+if TYPE_CHECKING:  # for the type checker only: no typing at start-up
+    SimPolicy = Literal["reserve", "paged", "watermark"]  # kvbudget simulate --policy
+    SimPause = Literal["hold", "evictable"]  # kvbudget simulate --pause
 
 
 class EngineRules:
@@ -220,6 +124,8 @@ class EngineRules:
     ) -> Share:
         """The bytes of one GPU the engine's memory rule leaves this instance for weights, overhead and KV (the
         plan's KV pool is this less ``weights`` and ``overhead``, both per GPU)."""
+        from kvbudget.engines.records import Share
+
         return Share(total_bytes, "the whole card (no engine fraction)")
 
     def batched_tokens(self, total_bytes: int, gpu_label: str, options: EngineOptions) -> tuple[int, str]:
@@ -231,6 +137,8 @@ class EngineRules:
         return options
 
     def overhead(self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str) -> Overhead:
+        from kvbudget.engines.overhead import activation_overhead
+
         return activation_overhead(spec, tp=tp, batched=batched, batched_basis=batched_basis, graphs=False)
 
     # --- sessions ---
@@ -244,6 +152,8 @@ class EngineRules:
         return d.sessions
 
     def start_up(self, d: Deployment) -> StartUp:
+        from kvbudget.engines.records import StartUp
+
         per_token = d.layout.kv_bytes_per_token
         if per_token:
             return StartUp((), d.pool_bytes // per_token, f"KV pool / {per_token:,} B per token")
@@ -253,6 +163,8 @@ class EngineRules:
 
     def logged_memory(self, log: EngineLog) -> LoggedMemory:
         """The GPU total and overhead its start-up log measured, as this engine's planner subtracts them."""
+        from kvbudget.engines.records import LoggedMemory
+
         return LoggedMemory()
 
     # --- serving ---

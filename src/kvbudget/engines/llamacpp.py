@@ -25,21 +25,12 @@ from typing import TYPE_CHECKING, Literal
 
 from kvbudget.engines.base import NO_SLOTS, EngineOptions, Group, Layout, Slots, pad
 from kvbudget.engines.common import group_primitives, shared_kv_group
-from kvbudget.engines.contract import (
-    Deployment,
-    EngineRules,
-    LoggedMemory,
-    ServeSettings,
-    Share,
-    StartUp,
-    logged_sum,
-    rope_factor,
-)
+from kvbudget.engines.contract import EngineRules, rope_factor
 from kvbudget.engines.overhead import Overhead, compute_buffer_overhead
+from kvbudget.engines.records import Deployment, LoggedMemory, ServeSettings, Share, StartUp, logged_sum
 from kvbudget.errors import EngineRefusalError, InputError
 from kvbudget.model.spec import (
     DELTA_VARIANTS,
-    CacheKind,
     ChunkedLocal,
     CrossAttention,
     FullAttention,
@@ -55,6 +46,7 @@ from kvbudget.units import counted
 
 if TYPE_CHECKING:
     from kvbudget.measure.logs.record import EngineLog
+    from kvbudget.model.spec import CacheKind
 
 NAME = "llamacpp"
 DEFAULT_VERSION = "b7900"

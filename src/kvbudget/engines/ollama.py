@@ -25,7 +25,7 @@ from dataclasses import replace
 
 from kvbudget.engines import llamacpp
 from kvbudget.engines.base import EngineOptions, Layout, Slots, version_tuple
-from kvbudget.engines.contract import Deployment, ServeSettings, StartUp
+from kvbudget.engines.records import Deployment, ServeSettings, StartUp
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model.architectures import architecture_of
 from kvbudget.model.spec import ModelSpec

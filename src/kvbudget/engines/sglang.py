@@ -35,18 +35,9 @@ from kvbudget.engines.common import (
     latent_slot,
     shared_kv_group,
 )
-from kvbudget.engines.contract import (
-    Deployment,
-    EngineRules,
-    LoggedMemory,
-    Measured,
-    ServeSettings,
-    Share,
-    StartUp,
-    log_line,
-    yarn_override,
-)
+from kvbudget.engines.contract import EngineRules, yarn_override
 from kvbudget.engines.overhead import Overhead, activation_overhead
+from kvbudget.engines.records import Deployment, LoggedMemory, Measured, ServeSettings, Share, StartUp, log_line
 from kvbudget.errors import EngineRefusalError, InputError
 from kvbudget.model.spec import (
     ChunkedLocal,

@@ -9,7 +9,7 @@ mfs = round((total - reserved) / total, 3).
 
 from __future__ import annotations
 
-from kvbudget.engines.contract import Share
+from kvbudget.engines.records import Share
 
 MiB = 2**20
 

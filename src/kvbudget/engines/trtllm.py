@@ -35,18 +35,9 @@ from typing import TYPE_CHECKING, ClassVar
 
 from kvbudget.engines.base import NO_SLOTS, EngineOptions, Group, Layout, Slots, cdiv, version_tuple
 from kvbudget.engines.common import group_primitives, shared_kv_group, state_dtype
-from kvbudget.engines.contract import (
-    Deployment,
-    EngineRules,
-    LoggedMemory,
-    Measured,
-    ServeSettings,
-    Share,
-    StartUp,
-    log_line,
-    yarn_override,
-)
+from kvbudget.engines.contract import EngineRules, yarn_override
 from kvbudget.engines.overhead import Overhead, activation_overhead
+from kvbudget.engines.records import Deployment, LoggedMemory, Measured, ServeSettings, Share, StartUp, log_line
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model.spec import (
     ChunkedLocal,

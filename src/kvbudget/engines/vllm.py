@@ -36,9 +36,10 @@ from kvbudget.engines.common import (
     latent_slot,
     shared_kv_group,
 )
-from kvbudget.engines.contract import (
+from kvbudget.engines.contract import EngineRules, yarn_override
+from kvbudget.engines.overhead import Overhead, activation_overhead
+from kvbudget.engines.records import (
     Deployment,
-    EngineRules,
     LoggedMemory,
     Measured,
     ServeSettings,
@@ -46,9 +47,7 @@ from kvbudget.engines.contract import (
     StartUp,
     log_line,
     logged_sum,
-    yarn_override,
 )
-from kvbudget.engines.overhead import Overhead, activation_overhead
 from kvbudget.engines.vllm_pool import (
     ATTENTION,
     Bucket,

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from kvbudget.engines.base import version_tuple
-from kvbudget.engines.contract import Share
+from kvbudget.engines.records import Share
 
 GiB = 2**30
 UTIL_NEW = 0.92  # vLLM newest CacheConfig / CLI help "default value of 0.92" (vllm/config/cache.py @002f10e0)

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from math import lcm
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from kvbudget.engines import version_tuple
 from kvbudget.engines.base import cdiv
 from kvbudget.errors import EngineRefusalError
-from kvbudget.model.spec import CacheKind
+
+if TYPE_CHECKING:
+    from kvbudget.model.spec import CacheKind
 
 PoolMode = Literal["uniform", "uniform_type", "hybrid"]
 MambaCacheMode = Literal["none", "align"]

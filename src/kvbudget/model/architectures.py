@@ -6,7 +6,9 @@ places every layer's primitives from a Hugging Face config, the GGUF reader from
 (with ``gguf_keys``, the cache-shaping keys it consumes; any other one makes it refuse the file). The
 KV readers (``model.families.read_spec``, ``model.gguf.read_gguf_spec``), the parameter counter
 (``weights.params``) and the coverage matrix (``kvbudget.coverage``) all look architectures up here, so
-a new architecture is one entry.
+a new architecture is one entry. Both readers are named, not imported (``config_reader_name``, a
+``module.function`` of ``model/families/``; ``gguf_reader_name``), so an answer loads only the family
+module of the model it reads (``tests/test_startup.py``).
 
 ``example`` names a catalog model of the architecture, or ``config_example`` is a config.json of it (the
 coverage matrix costs it on every engine); ``gguf_example`` is GGUF metadata (key suffixes after
@@ -16,32 +18,22 @@ llama.cpp tests write these same keys into the tiny GGUFs they serve.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 from kvbudget.model import gguf_keys as g
-from kvbudget.model.families.attention import read_attention_model
-from kvbudget.model.families.fields import Fields
-from kvbudget.model.families.gemma4 import read_gemma4
-from kvbudget.model.families.hybrid import (
-    read_falcon_h1,
-    read_granite_hybrid,
-    read_jamba,
-    read_mamba,
-    read_nemotron_h,
-    read_qwen3_next,
-)
-from kvbudget.model.families.latent import read_latent_model
-from kvbudget.model.families.linear import read_kimi_linear, read_lfm2
-from kvbudget.model.families.vision import read_mllama
-from kvbudget.model.spec import LayerSpec
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
-    from kvbudget.model.gguf_readers import GgufReader
+    from collections.abc import Callable
 
-ConfigReader = Callable[[Fields, str], tuple[LayerSpec, ...]]
+    from kvbudget.model.families.fields import Fields
+    from kvbudget.model.gguf_readers import GgufReader
+    from kvbudget.model.spec import LayerSpec
+
+    ConfigReader = Callable[[Fields, str], tuple[LayerSpec, ...]]
 
 
 @dataclass(frozen=True)
@@ -50,7 +42,8 @@ class Architecture:
 
     name: str
     model_types: tuple[str, ...]
-    config_reader: ConfigReader | None
+    # "module.function" of model/families/, imported when a config of the architecture is read (config_reader)
+    config_reader_name: str | None
     gguf_archs: tuple[str, ...] = ()
     gguf_reader_name: str | None = None  # a function of model/gguf_readers.py, imported when a GGUF is read
     gguf_keys: frozenset[str] = frozenset()
@@ -58,6 +51,15 @@ class Architecture:
     config_example: Mapping[str, object] = field(default_factory=dict, compare=False, hash=False)
     gguf_example: Mapping[str, object] = field(default_factory=dict, compare=False, hash=False)
     gguf_source: str = ""
+
+    @property
+    def config_reader(self) -> ConfigReader | None:
+        """The config reader function (its family module loads only now: an answer loads the family it reads)."""
+        if self.config_reader_name is None:
+            return None
+        module, _, function = self.config_reader_name.rpartition(".")
+        reader: ConfigReader = getattr(importlib.import_module(f"kvbudget.model.families.{module}"), function)
+        return reader
 
     @property
     def gguf_reader(self) -> GgufReader | None:
@@ -131,7 +133,7 @@ def _dense(
     return Architecture(
         name,
         types,
-        read_attention_model,
+        "attention.read_attention_model",
         gguf,
         "read_attention" if gguf else None,
         keys if gguf else frozenset(),
@@ -204,7 +206,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     Architecture(
         "Qwen3-Next",
         ("qwen3_next",),
-        read_qwen3_next,
+        "hybrid.read_qwen3_next",
         ("qwen3next",),
         "read_hybrid",
         _DELTA_KEYS,
@@ -228,7 +230,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     Architecture(
         "Qwen3.5",
         ("qwen3_5_text", "qwen3_5_moe_text"),
-        read_qwen3_next,
+        "hybrid.read_qwen3_next",
         ("qwen35moe", "qwen35"),
         "read_hybrid",
         _DELTA_KEYS,
@@ -306,7 +308,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     Architecture(
         "GLM-5 (sparse MLA)",
         ("glm_moe_dsa",),
-        read_latent_model,
+        "latent.read_latent_model",
         ("glm-dsa",),
         "read_sparse_mla",
         _MLA_KEYS | g.INDEXER | g.NEXTN,
@@ -317,7 +319,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     Architecture(
         "DeepSeek-V2/V3",
         ("deepseek_v2", "deepseek_v3", "kimi_k2"),
-        read_latent_model,
+        "latent.read_latent_model",
         ("deepseek2",),
         "read_deepseek2",
         _MLA_KEYS,
@@ -339,7 +341,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     Architecture(
         "DeepSeek-V3.2 (sparse MLA)",
         ("deepseek_v32",),
-        read_latent_model,
+        "latent.read_latent_model",
         ("deepseek32",),
         "read_sparse_mla",
         _MLA_KEYS | g.INDEXER | g.NEXTN,
@@ -358,7 +360,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     Architecture(
         "MiniCPM3",
         ("minicpm3",),
-        read_latent_model,
+        "latent.read_latent_model",
         ("minicpm3",),
         "read_minicpm3",
         g.ATTN | {"attention.kv_lora_rank"},
@@ -378,7 +380,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     Architecture(
         "Kimi Linear",
         ("kimi_linear",),
-        read_kimi_linear,
+        "linear.read_kimi_linear",
         ("kimi-linear",),
         "read_kimi_linear",
         _MLA_KEYS | {"kda.head_dim", "ssm.conv_kernel"},
@@ -428,7 +430,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     Architecture(
         "Gemma 3n",
         ("gemma3n_text",),
-        read_attention_model,
+        "attention.read_attention_model",
         ("gemma3n",),
         "read_gemma3n",
         g.ATTN | g.SWA | {"attention.shared_kv_layers"},
@@ -441,7 +443,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     Architecture(
         "Gemma 4",
         ("gemma4_text",),
-        read_gemma4,
+        "gemma4.read_gemma4",
         ("gemma4",),
         "read_gemma4",
         g.ATTN | g.SWA | g.SWA_DIMS | {"attention.shared_kv_layers"},
@@ -507,7 +509,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     Architecture(
         "Granite 4 hybrid",
         ("granitemoehybrid",),
-        read_granite_hybrid,
+        "hybrid.read_granite_hybrid",
         ("granitehybrid",),
         "read_hybrid",
         _HYBRID_KEYS,
@@ -594,7 +596,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     Architecture(
         "Jamba",
         ("jamba",),
-        read_jamba,
+        "hybrid.read_jamba",
         ("jamba",),
         "read_hybrid",
         _HYBRID_KEYS,
@@ -611,7 +613,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     Architecture(
         "Nemotron-H",
         ("nemotron_h",),
-        read_nemotron_h,
+        "hybrid.read_nemotron_h",
         ("nemotron_h_moe", "nemotron_h"),
         "read_nemotron_h_moe",
         _HYBRID_KEYS | g.NEXTN,
@@ -635,7 +637,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     Architecture(
         "Falcon-H1",
         ("falcon_h1",),
-        read_falcon_h1,
+        "hybrid.read_falcon_h1",
         ("falcon-h1",),
         "read_falcon_h1",
         _HYBRID_KEYS,
@@ -659,7 +661,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     Architecture(
         "Mamba",
         ("mamba", "mamba2"),
-        read_mamba,
+        "hybrid.read_mamba",
         ("mamba2", "mamba"),
         "read_hybrid",
         _HYBRID_KEYS,
@@ -678,7 +680,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     Architecture(
         "LFM2",
         ("lfm2", "lfm2_moe"),
-        read_lfm2,
+        "linear.read_lfm2",
         ("lfm2",),
         "read_lfm2",
         g.ATTN | {"shortconv.l_cache", "attention.sliding_window"},
@@ -693,7 +695,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         },
         gguf_source="LFM2-350M",
     ),
-    Architecture("Llama 3.2 Vision", ("mllama_text_model",), read_mllama, example="Llama-3.2-11B-Vision"),
+    Architecture("Llama 3.2 Vision", ("mllama_text_model",), "vision.read_mllama", example="Llama-3.2-11B-Vision"),
 )
 
 

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
 
 from kvbudget.errors import ConfigError, MissingExtraError, SourceError
 from kvbudget.model import catalog
 from kvbudget.model.families import read_spec
 from kvbudget.model.spec import ModelSpec
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
     from pathlib import Path
+    from typing import Any
 
-_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
+# Compiled on first use, by re's own cache: an answer that reads no such value does not pay for the pattern.
+_REPO_ID_PATTERN = r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$"
 
 
 def load_config_file(path: Path) -> dict[str, Any]:
@@ -118,7 +120,7 @@ def resolve(ref: str) -> ModelSpec:
         return _from_path(path, ref)
     if ref.endswith((".json", ".gguf")) or ref.startswith((".", "/", "~")):
         raise SourceError(f"{ref}: no such file")
-    if _REPO_ID.match(ref):
+    if re.match(_REPO_ID_PATTERN, ref):
         return _from_hub(ref)
     hint = catalog.suggestions(ref)
     more = f"; did you mean {', '.join(hint)}?" if hint else ""

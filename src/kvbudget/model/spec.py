@@ -20,11 +20,28 @@ A layer with no primitive holds no state (MLP/MoE-only layers). Falcon-H1 layers
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, get_args
 
-# The one vocabulary of cache kinds: each primitive's ``kind``, and the kind of every engine group
-# (engines/base.Group) and vLLM bucket. mypy checks every spelling against it.
-CacheKind = Literal[
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
+if TYPE_CHECKING:
+    from typing import Literal
+
+    # The one vocabulary of cache kinds: each primitive's ``kind``, and the kind of every engine group
+    # (engines/base.Group) and vLLM bucket. mypy checks every spelling against it. A name for the type checker
+    # only (import it under TYPE_CHECKING): the answer's start-up imports no typing.
+    CacheKind = Literal[
+        "full_attention",
+        "sliding_window",
+        "chunked_local",
+        "latent_attention",
+        "recurrent",
+        "indexer",
+        "cross_attention",
+        "shared_kv",
+    ]
+    RecurrentVariant = Literal["mamba1", "mamba2", "gated_delta_net", "kda", "short_conv"]
+
+# CacheKind's values, in its order (tests/model/test_spec.py checks the two agree).
+CACHE_KINDS: tuple[CacheKind, ...] = (
     "full_attention",
     "sliding_window",
     "chunked_local",
@@ -33,12 +50,13 @@ CacheKind = Literal[
     "indexer",
     "cross_attention",
     "shared_kv",
-]
-CACHE_KINDS: tuple[CacheKind, ...] = get_args(CacheKind)
+)
 
 
 @dataclass(frozen=True)
 class FullAttention:
+    """K and V of every token: ``kv_heads`` heads of ``k_dim`` / ``v_dim`` elements."""
+
     kv_heads: int
     k_dim: int
     v_dim: int
@@ -47,6 +65,8 @@ class FullAttention:
 
 @dataclass(frozen=True)
 class SlidingWindow:
+    """Attention over the last ``window`` tokens only: K and V stop growing at the window."""
+
     kv_heads: int
     k_dim: int
     v_dim: int
@@ -56,6 +76,8 @@ class SlidingWindow:
 
 @dataclass(frozen=True)
 class ChunkedLocal:
+    """Attention inside fixed chunks of ``chunk`` tokens (Llama 4 RoPE layers)."""
+
     kv_heads: int
     k_dim: int
     v_dim: int
@@ -65,6 +87,9 @@ class ChunkedLocal:
 
 @dataclass(frozen=True)
 class LatentAttention:
+    """Multi-head latent attention: a ``kv_lora_rank + rope_dim`` latent per token, or per-head K and V
+    for engines that expand it."""
+
     kv_lora_rank: int
     rope_dim: int
     num_heads: int
@@ -78,7 +103,6 @@ class LatentAttention:
         return self.kv_lora_rank + self.rope_dim
 
 
-RecurrentVariant = Literal["mamba1", "mamba2", "gated_delta_net", "kda", "short_conv"]
 # Variants whose state has the gated-delta-net geometry: conv over q, k and v; state (v heads, v dim, k dim).
 DELTA_VARIANTS = ("gated_delta_net", "kda")
 

@@ -7,7 +7,7 @@ import shlex
 from dataclasses import replace
 
 from kvbudget.engines import engine_names, parse_engine
-from kvbudget.engines.contract import ServeSettings
+from kvbudget.engines.records import ServeSettings
 from kvbudget.errors import KvBudgetError
 from kvbudget.plan.plan import Plan, make_plan
 

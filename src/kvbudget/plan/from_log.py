@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from kvbudget.engines import EngineRef
-from kvbudget.engines.contract import Measured, log_line
+from kvbudget.engines.records import Measured, log_line
 from kvbudget.measure.logs.record import EngineLog
 
 

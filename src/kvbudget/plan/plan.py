@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, replace
 from kvbudget.engines import EngineRef, engine_names, rules_class
 from kvbudget.engines.base import EngineOptions, cdiv
 from kvbudget.engines.capability import compute_capability
-from kvbudget.engines.contract import Deployment, Share, StartUp
 from kvbudget.engines.overhead import Overhead, measured_overhead
+from kvbudget.engines.records import Deployment, Share, StartUp
 from kvbudget.errors import InputError
 from kvbudget.model.spec import LatentAttention, ModelSpec
 from kvbudget.plan.capacity import StagedLayout, max_context_for, sessions_at, stage_specs, staged_layout

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvbudget.measure.calibrate import SCHEMA_VERSION, Calibration
 from kvbudget.measure.logs.record import Figure
 from kvbudget.render.text import table
-from kvbudget.units import UnitSystem, format_bytes, format_int
+from kvbudget.units import format_bytes, format_int
+
+if TYPE_CHECKING:
+    from kvbudget.units import UnitSystem
 
 SETTING_ORDER = (
     "model",

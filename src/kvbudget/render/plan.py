@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvbudget.plan.flags import all_engine_flags
 from kvbudget.plan.levers import Lever
 from kvbudget.plan.offload import Offload
 from kvbudget.plan.plan import Plan
 from kvbudget.render.text import table
-from kvbudget.units import UnitSystem, counted, format_bytes, format_int, format_tokens
+from kvbudget.units import counted, format_bytes, format_int, format_tokens
+
+if TYPE_CHECKING:
+    from kvbudget.units import UnitSystem
 
 
 def render_plan(plan: Plan, units: UnitSystem, offload: Offload | None = None) -> str:

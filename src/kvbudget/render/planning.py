@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvbudget.hardware import Gpu, Link
 from kvbudget.infer import Inference
 from kvbudget.render.text import table
-from kvbudget.units import UnitSystem, format_bytes, format_int
+from kvbudget.units import format_bytes, format_int
 from kvbudget.weights.report import WeightsReport
+
+if TYPE_CHECKING:
+    from kvbudget.units import UnitSystem
 
 
 def _rate(value: int | None) -> str:

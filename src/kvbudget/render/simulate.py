@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvbudget.errors import MissingExtraError
 from kvbudget.render.text import table
 from kvbudget.simulate.study import Study
-from kvbudget.units import UnitSystem, counted, format_bytes, format_duration, format_int, format_tokens
+from kvbudget.units import counted, format_bytes, format_duration, format_int, format_tokens
+
+if TYPE_CHECKING:
+    from kvbudget.units import UnitSystem
 
 
 def _pct(x: float) -> str:

@@ -5,7 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kvbudget.cost import CostReport
-from kvbudget.units import UnitSystem, counted, exact_bytes, format_bytes, format_int, format_tokens
+from kvbudget.units import counted, exact_bytes, format_bytes, format_int, format_tokens
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
+if TYPE_CHECKING:
+    from kvbudget.units import UnitSystem
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] | None = None) -> str:

@@ -7,12 +7,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from kvbudget.render.text import table
-from kvbudget.units import UnitSystem, counted, format_bytes, format_tokens
+from kvbudget.units import counted, format_bytes, format_tokens
 from kvbudget.workload.record import BadRow
 from kvbudget.workload.stats import Distribution, TraceStats
 
 if TYPE_CHECKING:
     from kvbudget.plan.caps import CapAnalysis
+    from kvbudget.units import UnitSystem
 
 SHOWN_BAD_ROWS = 10
 

@@ -11,9 +11,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvbudget.report.data import Report
 from kvbudget.report.svg import PALETTE, Axis, Bar, Marker, Segment, bar_chart, line_chart, nice_ticks, stacked_bar
-from kvbudget.units import UnitSystem, counted, format_bytes, format_int, format_tokens
+from kvbudget.units import counted, format_bytes, format_int, format_tokens
+
+if TYPE_CHECKING:
+    from kvbudget.units import UnitSystem
 
 CAP_COLOUR = "#c0392b"
 P99_COLOUR = "#6b4fbb"

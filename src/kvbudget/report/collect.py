@@ -16,11 +16,15 @@ from __future__ import annotations
 import argparse
 import itertools
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from kvbudget.cost import CostReport
 from kvbudget.plan.plan import Plan
 from kvbudget.report.data import CapPoint, EnforcedCap, LayerGroup, Measured, Report, Simulated
-from kvbudget.units import UnitSystem, parse_count
+from kvbudget.units import parse_count
+
+if TYPE_CHECKING:
+    from kvbudget.units import UnitSystem
 
 FIRST_CAP = 1024
 # the serve-command settings that carry the per-session cap, per engine

@@ -7,11 +7,13 @@ Bytes are integers, per GPU; token counts are integers; shares are fractions in 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from kvbudget.plan.levers import Lever
 from kvbudget.plan.plan import Plan
-from kvbudget.units import UnitSystem
+
+if TYPE_CHECKING:
+    from kvbudget.units import UnitSystem
 
 SCHEMA_VERSION = 1
 

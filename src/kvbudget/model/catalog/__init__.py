@@ -7,11 +7,16 @@ import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @dataclass(frozen=True)
 class CatalogEntry:
+    """One built-in model: its config, where it came from, and its names."""
+
     name: str
     aliases: tuple[str, ...]
     source: str
@@ -22,9 +27,12 @@ class CatalogEntry:
     derived_kv: dict[str, Any]
 
 
+_SEPARATORS = re.compile(r"[\s_\-]+")  # compiled once: the index keys every name and alias of the catalog
+
+
 def _key(text: str) -> str:
     """Case- and punctuation-insensitive lookup key: 'Meta-Llama-3.1-70B' ~ 'meta_llama_3.1_70b'."""
-    return re.sub(r"[\s_\-]+", "-", text.strip().lower())
+    return _SEPARATORS.sub("-", text.strip().lower())
 
 
 # os.path, not pathlib: pathlib (with urllib.parse) is 5 ms of a one-answer start (bench/startup.py)

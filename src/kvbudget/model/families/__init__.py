@@ -35,11 +35,12 @@ _EXOTIC = (
     "linear_attn_config",
     "conv_L_cache",
 )
-_CACHE_FIELD = re.compile(r"(attn|attention|window|mamba|ssm|kv|layer_types|head|conv|chunk|linear|lora|state)")
+# Compiled on first use, by re's own cache: an answer that reads no such value does not pay for the pattern.
+_CACHE_FIELD_PATTERN = r"(attn|attention|window|mamba|ssm|kv|layer_types|head|conv|chunk|linear|lora|state)"
 
 
 def _fields_for_error(cfg: Mapping[str, object]) -> str:
-    names = sorted(k for k in cfg if _CACHE_FIELD.search(k))
+    names = sorted(k for k in cfg if re.search(_CACHE_FIELD_PATTERN, k))
     return ", ".join(names) if names else "(no attention or state fields found)"
 
 
