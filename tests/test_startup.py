@@ -134,3 +134,44 @@ def test_the_engine_listing_is_pkgutils() -> None:
 
     assert engines._module_names() == frozenset(m.name for m in pkgutil.iter_modules(engines.__path__))
     assert {"ideal", "vllm", "sglang", "llamacpp"} <= engines._module_names()
+
+
+def _gc_during(
+    monkeypatch: pytest.MonkeyPatch, command: str, argv: list[str], raises: BaseException | None = None
+) -> bool:
+    import gc
+
+    seen: list[bool] = []
+
+    def handler(args: object) -> str:
+        seen.append(gc.isenabled())
+        if raises is not None:
+            raise raises
+        return ""
+
+    monkeypatch.setitem(cli.COMMANDS, command, handler)
+    assert gc.isenabled()
+    cli.main(argv)
+    assert gc.isenabled(), "main must leave the collector as it found it"
+    return seen[0]
+
+
+def test_a_one_answer_command_runs_with_the_cyclic_collector_paused(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _gc_during(monkeypatch, "cost", ["cost", "llama-3.1-8b"]) is False
+    # an error, or a usage error argparse reports, leaves it on again
+    assert _gc_during(monkeypatch, "table", ["table", "llama-3.1-8b"], raises=cli.InputError("bad")) is False
+    assert cli.main(["cost"]) == 1
+    import gc
+
+    assert gc.isenabled()
+
+
+def test_a_long_command_keeps_the_collector(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _gc_during(monkeypatch, "measure", ["measure", "llama-3.1-8b"]) is True
+
+
+def test_one_answer_names_real_commands_and_none_that_runs_long() -> None:
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    assert set(sub.choices) >= cli.ONE_ANSWER  # type: ignore[arg-type]
+    assert not {"simulate", "trace", "loadtest", "serve", "measure", "compare", "calibrate", "report"} & cli.ONE_ANSWER

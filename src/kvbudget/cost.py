@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from kvbudget.engines import EngineRef, build_layout, parse_engine, served_spec
 from kvbudget.engines.base import EngineOptions, Group, Layout
 from kvbudget.errors import InputError
+from kvbudget.frozen import FrozenRecord
 from kvbudget.model.spec import ModelSpec
 from kvbudget.precision import CacheDType, parse_cache_dtype
 
@@ -18,8 +19,8 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 1
 
 
-@dataclass(frozen=True)
-class GroupCost:
+@dataclass(frozen=True, repr=False, eq=False)
+class GroupCost(FrozenRecord):
     """One group of identical layers in a cost answer, with the numbers and rules its arithmetic shows."""
 
     kind: CacheKind
@@ -54,8 +55,8 @@ class GroupCost:
         return " + ".join(parts)
 
 
-@dataclass(frozen=True)
-class CostReport:
+@dataclass(frozen=True, repr=False, eq=False)
+class CostReport(FrozenRecord):
     """The cost answer (``kvbudget cost``): a model's layout on one engine for S sequences of N tokens."""
 
     model: ModelSpec

@@ -20,10 +20,11 @@ import re
 from dataclasses import dataclass
 
 from kvbudget.errors import InputError
+from kvbudget.frozen import FrozenRecord
 
 
-@dataclass(frozen=True)
-class CacheDType:
+@dataclass(frozen=True, repr=False, eq=False)
+class CacheDType(FrozenRecord):
     """One cache element type. ``row_bytes(n)`` is the exact bytes of one head vector of n elements."""
 
     name: str

@@ -18,6 +18,7 @@ from functools import cache, cached_property
 
 from kvbudget.engines.base import EngineOptions, Layout, version_tuple
 from kvbudget.errors import InputError
+from kvbudget.frozen import FrozenRecord
 from kvbudget.model.spec import ModelSpec
 from kvbudget.precision import CacheDType
 
@@ -93,8 +94,8 @@ def _lookup(raw: str) -> type[EngineRules]:
     raise InputError(f"--engine: unknown engine {raw!r}; choose one of: {', '.join(engine_names())}")
 
 
-@dataclass(frozen=True)
-class EngineRef:
+@dataclass(frozen=True, repr=False, eq=False)
+class EngineRef(FrozenRecord):
     """An engine at a concrete version (``version`` is empty for the ideal engine)."""
 
     name: str

@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kvbudget.frozen import FrozenRecord
 from kvbudget.precision import CacheDType
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
@@ -43,8 +44,8 @@ def pad(x: int, multiple: int) -> int:
     return cdiv(x, multiple) * multiple
 
 
-@dataclass(frozen=True)
-class Slots:
+@dataclass(frozen=True, repr=False, eq=False)
+class Slots(FrozenRecord):
     """Token slots one layer allocates for (tokens N, sequences S), with the rule in words."""
 
     text: str
@@ -69,8 +70,8 @@ def fixed_slots(count: int, why: str) -> Slots:
 NO_SLOTS = Slots("0", lambda n, s: 0)
 
 
-@dataclass(frozen=True)
-class Group:
+@dataclass(frozen=True, repr=False, eq=False)
+class Group(FrozenRecord):
     """A set of layers that cost the same on this engine."""
 
     kind: CacheKind
@@ -105,8 +106,8 @@ class Group:
         return self.token_bytes(tokens, sequences) + self.fixed_bytes(sequences)
 
 
-@dataclass(frozen=True)
-class Layout:
+@dataclass(frozen=True, repr=False, eq=False)
+class Layout(FrozenRecord):
     """One model on one engine, cache precision and tensor-parallel size: every group's byte rule."""
 
     engine: str
@@ -138,8 +139,8 @@ class Layout:
         return sum(g.bytes_at(tokens, sequences) for g in self.groups)
 
 
-@dataclass(frozen=True)
-class EngineOptions:
+@dataclass(frozen=True, repr=False, eq=False)
+class EngineOptions(FrozenRecord):
     """Serving settings that change the cache layout. None means "the engine's default"."""
 
     block_size: int | None = None

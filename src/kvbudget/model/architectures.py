@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from kvbudget.frozen import FrozenRecord
 from kvbudget.model import gguf_keys as g
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
@@ -36,8 +37,8 @@ if TYPE_CHECKING:
     ConfigReader = Callable[[Fields, str], tuple[LayerSpec, ...]]
 
 
-@dataclass(frozen=True)
-class Architecture:
+@dataclass(frozen=True, repr=False, eq=False)
+class Architecture(FrozenRecord):
     """One architecture family and how each reader places its layers."""
 
     name: str

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kvbudget.frozen import FrozenRecord
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
     from typing import Literal
@@ -53,8 +55,8 @@ CACHE_KINDS: tuple[CacheKind, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class FullAttention:
+@dataclass(frozen=True, repr=False, eq=False)
+class FullAttention(FrozenRecord):
     """K and V of every token: ``kv_heads`` heads of ``k_dim`` / ``v_dim`` elements."""
 
     kv_heads: int
@@ -63,8 +65,8 @@ class FullAttention:
     kind: Literal["full_attention"] = "full_attention"
 
 
-@dataclass(frozen=True)
-class SlidingWindow:
+@dataclass(frozen=True, repr=False, eq=False)
+class SlidingWindow(FrozenRecord):
     """Attention over the last ``window`` tokens only: K and V stop growing at the window."""
 
     kv_heads: int
@@ -74,8 +76,8 @@ class SlidingWindow:
     kind: Literal["sliding_window"] = "sliding_window"
 
 
-@dataclass(frozen=True)
-class ChunkedLocal:
+@dataclass(frozen=True, repr=False, eq=False)
+class ChunkedLocal(FrozenRecord):
     """Attention inside fixed chunks of ``chunk`` tokens (Llama 4 RoPE layers)."""
 
     kv_heads: int
@@ -85,8 +87,8 @@ class ChunkedLocal:
     kind: Literal["chunked_local"] = "chunked_local"
 
 
-@dataclass(frozen=True)
-class LatentAttention:
+@dataclass(frozen=True, repr=False, eq=False)
+class LatentAttention(FrozenRecord):
     """Multi-head latent attention: a ``kv_lora_rank + rope_dim`` latent per token, or per-head K and V
     for engines that expand it."""
 
@@ -107,8 +109,8 @@ class LatentAttention:
 DELTA_VARIANTS = ("gated_delta_net", "kda")
 
 
-@dataclass(frozen=True)
-class Recurrent:
+@dataclass(frozen=True, repr=False, eq=False)
+class Recurrent(FrozenRecord):
     """Fixed per-sequence state of one linear-attention / SSM layer.
 
     Shapes follow vLLM's MambaStateShapeCalculator (mamba_utils.py) at tp=1:
@@ -171,8 +173,8 @@ class Recurrent:
         return out
 
 
-@dataclass(frozen=True)
-class CrossAttention:
+@dataclass(frozen=True, repr=False, eq=False)
+class CrossAttention(FrozenRecord):
     """K and V over a fixed-length source (vision tokens); the length is a cost-time parameter."""
 
     kv_heads: int
@@ -181,8 +183,8 @@ class CrossAttention:
     kind: Literal["cross_attention"] = "cross_attention"
 
 
-@dataclass(frozen=True)
-class IndexerKeys:
+@dataclass(frozen=True, repr=False, eq=False)
+class IndexerKeys(FrozenRecord):
     """Key cache of a sparse-attention (DSA) lightning indexer: one ``head_dim`` key per token.
 
     It sits beside the layer's latent (or attention) primitive: the indexer scores every cached token
@@ -194,8 +196,8 @@ class IndexerKeys:
     kind: Literal["indexer"] = "indexer"
 
 
-@dataclass(frozen=True)
-class MeasuredState:
+@dataclass(frozen=True, repr=False, eq=False)
+class MeasuredState(FrozenRecord):
     """Fixed per-sequence state a reference implementation was measured to keep (a derived layout,
     ``model/derive.py``): ``tensors`` are (name, shape of one sequence, dtype), as transformers holds them.
     Only the engines that are that implementation (transformers) or follow it (ideal) size it; the
@@ -205,8 +207,8 @@ class MeasuredState:
     kind: Literal["recurrent"] = "recurrent"
 
 
-@dataclass(frozen=True)
-class SharedKV:
+@dataclass(frozen=True, repr=False, eq=False)
+class SharedKV(FrozenRecord):
     """The layer reads the cache of layer ``target`` and allocates nothing."""
 
     target: int
@@ -228,8 +230,8 @@ Primitive = (
 ATTENTION_KINDS = ("full_attention", "sliding_window", "chunked_local", "latent_attention")
 
 
-@dataclass(frozen=True)
-class LayerSpec:
+@dataclass(frozen=True, repr=False, eq=False)
+class LayerSpec(FrozenRecord):
     """One decoder layer; ``states`` is empty for layers that keep nothing per sequence."""
 
     index: int
@@ -237,8 +239,8 @@ class LayerSpec:
     label: str = ""
 
 
-@dataclass(frozen=True)
-class ModelSpec:
+@dataclass(frozen=True, repr=False, eq=False)
+class ModelSpec(FrozenRecord):
     """Everything kvbudget needs to know about a model's per-sequence state, engine-independent."""
 
     name: str

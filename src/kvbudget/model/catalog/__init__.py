@@ -8,13 +8,15 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from kvbudget.frozen import FrozenRecord
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
     from typing import Any
 
 
-@dataclass(frozen=True)
-class CatalogEntry:
+@dataclass(frozen=True, repr=False, eq=False)
+class CatalogEntry(FrozenRecord):
     """One built-in model: its config, where it came from, and its names."""
 
     name: str

@@ -6,12 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kvbudget.errors import ConfigError
+from kvbudget.frozen import FrozenRecord
 
 Config = Mapping[str, object]
 
 
-@dataclass(frozen=True)
-class Fields:
+@dataclass(frozen=True, repr=False, eq=False)
+class Fields(FrozenRecord):
     """A config plus where it came from, so errors can say ``<source>: field 'x' ...``."""
 
     cfg: Config
