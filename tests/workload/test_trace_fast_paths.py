@@ -1,5 +1,6 @@
 """The fast paths of the trace readers and statistics give what the plain paths give: the bulk
-block-id check, the C-scanner line parse, WEKA's prefix-reusing salt and its shared-block hint, the
+block-id check, the C-scanner line parse, WEKA's packed block ids (checked as they are packed, bools
+told apart, prefixes compared as bytes), its prefix-reusing salt and shared-block hint, the
 relabelling of several files' sessions, and the histogram's folding of sorted runs."""
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import pytest
 
 from kvbudget.workload.record import BadRow, StepRecord, common_prefix
 from kvbudget.workload.stats import Quantiles, _bucket, trace_stats
-from kvbudget.workload.traces import detect_format, read_records, relabel
+from kvbudget.workload.traces import detect_format, read_records, relabel, weka
 from kvbudget.workload.traces._common import RowError, bool_free, hash_list, int_list, json_lines
 from tests.workload.raw_traces import WEKA, weka_sessions
+from tests.workload.raw_traces import common_prefix as raw_common_prefix
 
 
 @pytest.mark.parametrize("bools", [True, False])
@@ -187,3 +189,140 @@ def test_weka_requests_fast_and_checked_paths_agree(tmp_path: Path) -> None:
         "requests[3]: 'api_time' must be a number, got 'x'",
         "requests[4]: 'out' must be a whole number, got True",
     ]
+
+
+def _id_lists(rng: random.Random) -> list[list[int]]:
+    """Id lists as WEKA steps have them and not: extended, equal, cut, diverging anywhere, empty, and
+    ids at the edges of int64 (0, 1, 256 and 257 pack with a low byte of 0 or 1, like a bool)."""
+    edges = [0, 1, 256, 257, -1, -256, 2**63 - 1, -(2**63), 2**32, 2**40 + 1]
+    lists: list[list[int]] = [[]]
+    for _ in range(400):
+        base = rng.choice(lists)
+        cut = base[: rng.randint(0, len(base))]
+        kind = rng.randrange(5)
+        if kind == 0:
+            lists.append(base + [rng.randint(0, 2**20) for _ in range(rng.randint(0, 40))])
+        elif kind == 1:
+            lists.append(list(base))
+        elif kind == 2:
+            lists.append(cut)
+        elif kind == 3:
+            lists.append(cut + [rng.choice(edges) for _ in range(rng.randint(1, 6))])
+        else:
+            lists.append([rng.choice(edges) for _ in range(rng.randint(0, 70))])
+    return lists
+
+
+def test_packed_ids_share_the_prefix_the_ids_share() -> None:
+    lists = _id_lists(random.Random(11))
+    rng = random.Random(12)
+    for _ in range(3000):
+        a, b = rng.choice(lists), rng.choice(lists)
+        packed_a, packed_b = weka._packed(list(a)), weka._packed(list(b))
+        assert packed_a is not None and packed_b is not None
+        assert weka._shared_packed(packed_a, packed_b) == raw_common_prefix(a, b), (a, b)
+    assert weka._packed([2**63]) is None and weka._packed([-(2**63) - 1]) is None
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [1, 2, 3],
+        [],
+        [0, 1, 256, 257, 512, 513],
+        [True],
+        [5, False],
+        [256, 1, True],  # a bool after ids whose low bytes look like one
+        [0] * 200 + [True],  # past the budget of looks: every id's type is checked
+        [1] * 50,
+        [1, 2.0],
+        [1.0],
+        [float("nan")],
+        [1, "2"],
+        [None],
+        [[1]],
+        [{"a": 1}],
+        [2**63, True],
+        [2**63, 1],  # past int64: a valid list, checked and compared as ints
+        [-(2**63), 2**63 - 1],
+        None,
+        "x",
+        {"a": 1},
+        7,
+    ],
+)
+def test_block_ids_check_what_hash_list_checks(value: object) -> None:
+    entry: dict[str, object] = {"hash_ids": value}
+    try:
+        want = hash_list(entry)  # the checked path, every item's type looked at
+    except RowError as exc:
+        with pytest.raises(RowError) as got:
+            weka._block_ids(entry)
+        assert str(got.value) == str(exc)
+        return
+    ids, packed = weka._block_ids(entry)
+    assert ids == want and all(type(i) is int for i in ids)
+    fits = all(-(2**63) <= i < 2**63 for i in want)
+    assert (packed is not None) is (fits and type(value) is list)
+
+
+def test_a_bool_is_found_at_every_place_a_low_byte_allows() -> None:
+    rng = random.Random(13)
+    for n in (1, 2, 31, 32, 33, 600):
+        for _ in range(40):
+            ids: list[object] = [rng.choice((0, 1, 256, 257, rng.randint(2, 2**40))) for _ in range(n)]
+            at = rng.randrange(n)
+            ids[at] = rng.choice((True, False))
+            packed = weka._packed(ids)
+            assert packed is not None and not weka._no_bools(ids, packed)
+            with pytest.raises(RowError, match=f"must hold integers, got {ids[at]!r}"):
+                weka._block_ids({"hash_ids": ids})
+
+
+def test_weka_steps_equal_a_plain_reading_of_varied_documents(tmp_path: Path) -> None:
+    """Random sessions with bad requests among good ones: each step's ids, salt and shared prefix, and
+    each bad row's reason, as the checked calls and a plain prefix loop give them."""
+    rng = random.Random(14)
+    bad_ids: list[object] = [1.0, 2.5, True, False, "7", None, [1], {"a": 1}]
+    for doc in range(25):
+        lists = _id_lists(rng)[-rng.randint(2, 30) :]
+        requests: list[dict[str, object]] = []
+        for k, ids in enumerate(lists):
+            entry: dict[str, object] = {"t": float(k), "in": 64 * len(ids) + 1, "out": 2, "hash_ids": list(ids)}
+            roll = rng.random()
+            if roll < 0.1 and ids:
+                broken: list[object] = list(ids)
+                broken[rng.randrange(len(broken))] = rng.choice(bad_ids)
+                entry["hash_ids"] = broken
+            elif roll < 0.13:
+                entry["hash_ids"] = rng.choice([None, "x", 5])
+            elif roll < 0.16:
+                entry["out"] = -1
+            elif roll < 0.2:
+                entry["hash_ids"] = [2**63 + k, *ids]  # past int64
+            requests.append(entry)
+        global_scope = doc % 4 == 0
+        body = {"id": f"doc{doc}", "block_size": 64, "requests": requests}
+        if global_scope:
+            body["hash_id_scope"] = "global"
+        path = tmp_path / f"doc{doc}.json"
+        path.write_text(json.dumps(body), encoding="utf-8")
+        salt = 0 if global_scope else zlib.crc32(f"doc{doc}".encode()) << 32
+        want_steps: list[tuple[tuple[int, ...], int | None]] = []
+        want_bad: list[str] = []
+        previous: list[int] | None = None
+        for i, entry in enumerate(requests):
+            try:
+                ids = hash_list(entry)
+                if entry["out"] == -1:
+                    raise RowError("'out' must be at least 0, got -1")
+            except RowError as exc:
+                want_bad.append(f"requests[{i}]: {exc}")
+                continue
+            shared = None if previous is None else raw_common_prefix(ids, previous)
+            want_steps.append((tuple(salt ^ v for v in ids), shared))
+            previous = ids
+        bad: list[BadRow] = []
+        got = list(read_records([path], bad_rows=bad))
+        assert [(r.block_hashes, r.shared_blocks) for r in got] == want_steps
+        assert [b.reason for b in bad] == want_bad

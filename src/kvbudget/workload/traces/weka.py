@@ -26,19 +26,21 @@ Mapping to StepRecord:
 from __future__ import annotations
 
 import math
+import struct
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from kvbudget.workload.record import BadRow, StepRecord, common_prefix
 from kvbudget.workload.traces._common import (
+    INT_ONLY,
     MAX_COUNT,
     BadSink,
     JsonPath,
     RowError,
     as_whole,
-    bool_free,
     hash_list,
     json_path,
     line_of,
@@ -59,6 +61,76 @@ class _Request:
     api_time: float | None
     hashes: list[int]  # as the document has them (checked integers), not yet salted
     shared: int  # leading ids equal to the previous step's (0 for a session's first step)
+
+
+_PACKERS: dict[int, Callable[..., bytes]] = {}  # id count: the pack of a struct of that many int64s
+_MAX_PACKERS = 4096  # distinct id counts kept (about 150 bytes each); past it the cache starts over
+_BOOL_LOOKS = 16  # ids with a low byte of 0 or 1 looked at one by one (one more per 32 ids) before all are
+
+
+def _block_ids(entry: dict[str, object]) -> tuple[list[int], bytes | None]:
+    """A request's ``hash_ids``, checked, and packed (``_packed``) when they are the usual int64 ids;
+    any other value goes through ``hash_list``: its one-line reason for a bad one, or the ids as a
+    list (not packed) for ids past int64."""
+    value = entry.get("hash_ids")
+    if type(value) is list:
+        packed = _packed(value)
+        if packed is not None and _no_bools(value, packed):
+            return cast("list[int]", value), packed
+    return hash_list(entry), None
+
+
+def _packed(ids: list[object]) -> bytes | None:
+    """The ids as little-endian int64s, packed in one C pass that also checks them: None when one is not
+    an ``int`` within int64 (a float, string, null, list or object, or an id past 2**63). A bool packs
+    as 0 or 1; ``_no_bools`` tells it from an int.
+
+    Equal packed prefixes are equal id prefixes, so a step's ids are compared with the previous step's
+    as bytes (memcmp) rather than one ``int`` comparison per id."""
+    pack = _PACKERS.get(len(ids))
+    if pack is None:
+        if len(_PACKERS) >= _MAX_PACKERS:
+            _PACKERS.clear()
+        pack = _PACKERS[len(ids)] = struct.Struct(f"<{len(ids)}q").pack
+    try:
+        return pack(*ids)
+    except struct.error:
+        return None
+
+
+def _no_bools(ids: list[object], packed: bytes) -> bool:
+    """Whether none of the packed ids is a bool. True and False pack as 1 and 0, so only an id whose low
+    byte is 1 or 0 can be one: those are found by a C search of the ids' low bytes and their types
+    looked at. Past a budget of finds (many small ids), every id's type is checked instead."""
+    lows = packed[::8]
+    budget = _BOOL_LOOKS + (len(lows) >> 5)
+    for low in (0, 1):
+        at = lows.find(low)
+        while at >= 0:
+            if type(ids[at]) is not int:
+                return False
+            budget -= 1
+            if not budget:
+                return INT_ONLY.issuperset(map(type, ids))
+            at = lows.find(low, at + 1)
+    return True
+
+
+def _shared_packed(ids: bytes, before: bytes) -> int:
+    """``common_prefix`` of two packed id lists, in ids: one ``startswith`` (memcmp) when the step extends
+    the previous one, else a binary search over prefix comparisons of the bytes."""
+    if ids.startswith(before):
+        return len(before) >> 3
+    lo, hi = 0, min(len(ids), len(before)) >> 3  # ids[:lo] are equal; ids[:hi] differ unless before is ids' prefix
+    if before.startswith(ids):
+        return hi
+    while hi - lo > 1:
+        mid = (lo + hi) >> 1
+        if ids[: mid << 3] == before[: mid << 3]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def _shared(ids: list[int], before: list[int]) -> int:
@@ -82,7 +154,6 @@ class _Reader:
     def __init__(self, path: Path, text: str, bad: BadSink, block_size: int, salt: int | None) -> None:
         self.path, self.text, self.bad = path, text, bad
         self.block_size, self.salt = block_size, salt
-        self.bools = not bool_free(text)  # without a true/false anywhere, block ids are checked in bulk
         self.source = f"weka:{path.name}"
         self.names: set[str] = set()  # session ids handed out: a repeated agent_id must not merge two sessions
 
@@ -94,6 +165,7 @@ class _Reader:
     ) -> Iterator[StepRecord]:
         steps: list[_Request] = []
         agents: list[tuple[dict[str, object], JsonPath]] = []
+        before: bytes | None = None  # the previous step's ids packed (None: not packable, compared as lists)
         for i, entry in enumerate(requests):
             here = (*where, i)
             if not isinstance(entry, dict):
@@ -102,7 +174,7 @@ class _Reader:
                 agents.append((entry, here))
             else:
                 try:
-                    ids = hash_list(entry, bools=self.bools)
+                    ids, packed = _block_ids(entry)
                     t, prompt, output, api = entry.get("t"), entry.get("in"), entry.get("out"), entry.get("api_time")
                     if not (  # the usual request checked at once; any other shape takes the checked calls
                         (type(t) is float or type(t) is int)
@@ -115,6 +187,12 @@ class _Reader:
                     ):
                         t, prompt, output = number(entry, "t"), whole(entry, "in"), whole(entry, "out")
                         api = optional_number(entry, "api_time")
+                    if not steps:
+                        shared = 0
+                    elif packed is not None and before is not None:
+                        shared = _shared_packed(packed, before)
+                    else:
+                        shared = _shared(ids, steps[-1].hashes)
                     steps.append(
                         _Request(
                             t=float(t),
@@ -122,9 +200,10 @@ class _Reader:
                             output=output,
                             api_time=None if api is None else float(api),
                             hashes=ids,
-                            shared=_shared(ids, steps[-1].hashes) if steps else 0,  # ids still in cache
+                            shared=shared,  # ids still in cache
                         )
                     )
+                    before = packed
                 except RowError as exc:
                     self.report(here, str(exc))
         yield from self.records(steps, session, parent, offset)
