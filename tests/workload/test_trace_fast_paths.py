@@ -6,6 +6,8 @@ relabelling of several files' sessions, and the histogram's folding of sorted ru
 from __future__ import annotations
 
 import dataclasses
+import gzip
+import io
 import json
 import math
 import random
@@ -18,7 +20,15 @@ import pytest
 from kvbudget.workload.record import BadRow, StepRecord, common_prefix
 from kvbudget.workload.stats import Quantiles, _bucket, trace_stats
 from kvbudget.workload.traces import detect_format, read_records, relabel, weka
-from kvbudget.workload.traces._common import RowError, bool_free, hash_list, int_list, json_lines
+from kvbudget.workload.traces._common import (
+    RowError,
+    bool_free,
+    hash_list,
+    int_list,
+    json_lines,
+    open_text,
+    read_head,
+)
 from tests.workload.raw_traces import WEKA, weka_sessions
 from tests.workload.raw_traces import common_prefix as raw_common_prefix
 
@@ -326,3 +336,40 @@ def test_weka_steps_equal_a_plain_reading_of_varied_documents(tmp_path: Path) ->
         got = list(read_records([path], bad_rows=bad))
         assert [(r.block_hashes, r.shared_blocks) for r in got] == want_steps
         assert [b.reason for b in bad] == want_bad
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b'{"a": 1}\n' * 3,
+        b"x" * 70000,
+        b"x" * 65535 + "é".encode() + b"y" * 10,  # a two-byte character across the head's end
+        "é".encode() * 40000,
+        b"\xff\xfe" + b"z" * 70000,  # undecodable bytes are replaced
+        b"z" * 65535 + b"\xe2\x82",  # a character cut off by the file's end
+        "\ufeff{}".encode(),
+    ],
+)
+@pytest.mark.parametrize("gz", [False, True])
+def test_read_head_reads_what_the_decoder_reads(tmp_path: Path, body: bytes, gz: bool) -> None:
+    path = tmp_path / ("t.json.gz" if gz else "t.json")
+    path.write_bytes(gzip.compress(body) if gz else body)
+    with open_text(path) as f:
+        assert isinstance(f, io.TextIOWrapper)
+        f.reconfigure(errors="replace")
+        want = f.read(65536)  # the head as a text stream gives it
+    assert read_head(path) == want
+
+
+@pytest.mark.parametrize("before", [0, 1, 4, 5, 6])
+def test_a_head_cut_inside_one_of_its_first_lines_is_not_parsed(tmp_path: Path, before: int) -> None:
+    """The first 5 lines decide, but not one the 64 KiB head cut off: parsed, this one would say weka;
+    the keys of the head say kvbudget. Past 5 lines, the 5th (a Mooncake row) decides."""
+    cut = '{"requests": 1, "session": "s", "prompt_tokens": 1}' + " " * 70000 + "x"
+    lines = ["[]"] * before + [cut]
+    if before >= 5:
+        lines[4] = '{"input_length": 5, "output_length": 1, "timestamp": 0}'
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert detect_format(path) == ("mooncake" if before >= 5 else "kvbudget")

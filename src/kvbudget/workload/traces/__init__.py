@@ -66,8 +66,9 @@ def detect_format(path: str | Path) -> str:
     if not head:
         raise TraceError(f"{path}: the file is empty; there is no trace to read")
     if head[0] in "{[":
-        lines = head.split("\n")[:5]
-        if len(raw) == HEAD and len(lines) == head.count("\n") + 1:
+        parts = head.split("\n", 5) if "\n" in head else [head]  # a one-line head: no split to scan it again
+        lines = parts[:5]
+        if len(raw) == HEAD and len(parts) <= 5:  # the head's last line is among the first 5
             lines.pop()  # cut off by the head's end: not JSON, and parsing it to fail costs as much as a row
         for line in lines:  # JSONL (or a small one-line document): the first whole lines decide
             try:
