@@ -335,6 +335,11 @@ def test_weka_steps_equal_a_plain_reading_of_varied_documents(tmp_path: Path) ->
         bad: list[BadRow] = []
         got = list(read_records([path], bad_rows=bad))
         assert [(r.block_hashes, r.shared_blocks) for r in got] == want_steps
+        assert [r.final for r in got] == [k == len(got) - 1 for k in range(len(got))]
+        assert {(r.source, r.cached_tokens, r.parent, r.block_size) for r in got} <= {
+            (f"weka:{path.name}", None, None, 64),
+            (f"weka:{path.name}", None, None, None),  # a step without ids has no block size
+        }
         assert [b.reason for b in bad] == want_bad
 
 
