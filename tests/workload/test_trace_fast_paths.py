@@ -267,26 +267,49 @@ def test_block_ids_check_what_hash_list_checks(value: object) -> None:
         want = hash_list(entry)  # the checked path, every item's type looked at
     except RowError as exc:
         with pytest.raises(RowError) as got:
-            weka._block_ids(entry)
+            weka._block_ids(entry, None)
         assert str(got.value) == str(exc)
         return
-    ids, packed = weka._block_ids(entry)
-    assert ids == want and all(type(i) is int for i in ids)
+    ids, shared, packed, small = weka._block_ids(entry, None)
+    assert ids == want and all(type(i) is int for i in ids) and shared == 0
     fits = all(-(2**63) <= i < 2**63 for i in want)
     assert (packed is not None) is (fits and type(value) is list)
+    if packed is not None:
+        assert sorted(small or ()) == [k for k, i in enumerate(want) if i in (0, 1)]
 
 
-def test_a_bool_is_found_at_every_place_a_low_byte_allows() -> None:
-    rng = random.Random(13)
-    for n in (1, 2, 31, 32, 33, 600):
-        for _ in range(40):
-            ids: list[object] = [rng.choice((0, 1, 256, 257, rng.randint(2, 2**40))) for _ in range(n)]
-            at = rng.randrange(n)
-            ids[at] = rng.choice((True, False))
-            packed = weka._packed(ids)
-            assert packed is not None and not weka._no_bools(ids, packed)
-            with pytest.raises(RowError, match=f"must hold integers, got {ids[at]!r}"):
-                weka._block_ids({"hash_ids": ids})
+@pytest.mark.parametrize("small_ids", [(0, 1, 256, 257, 512), (0,), (1, 2**40)])  # (0,): past the budget of finds
+def test_a_bool_is_found_in_a_chain_of_steps_wherever_it_is(small_ids: tuple[int, ...]) -> None:
+    """A bool packs as 0 or 1: it is found where the ids a step shares with the previous one were 0 or 1
+    as well as among the ids it adds, also after a step whose ids (one past int64) were not packed;
+    every step's shared prefix and places of 0 and 1 stay exact."""
+    rng = random.Random(sum(small_ids))
+    for _ in range(60):
+        previous: weka._Request | None = None
+        ids: list[object] = []
+        for step in range(8):
+            keep = ids[: rng.randint(0, len(ids))] if rng.random() < 0.2 else ids
+            if keep and keep[-1] == 2**63:
+                keep = keep[:-1]
+            ids = [*keep, *(rng.choice((*small_ids, rng.randint(2, 2**40))) for _ in range(rng.randint(0, 90)))]
+            if rng.random() < 0.15:
+                ids.append(2**63)  # past int64: this step is compared as a list
+            entry: dict[str, object] = {"hash_ids": ids}
+            if ids and rng.random() < 0.25:
+                at = rng.randrange(len(ids))
+                flag = bool(ids[at]) if ids[at] in (0, 1) else rng.choice((True, False))
+                entry["hash_ids"] = [*ids[:at], flag, *ids[at + 1 :]]
+                with pytest.raises(RowError, match=f"must hold integers, got {flag}"):
+                    weka._block_ids(entry, previous)
+                continue
+            got, shared, packed, small = weka._block_ids(entry, previous)
+            want = 0 if previous is None else raw_common_prefix(ids, previous.hashes)  # type: ignore[arg-type]
+            assert got == ids and shared == want, step
+            if ids and ids[-1] == 2**63:
+                assert packed is None and small is None
+            else:
+                assert packed is not None and sorted(small or ()) == [k for k, i in enumerate(ids) if i in (0, 1)]
+            previous = weka._Request(0.0, 1, 1, None, got, shared, packed, small)
 
 
 def test_weka_steps_equal_a_plain_reading_of_varied_documents(tmp_path: Path) -> None:

@@ -63,6 +63,8 @@ class _Request:
     api_time: float | None
     hashes: list[int]  # as the document has them (checked integers), not yet salted
     shared: int  # leading ids equal to the previous step's (0 for a session's first step)
+    packed: bytes | None  # the ids as _packed packs them (None: ids past int64, compared as lists)
+    small: list[int] | None  # where the ids valued 0 or 1 are (None: not known)
 
 
 _PACKERS: dict[int, Callable[..., bytes]] = {}  # id count: the pack of a struct of that many int64s
@@ -70,22 +72,37 @@ _MAX_PACKERS = 4096  # distinct id counts kept (about 150 bytes each); past it t
 _BOOL_LOOKS = 16  # ids with a low byte of 0 or 1 looked at one by one (one more per 32 ids) before all are
 
 
-def _block_ids(entry: dict[str, object]) -> tuple[list[int], bytes | None]:
-    """A request's ``hash_ids``, checked, and packed (``_packed``) when they are the usual int64 ids;
-    any other value goes through ``hash_list``: its one-line reason for a bad one, or the ids as a
-    list (not packed) for ids past int64."""
+_Ids = tuple[list[int], int, bytes | None, list[int] | None]  # _block_ids: ids, shared, packed, small
+
+
+def _block_ids(entry: dict[str, object], previous: _Request | None) -> _Ids:
+    """A request's ``hash_ids``, checked; how many lead ``previous``'s (the step before it); and, for
+    the step after it, the ids packed (``_packed``) and where those valued 0 or 1 are (``_small``).
+
+    Any value but a list of int64 ids goes through ``hash_list``: its one-line reason for a bad one,
+    or the ids as a list (compared as lists) for ids past int64."""
     value = entry.get("hash_ids")
     if type(value) is list:
         packed = _packed(value)
-        if packed is not None and _no_bools(value, packed):
-            return cast("list[int]", value), packed
-    return hash_list(entry), None
+        if packed is not None:
+            known: list[int] | None = []
+            if previous is None:
+                shared = 0
+            elif previous.packed is not None:
+                shared, known = _shared_packed(packed, previous.packed), previous.small
+            else:
+                shared, known = _shared(value, previous.hashes), None
+            small = _small(value, packed, shared, known)
+            if small is not None:
+                return cast("list[int]", value), shared, packed, small
+    ids = hash_list(entry)
+    return ids, 0 if previous is None else _shared(ids, previous.hashes), None, None
 
 
 def _packed(ids: list[object]) -> bytes | None:
     """The ids as little-endian int64s, packed in one C pass that also checks them: None when one is not
     an ``int`` within int64 (a float, string, null, list or object, or an id past 2**63). A bool packs
-    as 0 or 1; ``_no_bools`` tells it from an int.
+    as 0 or 1; ``_small`` tells it from an int.
 
     Equal packed prefixes are equal id prefixes, so a step's ids are compared with the previous step's
     as bytes (memcmp) rather than one ``int`` comparison per id."""
@@ -100,22 +117,37 @@ def _packed(ids: list[object]) -> bytes | None:
         return None
 
 
-def _no_bools(ids: list[object], packed: bytes) -> bool:
-    """Whether none of the packed ids is a bool. True and False pack as 1 and 0, so only an id whose low
-    byte is 1 or 0 can be one: those are found by a C search of the ids' low bytes and their types
-    looked at. Past a budget of finds (many small ids), every id's type is checked instead."""
-    lows = packed[::8]
+def _small(ids: list[object], packed: bytes, shared: int, known: list[int] | None) -> list[int] | None:
+    """Where the packed ids valued 0 or 1 are, each one's type checked: True and False pack as 1 and 0,
+    so only there can a bool be. None when one is a bool.
+
+    The first ``shared`` ids equal the previous step's, whose ids valued 0 or 1 are at ``known`` (None:
+    not known; then every id is searched). The others can be 0 or 1 only where their low byte is: those
+    are found by a C search of every 8th byte. Past a budget of finds (many small ids), every id's type
+    is checked and the places are looked for one by one."""
+    if known is None:
+        known, shared = [], 0
+    places = [at for at in known if at < shared]
+    for at in places:
+        if type(ids[at]) is not int:
+            return None
+    lows = packed[shared << 3 :: 8]
     budget = _BOOL_LOOKS + (len(lows) >> 5)
     for low in (0, 1):
         at = lows.find(low)
         while at >= 0:
-            if type(ids[at]) is not int:
-                return False
+            value = ids[shared + at]
+            if type(value) is not int:
+                return None
+            if value == low:
+                places.append(shared + at)
             budget -= 1
             if not budget:
-                return INT_ONLY.issuperset(map(type, ids))
+                if not INT_ONLY.issuperset(map(type, ids)):
+                    return None
+                return [at for at, value in enumerate(ids) if value in (0, 1)]
             at = lows.find(low, at + 1)
-    return True
+    return places
 
 
 def _shared_packed(ids: bytes, before: bytes) -> int:
@@ -167,7 +199,6 @@ class _Reader:
     ) -> Iterator[StepRecord]:
         steps: list[_Request] = []
         agents: list[tuple[dict[str, object], JsonPath]] = []
-        before: bytes | None = None  # the previous step's ids packed (None: not packable, compared as lists)
         for i, entry in enumerate(requests):
             here = (*where, i)
             if not isinstance(entry, dict):
@@ -176,7 +207,7 @@ class _Reader:
                 agents.append((entry, here))
             else:
                 try:
-                    ids, packed = _block_ids(entry)
+                    ids, shared, packed, small = _block_ids(entry, steps[-1] if steps else None)
                     t, prompt, output, api = entry.get("t"), entry.get("in"), entry.get("out"), entry.get("api_time")
                     if not (  # the usual request checked at once; any other shape takes the checked calls
                         (type(t) is float or type(t) is int)
@@ -189,23 +220,8 @@ class _Reader:
                     ):
                         t, prompt, output = number(entry, "t"), whole(entry, "in"), whole(entry, "out")
                         api = optional_number(entry, "api_time")
-                    if not steps:
-                        shared = 0
-                    elif packed is not None and before is not None:
-                        shared = _shared_packed(packed, before)
-                    else:
-                        shared = _shared(ids, steps[-1].hashes)
-                    steps.append(
-                        _Request(
-                            t=float(t),
-                            prompt=prompt,
-                            output=output,
-                            api_time=None if api is None else float(api),
-                            hashes=ids,
-                            shared=shared,  # ids still in cache
-                        )
-                    )
-                    before = packed
+                    api = None if api is None else float(api)
+                    steps.append(_Request(float(t), prompt, output, api, ids, shared, packed, small))  # field order
                 except RowError as exc:
                     self.report(here, str(exc))
         yield from self.records(steps, session, parent, offset)
