@@ -152,7 +152,8 @@ def _small(ids: list[object], packed: bytes, shared: int, known: list[int] | Non
 
 def _shared_packed(ids: bytes, before: bytes) -> int:
     """``common_prefix`` of two packed id lists, in ids: one ``startswith`` (memcmp) when the step extends
-    the previous one, else a binary search over prefix comparisons of the bytes."""
+    the previous one, else a binary search that compares the half not yet known to be equal (the ids
+    compared, and copied, come to about one list's length in all)."""
     if ids.startswith(before):
         return len(before) >> 3
     lo, hi = 0, min(len(ids), len(before)) >> 3  # ids[:lo] are equal; ids[:hi] differ unless before is ids' prefix
@@ -160,7 +161,7 @@ def _shared_packed(ids: bytes, before: bytes) -> int:
         return hi
     while hi - lo > 1:
         mid = (lo + hi) >> 1
-        if ids[: mid << 3] == before[: mid << 3]:
+        if ids[lo << 3 : mid << 3] == before[lo << 3 : mid << 3]:
             lo = mid
         else:
             hi = mid
