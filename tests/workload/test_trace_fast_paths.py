@@ -19,7 +19,7 @@ import pytest
 
 from kvbudget.workload.record import BadRow, StepRecord, common_prefix
 from kvbudget.workload.stats import Quantiles, _bucket, trace_stats
-from kvbudget.workload.traces import detect_format, read_records, relabel, weka
+from kvbudget.workload.traces import detect_format, mooncake, read_records, relabel, weka
 from kvbudget.workload.traces._common import (
     RowError,
     bool_free,
@@ -401,3 +401,19 @@ def test_a_head_cut_inside_one_of_its_first_lines_is_not_parsed(tmp_path: Path, 
     path = tmp_path / "t.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert detect_format(path) == ("mooncake" if before >= 5 else "kvbudget")
+
+
+def test_plain_mooncake_rows_are_the_records_the_checked_path_builds(tmp_path: Path) -> None:
+    rows: list[dict[str, object]] = [
+        {"timestamp": 0, "input_length": 900, "output_length": 12, "hash_ids": [1, 2]},
+        {"timestamp": 1500, "input_length": 10, "output_length": 0},
+        {"timestamp": 7, "input_length": 0, "output_length": 3, "hash_ids": []},
+        {"timestamp": 9, "input_length": 5, "output_length": 3, "hash_ids": None},
+    ]
+    path = tmp_path / "plain.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    got = list(read_records([path]))
+    source = f"mooncake:{path.name}"
+    want = [mooncake._request(row, f"{path.name}:{k}", source, bools=True) for k, row in enumerate(rows, start=1)]
+    assert [dataclasses.astuple(r) for r in got] == [dataclasses.astuple(r) for r in want]
+    assert [r.shared_blocks for r in got] == [None] * len(rows)
