@@ -66,8 +66,9 @@ def detect_format(path: str | Path) -> str:
     if not head:
         raise TraceError(f"{path}: the file is empty; there is no trace to read")
     if head[0] in "{[":
-        lines = head.split("\n")[:5]
-        if len(raw) == HEAD and len(lines) == head.count("\n") + 1:
+        parts = head.split("\n", 5) if "\n" in head else [head]  # a one-line head: no split to scan it again
+        lines = parts[:5]
+        if len(raw) == HEAD and len(parts) <= 5:  # the head's last line is among the first 5
             lines.pop()  # cut off by the head's end: not JSON, and parsing it to fail costs as much as a row
         for line in lines:  # JSONL (or a small one-line document): the first whole lines decide
             try:
@@ -152,23 +153,24 @@ def read_records(
 
 
 def relabel(r: StepRecord, label: str) -> StepRecord:
-    """The record with its session (and parent) prefixed ``label/``; built directly, as
-    ``dataclasses.replace`` costs four times as much per record."""
+    """The record with its session (and parent) prefixed ``label/``; built directly and positionally
+    (in field order), as ``dataclasses.replace`` costs five times as much per record and a keyword
+    call 2.5 times."""
     return StepRecord(
-        session=f"{label}/{r.session}",
-        step=r.step,
-        start_s=r.start_s,
-        prompt_tokens=r.prompt_tokens,
-        output_tokens=r.output_tokens,
-        parent=None if r.parent is None else f"{label}/{r.parent}",
-        new_tokens=r.new_tokens,
-        cached_tokens=r.cached_tokens,
-        pause_s=r.pause_s,
-        block_hashes=r.block_hashes,
-        block_size=r.block_size,
-        source=r.source,
-        final=r.final,
-        shared_blocks=r.shared_blocks,
+        f"{label}/{r.session}",
+        r.step,
+        r.start_s,
+        r.prompt_tokens,
+        r.output_tokens,
+        None if r.parent is None else f"{label}/{r.parent}",
+        r.new_tokens,
+        r.cached_tokens,
+        r.pause_s,
+        r.block_hashes,
+        r.block_size,
+        r.source,
+        r.final,
+        r.shared_blocks,
     )
 
 

@@ -86,7 +86,14 @@ def loads(text: str) -> object:
 
 
 def read_head(path: Path, size: int = 65536) -> str:
-    """The first ``size`` characters (for format sniffing), undecodable bytes replaced."""
+    """The first ``size`` characters (for format sniffing), undecodable bytes replaced.
+
+    The first ``size`` bytes are read at once: when they are ASCII they are those characters (one byte
+    each in UTF-8); otherwise the text is read again through the decoder."""
+    with open_text(path) as f:
+        raw = f.buffer.read(size) if isinstance(f, io.TextIOWrapper) else b"\x80"
+    if raw.isascii():
+        return raw.decode("ascii")
     with open_text(path) as f:
         if isinstance(f, io.TextIOWrapper):
             f.reconfigure(errors="replace")
