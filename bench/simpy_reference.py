@@ -152,15 +152,15 @@ def run_simpy(policy: str, sessions: Iterable[SessionPlan]) -> Outcome | PagedOu
     return simpy_paged(sessions, pool_tokens=PAGED_POOL_TOKENS, decode_tokens_per_s=DECODE_TOKENS_PER_S)
 
 
+def counts(run: SimResult | Outcome | PagedOutcome) -> tuple[int, int, int, int, int]:
+    """The counts every model of the same system must agree on: sessions arrived and finished, steps,
+    prompt and decode tokens."""
+    return (run.arrived, run.finished, run.steps, run.prompt_tokens, run.decode_tokens)
+
+
 def agree(result: SimResult, ref: Outcome | PagedOutcome) -> bool:
     """Every count equal, the end time to float rounding (1e-9 relative)."""
-    same = (result.arrived, result.finished, result.steps, result.prompt_tokens, result.decode_tokens) == (
-        ref.arrived,
-        ref.finished,
-        ref.steps,
-        ref.prompt_tokens,
-        ref.decode_tokens,
-    ) and result.peak_concurrency == ref.peak_concurrency
+    same = counts(result) == counts(ref) and result.peak_concurrency == ref.peak_concurrency
     if isinstance(ref, PagedOutcome):
         same = same and (result.preemptions, result.recomputed_tokens, result.hit_tokens, result.refused_too_big) == (
             ref.preemptions,
