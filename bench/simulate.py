@@ -38,8 +38,8 @@ PLAN_ARGS = ["plan", "llama-3.1-8b", "--gpu", "h100-80gb", "--engine", "vllm", "
 
 
 def run(sessions: int, check: bool = False) -> dict[str, object]:
-    from kvbudget.cli import build_parser
-    from kvbudget.cli_plan import plan_inputs
+    from kvbudget.cli.main import build_parser
+    from kvbudget.cli.plan import plan_inputs
     from kvbudget.hardware import gpu
     from kvbudget.plan.plan import make_plan
     from kvbudget.simulate import MemoryPolicy, SimConfig, cap_from_workload, memory_from_plan, simulate, time_from_plan

@@ -41,7 +41,7 @@ COMMAND = ["cost", "llama-3.1-70b", "--json"]
 
 PROBE = (
     "import sys, io, json, contextlib\n"
-    "from kvbudget.cli import main\n"
+    "from kvbudget.cli.main import main\n"
     "with contextlib.redirect_stdout(io.StringIO()):\n"
     f"    main({COMMAND!r})\n"
     "print(json.dumps({'heavy': [m for m in %r if m in sys.modules],\n"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kvbudget.cli import main
+from kvbudget.cli.main import main
 from kvbudget.model.families import read_spec
 from kvbudget.model.spec import ModelSpec
 

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from kvbudget import cli
+from kvbudget.cli import main as cli
 
 
 def _modules_after(argv: list[str]) -> list[str]:
     probe = (
         "import contextlib, io, json, sys\n"
-        "from kvbudget.cli import main\n"
+        "from kvbudget.cli.main import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         f"    main({argv!r})\n"
         "watched = ('shutil', 'socket', 'typing')\n"

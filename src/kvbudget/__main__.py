@@ -1,3 +1,3 @@
-from kvbudget.cli import entry
+from kvbudget.cli.main import entry
 
 entry()

@@ -40,7 +40,7 @@ def _argv(command: str, positional: Sequence[str], options: dict[str, Option]) -
 
 
 def _parse(command: str, positional: Sequence[str], options: dict[str, Option]) -> argparse.Namespace:
-    from kvbudget.cli import RaisingParser, build_parser
+    from kvbudget.cli.main import RaisingParser, build_parser
 
     return build_parser(RaisingParser, command=command).parse_args(_argv(command, positional, options))
 
@@ -60,7 +60,7 @@ def cost(
     **options: Option,
 ) -> CostReport:
     """Bytes of the KV cache per token, per sequence and for ``sequences`` sequences (``kvbudget cost``)."""
-    from kvbudget.cli import cost_report
+    from kvbudget.cli.main import cost_report
 
     chosen = {"engine": engine, "tokens": tokens, "sequences": sequences, "kv_dtype": kv_dtype, "tp": tp}
     return cost_report(_parse("cost", [model], {**chosen, **options}))
@@ -68,7 +68,7 @@ def cost(
 
 def plan(model: str, *, context: str | int, engine: str = "ideal", **options: Option) -> Plan:
     """The capacity plan of one deployment (``kvbudget plan``): give ``gpu=`` or ``gpu_memory=``."""
-    from kvbudget.cli_plan import plan_inputs
+    from kvbudget.cli.plan import plan_inputs
     from kvbudget.plan.plan import make_plan
 
     args = _parse("plan", [model], {"context": context, "engine": engine, **options})
@@ -86,7 +86,7 @@ def compare(
     **options: Option,
 ) -> list[Row]:
     """Deployments side by side (``kvbudget compare``): one Row per combination, best first."""
-    from kvbudget.cli_compare import rows_for
+    from kvbudget.cli.compare import rows_for
 
     price = None
     if prices:
@@ -108,7 +108,7 @@ def compare(
 
 def simulate(model: str, *, context: str | int = "32k", engine: str = "vllm", **options: Option) -> Study:
     """An event-driven simulation of the deployment under a workload or a trace (``kvbudget simulate``)."""
-    from kvbudget.cli_simulate import simulate_study
+    from kvbudget.cli.simulate import simulate_study
 
     trace = options.pop("trace", None)
     args = _parse("simulate", [model], {"context": context, "engine": engine, **options})

@@ -21,7 +21,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from kvbudget.cli import main
+from kvbudget.cli.main import main
 from kvbudget.engines.llamacpp import context_cells
 from kvbudget.schemas import schema
 from tests.live.server import Server, binary, llama_server

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kvbudget.cli import main
+from kvbudget.cli.main import main
 
 EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "coding-agent.toml")
 URL = "http://127.0.0.1:9"

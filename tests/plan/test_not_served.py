@@ -28,8 +28,8 @@ def test_vllm_refusal_gives_its_own_estimated_length(capsys: pytest.CaptureFixtu
 
 
 def test_the_largest_cap_serves_one_session() -> None:
-    from kvbudget.cli import build_parser
-    from kvbudget.cli_plan import plan_inputs
+    from kvbudget.cli.main import build_parser
+    from kvbudget.cli.plan import plan_inputs
     from kvbudget.plan.plan import make_plan
 
     for engine in ("vllm", "trtllm", "llamacpp", "ollama"):

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from kvbudget.cli import main
+from kvbudget.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 WEKA = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests/data/traces/weka_kv_cache_tester").glob("trace_*.json"))

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kvbudget.cli_simulate import ProgressBar, parse_bandwidth, parse_seconds, parse_share
+from kvbudget.cli.simulate import ProgressBar, parse_bandwidth, parse_seconds, parse_share
 from kvbudget.errors import InputError
 from tests.helpers import run_cli
 
@@ -211,7 +211,7 @@ class _Tty(io.StringIO):
 
 def test_progress_bar_only_on_a_terminal_after_two_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = iter([0.0, 1.0, 3.0, 4.0])
-    monkeypatch.setattr("kvbudget.cli_simulate.time.monotonic", lambda: next(clock))
+    monkeypatch.setattr("kvbudget.cli.simulate.time.monotonic", lambda: next(clock))
     tty = _Tty()
     bar = ProgressBar(1000, None, tty)
     hook = bar.hook("run")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kvbudget.cli import build_parser
-from kvbudget.cli_plan import plan_inputs
+from kvbudget.cli.main import build_parser
+from kvbudget.cli.plan import plan_inputs
 from kvbudget.hardware import gpu
 from kvbudget.plan.plan import make_plan
 from kvbudget.simulate import (

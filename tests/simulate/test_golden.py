@@ -14,8 +14,8 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from kvbudget.cli import build_parser
-from kvbudget.cli_plan import plan_inputs
+from kvbudget.cli.main import build_parser
+from kvbudget.cli.plan import plan_inputs
 from kvbudget.hardware import gpu
 from kvbudget.plan.plan import Plan, make_plan
 from kvbudget.simulate import (

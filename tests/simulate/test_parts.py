@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from kvbudget.cli import build_parser
-from kvbudget.cli_plan import plan_inputs
+from kvbudget.cli.main import build_parser
+from kvbudget.cli.plan import plan_inputs
 from kvbudget.plan.plan import Plan, make_plan
 from kvbudget.simulate import (
     CostTable,

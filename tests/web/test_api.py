@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kvbudget.cli import main
+from kvbudget.cli.main import main
 from tests.web.browser import Server
 
 SCHEMAS = Path(__file__).parents[2] / "src" / "kvbudget" / "schemas"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kvbudget.cli import main
+from kvbudget.cli.main import main
 from tests.helpers import dense_config
 from tests.web.browser import LAPTOP, PHONE, Server, Tab, tab
 

@@ -8,14 +8,14 @@ import sys
 
 import pytest
 
-from kvbudget.cli_serve import is_loopback
+from kvbudget.cli.serve import is_loopback
 from tests.helpers import run_cli
 from tests.web.browser import require_modules
 
 
 def test_without_the_web_extra_it_names_the_extra_in_one_line() -> None:
     # starlette made unimportable in a fresh interpreter, as when the extra is not installed
-    code = "import sys; sys.modules['starlette'] = None; from kvbudget.cli import main; sys.exit(main(['serve']))"
+    code = "import sys; sys.modules['starlette'] = None; from kvbudget.cli.main import main; sys.exit(main(['serve']))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 1
     assert done.stdout == ""

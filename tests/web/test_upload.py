@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kvbudget.cli import main
+from kvbudget.cli.main import main
 from kvbudget.model.gguf_file import read_gguf_file
 from tests.helpers import dense_config
 from tests.web.browser import Server

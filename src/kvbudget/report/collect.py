@@ -100,7 +100,7 @@ def enforced_cap(plan: Plan, commands: dict[str, dict[str, object]]) -> Enforced
 
 
 def _plan_dests() -> set[str]:
-    from kvbudget.cli_plan import add_plan_options
+    from kvbudget.cli.plan import add_plan_options
 
     scratch = argparse.ArgumentParser(add_help=False)
     add_plan_options(scratch)
@@ -110,7 +110,7 @@ def _plan_dests() -> set[str]:
 def simulate_args(args: argparse.Namespace) -> argparse.Namespace:
     """The namespace ``kvbudget simulate --workload W`` parses, with the report's plan options and simulator
     settings: the simulator's own defaults for every other option."""
-    from kvbudget.cli_simulate import register
+    from kvbudget.cli.simulate import register
 
     parser = argparse.ArgumentParser(add_help=False)
     register(parser.add_subparsers(dest="command"))
@@ -132,7 +132,7 @@ def _number(doc: dict[str, object], key: str) -> float:
 
 
 def simulated(args: argparse.Namespace) -> Simulated:
-    from kvbudget.cli_simulate import simulate_study
+    from kvbudget.cli.simulate import simulate_study
     from kvbudget.simulate.study import study_json
 
     doc = study_json(simulate_study(simulate_args(args)))
@@ -155,7 +155,7 @@ def simulated(args: argparse.Namespace) -> Simulated:
 
 def collect(args: argparse.Namespace) -> Report:
     """Every number of the report for the deployment the plan options describe."""
-    from kvbudget.cli_plan import _offload, plan_inputs, plan_levers
+    from kvbudget.cli.plan import _offload, plan_inputs, plan_levers
     from kvbudget.plan.offload import Offload
     from kvbudget.plan.plan import make_plan
     from kvbudget.plan.report import levers_json, plan_json

@@ -44,7 +44,7 @@ def error_document(exc: KvBudgetError) -> str:
 
 def run(command: str, query: Iterable[tuple[str, str]], uploads: Uploads) -> Reply:
     """Run ``command`` with the query's parameters as its options: the CLI's JSON document, or its error."""
-    from kvbudget.cli import COMMANDS, RaisingParser, build_parser
+    from kvbudget.cli.main import COMMANDS, RaisingParser, build_parser
 
     try:
         with _LOCK:

@@ -197,7 +197,7 @@ def cmd_simulate(args: argparse.Namespace) -> str:
 def simulate_study(args: argparse.Namespace) -> Study:
     """The study `kvbudget simulate` renders (the Python API's kvbudget.simulate returns it)."""
     from kvbudget import hardware
-    from kvbudget.cli_plan import plan_inputs
+    from kvbudget.cli.plan import plan_inputs
     from kvbudget.plan.plan import make_plan
     from kvbudget.simulate.build import memory_from_plan, time_from_plan
     from kvbudget.simulate.policies import DEFAULT_PREFILL_TOKENS_PER_S, MemoryPolicy, Target
@@ -325,7 +325,7 @@ def _policy_basis(args: argparse.Namespace, rules: EngineRules) -> str:
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argparse.Namespace], str]]:
-    from kvbudget.cli_plan import add_plan_options
+    from kvbudget.cli.plan import add_plan_options
 
     p = sub.add_parser(
         "simulate",

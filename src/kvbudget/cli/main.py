@@ -96,16 +96,16 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
 # commands below (CORE), so a one-answer `kvbudget cost` loads none of them; `kvbudget --help`, an
 # extension's command and an unknown command load them all. A new group is one more name here.
 EXTENSIONS = (
-    "kvbudget.cli_sizing",
-    "kvbudget.cli_plan",
-    "kvbudget.cli_compare",
-    "kvbudget.cli_trace",
-    "kvbudget.cli_workload",
-    "kvbudget.cli_simulate",
-    "kvbudget.cli_measure",
-    "kvbudget.cli_loadtest",
-    "kvbudget.cli_report",
-    "kvbudget.cli_serve",
+    "kvbudget.cli.sizing",
+    "kvbudget.cli.plan",
+    "kvbudget.cli.compare",
+    "kvbudget.cli.trace",
+    "kvbudget.cli.workload",
+    "kvbudget.cli.simulate",
+    "kvbudget.cli.measure",
+    "kvbudget.cli.loadtest",
+    "kvbudget.cli.report",
+    "kvbudget.cli.serve",
 )
 
 Handler = Callable[[argparse.Namespace], str]

@@ -77,7 +77,7 @@ def _rate(text: str | None, what: str) -> float | None:
 
 
 def _planner(args: argparse.Namespace) -> Callable[[Choice], Plan]:
-    from kvbudget.cli_plan import plan_inputs
+    from kvbudget.cli.plan import plan_inputs
     from kvbudget.plan.plan import make_plan
 
     def plan(choice: Choice) -> Plan:
@@ -152,8 +152,8 @@ def _simulated(args: argparse.Namespace, rows: list[Row]) -> list[Row]:
     options, the engine's own memory policy, the workload), with a shorter search."""
     from dataclasses import replace
 
-    from kvbudget.cli import RaisingParser, build_parser
-    from kvbudget.cli_simulate import simulate_study
+    from kvbudget.cli.main import RaisingParser, build_parser
+    from kvbudget.cli.simulate import simulate_study
     from kvbudget.plan.compare import Simulated
     from kvbudget.simulate.study import sustained_basis
     from kvbudget.units import parse_count
@@ -265,7 +265,7 @@ def _render(rows: list[Row], with_rate: bool, with_workload: bool, with_sim: boo
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argparse.Namespace], str]]:
-    from kvbudget.cli_plan import add_plan_options
+    from kvbudget.cli.plan import add_plan_options
 
     p = sub.add_parser(
         "compare", help="models x GPUs x engines x caps x cache dtypes side by side, with cost and GPUs for a rate"
@@ -300,8 +300,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
 
 def _plan_dests() -> set[str]:
     """The plan options' names, which a simulation of a row takes from compare's."""
-    from kvbudget.cli import RaisingParser
-    from kvbudget.cli_plan import add_plan_options
+    from kvbudget.cli.main import RaisingParser
+    from kvbudget.cli.plan import add_plan_options
 
     p = RaisingParser()
     add_plan_options(p)

@@ -18,7 +18,7 @@ FORMATS = ("html", "md", "json")
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argparse.Namespace], str]]:
-    from kvbudget.cli_plan import add_plan_options
+    from kvbudget.cli.plan import add_plan_options
 
     p = sub.add_parser(
         "report",

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 def add_plan_options(p: argparse.ArgumentParser) -> None:
-    from kvbudget.cli import add_model_options
+    from kvbudget.cli.main import add_model_options
 
     add_model_options(p)
     g = p.add_argument_group("deployment")
@@ -58,7 +58,7 @@ def add_plan_options(p: argparse.ArgumentParser) -> None:
 
 def plan_inputs(args: argparse.Namespace) -> tuple[PlanInputs, int | None]:
     """PlanInputs from the options, and the current weight bits when known (for the weights lever)."""
-    from kvbudget.cli import engine_options
+    from kvbudget.cli.main import engine_options
     from kvbudget.cost import resolve_dtypes
     from kvbudget.engines import parse_engine, served_spec
     from kvbudget.engines.capability import compute_capability

@@ -28,7 +28,7 @@ _PLAN_ONLY = ("gpu", "gpu_memory", "context", "weights", "weights_size", "overhe
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argparse.Namespace], str]]:
-    from kvbudget.cli_plan import add_optional_plan_options
+    from kvbudget.cli.plan import add_optional_plan_options
 
     p = sub.add_parser("trace", help="real traces: session statistics, what a cap does, conversion")
     commands = p.add_subparsers(dest="trace_command", metavar="{stats,convert}", required=True, parser_class=type(p))
@@ -97,7 +97,7 @@ def _stats(args: argparse.Namespace) -> str:
 
 
 def _cap(args: argparse.Namespace, stats: TraceStats) -> CapAnalysis:
-    from kvbudget.cli_plan import plan_inputs
+    from kvbudget.cli.plan import plan_inputs
     from kvbudget.plan.caps import cap_analysis
 
     peak = stats.session_peak_tokens.p99

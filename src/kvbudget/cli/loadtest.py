@@ -35,7 +35,7 @@ def _count(text: str | None, what: str, default: int | None = None) -> int | Non
 
 
 def _seconds(text: str | None, what: str) -> float | None:
-    from kvbudget.cli_simulate import parse_seconds
+    from kvbudget.cli.simulate import parse_seconds
 
     return None if text is None else parse_seconds(text, what)
 
@@ -71,7 +71,7 @@ def _plans(args: argparse.Namespace) -> Callable[[ServerInfo, int], PlanInputs |
             return None
         key = (info.engine, cap)
         if key not in memo:
-            from kvbudget.cli_plan import plan_inputs
+            from kvbudget.cli.plan import plan_inputs
             from kvbudget.plan.plan import make_plan
 
             engine = args.engine or (info.engine if info.engine in PLANNED_ENGINES else None)
@@ -158,7 +158,7 @@ def cmd_loadtest(args: argparse.Namespace) -> str:
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argparse.Namespace], str]]:
-    from kvbudget.cli_plan import add_optional_plan_options
+    from kvbudget.cli.plan import add_optional_plan_options
 
     p = sub.add_parser(
         "loadtest",
