@@ -34,19 +34,17 @@ WORKLOAD = {
     "tool_latency_s": {"dist": "exponential", "mean": 2.0},
     "cap": {"at_cap": "compact", "target_fraction": 0.3},
 }
-PLAN_ARGS = ["plan", "llama-3.1-8b", "--gpu", "h100-80gb", "--engine", "vllm", "--context", "32k"]
+PLAN = {"model": "llama-3.1-8b", "gpu": "h100-80gb", "engine": "vllm", "context": "32k"}
 
 
 def run(sessions: int, check: bool = False) -> dict[str, object]:
-    from kvbudget.cli.main import build_parser
-    from kvbudget.cli.plan import plan_inputs
+    from kvbudget.api import PlanRequest, plan_deployment
     from kvbudget.hardware import gpu
-    from kvbudget.plan.plan import make_plan
     from kvbudget.simulate import MemoryPolicy, SimConfig, cap_from_workload, memory_from_plan, simulate, time_from_plan
     from kvbudget.workload.generate import generate_sessions
     from kvbudget.workload.loader import workload_from_dict
 
-    plan = make_plan(plan_inputs(build_parser().parse_args(PLAN_ARGS))[0])
+    plan = plan_deployment(PlanRequest.from_options(PLAN))
     workload = workload_from_dict(WORKLOAD, where="bench")
     config = SimConfig(
         memory=memory_from_plan(plan),

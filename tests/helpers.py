@@ -11,6 +11,7 @@ import pytest
 from kvbudget.cli.main import main
 from kvbudget.model.families import read_spec
 from kvbudget.model.spec import ModelSpec
+from kvbudget.plan.plan import Plan
 
 
 def dense_config(layers: int, heads: int, kv_heads: int, head_dim: int, **extra: Any) -> dict[str, Any]:
@@ -43,3 +44,13 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     code = main(list(argv))
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+def plan_from_argv(argv: list[str]) -> Plan:
+    """The plan a ``kvbudget plan ...`` command line asks for, through the CLI's own parser and request mapping."""
+    from kvbudget.cli.main import build_parser
+    from kvbudget.cli.options import request_from
+    from kvbudget.plan.build import plan_deployment
+    from kvbudget.requests.plan import PlanRequest
+
+    return plan_deployment(request_from(PlanRequest, build_parser().parse_args(argv)))

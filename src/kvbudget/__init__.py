@@ -1,23 +1,68 @@
 """kvbudget: exact KV-cache memory of LLMs per serving engine, with the arithmetic shown.
 
-The Python API (kvbudget.api, docs/api.md): ``kvbudget.cost``, ``kvbudget.plan``, ``kvbudget.compare`` and
-``kvbudget.simulate``, imported on first use so that ``import kvbudget`` (and the CLI's start-up) stays light.
+The Python API (kvbudget.api, docs/api.md): typed requests (``kvbudget.PlanRequest(...)``) and the functions that
+answer them (``kvbudget.plan_deployment(request)``), imported on first use so that ``import kvbudget`` (and the
+command line's start-up) stays light.
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "compare", "cost", "plan", "simulate"]
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
     from typing import Any
 
-    from kvbudget.api import compare, cost, plan, simulate
+    from kvbudget.api import (
+        CalibrateRequest,
+        CompareRequest,
+        CostRequest,
+        LeversRequest,
+        Memory,
+        ModelsRequest,
+        PlanRequest,
+        SimulateRequest,
+        TableRequest,
+        Tokens,
+        TraceStatsRequest,
+        calibrate_logs,
+        catalog_costs,
+        compare_deployments,
+        cost_table,
+        kv_cost,
+        plan_deployment,
+        rank_levers,
+        simulate_deployment,
+        trace_report,
+    )
+
+__all__ = [
+    "CalibrateRequest",
+    "CompareRequest",
+    "CostRequest",
+    "LeversRequest",
+    "Memory",
+    "ModelsRequest",
+    "PlanRequest",
+    "SimulateRequest",
+    "TableRequest",
+    "Tokens",
+    "TraceStatsRequest",
+    "__version__",
+    "calibrate_logs",
+    "catalog_costs",
+    "compare_deployments",
+    "cost_table",
+    "kv_cost",
+    "plan_deployment",
+    "rank_levers",
+    "simulate_deployment",
+    "trace_report",
+]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("compare", "cost", "plan", "simulate"):
+    if name in __all__ and name != "__version__":
         from kvbudget import api
 
         return getattr(api, name)

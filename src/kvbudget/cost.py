@@ -15,6 +15,7 @@ from kvbudget.precision import CacheDType, parse_cache_dtype
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
     from kvbudget.model.spec import CacheKind
+    from kvbudget.requests.cost import CostRequest
 
 SCHEMA_VERSION = 1
 
@@ -198,7 +199,21 @@ def compute_cost(
     return CostReport(spec, ref, layout, tokens, sequences)
 
 
-# Calling this module is the Python API's kvbudget.cost(...) (kvbudget/_callable.py says why).
-from kvbudget._callable import callable_module  # noqa: E402
+def kv_cost(request: CostRequest) -> CostReport:
+    """Bytes of the KV cache per token, per sequence and for the request's sequences (``kvbudget cost``);
+    ``.to_dict()`` is the ``cost --json`` document."""
+    from kvbudget.model.sources import resolve
+    from kvbudget.plan.build import engine_options
 
-callable_module(__name__)
+    r = request
+    return compute_cost(
+        resolve(r.model),
+        engine=r.engine,
+        kv_dtype=r.kv_dtype,
+        k_dtype=r.k_dtype,
+        v_dtype=r.v_dtype,
+        tokens=r.tokens,
+        sequences=r.sequences,
+        tp=r.tp,
+        options=engine_options(r),
+    )

@@ -21,9 +21,12 @@ from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from kvbudget.errors import InputError
+
+if TYPE_CHECKING:
+    from kvbudget.requests.cost import GpusRequest
 
 MemorySource = Literal["nvidia-smi", "cuda-deviceQuery", "nominal"]
 CudaProvenance = Literal["measured", "estimated", "exact", "nominal"]
@@ -230,3 +233,24 @@ def gpu(name: str) -> Gpu:
 def link(name: str) -> Link:
     """The interconnect with this id, alias or name (``pcie-gen5-x16``, ``nvlink4``, ``ib-ndr``)."""
     return _lookup(name, links(), "link")
+
+
+@dataclass(frozen=True)
+class GpuCatalog:
+    """The built-in GPUs and links (``kvbudget gpus``)."""
+
+    gpus: tuple[Gpu, ...]
+    links: tuple[Link, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        """The ``kvbudget gpus --json`` document."""
+        return {
+            "schema_version": 1,
+            "gpus": [g.to_json() for g in self.gpus],
+            "links": [x.to_json() for x in self.links],
+        }
+
+
+def gpu_catalog(request: GpusRequest | None = None) -> GpuCatalog:
+    """Every catalog GPU and link, in catalog order."""
+    return GpuCatalog(gpus(), links())

@@ -28,15 +28,10 @@ def test_vllm_refusal_gives_its_own_estimated_length(capsys: pytest.CaptureFixtu
 
 
 def test_the_largest_cap_serves_one_session() -> None:
-    from kvbudget.cli.main import build_parser
-    from kvbudget.cli.plan import plan_inputs
-    from kvbudget.plan.plan import make_plan
+    from kvbudget.api import PlanRequest, Tokens, plan_deployment
 
     for engine in ("vllm", "trtllm", "llamacpp", "ollama"):
-        args = build_parser().parse_args(
-            ["plan", "llama-3.1-8b", "--gpu", "rtx-4090", "--context", "128k", "--engine", engine]
-        )
-        plan = make_plan(plan_inputs(args)[0])
+        plan = plan_deployment(PlanRequest(model="llama-3.1-8b", gpu="rtx-4090", context=Tokens("128k"), engine=engine))
         largest = plan.largest_cap()
         assert plan.sessions == 0 and 0 < largest < 131_072
         assert plan.at_cap(largest).sessions == 1 and plan.at_cap(largest + 1).sessions == 0

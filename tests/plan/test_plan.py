@@ -231,7 +231,7 @@ def test_gpu_choice_is_exclusive() -> None:
     from kvbudget.plan.inputs import gpu_memory
 
     with pytest.raises(InputError, match="exactly one"):
-        gpu_memory("h100-80gb", "80GB")
+        gpu_memory("h100-80gb", 80 * 10**9)
     # CUDA's total, as vLLM issue #12330 measured it (35.55 GiB at 0.9), not nvidia-smi's 40,960 MiB
     memory, _, provenance, basis = gpu_memory("a100-40gb", None)
     assert (memory, provenance) == (int(39.5 * 2**30), "measured") and basis is not None and "12330" in basis

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from kvbudget.cli.simulate import ProgressBar, parse_bandwidth, parse_seconds, parse_share
+from kvbudget.cli.simulate import ProgressBar
 from kvbudget.errors import InputError
+from kvbudget.requests.values import read_bandwidth, read_seconds, read_share
 from tests.helpers import run_cli
 
 TRACES = Path(__file__).parent.parent / "data" / "traces"
@@ -225,17 +226,17 @@ def test_progress_bar_only_on_a_terminal_after_two_seconds(monkeypatch: pytest.M
 
 
 def test_parsers() -> None:
-    assert parse_bandwidth("3.35TB/s") == 3.35e12 and parse_bandwidth("4800GB/s") == 4.8e12
-    assert parse_bandwidth("2e12") == 2e12
-    assert parse_seconds("10m", "--duration") == 600 and parse_seconds("2h", "--duration") == 7200
-    assert parse_share("5%", "--watermark") == pytest.approx(0.05) and parse_share("0.1", "--watermark") == 0.1
+    assert read_bandwidth("3.35TB/s", "--bandwidth") == 3.35e12 and read_bandwidth("4800GB/s", "--bandwidth") == 4.8e12
+    assert read_bandwidth("2e12", "--bandwidth") == 2e12
+    assert read_seconds("10m", "--duration") == 600 and read_seconds("2h", "--duration") == 7200
+    assert read_share("5%", "--watermark") == pytest.approx(0.05) and read_share("0.1", "--watermark") == 0.1
     for bad in ("fast", "0"):
         with pytest.raises(InputError):
-            parse_seconds(bad, "--duration")
+            read_seconds(bad, "--duration")
     with pytest.raises(InputError):
-        parse_share("1.5", "--watermark")
+        read_share("1.5", "--watermark")
     with pytest.raises(InputError):
-        parse_bandwidth("lots")
+        read_bandwidth("lots", "--bandwidth")
 
 
 @pytest.mark.parametrize(

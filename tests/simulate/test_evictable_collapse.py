@@ -10,10 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kvbudget.cli.main import build_parser
-from kvbudget.cli.plan import plan_inputs
+from kvbudget.api import PlanRequest, Tokens, plan_deployment
 from kvbudget.hardware import gpu
-from kvbudget.plan.plan import make_plan
 from kvbudget.simulate import (
     MemoryPolicy,
     SimConfig,
@@ -31,13 +29,7 @@ SESSIONS = 300
 
 
 def _run(rate: float, policy: str, pause: str, count: int = SESSIONS) -> SimResult:
-    plan = make_plan(
-        plan_inputs(
-            build_parser().parse_args(
-                ["plan", "llama-3.1-8b", "--gpu", "h100-80gb", "--engine", "vllm", "--context", "96k"]
-            )
-        )[0]
-    )
+    plan = plan_deployment(PlanRequest(model="llama-3.1-8b", gpu="h100-80gb", engine="vllm", context=Tokens("96k")))
     raw = _parse_toml(EXAMPLE.read_text(), str(EXAMPLE))
     raw["arrival"] = {"rate_per_s": rate}
     workload = workload_from_dict(raw, where="test")

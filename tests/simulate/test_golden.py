@@ -14,10 +14,8 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from kvbudget.cli.main import build_parser
-from kvbudget.cli.plan import plan_inputs
 from kvbudget.hardware import gpu
-from kvbudget.plan.plan import Plan, make_plan
+from kvbudget.plan.plan import Plan
 from kvbudget.simulate import (
     MemoryPolicy,
     SimConfig,
@@ -29,6 +27,7 @@ from kvbudget.simulate import (
 )
 from kvbudget.workload.generate import generate_sessions
 from kvbudget.workload.loader import _parse_toml, workload_from_dict
+from tests.helpers import plan_from_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden" / "simulate_coding-agent_seed1.json"
@@ -70,7 +69,7 @@ def documents() -> dict[str, object]:
 
 def _plan() -> Plan:
     argv = ["plan", "llama-3.1-8b", "--gpu", "h100-80gb", "--engine", "vllm", "--context", "32k"]
-    return make_plan(plan_inputs(build_parser().parse_args(argv))[0])
+    return plan_from_argv(argv)
 
 
 def test_simulator_output_for_seed_1_is_pinned() -> None:

@@ -8,9 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kvbudget.cli.main import build_parser
-from kvbudget.cli.plan import plan_inputs
-from kvbudget.plan.plan import Plan, make_plan
+from kvbudget.plan.plan import Plan
 from kvbudget.simulate import (
     CostTable,
     MemoryModel,
@@ -28,11 +26,12 @@ from kvbudget.simulate.batch import REBASE_TOKENS, DecodeBatch
 from kvbudget.simulate.metrics import LogHistogram, Sample, TimeSeries
 from kvbudget.simulate.session import Session
 from kvbudget.workload.record import SessionPlan
+from tests.helpers import plan_from_argv
 from tests.simulate.builders import agent_sessions, config, session
 
 
 def _plan(*argv: str) -> Plan:
-    return make_plan(plan_inputs(build_parser().parse_args(["plan", *argv]))[0])
+    return plan_from_argv(["plan", *argv])
 
 
 def test_histogram_quantiles_within_one_percent() -> None:

@@ -108,15 +108,19 @@ def test_bad_input_is_400_with_the_clis_error_document(
     jsonschema.validate(document, json.loads((SCHEMAS / "error.json").read_text(encoding="utf-8")))
 
 
-def test_a_parse_error_is_the_parsers_one_line(server: Server) -> None:
+def test_a_missing_or_unknown_option_is_the_requests_one_line(
+    server: Server, capsys: pytest.CaptureFixture[str]
+) -> None:
     status, body = api(server, "plan", model="llama-3.1-8b", gpu="h100-sxm")
     assert status == 400
-    assert json.loads(body)["error"] == {
-        "kind": "InputError",
-        "message": "kvbudget plan: the following arguments are required: --context",
-    }
+    assert json.loads(body)["error"] == {"kind": "InputError", "message": "--context is required"}
+    code, expected = cli_stdout(capsys, "plan", "llama-3.1-8b", "--gpu", "h100-sxm")
+    assert code == 1 and body == expected  # the command line says the same, in the same document
     status, body = api(server, "plan", model="llama-3.1-8b", context="32k", bogus="1")
-    assert (status, json.loads(body)["error"]["message"]) == (400, "kvbudget: unrecognized arguments: --bogus")
+    assert (status, json.loads(body)["error"]["message"]) == (
+        400,
+        "unrecognized option --bogus; see kvbudget plan --help",
+    )
     status, body = api(server, "serve")
     assert status == 400
     assert json.loads(body)["error"]["message"] == (

@@ -35,9 +35,9 @@ def _count(text: str | None, what: str, default: int | None = None) -> int | Non
 
 
 def _seconds(text: str | None, what: str) -> float | None:
-    from kvbudget.cli.simulate import parse_seconds
+    from kvbudget.requests.values import read_seconds
 
-    return None if text is None else parse_seconds(text, what)
+    return None if text is None else read_seconds(text, what)
 
 
 def _scale(text: str) -> float:
@@ -71,8 +71,10 @@ def _plans(args: argparse.Namespace) -> Callable[[ServerInfo, int], PlanInputs |
             return None
         key = (info.engine, cap)
         if key not in memo:
-            from kvbudget.cli.plan import plan_inputs
+            from kvbudget.cli.options import request_from
+            from kvbudget.plan.build import plan_inputs
             from kvbudget.plan.plan import make_plan
+            from kvbudget.requests.plan import PlanRequest
 
             engine = args.engine or (info.engine if info.engine in PLANNED_ENGINES else None)
             if engine is None:
@@ -82,9 +84,8 @@ def _plans(args: argparse.Namespace) -> Callable[[ServerInfo, int], PlanInputs |
             model = args.model or info.model
             if not model:
                 raise InputError("--model: the server names no model; give --model for the prediction")
-            ns = argparse.Namespace(**vars(args))
-            ns.model, ns.engine, ns.sessions, ns.context = model, engine, None, str(cap)
-            inputs, _ = plan_inputs(ns)
+            request = request_from(PlanRequest, args, model=model, engine=engine, sessions=None, context=cap)
+            inputs, _ = plan_inputs(request)
             make_plan(inputs)  # a plan that cannot be made fails now, before any load
             memo[key] = inputs
         return memo[key]

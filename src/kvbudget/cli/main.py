@@ -16,78 +16,52 @@ import sys
 from collections.abc import Callable, Sequence
 
 from kvbudget import __version__
-from kvbudget.engines.base import EngineOptions
-from kvbudget.errors import EngineRefusalError, InputError, KvBudgetError, error_document, one_line
-from kvbudget.units import parse_count, parse_count_list, parse_token_list, parse_tokens
+from kvbudget.cli.options import request_from
+from kvbudget.errors import InputError, KvBudgetError, error_document, one_line
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
     from typing import Any, NoReturn
-
-    from kvbudget.cost import CostReport
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="catalog name, config.json, model directory, .gguf file, or Hub id")
     p.add_argument(
         "--engine",
-        default="ideal",
-        help="ideal, vllm, sglang, llamacpp, transformers; "
+        help="ideal, vllm, sglang, trtllm, llamacpp, ollama, transformers; "
         "optionally with a version: vllm@0.25, transformers<5 (default: ideal)",
     )
     p.add_argument(
         "--kv-dtype",
-        default="auto",
-        help="cache dtype for K and V (auto = model dtype); 'q8_0/q4_0' sets K and V apart",
+        help="cache dtype for K and V (default auto = model dtype); 'q8_0/q4_0' sets K and V apart",
     )
     p.add_argument("--k-dtype", default=None, help="K cache dtype (overrides --kv-dtype)")
     p.add_argument("--v-dtype", default=None, help="V cache dtype (overrides --kv-dtype)")
-    p.add_argument("--tp", default="1", help="tensor-parallel size; bytes are per GPU (default 1)")
+    p.add_argument("--tp", help="tensor-parallel size; bytes are per GPU (default 1)")
     p.add_argument("--units", choices=["si", "iec"], default="iec", help="GB (10^9) or GiB (2^30); default iec")
     p.add_argument("--json", action="store_true", help="print the versioned JSON contract")
     g = p.add_argument_group("engine settings")
-    g.add_argument("--block-size", default=None, help="vLLM/SGLang block (page) size in tokens")
-    g.add_argument("--max-num-batched-tokens", default=None, help="vLLM max_num_batched_tokens (window reserve)")
+    g.add_argument("--block-size", help="vLLM/SGLang block (page) size in tokens")
+    g.add_argument("--max-num-batched-tokens", help="vLLM max_num_batched_tokens (window reserve)")
     g.add_argument(
         "--no-prefix-caching",
         action="store_true",
         help="vLLM --no-enable-prefix-caching (default: vLLM's own, on for decoder and hybrid models; "
         "on, a Mamba layer holds 2-3 state pages per sequence)",
     )
-    g.add_argument(
-        "--image-tokens", default="6404", help="cross-attention source tokens (default 6404: one image, 4 tiles x 1601)"
-    )
+    g.add_argument("--image-tokens", help="cross-attention source tokens (default 6404: one image, 4 tiles x 1601)")
     g.add_argument(
         "--mla-storage",
         choices=["latent", "latent+v", "expanded"],
-        default=None,
         help="override how latent attention is stored",
     )
     g.add_argument("--swa-full", action="store_true", help="llama.cpp --swa-full: full-size SWA cache")
-    g.add_argument("--ubatch", default=None, help="llama.cpp -ub (default 512) / Ollama num_batch (default: Ollama's)")
+    g.add_argument("--ubatch", help="llama.cpp -ub (default 512) / Ollama num_batch (default: Ollama's)")
     g.add_argument("--no-flash-attn", action="store_true", help="llama.cpp -fa off")
     g.add_argument("--kv-unified", action="store_true", help="llama.cpp --kv-unified (one stream)")
     g.add_argument(
         "--max-batch-size",
-        default=None,
         help="TensorRT-LLM max_batch_size (default 2048; each slot reserves a hybrid's recurrent state)",
-    )
-
-
-def engine_options(args: argparse.Namespace) -> EngineOptions:
-    return EngineOptions(
-        block_size=parse_count(args.block_size, what="--block-size") if args.block_size else None,
-        max_num_batched_tokens=parse_tokens(args.max_num_batched_tokens, what="--max-num-batched-tokens")
-        if args.max_num_batched_tokens
-        else None,
-        image_tokens=parse_count(args.image_tokens, what="--image-tokens"),
-        mla_storage=args.mla_storage,  # one of --mla-storage's choices
-        swa_full=args.swa_full,
-        n_ubatch=parse_count(args.ubatch, what="--ubatch") if args.ubatch is not None else None,
-        flash_attn=not args.no_flash_attn,
-        kv_unified=args.kv_unified,
-        prefix_caching=False if args.no_prefix_caching else None,
-        max_batch_size=parse_count(args.max_batch_size, what="--max-batch-size") if args.max_batch_size else None,
     )
 
 
@@ -166,20 +140,20 @@ def build_parser(parser_class: type[_Parser] = _Parser, *, command: str | None =
     if every or command == "cost":
         p = sub.add_parser("cost", help="bytes per token, per sequence and for S sequences")
         add_model_options(p)
-        p.add_argument("--tokens", default="32k", help="tokens per sequence (32768, 32k, 128K; default 32k)")
-        p.add_argument("--sequences", default="1", help="concurrent sequences (default 1)")
+        p.add_argument("--tokens", help="tokens per sequence (32768, 32k, 128K; default 32k)")
+        p.add_argument("--sequences", help="concurrent sequences (default 1)")
 
     if every or command == "table":
         p = sub.add_parser("table", help="context x sequences table of KV bytes")
         add_model_options(p)
-        p.add_argument("--tokens", default="8k,32k,128k", help="comma-separated contexts")
-        p.add_argument("--sequences", default="1,8", help="comma-separated sequence counts")
+        p.add_argument("--tokens", help="comma-separated contexts (default 8k,32k,128k)")
+        p.add_argument("--sequences", help="comma-separated sequence counts (default 1,8)")
 
     if every or command == "models":
         p = sub.add_parser("models", help="list the built-in catalog with per-token cost")
-        p.add_argument("--engine", default="ideal")
-        p.add_argument("--kv-dtype", default="auto")
-        p.add_argument("--tokens", default="32k", help="context for the per-sequence column (default 32k)")
+        p.add_argument("--engine", help="engine, as for cost (default ideal)")
+        p.add_argument("--kv-dtype", help="cache dtype, as for cost (default auto)")
+        p.add_argument("--tokens", help="context for the per-sequence column (default 32k)")
         p.add_argument("--units", choices=["si", "iec"], default="iec")
         p.add_argument("--json", action="store_true")
 
@@ -197,26 +171,11 @@ def build_parser(parser_class: type[_Parser] = _Parser, *, command: str | None =
     return parser
 
 
-def cost_report(args: argparse.Namespace) -> CostReport:
-    """What `kvbudget cost` computes (the Python API's kvbudget.cost returns it)."""
-    from kvbudget.cost import compute_cost
-    from kvbudget.model.sources import resolve
-
-    return compute_cost(
-        resolve(args.model),
-        engine=args.engine,
-        kv_dtype=args.kv_dtype,
-        k_dtype=args.k_dtype,
-        v_dtype=args.v_dtype,
-        tokens=parse_tokens(args.tokens),
-        sequences=parse_count(args.sequences, what="--sequences"),
-        tp=parse_count(args.tp, what="--tp"),
-        options=engine_options(args),
-    )
-
-
 def _cmd_cost(args: argparse.Namespace) -> str:
-    report = cost_report(args)
+    from kvbudget.cost import kv_cost
+    from kvbudget.requests.cost import CostRequest
+
+    report = kv_cost(request_from(CostRequest, args))
     if args.json:
         return json.dumps(report.to_json(), indent=2)
     from kvbudget.render.text import render_cost
@@ -225,104 +184,42 @@ def _cmd_cost(args: argparse.Namespace) -> str:
 
 
 def _cmd_table(args: argparse.Namespace) -> str:
-    from kvbudget.cost import compute_cost
-    from kvbudget.model.sources import resolve
+    from kvbudget.requests.cost import TableRequest
+    from kvbudget.tables import cost_table
 
-    spec = resolve(args.model)
-    tokens = parse_token_list(args.tokens)
-    sequences = parse_count_list(args.sequences, what="--sequences")
-    report = compute_cost(
-        spec,
-        engine=args.engine,
-        kv_dtype=args.kv_dtype,
-        k_dtype=args.k_dtype,
-        v_dtype=args.v_dtype,
-        tokens=tokens[0],
-        tp=parse_count(args.tp, what="--tp"),
-        options=engine_options(args),
-    )
-    cells = {(n, s): report.layout.total_bytes(n, s) for n in tokens for s in sequences}
+    answer = cost_table(request_from(TableRequest, args))
     if args.json:
-        return json.dumps(
-            {
-                "schema_version": 1,
-                "model": spec.name,
-                "engine": report.engine.to_json(),
-                "kv_dtype": report.kv_dtype_label,
-                "tp": report.layout.tp,
-                "kv_bytes_per_token": report.kv_bytes_per_token,
-                "rows": [
-                    {"tokens": n, "sequences": s, "total_bytes": cells[(n, s)]} for n in tokens for s in sequences
-                ],
-            },
-            indent=2,
-        )
+        return json.dumps(answer.to_dict(), indent=2)
     from kvbudget.render.text import render_context_table
 
+    report = answer.report
+    cells = {(n, s): answer.total_bytes(n, s) for n in answer.tokens for s in answer.sequences}
     return render_context_table(
-        spec.name, report.engine.label, report.kv_dtype_label, tokens, sequences, cells, args.units
+        report.model.name,
+        report.engine.label,
+        report.kv_dtype_label,
+        list(answer.tokens),
+        list(answer.sequences),
+        cells,
+        args.units,
     )
 
 
 def _cmd_models(args: argparse.Namespace) -> str:
-    from kvbudget.cost import compute_cost
-    from kvbudget.engines import parse_engine
-    from kvbudget.model import catalog
-    from kvbudget.model.families import read_spec
-    from kvbudget.render.text import table
-    from kvbudget.units import format_bytes, format_int, format_tokens
+    from kvbudget.requests.cost import ModelsRequest
+    from kvbudget.tables import catalog_costs
 
-    tokens = parse_tokens(args.tokens)
-    units = args.units  # si or iec (--units choices)
-    engine_ref = parse_engine(args.engine)
-    rows = []
-    data: list[dict[str, object]] = []
-    for entry in catalog.entries():
-        spec = read_spec(entry.config, name=entry.name, source=entry.source, where=f"catalog:{entry.name}")
-        try:
-            report = compute_cost(spec, engine=engine_ref, kv_dtype=args.kv_dtype, tokens=tokens)
-        except EngineRefusalError as exc:
-            # One model an engine cannot serve must not hide the rest of the catalog.
-            rows.append([entry.name, spec.model_type, "-", "-", "-", f"refused: {exc}"])
-            data.append({"name": entry.name, "model_type": spec.model_type, "refused": str(exc)})
-            continue
-        kinds = sorted({g.kind for g in report.layout.groups if g.kind != "shared_kv"})
-        per_token, state = format_int(report.kv_bytes_per_token), format_int(report.state_bytes)
-        rows.append(
-            [
-                entry.name,
-                spec.model_type,
-                per_token,
-                state,
-                format_bytes(report.sequence_bytes, units),
-                ", ".join(kinds),
-            ]
-        )
-        data.append(
-            {
-                "name": entry.name,
-                "aliases": list(entry.aliases),
-                "model_type": spec.model_type,
-                "kv_bytes_per_token": report.kv_bytes_per_token,
-                "state_bytes": report.state_bytes,
-                "tokens": tokens,
-                "sequence_bytes": report.sequence_bytes,
-                "kinds": kinds,
-                "status": entry.status,
-                "source": entry.source,
-            }
-        )
+    answer = catalog_costs(request_from(ModelsRequest, args))
     if args.json:
-        return json.dumps(
-            {"schema_version": 1, "engine": engine_ref.to_json(), "kv_dtype": args.kv_dtype, "models": data}, indent=2
-        )
-    head = f"Built-in catalog · engine {args.engine} · cache {args.kv_dtype} · bytes per GPU at tp 1"
-    headers = ["model", "model_type", "B/token", "state B/seq", f"1 seq @{format_tokens(tokens)}", "layer kinds"]
-    return head + "\n" + table(headers, rows, [False, False, True, True, True, False])
+        return json.dumps(answer.to_dict(), indent=2)
+    from kvbudget.render.text import render_catalog
+
+    return render_catalog(answer, args.units)
 
 
 def _cmd_measure(args: argparse.Namespace) -> str:
     from kvbudget.measure.skeleton import measure_command
+    from kvbudget.units import parse_tokens
 
     return measure_command(args.model, tokens=parse_tokens(args.tokens), device=args.device, as_json=args.json)
 

@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from kvbudget.cli.options import request_from
 from kvbudget.units import counted
 
 FORMATS = ("html", "md", "json")
@@ -27,10 +28,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     add_plan_options(p)
     g = p.add_argument_group("report")
     g.add_argument("--format", choices=FORMATS, default="html", help="html (default), md (Markdown) or json")
-    g.add_argument("--out", default=None, metavar="FILE", help="write the report here (default: stdout)")
+    g.add_argument("--out", metavar="FILE", help="write the report here (default: stdout)")
     g = p.add_argument_group("traces (session lengths; kvbudget trace stats)")
-    g.add_argument("--trace", nargs="+", default=None, metavar="FILE", help="trace file(s) (docs/traces.md)")
-    g.add_argument("--trace-format", default=None, help="read every trace file as this format (default: detected)")
+    g.add_argument("--trace", nargs="+", metavar="FILE", help="trace file(s) (docs/traces.md)")
+    g.add_argument("--trace-format", help="read every trace file as this format (default: detected)")
     g.add_argument("--strict", action="store_true", help="stop at the first bad trace row instead of skipping it")
     g.add_argument(
         "--sessions-span-files",
@@ -38,32 +39,32 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
         help="the trace files are parts of one trace: a session id continues across them",
     )
     g = p.add_argument_group("simulation (kvbudget simulate; its defaults otherwise)")
-    g.add_argument("--workload", default=None, help="workload file (TOML or YAML): run the simulator on it")
-    g.add_argument("--seed", type=int, default=0, help="seed of the generated sessions (default 0)")
-    g.add_argument("--simulate-sessions", default=None, help="sessions to simulate (default: simulate's 2000)")
-    g.add_argument("--search-sessions", default="2000", help="sessions per search probe (0: no search)")
-    g.add_argument("--bandwidth", default=None, help="HBM bytes/s per GPU (default: the --gpu catalog entry)")
-    g.add_argument("--decode-rate", default=None, help="fixed decode tokens/s per session instead of the roofline")
-    g.add_argument("--prefill-rate", default=None, help="prefill tokens/s per replica (default 10000)")
+    g.add_argument("--workload", help="workload file (TOML or YAML): run the simulator on it")
+    g.add_argument("--seed", help="seed of the generated sessions (default 0)")
+    g.add_argument("--simulate-sessions", help="sessions to simulate (default: simulate's 2000)")
+    g.add_argument("--search-sessions", help="sessions per search probe (default 2000; 0: no search)")
+    g.add_argument("--bandwidth", help="HBM bytes/s per GPU (default: the --gpu catalog entry)")
+    g.add_argument("--decode-rate", help="fixed decode tokens/s per session instead of the roofline")
+    g.add_argument("--prefill-rate", help="prefill tokens/s per replica (default 10000)")
     g = p.add_argument_group("measured (kvbudget loadtest, kvbudget calibrate)")
-    g.add_argument(
-        "--loadtest", action="append", default=None, metavar="RESULT.json", help="a kvbudget loadtest --json result"
-    )
-    g.add_argument("--log", action="append", default=None, metavar="LOG", help="an engine start-up log (calibrate)")
+    g.add_argument("--loadtest", action="append", metavar="RESULT.json", help="a kvbudget loadtest --json result")
+    g.add_argument("--log", action="append", metavar="LOG", help="an engine start-up log (calibrate)")
     return {"report": cmd_report}
 
 
 def cmd_report(args: argparse.Namespace) -> str:
     from kvbudget.report.collect import collect
+    from kvbudget.requests.report import ReportRequest
 
     fmt = "json" if args.json else args.format
+    request = request_from(ReportRequest, args)
     writer = None
     if args.out:
         from kvbudget.safeio import AtomicWriter
 
-        inputs = [*(args.trace or []), *([args.workload] if args.workload else []), *(args.loadtest or [])]
-        writer = AtomicWriter(args.out, "--out", [*inputs, *(args.log or [])])
-    report = collect(args)
+        inputs = [*(request.trace or ()), *([request.workload] if request.workload else []), *(request.loadtest or ())]
+        writer = AtomicWriter(args.out, "--out", [*inputs, *(request.log or ())])
+    report = collect(request)
     if fmt == "json":
         text = json.dumps(report.to_dict(), indent=2)
     elif fmt == "md":

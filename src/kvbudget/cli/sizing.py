@@ -51,14 +51,14 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
 
 
 def _cmd_gpus(args: argparse.Namespace) -> str:
-    from kvbudget.hardware import gpus, links
+    from kvbudget.hardware import gpu_catalog
 
+    catalog = gpu_catalog()
     if args.json:
-        data = {"schema_version": 1, "gpus": [g.to_json() for g in gpus()], "links": [x.to_json() for x in links()]}
-        return json.dumps(data, indent=2)
+        return json.dumps(catalog.to_dict(), indent=2)
     from kvbudget.render.planning import render_gpus
 
-    return render_gpus(gpus(), links())
+    return render_gpus(catalog.gpus, catalog.links)
 
 
 def _split(text: str) -> list[str]:

@@ -13,18 +13,13 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from kvbudget.errors import InputError, TraceError
-from kvbudget.units import counted, parse_tokens
+from kvbudget.cli.options import request_from
+from kvbudget.units import counted
 from kvbudget.workload.traces import FORMATS
 
 if TYPE_CHECKING:
-    from kvbudget.plan.caps import CapAnalysis
     from kvbudget.units import UnitSystem
     from kvbudget.workload.record import BadRow
-    from kvbudget.workload.stats import TraceStats
-
-# options that only make sense with --model (a plan); their presence without it is a mistake
-_PLAN_ONLY = ("gpu", "gpu_memory", "context", "weights", "weights_size", "overhead", "utilization", "sessions")
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argparse.Namespace], str]]:
@@ -66,47 +61,18 @@ def _cmd_trace(args: argparse.Namespace) -> str:
 
 
 def _stats(args: argparse.Namespace) -> str:
-    from dataclasses import replace
+    from kvbudget.requests.trace import TraceStatsRequest
+    from kvbudget.workload.trace_report import trace_report
 
-    from kvbudget.workload.stats import trace_stats
-    from kvbudget.workload.traces import read_records
-
-    if args.model is None:
-        given = [f"--{name.replace('_', '-')}" for name in _PLAN_ONLY if getattr(args, name) is not None]
-        if given:
-            raise InputError(f"{', '.join(given)} describe a deployment for the cap analysis; add --model M")
-    bad: list[BadRow] = []
-    records = read_records(
-        args.files, fmt=args.format, strict=args.strict, bad_rows=bad, span_files=args.sessions_span_files
-    )
-    stats = trace_stats(records, 0)
-    stats = replace(stats, bad_rows=len(bad))  # the bad rows are known once the records are consumed
-    cap = _cap(args, stats) if args.model is not None else None
+    report = trace_report(request_from(TraceStatsRequest, args))
     if args.json:
-        data = stats.to_json()
-        data["bad_row_examples"] = [str(row) for row in bad[:20]]
-        if cap is not None:
-            data["cap"] = cap.to_json()
-        return json.dumps(data, indent=2)
+        return json.dumps(report.to_dict(), indent=2)
     from kvbudget.render.traces import render_cap, render_trace_stats
 
-    text = render_trace_stats(stats, bad, len(args.files))
-    if cap is not None:
-        text += "\n\n" + render_cap(cap, cast("UnitSystem", args.units))
+    text = render_trace_stats(report.stats, list(report.bad_rows), report.files)
+    if report.cap is not None:
+        text += "\n\n" + render_cap(report.cap, cast("UnitSystem", args.units))
     return text
-
-
-def _cap(args: argparse.Namespace, stats: TraceStats) -> CapAnalysis:
-    from kvbudget.cli.plan import plan_inputs
-    from kvbudget.plan.caps import cap_analysis
-
-    peak = stats.session_peak_tokens.p99
-    if stats.steps == 0 or peak is None:
-        raise TraceError("the traces have no usable steps; there is no session length to read a cap from")
-    current = parse_tokens(args.context, what="--context") if args.context else None
-    # plan_inputs needs some cap; cap_analysis replaces it with each cap it plans
-    inputs, _ = plan_inputs(argparse.Namespace(**{**vars(args), "context": args.context or "1"}))
-    return cap_analysis(int(peak), inputs, current, stats.session_peak_tokens.count)
 
 
 def _convert(args: argparse.Namespace) -> str:

@@ -28,8 +28,10 @@ class Choice:
     model: str
     gpu: str
     engine: str
-    context: str
+    context: int
     kv_dtype: str
+    weights: str | None = None  # a serving precision; None: the checkpoint's own
+    tp: int = 1
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,10 @@ class Row:
             "engine": c.engine,
             "context": c.context,
             "kv_dtype": c.kv_dtype,
+            "weights": c.weights,
+            "tp": c.tp,
             "refused": self.refused or None,
+            "warnings": [],
         }
         if self.plan is not None:
             i = self.plan.inputs
@@ -146,7 +151,11 @@ class Row:
                 "per_session_bytes": self.plan.per_session_bytes,
                 "kv_pool_bytes": self.plan.kv_pool_bytes,
                 "weights_bytes_per_gpu": self.plan.weights_per_gpu,
+                "warnings": list(self.plan.warnings),
             }
+            if self.plan.max_context_for_sessions is not None:
+                out["max_context_for_sessions"] = self.plan.max_context_for_sessions
+                out["sessions_requested"] = i.sessions
         out |= {
             "price_per_gpu_hour": self.price_per_gpu_hour,
             "cost_per_hour": _round(self.cost_per_hour),

@@ -14,28 +14,27 @@ from pathlib import Path
 from kvbudget import hardware
 from kvbudget.errors import InputError
 from kvbudget.model.spec import ModelSpec
-from kvbudget.units import parse_memory
 from kvbudget.weights import sources
 from kvbudget.weights.params import count_params
 from kvbudget.weights.precision import estimate_weights, weight_precision
 
 
-def gpu_memory(gpu: str | None, gpu_memory_text: str | None) -> tuple[int, str, str | None, str | None]:
+def gpu_memory(gpu: str | None, given_bytes: int | None) -> tuple[int, str, str | None, str | None]:
     """(bytes per GPU, label, provenance, basis) from ``--gpu NAME`` or ``--gpu-memory SIZE`` (exactly one).
 
     A catalog GPU gives its total as CUDA reports it (what every engine sizes from), not nvidia-smi's.
     """
-    if (gpu is None) == (gpu_memory_text is None):
+    if (gpu is None) == (given_bytes is None):
         raise InputError("give exactly one of --gpu NAME (see `kvbudget gpus`) or --gpu-memory SIZE (e.g. 24GiB)")
     if gpu is not None:
         entry = hardware.gpu(gpu)
         return entry.cuda_total_bytes, entry.name, entry.cuda_provenance, f"{entry.name}: {entry.cuda_basis}"
-    assert gpu_memory_text is not None
-    return parse_memory(gpu_memory_text, what="--gpu-memory"), "given", None, None
+    assert given_bytes is not None
+    return given_bytes, "given", None, None
 
 
 def weights_figure(
-    spec: ModelSpec, model_ref: str, precision: str | None, size: str | None, group_size: int = 128
+    spec: ModelSpec, model_ref: str, precision: str | None, size: int | None, group_size: int = 128
 ) -> sources.WeightSize:
     """The weights line of the ledger (whole model, all GPUs)."""
     if size is not None:

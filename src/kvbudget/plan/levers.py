@@ -31,6 +31,20 @@ class Lever:
     refused: str = ""
 
 
+@dataclass(frozen=True)
+class LeverRanking:
+    """The levers of one plan, best first (``kvbudget levers``)."""
+
+    plan: Plan
+    levers: tuple[Lever, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        """The ``kvbudget levers --json`` document."""
+        from kvbudget.plan.report import levers_json
+
+        return levers_json(self.plan, list(self.levers))
+
+
 Reweigh = Callable[[int], WeightSize]
 
 

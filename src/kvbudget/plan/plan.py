@@ -24,6 +24,10 @@ from kvbudget.precision import CacheDType
 from kvbudget.units import counted, format_bytes, format_tokens
 from kvbudget.weights.sources import WeightSize
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
+if TYPE_CHECKING:
+    from kvbudget.plan.offload import Offload
+
 SCHEMA_VERSION = 1
 GiB = 2**30
 
@@ -87,6 +91,7 @@ class Plan:
     warnings: tuple[str, ...]
     prefix: PrefixSharing | None
     options: EngineOptions = field(default_factory=EngineOptions)  # as the engine derived them for the GPU
+    offload: Offload | None = None  # the offload tier, when the request gives its memory (plan/build.py)
 
     @property
     def total_sessions(self) -> int:
@@ -96,7 +101,7 @@ class Plan:
         """The ``kvbudget plan --json`` document."""
         from kvbudget.plan.report import plan_json
 
-        return plan_json(self)
+        return plan_json(self, self.offload)
 
     def largest_cap(self, sessions: int = 1) -> int:
         """The largest cap at which the engine serves ``sessions`` sessions on this deployment (0: none)."""

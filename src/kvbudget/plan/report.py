@@ -10,6 +10,7 @@ from kvbudget.plan.plan import SCHEMA_VERSION, Plan
 
 def plan_json(plan: Plan, offload: Offload | None = None) -> dict[str, object]:
     i = plan.inputs
+    offload = offload or plan.offload
     commands = all_engine_commands(plan)  # every serving engine's own plan, made once
     out: dict[str, object] = {
         "schema_version": SCHEMA_VERSION,

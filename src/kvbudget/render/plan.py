@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 
 def render_plan(plan: Plan, units: UnitSystem, offload: Offload | None = None) -> str:
+    offload = offload or plan.offload
     i = plan.inputs
     head = (
         f"{i.spec.name} on {i.engine.label} · {counted(i.gpus, 'GPU')}, tp {i.tp}, pp {i.pp} · "

@@ -9,6 +9,7 @@ from kvbudget.units import counted, exact_bytes, format_bytes, format_int, forma
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
+    from kvbudget.tables import CatalogCosts
     from kvbudget.units import UnitSystem
 
 
@@ -82,3 +83,26 @@ def render_context_table(
     unit = "GB = 10^9 B" if units == "si" else "GiB = 2^30 B"
     title = f"{name} · {engine} · cache {dtype} · KV cache per GPU ({unit})"
     return title + "\n" + table(headers, rows, [True] * len(headers))
+
+
+def render_catalog(answer: CatalogCosts, units: UnitSystem) -> str:
+    """``kvbudget models``: one line per catalog model (a refused one says why)."""
+    rows = []
+    for row in answer.rows:
+        if row.report is None:
+            rows.append([row.name, row.model_type, "-", "-", "-", f"refused: {row.refused}"])
+            continue
+        report = row.report
+        rows.append(
+            [
+                row.name,
+                row.model_type,
+                format_int(report.kv_bytes_per_token),
+                format_int(report.state_bytes),
+                format_bytes(report.sequence_bytes, units),
+                ", ".join(row.kinds),
+            ]
+        )
+    head = f"Built-in catalog · engine {answer.engine_text} · cache {answer.kv_dtype} · bytes per GPU at tp 1"
+    headers = ["model", "model_type", "B/token", "state B/seq", f"1 seq @{format_tokens(answer.tokens)}", "layer kinds"]
+    return head + "\n" + table(headers, rows, [False, False, True, True, True, False])

@@ -1,19 +1,18 @@
 """Gather one deployment's numbers for the report, each from the call behind its CLI command:
 
-* the plan and its serve commands: ``plan_inputs`` + ``make_plan`` + ``plan_json`` (``kvbudget plan --json``);
-* the levers: ``plan_levers`` + ``levers_json`` (``kvbudget levers --json``);
+* the plan and its serve commands: ``plan_inputs`` + ``make_plan`` + ``Plan.to_dict`` (``kvbudget plan --json``);
+* the levers: ``levers_of`` + ``levers_json`` (``kvbudget levers --json``);
 * the per-token cost by layer group: the plan's own layout read as ``kvbudget cost --json`` reads a layout, at
   the cap, for one sequence (with pipeline parallelism, the stage that fills first);
 * sessions against the cap: ``Plan.at_cap`` at caps from 1K to the advertised window (what
   ``kvbudget plan --context CAP`` gives at each);
 * session lengths: ``trace stats --model ... --json`` (``report.traces``);
-* simulated sessions: ``simulate_study`` with the report's plan options (``kvbudget simulate --json``);
+* simulated sessions: ``simulate_deployment`` with the report's plan options (``kvbudget simulate --json``);
 * measured sessions: a ``loadtest --json`` result, an engine log read by ``calibrate`` (``report.measured``).
 """
 
 from __future__ import annotations
 
-import argparse
 import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -21,9 +20,10 @@ from typing import TYPE_CHECKING
 from kvbudget.cost import CostReport
 from kvbudget.plan.plan import Plan
 from kvbudget.report.data import CapPoint, EnforcedCap, LayerGroup, Measured, Report, Simulated
-from kvbudget.units import parse_count
 
 if TYPE_CHECKING:
+    from kvbudget.requests.report import ReportRequest
+    from kvbudget.requests.simulate import SimulateRequest
     from kvbudget.units import UnitSystem
 
 FIRST_CAP = 1024
@@ -99,29 +99,13 @@ def enforced_cap(plan: Plan, commands: dict[str, dict[str, object]]) -> Enforced
     return EnforcedCap(i.context, i.spec.max_position_embeddings, i.engine.name, setting)
 
 
-def _plan_dests() -> set[str]:
-    from kvbudget.cli.plan import add_plan_options
+def simulate_request(request: ReportRequest) -> SimulateRequest:
+    """The ``kvbudget simulate --workload W`` request with the report's plan options and simulator settings: the
+    simulator's own defaults for every other option."""
+    from kvbudget.requests.base import narrowed
+    from kvbudget.requests.simulate import SimulateRequest
 
-    scratch = argparse.ArgumentParser(add_help=False)
-    add_plan_options(scratch)
-    return {a.dest for a in scratch._actions}
-
-
-def simulate_args(args: argparse.Namespace) -> argparse.Namespace:
-    """The namespace ``kvbudget simulate --workload W`` parses, with the report's plan options and simulator
-    settings: the simulator's own defaults for every other option."""
-    from kvbudget.cli.simulate import register
-
-    parser = argparse.ArgumentParser(add_help=False)
-    register(parser.add_subparsers(dest="command"))
-    ns = parser.parse_args(["simulate", "--model", "m", "--context", "1", "--workload", args.workload])
-    for dest in _plan_dests():
-        setattr(ns, dest, getattr(args, dest))
-    ns.model_option, ns.json, ns.plot = None, False, None
-    ns.sessions = args.simulate_sessions
-    ns.seed, ns.search_sessions = args.seed, args.search_sessions
-    ns.bandwidth, ns.decode_rate, ns.prefill_rate = args.bandwidth, args.decode_rate, args.prefill_rate
-    return ns
+    return narrowed(SimulateRequest, request, sessions=request.simulate_sessions, trace=None)
 
 
 def _number(doc: dict[str, object], key: str) -> float:
@@ -131,11 +115,11 @@ def _number(doc: dict[str, object], key: str) -> float:
     return float(value)
 
 
-def simulated(args: argparse.Namespace) -> Simulated:
-    from kvbudget.cli.simulate import simulate_study
+def simulated(request: ReportRequest) -> Simulated:
+    from kvbudget.simulate.deployment import simulate_deployment
     from kvbudget.simulate.study import study_json
 
-    doc = study_json(simulate_study(simulate_args(args)))
+    doc = study_json(simulate_deployment(simulate_request(request)))
     target = doc["target"]
     assert isinstance(target, dict)
     return Simulated(
@@ -153,36 +137,30 @@ def simulated(args: argparse.Namespace) -> Simulated:
     )
 
 
-def collect(args: argparse.Namespace) -> Report:
-    """Every number of the report for the deployment the plan options describe."""
-    from kvbudget.cli.plan import _offload, plan_inputs, plan_levers
-    from kvbudget.plan.offload import Offload
+def collect(request: ReportRequest) -> Report:
+    """Every number of the report for the deployment the request describes (``kvbudget report``)."""
+    from kvbudget.plan.build import _with_offload, levers_of, plan_inputs
     from kvbudget.plan.plan import make_plan
-    from kvbudget.plan.report import levers_json, plan_json
+    from kvbudget.plan.report import levers_json
     from kvbudget.report.measured import from_loadtest, from_log
     from kvbudget.report.traces import trace_sessions
 
-    if args.simulate_sessions:
-        args.simulate_sessions = str(parse_count(args.simulate_sessions, what="--simulate-sessions"))
-    inputs, bits = plan_inputs(args)
-    plan = make_plan(inputs)
-    offload = _offload(args, plan)
-    assert offload is None or isinstance(offload, Offload)
-    plan_doc = plan_json(plan, offload)
-    found = plan_levers(args, plan, bits)
+    r = request
+    inputs, bits = plan_inputs(r)
+    plan = _with_offload(r, make_plan(inputs))
+    plan_doc = plan.to_dict()
+    found = levers_of(r, plan, bits)
     trace = (
-        trace_sessions(
-            args.trace, inputs, fmt=args.trace_format, strict=args.strict, span_files=args.sessions_span_files
-        )
-        if args.trace
+        trace_sessions(list(r.trace), inputs, fmt=r.trace_format, strict=r.strict, span_files=r.sessions_span_files)
+        if r.trace
         else None
     )
     marks = [trace.recommended_cap] if trace is not None else []
-    measured: list[Measured] = [from_loadtest(path) for path in args.loadtest or []]
-    measured += [from_log(path, args.model) for path in args.log or []]
+    measured: list[Measured] = [from_loadtest(path) for path in r.loadtest or ()]
+    measured += [from_log(path, r.model) for path in r.log or ()]
     commands = plan_doc["commands"]
     assert isinstance(commands, dict)
-    units: UnitSystem = "si" if args.units == "si" else "iec"
+    units: UnitSystem = "si" if r.units == "si" else "iec"
     return Report(
         plan=plan,
         plan_doc=plan_doc,
@@ -192,7 +170,7 @@ def collect(args: argparse.Namespace) -> Report:
         curve=cap_curve(plan, curve_caps(inputs.context, inputs.spec.max_position_embeddings, marks)),
         cap=enforced_cap(plan, commands),
         trace=trace,
-        simulated=simulated(args) if args.workload else None,
+        simulated=simulated(r) if r.workload else None,
         measured=tuple(measured),
         units=units,
     )

@@ -32,9 +32,3 @@ __all__ = [
     "study_json",
     "time_from_plan",
 ]
-
-
-# Calling this module is the Python API's kvbudget.simulate(...) (kvbudget/_callable.py says why).
-from kvbudget._callable import callable_module
-
-callable_module(__name__)

@@ -1,34 +1,33 @@
-"""The JSON API behind ``kvbudget serve``: a query string becomes the command's argv, parsed by the CLI's own parser
-and run by the CLI's own command function, so a document is ``kvbudget <command> ... --json``'s output, byte for
-byte, and an error is the CLI's error document with the same one-line message.
+"""The JSON API behind ``kvbudget serve``: a query string becomes the command's typed request (kvbudget.requests), the
+library answers it, and the document is the answer's ``to_dict()``: what ``kvbudget <command> ... --json`` prints,
+byte for byte, and an error is the CLI's error document with the same one-line message.
 
 Parameters are named as the command's options, with ``_`` or ``-`` (``kv_dtype`` or ``kv-dtype``); ``model`` is
-the positional model (comma-separated for ``compare``); a switch (``no_prefix_caching``) takes ``1``/``true`` or
+the model (comma-separated for ``compare``, as every list); a switch (``no_prefix_caching``) takes ``1``/``true`` or
 ``0``/``false``; ``price`` may repeat. The server reads no file of its machine on a client's behalf: a model is a
 catalog name, a Hub id or an upload's id, and the options that name a file (``--from-log``, ``--workload``,
-``--prices``) are refused.
+``--prices``) are refused. Requests are answered concurrently (the library keeps no state between calls).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import threading
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from kvbudget import errors
-from kvbudget.api import Option, _argv
 from kvbudget.errors import ConfigError, InputError, KvBudgetError
 from kvbudget.web.uploads import Upload, Uploads
 
-# command -> does it take the model as its positional argument
-SERVED = {"cost": True, "table": True, "plan": True, "levers": True, "compare": True, "models": False, "gpus": False}
-FILE_OPTIONS = frozenset({"from_log", "workload", "prices", "trace"})
-NOT_PARAMETERS = frozenset({"json", "help", "version"})
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from kvbudget.requests.base import Request
+
+FILE_OPTIONS = frozenset({"from_log", "workload", "prices", "trace", "log", "loadtest", "logs", "files"})
 _TRUE, _FALSE = frozenset({"", "1", "true", "on", "yes"}), frozenset({"0", "false", "off", "no"})
-_LOCK = threading.Lock()  # one command at a time: the commands were written for one process, one call
 
 
 @dataclass(frozen=True)
@@ -37,48 +36,70 @@ class Reply:
     body: str  # what the CLI prints on stdout, final newline included
 
 
+def served() -> dict[str, tuple[type[Request], Callable[[Any], Any]]]:
+    """command -> (its request, the library function answering it): the commands the API serves."""
+    from kvbudget import api
+    from kvbudget.hardware import gpu_catalog
+    from kvbudget.requests.cost import GpusRequest
+
+    return {
+        "cost": (api.CostRequest, api.kv_cost),
+        "table": (api.TableRequest, api.cost_table),
+        "plan": (api.PlanRequest, api.plan_deployment),
+        "levers": (api.LeversRequest, api.rank_levers),
+        "compare": (api.CompareRequest, api.compare_deployments),
+        "models": (api.ModelsRequest, api.catalog_costs),
+        "gpus": (GpusRequest, gpu_catalog),
+    }
+
+
+SERVED = ("cost", "table", "plan", "levers", "compare", "models", "gpus")
+
+
 def error_document(exc: KvBudgetError) -> str:
     """What ``kvbudget <command> --json`` prints on stdout for ``exc`` (kvbudget.cli.main)."""
     return json.dumps(errors.error_document(exc), indent=2)
 
 
 def run(command: str, query: Iterable[tuple[str, str]], uploads: Uploads) -> Reply:
-    """Run ``command`` with the query's parameters as its options: the CLI's JSON document, or its error."""
-    from kvbudget.cli.main import COMMANDS, RaisingParser, build_parser
-
+    """Answer ``command`` with the query's parameters as its request: the CLI's JSON document, or its error."""
     try:
-        with _LOCK:
-            parser = build_parser(RaisingParser)
-            args = parser.parse_args(argv(command, query, uploads, _options_of(parser, command)))
-            return Reply(200, COMMANDS[command](args) + "\n")
+        request = request_of(command, query, uploads)
+        answer = served()[command][1]
+        result = answer(request)
+        return Reply(200, json.dumps(result.to_dict(), indent=2) + "\n")
     except KvBudgetError as exc:
         return Reply(400, error_document(exc) + "\n")
 
 
-def argv(command: str, query: Iterable[tuple[str, str]], uploads: Uploads, options: dict[str, bool]) -> list[str]:
-    """The command line for ``command``: ``options`` maps each option's dest to whether it is a switch."""
-    positional: list[str] = []
-    single: dict[str, Option] = {}
-    repeated: list[str] = []
+def request_of(command: str, query: Iterable[tuple[str, str]], uploads: Uploads) -> Request:
+    """The request ``command`` takes, from the query's parameters (a model named by an upload's id is its file)."""
+    table = served()
+    if command not in table:
+        raise InputError(f"/api/{command}: no such command; the API serves {', '.join(sorted(table))}")
+    cls = table[command][0]
+    kinds = {f.name: f.metadata.get("kind") for f in fields(cls)}
+    many = {f.name for f in fields(cls) if f.metadata.get("many")}
+    options: dict[str, object] = {}
     for raw, value in query:
         name = raw.replace("-", "_")
-        if name == "model" and SERVED[command]:
-            positional = [",".join(model_ref(item.strip(), uploads) for item in value.split(","))]
-            continue
         if name in FILE_OPTIONS:
             raise InputError(
                 f"--{raw.replace('_', '-')}: names a file on the server's machine, which the web API never reads; "
                 "run the command line for it"
             )
-        if name in NOT_PARAMETERS or name not in options:
-            raise InputError(f"kvbudget: unrecognized arguments: --{raw.replace('_', '-')}")
-        if options[name]:
-            single[name] = _switch(raw, value)
-        elif name == "price":
-            repeated += ["--price", value]
+        if name not in kinds:
+            raise InputError(f"unrecognized option --{raw.replace('_', '-')}; see kvbudget {command} --help")
+        given = ",".join(model_ref(item.strip(), uploads) for item in value.split(",")) if name == "model" else value
+        if kinds[name] == "switch":
+            options[name] = _switch(raw, given)
+        elif name in many and name in options:  # a repeated list parameter (price) adds to the list
+            options[name] = f"{options[name]},{given}"
+        elif name in options:
+            raise InputError(f"--{raw.replace('_', '-')}: given twice; give it once")
         else:
-            single[name] = value
-    return _argv(command, positional, {**single, "json": True}) + repeated
+            options[name] = given
+    return cls.from_options(options)
 
 
 def _switch(raw: str, value: str) -> bool:
@@ -87,17 +108,6 @@ def _switch(raw: str, value: str) -> bool:
     if value.lower() in _FALSE:
         return False
     raise InputError(f"--{raw.replace('_', '-')}: a switch; give 1 (on) or 0 (off), not {value!r}")
-
-
-def _options_of(parser: argparse.ArgumentParser, command: str) -> dict[str, bool]:
-    if command not in SERVED:
-        raise InputError(f"/api/{command}: no such command; the API serves {', '.join(sorted(SERVED))}")
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return {
-        action.dest: action.nargs == 0
-        for action in sub.choices[command]._actions
-        if any(flag.startswith("--") for flag in action.option_strings)
-    }
 
 
 def model_ref(ref: str, uploads: Uploads) -> str:
@@ -135,17 +145,16 @@ def upload(uploads: Uploads, data: bytes, *, name: str, size: int | None) -> Rep
 def _read(stored: Upload) -> dict[str, object]:
     from kvbudget.model.sources import resolve
 
-    with _LOCK:
-        if stored.kind == "gguf":
-            from kvbudget.model.gguf_file import read_gguf_file
+    if stored.kind == "gguf":
+        from kvbudget.model.gguf_file import read_gguf_file
 
-            header = read_gguf_file(stored.path)
-            if header.data_start > stored.sent_bytes:
-                raise ConfigError(
-                    f"{stored.path.name}: the GGUF header runs to byte {header.data_start:,}, past the "
-                    f"{stored.sent_bytes:,} bytes sent; send the file's first {header.data_start:,} bytes"
-                )
-        spec = resolve(str(stored.path))
+        header = read_gguf_file(stored.path)
+        if header.data_start > stored.sent_bytes:
+            raise ConfigError(
+                f"{stored.path.name}: the GGUF header runs to byte {header.data_start:,}, past the "
+                f"{stored.sent_bytes:,} bytes sent; send the file's first {header.data_start:,} bytes"
+            )
+    spec = resolve(str(stored.path))
     return {
         "schema_version": 1,
         "upload": {

@@ -64,7 +64,8 @@ def measured(size: int | str, *, what: str = "--weights-size") -> WeightSize:
     value = _positive_size(size, what) if isinstance(size, str) else size
     if value < 1:
         raise InputError(f"{what}: {size!r} must be a positive size")
-    return WeightSize(value, "measured", f"measured: given as {size} ({value:,} B)")
+    given = f"given as {size} ({value:,} B)" if isinstance(size, str) else f"given ({value:,} B)"
+    return WeightSize(value, "measured", f"measured: {given}")
 
 
 def computed(estimate: WeightEstimate, why: str = "") -> WeightSize:

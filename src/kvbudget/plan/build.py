@@ -1,0 +1,218 @@
+"""From a plan request to the plan: which model as the engine serves it, which GPU memory, which weights, which
+measured figures of a log, and the engine settings; then the plan, its offload tier and its levers.
+
+Weights, most exact first: a measured size (``weights_size``), the checkpoint's own tensor headers for a local
+directory or GGUF file, else computed from the architecture at the asked, shipped or served precision
+(plan/inputs.py). A start-up log (``from_log``) gives the GPU total, the weights and the runtime overhead the
+engine measured, unless the request gives them (plan/from_log.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kvbudget.errors import InputError
+from kvbudget.units import counted
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from kvbudget.engines import EngineRef
+    from kvbudget.engines.base import EngineOptions
+    from kvbudget.model.spec import ModelSpec
+    from kvbudget.plan.from_log import LogInputs
+    from kvbudget.plan.ledger import LineProvenance
+    from kvbudget.plan.levers import Lever, LeverRanking
+    from kvbudget.plan.plan import Plan, PlanInputs
+    from kvbudget.requests.cost import EngineChoice
+    from kvbudget.requests.plan import LeversRequest, PlanRequest
+    from kvbudget.weights.sources import WeightSize
+
+
+def engine_options(request: EngineChoice) -> EngineOptions:
+    """The engine settings of a request, as the engines read them."""
+    from kvbudget.engines.base import EngineOptions
+
+    return EngineOptions(
+        block_size=request.block_size,
+        max_num_batched_tokens=request.max_num_batched_tokens,
+        image_tokens=request.image_tokens,
+        mla_storage=request.mla_storage,  # type: ignore[arg-type]  # one of MLA_STORAGE, checked by the request
+        swa_full=request.swa_full,
+        n_ubatch=request.ubatch,
+        flash_attn=not request.no_flash_attn,
+        kv_unified=request.kv_unified,
+        prefix_caching=False if request.no_prefix_caching else None,
+        max_batch_size=request.max_batch_size,
+    )
+
+
+def plan_inputs(request: PlanRequest) -> tuple[PlanInputs, int | None]:
+    """PlanInputs from the request, and the current weight bits when known (for the weights lever)."""
+    from kvbudget import hardware
+    from kvbudget.cost import resolve_dtypes
+    from kvbudget.engines import parse_engine, served_spec
+    from kvbudget.engines.capability import compute_capability
+    from kvbudget.model.sources import resolve
+    from kvbudget.plan.inputs import gpu_memory, weights_figure
+    from kvbudget.plan.plan import PlanInputs
+    from kvbudget.weights.precision import weight_precision
+    from kvbudget.weights.sources import WeightSize
+
+    r = request
+    engine = parse_engine(r.engine)
+    logged = _from_log(r.from_log)
+    if logged is not None:
+        engine = _log_engine(r.engine, engine, logged.engine)
+    gpu_entry = hardware.gpu(r.gpu) if r.gpu else None
+    # the dtype the engine runs the checkpoint in (weights, and the cache with --kv-dtype auto)
+    spec = served_spec(resolve(r.model), engine, compute_capability(gpu_entry.name if gpu_entry else ""))
+    k, v = resolve_dtypes(spec, r.kv_dtype, r.k_dtype, r.v_dtype)
+    overhead_basis = None
+    if logged is not None and logged.gpu_memory is not None and r.gpu_memory is None:
+        memory, provenance = logged.gpu_memory.bytes, "measured"
+        memory_basis: str | None = logged.gpu_memory.basis
+        label = f"{gpu_entry.name} as the engine saw it" if gpu_entry else "the logged GPU"
+    else:
+        memory, label, prov, memory_basis = gpu_memory(r.gpu, r.gpu_memory)
+        provenance = prov or ("given" if label == "given" else "exact")
+    if logged is not None and logged.weights_per_gpu is not None and not (r.weights or r.weights_size):
+        w = logged.weights_per_gpu
+        weights = WeightSize(
+            w.bytes * logged.parallel, "measured", f"{w.basis} x {counted(logged.parallel, 'GPU')} of the log"
+        )
+    else:
+        weights = weights_figure(spec, r.model, r.weights, r.weights_size, r.group_size)
+    overhead = r.overhead
+    if overhead is None and logged is not None and logged.overhead is not None:
+        overhead, overhead_basis = logged.overhead.bytes, f"measured: {logged.overhead.basis}"
+    utilization = r.utilization
+    if utilization is None and logged is not None:
+        utilization = logged.utilization
+    inputs = PlanInputs(
+        spec=spec,
+        engine=engine,
+        k=k,
+        v=v,
+        gpu_memory_bytes=memory,
+        gpu_label=label,
+        weights=weights,
+        context=r.context,
+        gpus=r.gpus if r.gpus is not None else r.tp * r.pp,
+        tp=r.tp,
+        pp=r.pp,
+        overhead=overhead,
+        utilization=utilization,
+        sessions=r.sessions,
+        prefix=r.prefix or 0,
+        options=engine_options(r),
+        gpu_memory_basis=memory_basis,
+        gpu_memory_provenance=_provenance(provenance),
+        overhead_basis=overhead_basis,
+        gpu_id=gpu_entry.id if gpu_entry else None,
+        weights_precision=requantized(spec, r.weights, r.group_size),
+    )
+    bits: int | None = None
+    if r.weight_bits:
+        bits = r.weight_bits
+    elif weights.provenance == "computed":
+        from kvbudget.weights.checkpoint import checkpoint_precision
+
+        shipped = None if r.weights else checkpoint_precision(spec)
+        chosen = shipped.precision if shipped else weight_precision(r.weights or spec.dtype, group_size=r.group_size)
+        bits = int(chosen.bits)
+    return inputs, bits
+
+
+def _provenance(text: str) -> LineProvenance:
+    return text  # type: ignore[return-value]  # "measured", "given", "exact" or the catalog's own label
+
+
+def requantized(spec: ModelSpec, weights: str | None, group: int) -> str | None:
+    """The asked weights precision when it differs from the one the checkpoint ships (serve commands then quantize)."""
+    if not weights:
+        return None
+    from kvbudget.weights.checkpoint import checkpoint_precision
+    from kvbudget.weights.precision import weight_precision
+
+    asked = weight_precision(weights, group_size=group, what="--weights")
+    shipped = checkpoint_precision(spec)
+    own = shipped.precision if shipped else weight_precision(spec.dtype, what="model dtype")
+    return None if asked.bits == own.bits else asked.name
+
+
+def _from_log(path: str | None) -> LogInputs | None:
+    if not path:
+        return None
+    from kvbudget.measure.logs import read_log
+    from kvbudget.plan.from_log import log_inputs
+
+    return log_inputs(read_log(path))
+
+
+def _log_engine(text: str, chosen: EngineRef, logged: EngineRef) -> EngineRef:
+    """The log's engine, unless the request names another one (then the log cannot stand for it)."""
+    if text == "ideal":
+        return logged
+    if chosen.name != logged.name:
+        raise InputError(
+            f"--from-log is a {logged.name} log but --engine is {chosen.name}: its measured figures are that "
+            f"engine's; drop --engine or give a {chosen.name} log"
+        )
+    return chosen
+
+
+def plan_deployment(request: PlanRequest) -> Plan:
+    """The capacity plan of one deployment (``kvbudget plan``), with its offload tier when ``offload_memory``
+    is given; ``.to_dict()`` is the ``plan --json`` document."""
+    from kvbudget.plan.plan import make_plan
+
+    return _with_offload(request, make_plan(plan_inputs(request)[0]))
+
+
+def _with_offload(request: PlanRequest, plan: Plan) -> Plan:
+    if request.offload_memory is None:
+        return plan
+    from kvbudget import hardware
+    from kvbudget.plan.offload import offload_tier
+
+    link = hardware.link(request.link)
+    return replace(plan, offload=offload_tier(plan, request.offload_memory, link.id, link.bytes_per_s))
+
+
+def levers_of(request: PlanRequest, plan: Plan, bits: int | None) -> list[Lever]:
+    """The levers ranked for ``plan`` (made from ``request``), best first."""
+    from kvbudget.plan.levers import levers, scaled_weights
+
+    reweigh = None
+    if bits is not None:
+        if plan.inputs.weights.provenance == "computed":
+            reweigh = _recompute(request.group_size, plan.inputs)
+        else:
+            reweigh = scaled_weights(plan.inputs.weights, bits)
+    return levers(plan, bits, reweigh)
+
+
+def rank_levers(request: LeversRequest) -> LeverRanking:
+    """What each lever buys on the deployment (``kvbudget levers``); ``.to_dict()`` is ``levers --json``."""
+    from kvbudget.plan.levers import LeverRanking
+    from kvbudget.plan.plan import make_plan
+
+    inputs, bits = plan_inputs(request)
+    plan = make_plan(inputs)
+    return LeverRanking(plan, tuple(levers_of(request, plan, bits)))
+
+
+def _recompute(group: int, inputs: PlanInputs) -> Callable[[int], WeightSize]:
+    from kvbudget.weights import sources
+    from kvbudget.weights.params import count_params
+    from kvbudget.weights.precision import estimate_weights, weight_precision
+
+    names = {8: "fp8", 4: "int4", 2: "2bit"}
+    count = count_params(inputs.spec)
+
+    def reweigh(bits: int) -> WeightSize:
+        return sources.computed(estimate_weights(count, weight_precision(names[bits], group_size=group)))
+
+    return reweigh

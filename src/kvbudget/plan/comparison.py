@@ -1,0 +1,201 @@
+"""From a compare request to the comparison: every combination of its lists planned as ``plan`` plans it, priced,
+with Little's law at a rate, optionally simulated, and sorted (``kvbudget compare``; plan/compare.py holds the
+rows and their arithmetic)."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from kvbudget.errors import InputError
+from kvbudget.plan.compare import Choice, Row, compare, sort_rows
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
+if TYPE_CHECKING:
+    from kvbudget.plan.plan import Plan
+    from kvbudget.requests.compare import CompareRequest
+    from kvbudget.workload.little import SessionTime
+
+SCHEMA_VERSION = 1
+CHECKPOINT = "checkpoint"  # the weights precision the checkpoint ships
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The compared deployments, best first, and what they were compared under."""
+
+    rows: tuple[Row, ...]
+    sort: str
+    rate_per_s: float | None
+    session: SessionTime | None
+    with_workload: bool
+    simulated: bool
+
+    def to_dict(self) -> dict[str, object]:
+        """The ``kvbudget compare --json`` document."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "sort": self.sort,
+            "rate_per_s": self.rate_per_s,
+            "mean_session_s": self.session.mean_s if self.session else None,
+            "rows": [row.to_json() for row in self.rows],
+        }
+
+
+def prices_of(request: CompareRequest) -> dict[str, float]:
+    """GPU id -> price per GPU-hour, from ``price`` (GPU=PRICE items) and ``prices`` (a TOML or JSON file)."""
+    from kvbudget import hardware
+    from kvbudget.units import parse_per_second
+
+    pairs: list[tuple[str, str, str]] = []
+    if request.prices:
+        from kvbudget.safeio import loads_json, read_text
+
+        path = Path(request.prices)
+        text = read_text(path, "prices file")
+        if path.suffix.lower() == ".json":
+            data = loads_json(text, str(path), "prices file")
+        else:
+            import tomllib
+
+            try:
+                data = tomllib.loads(text)
+            except tomllib.TOMLDecodeError as exc:
+                raise InputError(f"{path}: not valid TOML ({exc})") from None
+        if not isinstance(data, dict):
+            raise InputError(f'{path}: a prices file maps GPU names to prices, e.g. h100-sxm = "2.49/h"')
+        pairs += [(str(k), str(v), f"{path}: {k}") for k, v in data.items()]
+    for item in request.price or ():
+        gpu, sep, price = item.partition("=")
+        if not sep or not gpu.strip() or not price.strip():
+            raise InputError(f"--price {item!r}: write GPU=PRICE, e.g. --price h100-sxm=2.49/h")
+        pairs.append((gpu.strip(), price.strip(), f"--price {item}"))
+    out: dict[str, float] = {}
+    for gpu, price, where in pairs:
+        per_s = parse_per_second(price, what=where, default_unit="h")
+        out[hardware.gpu(gpu).id] = per_s * 3600
+    return out
+
+
+def _session(request: CompareRequest) -> SessionTime | None:
+    if not request.workload:
+        if request.rate is not None:
+            raise InputError(
+                "--rate needs --workload FILE: Little's law needs the mean session time the workload gives"
+            )
+        return None
+    from kvbudget.workload.little import ServiceRates, session_time
+    from kvbudget.workload.loader import load_workload
+
+    default = ServiceRates()
+    rates = ServiceRates(
+        prefill_tokens_per_s=request.prefill_rate or default.prefill_tokens_per_s,
+        decode_tokens_per_s=request.decode_rate or default.decode_tokens_per_s,
+    )
+    return session_time(load_workload(request.workload), rates)
+
+
+def choices_of(request: CompareRequest) -> list[Choice]:
+    """Every combination of the request's lists (at most MAX_ROWS)."""
+    from kvbudget import hardware
+    from kvbudget.requests.compare import MAX_ROWS
+
+    r = request
+    axes = (r.model, r.gpu, r.engine, r.context, r.kv_dtype, r.weights, r.tp)
+    count = 1
+    for axis in axes:
+        count *= len(axis)
+    if count > MAX_ROWS:
+        raise InputError(f"{count:,} combinations to plan; compare takes at most {MAX_ROWS}: narrow the lists")
+    gpu_ids = [hardware.gpu(g).id for g in r.gpu]
+    weights = [None if w == CHECKPOINT else w for w in r.weights]
+    return [Choice(*c) for c in itertools.product(r.model, gpu_ids, r.engine, r.context, r.kv_dtype, weights, r.tp)]
+
+
+def plan_choice(request: CompareRequest, choice: Choice) -> Plan:
+    """One row's plan: the request's plan options with the row's model, GPU, engine, cap, dtype, weights and tp."""
+    from kvbudget.plan.build import plan_deployment
+    from kvbudget.requests.base import narrowed
+    from kvbudget.requests.plan import PlanRequest
+
+    c = choice
+    return plan_deployment(
+        narrowed(
+            PlanRequest,
+            request,
+            model=c.model,
+            gpu=c.gpu,
+            engine=c.engine,
+            context=c.context,
+            kv_dtype=c.kv_dtype,
+            weights=c.weights,
+            tp=c.tp,
+        )
+    )
+
+
+def compare_deployments(request: CompareRequest) -> Comparison:
+    """Every combination planned and sorted (``kvbudget compare``); a refused deployment is a row with its reason."""
+    session = _session(request)
+    rows = compare(
+        choices_of(request),
+        lambda choice: plan_choice(request, choice),
+        prices=prices_of(request),
+        session=session,
+        rate_per_s=request.rate,
+    )
+    if request.simulate:
+        rows = _simulated(request, rows)
+    return Comparison(
+        tuple(sort_rows(rows, request.sort)),
+        request.sort,
+        request.rate,
+        session,
+        bool(request.workload),
+        request.simulate,
+    )
+
+
+def _simulated(request: CompareRequest, rows: list[Row]) -> list[Row]:
+    """Each served row with the simulator's sustained sessions, run as `kvbudget simulate` runs it (the same plan
+    options, the engine's own memory policy, the workload), with a shorter search."""
+    from kvbudget.plan.compare import Simulated
+    from kvbudget.requests.base import narrowed
+    from kvbudget.requests.compare import MAX_SIMULATED_ROWS
+    from kvbudget.requests.simulate import SimulateRequest
+    from kvbudget.simulate.deployment import simulate_deployment
+    from kvbudget.simulate.study import sustained_basis
+
+    if not request.workload:
+        raise InputError("--simulate needs --workload FILE: the simulator runs the workload's sessions")
+    served = sum(row.plan is not None and row.plan.sessions >= 1 for row in rows)
+    if served > MAX_SIMULATED_ROWS:
+        raise InputError(
+            f"--simulate: {served} served deployments to simulate; it takes at most {MAX_SIMULATED_ROWS} "
+            "(each is a search of several simulator runs): narrow the lists"
+        )
+    out = []
+    for row in rows:
+        if row.plan is None or row.plan.sessions < 1:  # nothing served: nothing to simulate
+            out.append(row)
+            continue
+        c = row.choice
+        simulation = narrowed(
+            SimulateRequest,
+            request,
+            model=c.model,
+            gpu=c.gpu,
+            engine=c.engine,
+            context=c.context,
+            kv_dtype=c.kv_dtype,
+            weights=c.weights,
+            tp=c.tp,
+            sessions=request.search_sessions,
+            search_sessions=request.search_sessions,
+            search_probes=request.search_probes,
+        )
+        study = simulate_deployment(simulation)
+        sim = Simulated(study.sustained_sessions, sustained_basis(study), study.target.describe())
+        out.append(replace(row, simulated=sim))
+    return out

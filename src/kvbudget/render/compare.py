@@ -1,0 +1,101 @@
+"""The text of ``kvbudget compare``: the deployments side by side, what the columns mean, refusals and warnings."""
+
+from __future__ import annotations
+
+from kvbudget.render.text import table
+from kvbudget.units import format_bytes, format_tokens
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
+if TYPE_CHECKING:
+    from kvbudget.plan.compare import Choice
+    from kvbudget.plan.comparison import Comparison
+
+
+def _money(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.4f}" if x < 1 else f"{x:,.2f}"
+
+
+def render_comparison(comparison: Comparison) -> str:
+    """``kvbudget compare``: one line per deployment, then what the columns mean, refusals and warnings."""
+    rows = list(comparison.rows)
+    with_rate, with_workload = comparison.rate_per_s is not None, comparison.with_workload
+    with_sim = comparison.simulated
+
+    head = ["model", "gpu x n", "engine", "cap", "kv", "sessions", "per session", "$/h", "$/session-h"]
+    if with_workload:
+        head.append("$/M out tok")
+    if with_rate:
+        head += ["need", "GPUs"]
+    if with_sim:
+        head.append("sim sessions")
+        if with_rate:
+            head.append("GPUs (sim)")
+    body = []
+    refused: list[str] = []
+    warned: list[str] = []
+    for i, row in enumerate(rows, 1):
+        c = row.choice
+        if row.plan is None:
+            refused.append(
+                f"  [{i}] {c.model} on {c.gpu} ({c.engine}, {format_tokens(c.context)}, {c.kv_dtype}{_variant(c)}): "
+                f"{row.refused}"
+            )
+            blank = [""] * (len(head) - 6)
+            body.append([c.model, c.gpu, c.engine, format_tokens(c.context), c.kv_dtype, f"refused [{i}]", *blank])
+            continue
+        warned += [f"  [{i}] {warning}" for warning in row.plan.warnings]
+        p = row.plan
+        line = [
+            p.inputs.spec.name + _variant(c),
+            f"{c.gpu} x {p.inputs.gpus}",
+            p.inputs.engine.label,
+            format_tokens(p.inputs.context),
+            p.inputs.kv_dtype_label,
+            f"{row.sessions:,}",
+            format_bytes(p.per_session_bytes),
+            _money(row.cost_per_hour),
+            _money(row.cost_per_session_hour),
+        ]
+        if with_workload:
+            line.append(_money(row.cost_per_million_output_tokens))
+        if with_rate:
+            needed = row.concurrent_needed
+            line += [
+                "-" if needed is None else f"{needed:,.1f}",
+                "-" if row.gpus_needed is None else f"{row.gpus_needed:,}",
+            ]
+        if with_sim:
+            sim = row.simulated.sessions_per_replica if row.simulated else None
+            line.append("-" if sim is None else f"{sim * p.replicas:,.1f}")
+            if with_rate:
+                gpus = row.gpus_needed_simulated
+                line.append("-" if gpus is None else f"{gpus:,}")
+        body.append(line)
+    text = table(head, body, [False, False, False, True, False, *[True] * (len(head) - 5)])
+    notes = [
+        "",
+        "sessions: at the cap, worst case reserved (plan); $/session-h: the deployment's price / those sessions",
+    ]
+    if with_workload:
+        notes.append("$/M out tok: every session slot busy, sessions / E[T] x the workload's output tokens per session")
+    if with_rate:
+        notes.append("need: concurrent sessions at the rate (Little's law, rate x E[T]); GPUs: replicas x tp x pp")
+    if with_sim:
+        target = next((r.simulated.target for r in rows if r.simulated), "")
+        notes.append(
+            "sim sessions: what the simulator sustains on the deployment under the workload (mean live sessions at the "
+            f"highest arrival rate meeting the target: {target}; each engine's own memory policy)"
+        )
+        if with_rate:
+            notes.append("GPUs (sim): replicas that each hold the simulated sessions, for the need, x tp x pp")
+    if refused:
+        notes += ["", "refused:", *refused]
+    if warned:
+        notes += ["", "warnings (as plan gives them for that deployment):", *warned]
+    return text + "\n" + "\n".join(notes)
+
+
+def _variant(c: Choice) -> str:
+    """A row's weights precision and tensor-parallel size, when they are not the defaults."""
+    parts = ([f"weights {c.weights}"] if c.weights else []) + ([f"tp {c.tp}"] if c.tp > 1 else [])
+    return f" ({', '.join(parts)})" if parts else ""

@@ -1,0 +1,45 @@
+"""The comparison question: ``kvbudget compare``, deployments side by side over lists of models, GPUs, engines,
+caps, cache dtypes, weights precisions and tensor-parallel sizes, with prices, a rate and simulation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvbudget.requests.base import option, required
+from kvbudget.requests.cost import EngineSettings
+from kvbudget.requests.plan import DeploymentSettings
+
+SORTS = ("sessions", "cost", "gpus")
+MAX_ROWS = 500  # every row is a full plan; more is a sweep for a script
+MAX_SIMULATED_ROWS = 24  # each simulated row is a search of several simulator runs (about a second each)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompareRequest(EngineSettings, DeploymentSettings):
+    """Every combination of the lists planned as ``plan`` plans it, best first by ``sort``.
+
+    Each list takes a list or a comma-separated text. ``weights``: serving precisions (``"checkpoint"`` for the
+    checkpoint's own); ``price``: ``GPU=PRICE`` per GPU-hour (``h100-sxm=2.49/h``); ``prices``: a TOML or JSON file
+    of them; ``rate``: new sessions per unit time (``50/h``) with ``workload`` for Little's law; ``sessions``: also
+    each row's largest cap for that many sessions; ``simulate``: each served row through the simulator too.
+    """
+
+    command = "compare"
+    model: tuple[str, ...] = required("text", many=True, name="model")
+    gpu: tuple[str, ...] = required("text", many=True)
+    engine: tuple[str, ...] = option(("ideal",), "text", many=True)
+    context: tuple[int, ...] = required("tokens", many=True)
+    kv_dtype: tuple[str, ...] = option(("auto",), "text", many=True)
+    weights: tuple[str, ...] = option(("checkpoint",), "text", many=True)
+    tp: tuple[int, ...] = option((1,), "count", many=True)
+    sessions: int | None = option(None, "count")
+    price: tuple[str, ...] | None = option(None, "text", many=True)
+    prices: str | None = option(None, "text")
+    rate: float | None = option(None, "per_second")
+    workload: str | None = option(None, "text")
+    decode_rate: float | None = option(None, "positive")
+    prefill_rate: float | None = option(None, "positive")
+    sort: str = option("sessions", "text", choices=SORTS)
+    simulate: bool = option(False, "switch")
+    search_sessions: int = option(1000, "count")
+    search_probes: int = option(6, "count")
