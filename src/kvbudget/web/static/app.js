@@ -71,12 +71,19 @@
     const value = Number(m[1]) * { "": 1, k: 1024, m: 1024 * 1024 }[m[2].toLowerCase()];
     return Number.isInteger(value) && value >= 1 ? value : NaN;
   }
-  // a cell: text, an element, or { text, span, cls } (a cell across several columns)
+  // a CLI line with its option names (--weights, --tp 4) kept whole when it wraps; its text is the line as given
+  function optionsWhole(el, line) {
+    el.replaceChildren(...String(line).split(/(--[a-z][a-z0-9-]*)/).map((part, i) =>
+      (i % 2 ? node("span", { class: "option", text: part }) : part)));
+    return el;
+  }
+  // a cell: text, an element, or { text, span, cls, options } (a cell across several columns; a CLI line)
   function cell(tag, content, label) {
     let td;
     if (content instanceof Node) td = node(tag, {}, content);
     else if (content !== null && typeof content === "object") {
       td = node(tag, { text: String(content.text ?? DASH) });
+      if (content.options) optionsWhole(td, content.text ?? DASH);
       if (content.span) td.colSpan = content.span;
       if (content.cls) td.className = content.cls;
     } else td = node(tag, { text: String(content ?? DASH) });
@@ -153,10 +160,10 @@
     const where = field || fieldFor(doc);
     const line = `Error: ${doc.error.message}`;
     if (where) {
-      $(`${where}-error`).textContent = line;
+      optionsWhole($(`${where}-error`), line);
       $(where).setAttribute("aria-invalid", "true");
     } else {
-      $("general-error").textContent = line;
+      optionsWhole($("general-error"), line);
     }
   }
 
@@ -327,7 +334,7 @@
         }
       }
       const none = !points.some((r) => r.served);
-      svg.append(shape("text", { x: W - R, y: T + 14 + 18 * i, class: `label s${i % 4}`, "text-anchor": "end" },
+      svg.append(shape("text", { x: W - R - 8, y: T + 14 + 18 * i, class: `label s${i % 4}`, "text-anchor": "end" },
         none ? `${gpu} (refused)` : gpu));
       const refused = points.filter((r) => !r.served);
       if (refused.length) {
@@ -351,7 +358,7 @@
       r.served
         ? [`${r.gpu} x ${int(r.gpus)}`, int(r.sessions), bytes(r.per_session_bytes), bytes(r.kv_pool_bytes),
           bytes(r.weights_bytes_per_gpu), money(r.cost_per_hour), money(r.cost_per_session_hour)]
-        : [r.gpu, "refused", { text: r.refused || "no sessions figure in the compare document", span: head.length - 2, cls: "reason" }]));
+        : [r.gpu, "refused", { text: r.refused || "no sessions figure in the compare document", span: head.length - 2, cls: "reason", options: true }]));
     for (const tr of $("compare").tBodies[0].rows) {
       if (tr.cells[1].textContent === "refused") tr.classList.add("refused");
     }
@@ -449,7 +456,7 @@
     clearErrors();
     if (priceError) {
       const li = priceField(priceError);
-      li.querySelector(".error").textContent = `Error: ${priceError.error.message}`;
+      optionsWhole(li.querySelector(".error"), `Error: ${priceError.error.message}`);
       li.querySelector("input").setAttribute("aria-invalid", "true");
     }
     const view = { gpu: p.gpu, cap: plan.ok ? plan.doc.context : tokenCount(p.context), priced: prices.length > 0 && !priceError, refused: false };
