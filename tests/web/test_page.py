@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kvbudget.cli.compare import _money
 from kvbudget.cli.main import main
 from tests.helpers import dense_config
 from tests.web.browser import LAPTOP, PHONE, Server, Tab, tab
@@ -38,6 +39,38 @@ def shown(calculator: Tab, selector: str, text: str) -> None:
     from playwright.sync_api import expect
 
     expect(calculator.page.locator(selector)).to_have_text(text, timeout=WAIT_MS)
+
+
+def not_a_number(tab: Tab) -> list[str]:
+    """Every attribute of every SVG element on the page whose value holds NaN, Infinity, undefined or null."""
+    found: list[str] = tab.page.evaluate(
+        """() => [...document.querySelectorAll('svg, svg *')].flatMap(e => [...e.attributes]
+            .filter(a => /NaN|Infinity|undefined|null/.test(a.value))
+            .map(a => `<${e.tagName} ${a.name}="${a.value}">`))"""
+    )
+    return found
+
+
+def page_errors(tab: Tab) -> list[str]:
+    """The page's console errors and uncaught exceptions, less Chromium's own line for an API answer of 400 (the
+    CLI's error document, which the page shows): the page itself logs nothing."""
+    return [e for e in tab.errors if "the server responded with a status of 400" not in e]
+
+
+def compare_rows(tab: Tab) -> list[list[str]]:
+    rows: list[list[str]] = tab.page.eval_on_selector_all(
+        "#compare tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))"
+    )
+    return rows
+
+
+def served_cells(row: dict[str, object]) -> list[str]:
+    """A served compare row as the page's side-by-side table writes it: GPU x n, sessions, ..., $/h, $/session-h
+    (the prices as `kvbudget compare` prints them)."""
+    price, per_session = row["cost_per_hour"], row["cost_per_session_hour"]
+    assert price is None or isinstance(price, float)
+    assert per_session is None or isinstance(per_session, float)
+    return [f"{row['gpu']} x {row['gpus']}", f"{row['sessions']:,}", _money(price), _money(per_session)]
 
 
 def test_the_page_loads_with_no_console_errors(calculator: Tab, capsys: pytest.CaptureFixture[str]) -> None:
@@ -183,7 +216,7 @@ def test_readable_at_laptop_and_phone_widths(
     assert isinstance(browser, Browser)
     with tab(browser, viewport) as opened:
         page = opened.page
-        page.goto(server.url + "?compare=h200,a100-80gb")
+        page.goto(server.url + "?compare=h200,t4&price=h100-sxm%3D2.49%2Fh&price=h200%3D3.10%2Fh")
         page.wait_for_selector("body[data-state=ready]")
         assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
         smallest = page.evaluate(
@@ -197,6 +230,8 @@ def test_readable_at_laptop_and_phone_widths(
             "Math.min(...[...document.querySelectorAll('#curve text')].map(t => t.getBoundingClientRect().height))"
         )
         assert chart_text >= 12
+        assert page.locator("#compare tr.refused").count() == 1  # t4: llama-3.1-8b does not fit
+        assert not_a_number(opened) == []
         answer = page.locator("#sessions-count").bounding_box()
         assert answer is not None
         assert answer["y"] < 2 * viewport["height"]
@@ -232,3 +267,143 @@ def test_a_shared_prefix_shows_the_clis_sessions_with_it(calculator: Tab, capsys
     calculator.page.fill("#prefix", "8k")
     expected = f"with the shared prefix: {prefix['sessions']:,} sessions ({prefix['basis']})"
     expect(calculator.page.locator("#extra-line")).to_have_text(expected, timeout=WAIT_MS)
+
+
+def test_a_refused_gpu_compared_keeps_its_row_with_the_clis_reason(
+    calculator: Tab, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 24: Qwen3-32B at 128K with an RTX 5090 to compare. The CLI refuses the 5090 (the weights do not fit) and
+    h100-sxm holds 0 sessions: the row stays with the CLI's reason and fixes, the chart draws no point at NaN and
+    marks the refused caps, and nothing is logged."""
+    from playwright.sync_api import expect
+
+    page = calculator.page
+    page.fill("#model", "qwen3-32b")
+    page.fill("#context", "128k")
+    page.select_option("#gpu-add", "rtx-5090")
+    doc = cli_json(
+        capsys, "compare", "qwen3-32b", "--gpu", "h100-sxm,rtx-5090", "--engine", "vllm", "--context", "128k"
+    )
+    rows = doc["rows"]
+    assert isinstance(rows, list)
+    served, refused = rows
+    assert served["refused"] is None
+    assert served["sessions"] == 0
+    assert isinstance(refused["refused"], str)
+    assert "smallest fixes" in refused["refused"]
+    shown(calculator, "#compare tr.refused td.reason", refused["refused"])
+    shown(calculator, "#sessions-count", "0")
+    got = compare_rows(calculator)
+    assert [got[0][:2], *got[0][-2:]] == [served_cells(served)[:2], *served_cells(served)[2:]]
+    assert got[1] == ["rtx-5090", "refused", refused["refused"]]
+    # every cap of the chart: h100-sxm's points drawn (0 sessions at 64K and 128K), the 5090's six marked refused
+    expect(page.locator("#curve path.refused")).to_have_count(6, timeout=WAIT_MS)
+    assert page.locator("#curve circle").count() == 6
+    assert "rtx-5090 (refused)" in page.locator("#curve text.label").all_text_contents()
+    assert "refused (rtx-5090 at every cap)" in page.inner_text("#curve-note")
+    assert not_a_number(calculator) == []
+    assert calculator.errors == []
+
+
+def test_a_refused_chosen_gpu_is_the_answer_with_the_clis_reason(
+    browser: object, server: Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The chosen GPU refused: the plan's error is the answer (above the results, its fixes named), the GPU's row
+    stays in the side-by-side table with the same reason, and the compared GPU is drawn."""
+    from playwright.sync_api import Browser
+
+    assert isinstance(browser, Browser)
+    line = cli_error(capsys, "plan", "qwen3-32b", "--gpu", "rtx-5090", "--engine", "vllm", "--context", "128k")
+    assert "smallest fixes" in line
+    doc = cli_json(capsys, "compare", "qwen3-32b", "--gpu", "rtx-5090,h200", "--engine", "vllm", "--context", "128k")
+    rows = doc["rows"]
+    assert isinstance(rows, list)
+    assert [r["gpu"] for r in rows] == ["h200", "rtx-5090"]
+    with tab(browser) as opened:
+        opened.page.goto(server.url + "?model=qwen3-32b&gpu=rtx-5090&engine=vllm&context=128k&compare=h200")
+        opened.page.wait_for_selector("body[data-state=ready]")
+        shown(opened, "#general-error", line)
+        shown(opened, "#sessions-count", "refused")
+        assert compare_rows(opened) == [
+            [*served_cells(rows[0])[:2], *compare_rows(opened)[0][2:-2], *served_cells(rows[0])[2:]],
+            ["rtx-5090", "refused", line.removeprefix("Error: ")],
+        ]
+        assert opened.page.locator("#ledger-section").is_hidden()
+        assert opened.page.locator("#curve path.refused").count() == 6
+        assert opened.page.locator("#curve circle").count() == 6
+        assert not_a_number(opened) == []
+        assert page_errors(opened) == []
+
+
+def test_prices_show_the_clis_cost_per_hour_and_per_session_hour(
+    calculator: Tab, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = calculator.page
+    page.select_option("#gpu-add", "h200")
+    page.select_option("#gpu-add", "t4")
+    page.fill("#price-h100-sxm", "2.49/h")
+    page.fill("#price-h200", "74.40/day")
+    page.fill("#price-t4", "0.35")
+    doc = cli_json(
+        capsys,
+        "compare",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100-sxm,h200,t4",
+        "--engine",
+        "vllm",
+        "--context",
+        "32k",
+        "--price",
+        "h100-sxm=2.49/h",
+        "--price",
+        "h200=74.40/day",
+        "--price",
+        "t4=0.35",
+    )
+    rows = doc["rows"]
+    assert isinstance(rows, list)
+    assert [r["gpu"] for r in rows] == ["h200", "h100-sxm", "t4"]
+    assert rows[2]["refused"] is not None  # t4: the model does not fit; a refused row has no price
+    expected = [served_cells(r) for r in rows[:2]]
+    assert expected[0][2:] == ["3.10", "0.1148"]  # 74.40/day is 3.10/h; 3.10 / 27 sessions
+    shown(calculator, "#compare tbody tr:nth-child(1) td:last-child", expected[0][3])
+    shown(calculator, "#compare tbody tr:nth-child(2) td:last-child", expected[1][3])
+    got = compare_rows(calculator)
+    assert [[r[0], r[1], r[-2], r[-1]] for r in got[:2]] == expected
+    assert got[2][:2] == ["t4", "refused"]
+    assert "price=h100-sxm%3D2.49%2Fh&price=h200%3D74.40%2Fday&price=t4%3D0.35" in page.url
+    assert calculator.errors == []
+
+
+def test_a_bad_price_shows_the_clis_error_under_its_field(calculator: Tab, capsys: pytest.CaptureFixture[str]) -> None:
+    page = calculator.page
+    page.select_option("#gpu-add", "h200")
+    line = cli_error(
+        capsys,
+        "compare",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100-sxm,h200",
+        "--engine",
+        "vllm",
+        "--context",
+        "32k",
+        "--price",
+        "h200=abc",
+    )
+    assert line.startswith("Error: --price h200=abc: ")
+    page.fill("#price-h200", "abc")
+    shown(calculator, "#price-h200-error", line)
+    assert page.get_attribute("#price-h200", "aria-invalid") == "true"
+    shown(calculator, "#price-h100-sxm-error", "")
+    shown(calculator, "#general-error", "")
+    # the rest is drawn without prices, as compare draws it with none
+    got = compare_rows(calculator)
+    assert [r[0] for r in got] == ["h200 x 1", "h100-sxm x 1"]
+    assert [r[-2:] for r in got] == [["-", "-"], ["-", "-"]]
+    page.fill("#price-h200", "3.10/h")
+    shown(calculator, "#price-h200-error", "")
+    shown(calculator, "#compare tbody tr:nth-child(1) td:nth-last-child(2)", "3.10")
+    assert page.get_attribute("#price-h200", "aria-invalid") is None
+    assert page_errors(calculator) == []

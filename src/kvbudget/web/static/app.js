@@ -18,7 +18,9 @@
   const DEBOUNCE_MS = 250;
   const MAX_SEND = 64 * 1024 * 1024;
   const GIB = 2 ** 30;
-  const state = { extra: [], generation: 0, timer: 0, controller: null, curve: null };
+  // what needs the chosen deployment's plan, put away while it is refused (levers is the same refusal again)
+  const PLAN_SECTIONS = ["ledger-section", "levers-section", "commands-section"];
+  const state = { extra: [], prices: new Map(), generation: 0, timer: 0, controller: null, curve: null };
 
   // --- small helpers ---------------------------------------------------------------------------
   function node(tag, attrs, ...children) {
@@ -30,24 +32,61 @@
     for (const child of children) el.append(child);
     return el;
   }
+  // a drawing's coordinate that is not a finite number (a null or absent field of a document) is a defect of the
+  // page: it is refused loudly here, never written into the SVG as "NaN"
   function shape(tag, attrs, text) {
     const el = document.createElementNS(SVG, tag);
-    for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (typeof v === "number" && !Number.isFinite(v)) throw new TypeError(`<${tag} ${k}=${v}>: not a finite number`);
+      el.setAttribute(k, String(v));
+    }
     if (text !== undefined) el.textContent = text;
     return el;
   }
-  const int = (n) => Number(n).toLocaleString("en-US");
+  // every figure a document may leave null or out is written as a dash, never as "null", "NaN" or a silent 0
+  const DASH = "–";
+  const known = (n) => typeof n === "number" && Number.isFinite(n);
+  const int = (n) => (known(n) ? n.toLocaleString("en-US") : DASH);
   const gib = (b) =>
     (b / GIB).toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 }) + " GiB";
   function bytes(b) {
+    if (!known(b)) return DASH;
     if (b >= GIB / 4) return gib(b);
     if (b >= 1024 * 1024) return (b / 2 ** 20).toFixed(1) + " MiB";
     if (b >= 1024) return (b / 1024).toFixed(1) + " KiB";
     return int(b) + " B";
   }
-  const tokens = (n) => (n % 1024 === 0 ? `${n / 1024}K` : int(n));
+  const tokens = (n) => (!known(n) ? DASH : n % 1024 === 0 ? `${n / 1024}K` : int(n));
+  // a price as kvbudget compare writes it (cli/compare.py _money): "-" when there is none, 4 decimals under 1
+  function money(x) {
+    if (!known(x)) return "-";
+    const digits = x < 1 ? 4 : 2;
+    return x.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+  }
+  // a token count as the CLI reads one (units.parse_tokens: 32768, 32k, 128K; k = 1024); NaN when it is not one
+  function tokenCount(text) {
+    if (known(text)) return text;
+    const m = String(text).match(/^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*$/);
+    if (!m) return NaN;
+    const value = Number(m[1]) * { "": 1, k: 1024, m: 1024 * 1024 }[m[2].toLowerCase()];
+    return Number.isInteger(value) && value >= 1 ? value : NaN;
+  }
+  // a CLI line with its option names (--weights, --tp 4) kept whole when it wraps; its text is the line as given
+  function optionsWhole(el, line) {
+    el.replaceChildren(...String(line).split(/(--[a-z][a-z0-9-]*)/).map((part, i) =>
+      (i % 2 ? node("span", { class: "option", text: part }) : part)));
+    return el;
+  }
+  // a cell: text, an element, or { text, span, cls, options } (a cell across several columns; a CLI line)
   function cell(tag, content, label) {
-    const td = content instanceof Node ? node(tag, {}, content) : node(tag, { text: String(content) });
+    let td;
+    if (content instanceof Node) td = node(tag, {}, content);
+    else if (content !== null && typeof content === "object") {
+      td = node(tag, { text: String(content.text ?? DASH) });
+      if (content.options) optionsWhole(td, content.text ?? DASH);
+      if (content.span) td.colSpan = content.span;
+      if (content.cls) td.className = content.cls;
+    } else td = node(tag, { text: String(content ?? DASH) });
     if (label) td.dataset.label = label;
     return td;
   }
@@ -68,7 +107,14 @@
     }
     return out;
   }
-  const query = (p) => new URLSearchParams(Object.entries(p).filter(([, v]) => v !== "" && v !== undefined));
+  // a query string; a list value is a repeated parameter (price=h100-sxm=2.49/h&price=h200=3.10/h)
+  function query(p) {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(p)) {
+      for (const x of [].concat(v)) if (x !== "" && x !== undefined && x !== null) q.append(k, x);
+    }
+    return q;
+  }
   function pick(p, names) {
     return Object.fromEntries(names.filter((n) => n in p).map((n) => [n, p[n]]));
   }
@@ -99,36 +145,58 @@
       $(`${f}-error`).textContent = "";
       $(f).removeAttribute("aria-invalid");
     }
+    for (const li of $("prices").children) {
+      li.querySelector(".error").textContent = "";
+      li.querySelector("input").removeAttribute("aria-invalid");
+    }
     $("general-error").textContent = "";
+  }
+  // compare's error for a bad --price names it ("--price h200=abc: cannot read 'abc'; ..."): the GPU whose field it is
+  function priceField(doc) {
+    const m = doc.error.message.match(/^--price ([^=\s]+)=/);
+    return m ? [...$("prices").children].find((li) => li.dataset.gpu === m[1]) || null : null;
   }
   function showError(doc, field) {
     const where = field || fieldFor(doc);
     const line = `Error: ${doc.error.message}`;
     if (where) {
-      $(`${where}-error`).textContent = line;
+      optionsWhole($(`${where}-error`), line);
       $(where).setAttribute("aria-invalid", "true");
     } else {
-      $("general-error").textContent = line;
+      optionsWhole($("general-error"), line);
     }
   }
 
   // --- rendering -------------------------------------------------------------------------------
   function renderHeadline(plan) {
     $("sessions-count").textContent = int(plan.sessions);
+    $("sessions-count").classList.remove("refused");
     const replicas = plan.replicas > 1 ? ` per replica; ${int(plan.total_sessions)} on ${plan.replicas} replicas` : "";
     $("sessions-label").textContent =
-      `concurrent sessions at a ${tokens(plan.context)} cap on ${plan.gpu ? plan.gpu.id : "the GPU"}${replicas}`;
-    $("statement").textContent = plan.statement;
+      `concurrent sessions at a ${tokens(plan.context)} cap on ${(plan.gpu && plan.gpu.id) || "the GPU"}${replicas}`;
+    $("statement").textContent = plan.statement || "";
     const extra = [];
     if (plan.sessions_requested) {
       const most = plan.max_context_for_sessions;
-      extra.push(most > 0
-        ? `${int(plan.sessions_requested)} sessions fit at a cap of up to ${int(most)} tokens`
-        : `${int(plan.sessions_requested)} sessions do not fit at any cap on this deployment`);
+      if (known(most)) {
+        extra.push(most > 0
+          ? `${int(plan.sessions_requested)} sessions fit at a cap of up to ${int(most)} tokens`
+          : `${int(plan.sessions_requested)} sessions do not fit at any cap on this deployment`);
+      }
     }
     if (plan.prefix) extra.push(`with the shared prefix: ${int(plan.prefix.sessions)} sessions (${plan.prefix.basis})`);
     $("extra-line").textContent = extra.join(" · ");
-    $("warnings").replaceChildren(...plan.warnings.map((w) => node("li", { text: w })));
+    $("warnings").replaceChildren(...(plan.warnings || []).map((w) => node("li", { text: w })));
+  }
+
+  // the chosen deployment refused (the plan's error is a refusal, not a bad field): no sessions to count
+  function renderRefusedHeadline(view) {
+    $("sessions-count").textContent = "refused";
+    $("sessions-count").classList.add("refused");
+    $("sessions-label").textContent = `at a ${tokens(view.cap)} cap on ${view.gpu}: the reason and its fixes above`;
+    $("statement").textContent = "";
+    $("extra-line").textContent = "";
+    $("warnings").replaceChildren();
   }
 
   function renderLedger(plan) {
@@ -139,8 +207,8 @@
       ["kv", `KV of ${int(plan.sessions)} sessions at the cap`, used],
       ["free", "KV pool left over", Math.max(0, plan.kv_pool_bytes - used)],
       ["reserved", "not used by the engine", Math.max(0, plan.gpu_memory_bytes - plan.usable_bytes)],
-    ];
-    const total = Math.max(plan.gpu_memory_bytes, parts.reduce((s, p) => s + p[2], 0));
+    ].map(([cls, label, b]) => [cls, label, known(b) ? b : 0]);
+    const total = Math.max(1, plan.gpu_memory_bytes || 0, parts.reduce((s, p) => s + p[2], 0));
     const bar = $("ledger-bar");
     bar.replaceChildren();
     let x = 0;
@@ -159,52 +227,68 @@
       [l.label, int(l.bytes), bytes(l.bytes), l.provenance, l.basis]));
   }
 
+  // per token and per session from the plan, or from the cost document when there is no plan (refused)
   function renderPerToken(cost, plan) {
-    $("per-token").textContent = `${int(plan.kv_bytes_per_token)} B per token · ${bytes(plan.per_session_bytes)} per session`;
+    const perToken = plan ? plan.kv_bytes_per_token : cost.ok ? cost.doc.kv_bytes_per_token : null;
+    const perSession = plan ? plan.per_session_bytes : cost.ok ? cost.doc.sequence_bytes : null;
+    $("per-token").textContent = `${int(perToken)} B per token · ${bytes(perSession)} per session`;
     if (!cost.ok) {
       fillTable($("groups"), ["per-token breakdown"], [[cost.doc.error.message]]);
       return;
     }
     const groups = cost.doc.groups;
-    const most = Math.max(1, ...groups.map((g) => g.per_token_bytes + g.state_bytes));
+    const size = (g) => (known(g.per_token_bytes) ? g.per_token_bytes : 0) + (known(g.state_bytes) ? g.state_bytes : 0);
+    const most = Math.max(1, ...groups.map(size));
     fillTable($("groups"), ["layers", "count", "B/token", "share", "arithmetic"], groups.map((g) => {
       const meter = shape("svg", { viewBox: "0 0 100 10", class: "meter", "aria-hidden": "true" });
-      meter.append(shape("rect", { x: 0, y: 0, width: (100 * g.per_token_bytes) / most, height: 10, class: "seg kv" }));
+      const width = known(g.per_token_bytes) ? (100 * g.per_token_bytes) / most : 0;
+      meter.append(shape("rect", { x: 0, y: 0, width, height: 10, class: "seg kv" }));
       return [g.label, g.layers, int(g.per_token_bytes), meter, g.arithmetic];
     }));
   }
 
-  // the rows of a compare, one per GPU and cap (the cap chosen may repeat one of CAPS)
-  function distinct(rows) {
+  // the rows of a compare, one per GPU and cap (the cap chosen may repeat one of CAPS). A refused row carries its
+  // choice as given (context "128k", engine "vllm") and no figures: its cap is read here as the CLI reads it, and
+  // `served` says whether it has sessions to draw.
+  function compareRows(doc) {
     const seen = new Set();
-    return rows.filter((r) => {
-      const key = `${r.gpu} ${r.context}`;
-      if (seen.has(key)) return false;
+    const out = [];
+    for (const r of doc.rows) {
+      const context = tokenCount(r.context);
+      if (!known(context)) continue;
+      const key = `${r.gpu} ${context}`;
+      if (seen.has(key)) continue;
       seen.add(key);
-      return true;
-    });
+      out.push({ ...r, context, served: !r.refused && known(r.sessions) });
+    }
+    return out;
   }
 
-  function renderCurve(compare, plan) {
+  function renderCurve(compare, view) {
     const svg = $("curve");
     svg.replaceChildren();
     if (!compare.ok) {
+      state.curve = null;
       $("curve-note").textContent = `Error: ${compare.doc.error.message}`;
       return;
     }
-    const all = distinct(compare.doc.rows);
-    const rows = all.filter((r) => r.refused === null);
-    const gpus = [...new Set(compare.doc.rows.map((r) => r.gpu))];
-    const order = [plan.gpu ? plan.gpu.id : gpus[0], ...state.extra];
+    state.curve = [compare, view];
+    const all = compareRows(compare.doc);
+    const served = all.filter((r) => r.served);
+    const gpus = [...new Set(all.map((r) => r.gpu))];
+    const order = [view.gpu, ...state.extra];
     gpus.sort((a, b) => order.indexOf(a) - order.indexOf(b));
     // the drawing's width follows the element's, so its text stays at the stylesheet's size on a phone
     const W = Math.round(Math.min(720, Math.max(340, svg.getBoundingClientRect().width || 560)));
     const H = W < 480 ? 250 : 320, L = 52, R = 30, T = 16, B = 44;
     svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
-    state.curve = [compare, plan];
-    const caps = [...new Set(compare.doc.rows.map((r) => r.context))].sort((a, b) => a - b);
+    const caps = [...new Set([...all.map((r) => r.context), view.cap].filter(known))].sort((a, b) => a - b);
+    if (caps.length === 0) {
+      $("curve-note").textContent = "no cap to draw";
+      return;
+    }
     const lo = Math.log2(caps[0]), hi = Math.log2(caps[caps.length - 1]);
-    const top = Math.max(1, ...rows.map((r) => r.sessions));
+    const top = Math.max(1, ...served.map((r) => r.sessions));
     const X = (c) => L + ((Math.log2(c) - lo) / Math.max(1e-9, hi - lo)) * (W - L - R);
     const Y = (s) => H - B - (s / top) * (H - T - B);
     svg.append(shape("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, class: "axis" }));
@@ -212,39 +296,72 @@
     for (const c of caps) {
       svg.append(shape("text", { x: X(c), y: H - B + 20, class: "tick", "text-anchor": "middle" }, tokens(c)));
     }
-    for (const s of [0, Math.round(top / 2), top]) {
+    for (const s of new Set([0, Math.round(top / 2), top])) {
       svg.append(shape("text", { x: L - 8, y: Y(s) + 5, class: "tick", "text-anchor": "end" }, int(s)));
       svg.append(shape("line", { x1: L, y1: Y(s), x2: W - R, y2: Y(s), class: "grid" }));
     }
     svg.append(shape("text", { x: (L + W - R) / 2, y: H - 6, class: "tick", "text-anchor": "middle" }, "context cap (tokens)"));
-    svg.append(shape("line", { x1: X(plan.context), y1: T, x2: X(plan.context), y2: H - B, class: "cap" }));
+    if (known(view.cap)) {
+      svg.append(shape("line", { x1: X(view.cap), y1: T, x2: X(view.cap), y2: H - B, class: "cap" }));
+    }
+    const refusedAt = [];
     // the chosen GPU drawn last, on top of a compared one with nearly the same curve
     [...gpus.entries()].reverse().forEach(([i, gpu]) => {
-      const points = rows.filter((r) => r.gpu === gpu).sort((a, b) => a.context - b.context);
+      const points = all.filter((r) => r.gpu === gpu).sort((a, b) => a.context - b.context);
       const cls = `series s${i % 4}`;
-      svg.append(shape("polyline", { points: points.map((r) => `${X(r.context)},${Y(r.sessions)}`).join(" "), class: cls }));
+      // a line joins served caps next to each other; a refused cap breaks it
+      let run = [];
+      const runs = [run];
       for (const r of points) {
-        const dot = shape("circle", { cx: X(r.context), cy: Y(r.sessions), r: 4, class: cls });
-        dot.append(shape("title", {}, `${gpu} at ${tokens(r.context)}: ${int(r.sessions)} sessions`));
-        svg.append(dot);
+        if (r.served) run.push(r);
+        else runs.push((run = []));
       }
-      svg.append(shape("text", { x: W - R, y: T + 14 + 18 * i, class: `label s${i % 4}`, "text-anchor": "end" }, gpu));
+      for (const line of runs.filter((x) => x.length > 1)) {
+        svg.append(shape("polyline", { points: line.map((r) => `${X(r.context)},${Y(r.sessions)}`).join(" "), class: cls }));
+      }
+      for (const r of points) {
+        const x = X(r.context);
+        if (r.served) {
+          const dot = shape("circle", { cx: x, cy: Y(r.sessions), r: 4, class: cls });
+          dot.append(shape("title", {}, `${gpu} at ${tokens(r.context)}: ${int(r.sessions)} sessions`));
+          svg.append(dot);
+        } else {
+          // refused: a cross on the axis, the reason in its tooltip; no sessions are made up for it
+          const y = H - B;
+          const mark = shape("path", { d: `M${x - 5},${y - 5}L${x + 5},${y + 5}M${x + 5},${y - 5}L${x - 5},${y + 5}`, class: `refused s${i % 4}` });
+          mark.append(shape("title", {}, `${gpu} at ${tokens(r.context)}: refused: ${r.refused || "no sessions figure"}`));
+          svg.append(mark);
+        }
+      }
+      const none = !points.some((r) => r.served);
+      svg.append(shape("text", { x: W - R - 8, y: T + 14 + 18 * i, class: `label s${i % 4}`, "text-anchor": "end" },
+        none ? `${gpu} (refused)` : gpu));
+      const refused = points.filter((r) => !r.served);
+      if (refused.length) {
+        refusedAt.unshift(`${gpu} ${refused.length === points.length ? "at every cap" : "at " + refused.map((r) => tokens(r.context)).join(", ")}`);
+      }
     });
-    const refused = all.length - rows.length;
     $("curve-note").textContent = `sessions at each cap (kvbudget compare); the dashed line is the cap chosen` +
-      (refused ? `; ${refused} point(s) refused (the model does not fit or the engine refuses)` : "");
+      (refusedAt.length ? `; × on the axis: refused (${refusedAt.join("; ")}), the reason in its tooltip` : "");
   }
 
-  function renderCompare(compare, plan) {
+  // the compared deployments at the chosen cap, as kvbudget compare lists them: served ones first (most sessions),
+  // refused ones last with the CLI's reason and fixes; $/h and $/session-h as the CLI writes them
+  function renderCompare(compare, view) {
     const section = $("compare-section");
-    section.hidden = !compare.ok || state.extra.length === 0;
+    const rows = compare.ok ? compareRows(compare.doc).filter((r) => r.context === view.cap) : [];
+    section.hidden = rows.length === 0 || !(state.extra.length || view.priced || view.refused || rows.some((r) => !r.served));
     if (section.hidden) return;
-    const rows = distinct(compare.doc.rows).filter((r) => r.context === plan.context);
-    $("compare-cap").textContent = `at ${tokens(plan.context)}, most sessions first`;
-    fillTable($("compare"), ["GPU", "sessions", "per session", "KV pool", "weights per GPU"], rows.map((r) =>
-      r.refused === null
-        ? [`${r.gpu} x ${r.gpus}`, int(r.sessions), bytes(r.per_session_bytes), bytes(r.kv_pool_bytes), bytes(r.weights_bytes_per_gpu)]
-        : [`${r.gpu} x ${r.gpus}`, "refused", r.refused, "", ""]));
+    $("compare-cap").textContent = `at ${tokens(view.cap)}, most sessions first`;
+    const head = ["GPU", "sessions", "per session", "KV pool", "weights per GPU", "$/h", "$/session-h"];
+    fillTable($("compare"), head, rows.map((r) =>
+      r.served
+        ? [`${r.gpu} x ${int(r.gpus)}`, int(r.sessions), bytes(r.per_session_bytes), bytes(r.kv_pool_bytes),
+          bytes(r.weights_bytes_per_gpu), money(r.cost_per_hour), money(r.cost_per_session_hour)]
+        : [r.gpu, "refused", { text: r.refused || "no sessions figure in the compare document", span: head.length - 2, cls: "reason", options: true }]));
+    for (const tr of $("compare").tBodies[0].rows) {
+      if (tr.cells[1].textContent === "refused") tr.classList.add("refused");
+    }
   }
 
   function renderLevers(levers) {
@@ -253,7 +370,7 @@
       return;
     }
     fillTable($("levers"), ["lever", "change", "sessions", "gain", "memory"], levers.doc.levers.map((l) =>
-      l.refused === null
+      !l.refused
         ? [l.lever, l.change, int(l.sessions), (l.delta > 0 ? "+" : "") + int(l.delta), l.memory_effect]
         : [l.lever, l.change, "refused", "", l.refused]));
   }
@@ -291,6 +408,14 @@
   }
 
   // --- one update: plan, cost, levers and compare for the inputs as they are --------------------
+  function compared(p) {
+    return [...new Set([p.gpu, ...state.extra])];
+  }
+  // price=GPU=PRICE for each compared GPU with a price typed in
+  function priceParams(p) {
+    return compared(p).filter((g) => (state.prices.get(g) || "").trim()).map((g) => `${g}=${state.prices.get(g).trim()}`);
+  }
+
   async function update() {
     const generation = ++state.generation;
     if (state.controller) state.controller.abort();
@@ -299,18 +424,25 @@
     document.body.dataset.state = "busy";
     const p = params();
     const shared = ["model", "engine", "kv_dtype", "tp", "weights", "prefix"];
-    const share = query({ ...p, compare: state.extra.join(",") });
+    const prices = priceParams(p);
+    const share = query({ ...p, compare: state.extra.join(","), price: prices });
     history.replaceState(null, "", `?${share}`);
     $("api-link").href = `api/plan?${query(p)}`;
     const caps = [...CAPS.map(String), p.context].join(",");
-    let results;
+    const compareParams = { ...pick(p, shared), gpu: compared(p).join(","), context: caps };
+    let results, priceError = null;
     try {
       results = await Promise.all([
         call("plan", p, controller.signal),
         call("cost", { ...pick(p, ["model", "engine", "kv_dtype", "tp"]), tokens: p.context }, controller.signal),
         call("levers", p, controller.signal),
-        call("compare", { ...pick(p, shared), gpu: [p.gpu, ...state.extra].join(","), context: caps }, controller.signal),
+        call("compare", { ...compareParams, price: prices }, controller.signal),
       ]);
+      // a bad price is compare's error for the whole command: shown under its field, the rest drawn without prices
+      if (!results[3].ok && prices.length && priceField(results[3].doc)) {
+        priceError = results[3].doc;
+        results[3] = await call("compare", compareParams, controller.signal);
+      }
     } catch (err) {
       if (err.name === "AbortError") return;
       if (generation !== state.generation) return;
@@ -322,24 +454,46 @@
     if (generation !== state.generation) return;
     const [plan, cost, levers, compare] = results;
     clearErrors();
+    if (priceError) {
+      const li = priceField(priceError);
+      optionsWhole(li.querySelector(".error"), `Error: ${priceError.error.message}`);
+      li.querySelector("input").setAttribute("aria-invalid", "true");
+    }
+    const view = { gpu: p.gpu, cap: plan.ok ? plan.doc.context : tokenCount(p.context), priced: prices.length > 0 && !priceError, refused: false };
     if (!plan.ok) {
-      showError(plan.doc);
-      $("results").classList.add("stale");
-      document.body.dataset.state = "error";
+      const field = fieldFor(plan.doc);
+      showError(plan.doc, field);
+      if (field || !compare.ok || !known(view.cap)) {
+        // a value the CLI cannot read: the results stay as they were, faded, until it is fixed
+        $("results").classList.add("stale");
+        document.body.dataset.state = "error";
+        return;
+      }
+      // the inputs are read but the deployment is refused (the model does not fit, the engine refuses it): the
+      // refusal is the answer; what needs a plan (ledger, commands) is put away, the rest drawn as for any other
+      view.refused = true;
+      $("results").classList.remove("stale");
+      for (const id of PLAN_SECTIONS) $(id).hidden = true;
+      renderRefusedHeadline(view);
+      renderPerToken(cost, null);
+      renderCurve(compare, view);
+      renderCompare(compare, view);
+      document.body.dataset.state = "ready";
       return;
     }
     $("results").classList.remove("stale");
+    for (const id of PLAN_SECTIONS) $(id).hidden = false;
     renderHeadline(plan.doc);
     renderLedger(plan.doc);
     renderPerToken(cost, plan.doc);
-    renderCurve(compare, plan.doc);
-    renderCompare(compare, plan.doc);
+    renderCurve(compare, view);
+    renderCompare(compare, view);
     renderLevers(levers);
     renderCommands(plan.doc, p.engine);
     document.body.dataset.state = "ready";
   }
 
-  // --- GPUs to compare -------------------------------------------------------------------------
+  // --- GPUs to compare, and their prices -------------------------------------------------------
   function renderChips() {
     $("gpu-chips").replaceChildren(...state.extra.map((id) => {
       const button = node("button", { type: "button", class: "chip", "aria-label": `stop comparing ${id}`, text: `${id} ×` });
@@ -349,6 +503,25 @@
         schedule(0);
       });
       return node("li", {}, button);
+    }));
+    renderPrices();
+  }
+  // one price field per GPU on the page (the chosen one first); a price typed stays with its GPU
+  function renderPrices() {
+    const gpus = compared({ gpu: $("gpu").value });
+    $("prices").replaceChildren(...gpus.map((gpu) => {
+      const id = `price-${gpu.replace(/[^A-Za-z0-9_-]/g, "_")}`;
+      const input = node("input", {
+        id, inputmode: "decimal", spellcheck: "false", autocapitalize: "off", placeholder: "e.g. 2.49/h",
+        "aria-describedby": `${id}-error`,
+      });
+      input.value = state.prices.get(gpu) || "";
+      input.addEventListener("input", () => {
+        state.prices.set(gpu, input.value);
+        schedule();
+      });
+      return node("li", { "data-gpu": gpu }, node("label", { for: id, text: gpu }), input,
+        node("p", { class: "error", id: `${id}-error`, role: "alert" }));
     }));
   }
   function addGpu(id) {
@@ -413,11 +586,16 @@
     $("gpu").value = "h100-sxm";
     const given = new URLSearchParams(location.search);
     for (const f of FIELDS) if (given.has(f)) $(f).value = given.get(f);
+    for (const item of given.getAll("price")) {
+      const at = item.indexOf("=");
+      if (at > 0) state.prices.set(item.slice(0, at), item.slice(at + 1));
+    }
     for (const id of (given.get("compare") || "").split(",")) addGpu(id.trim());
     for (const f of FIELDS) {
       $(f).addEventListener("input", () => schedule());
       $(f).addEventListener("change", () => schedule());
     }
+    $("gpu").addEventListener("change", renderPrices);
     $("gpu-add").addEventListener("change", () => {
       addGpu($("gpu-add").value);
       $("gpu-add").value = "";
