@@ -113,7 +113,8 @@ def _cards(report: Report) -> str:
         p99 = (
             f"{format_int(t.p99_tokens)} tokens",
             f"of {t.sessions:,} traced sessions; {t.over_cap:,} beyond the cap; recommended cap "
-            f"{format_tokens(t.recommended_cap)}",
+            f"{format_tokens(t.recommended_cap)}"
+            + (f", past the model's trained window of {format_tokens(t.window)}" if t.window is not None and t.recommended_past_window else ""),
         )
     else:
         p99 = ("no trace", "give --trace FILE... for the session lengths")

@@ -39,6 +39,7 @@ def render_markdown(report: Report) -> str:
         p99 = (
             f"{format_int(t.p99_tokens)} tokens over {t.sessions:,} sessions ({t.over_cap:,} beyond the cap); "
             f"recommended cap {format_tokens(t.recommended_cap)}"
+            + (f", past the model's trained window of {format_tokens(t.window)}" if t.window is not None and t.recommended_past_window else "")
         )
     sessions = [f"planned {plan.sessions:,}"]
     if report.simulated is not None:
