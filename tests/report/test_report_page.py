@@ -104,7 +104,8 @@ def test_every_chart_is_an_inline_svg_with_the_cli_values() -> None:
     cdf_markers = {m["data-marker"]: int(m["data-value"]) for m in marks.marks("cdf", "marker")}
     stats = document("trace", "stats", *WEKA, "--model", *QWEN)
     # the true recommendation (173,056: p99 + 10%), and the trained window drawn apart, not in its place
-    assert cdf_markers == {"cap": 32768, "p99": stats["session_peak_tokens"]["p99"], "recommended": 173_056, "window": 40960}
+    p99 = stats["session_peak_tokens"]["p99"]
+    assert cdf_markers == {"cap": 32768, "p99": p99, "recommended": 173_056, "window": 40960}
 
     lever_bars = [(b["data-lever"], int(b["data-total-sessions"])) for b in marks.marks("levers", "bar")]
     ranked = [(lv["lever"], lv["total_sessions"]) for lv in levers["levers"] if lv["total_sessions"] is not None]

@@ -6,7 +6,8 @@ hold) plus a 10% margin, rounded up to a multiple of 1,024 tokens. About 1% of t
 would reach it. It is what the traces need, whatever the model: where it passes the model's trained
 window (``max_position_embeddings``) it stays the recommendation, marked ``past_window``, with what
 serving it takes on the engine (``EngineRules.past_window``: the override switches and rope scaling)
-and the catalog models whose window holds it; the window is never put in its place. The deployment is planned once (``make_plan`` at the recommended cap); sessions at
+and the catalog models whose window holds it; the window is never put in its place. The deployment
+is planned once (``make_plan`` at the recommended cap); sessions at
 the cap in use (``--context``, when given) and at the model's advertised window
 (``max_position_embeddings``) are evaluated on that plan (``Plan.at_cap``): the pool does not depend
 on the cap. The p99 comes in as a number (``workload.stats`` reads it from traces), so the

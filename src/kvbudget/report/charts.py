@@ -235,7 +235,8 @@ def cdf(report: Report) -> str | None:
         markers.append(Marker(rec / 1024, f"recommended {format_tokens(rec)}", RECOMMENDED_COLOUR, "recommended", rec))
     window = trace.window
     if trace.recommended_past_window and window is not None and window != cap:  # drawn apart, never in its place
-        markers.append(Marker(window / 1024, f"trained window {format_tokens(window)}", WINDOW_COLOUR, "window", window))
+        text = f"trained window {format_tokens(window)}"
+        markers.append(Marker(window / 1024, text, WINDOW_COLOUR, "window", window))
     return line_chart(
         "cdf",
         "Session peak context from the traces (CDF), with the cap",
