@@ -254,3 +254,24 @@ def test_fit_of_the_weka_traces_keeps_prefix_pauses_and_clean_numbers(
     assert code == 0, err
     check = json.loads(report)
     assert check["prefix_tokens"] == 11182
+
+
+def test_the_shipped_fitted_example_is_what_fit_writes_today(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """examples/coding-agent-weka.toml is the fit of the shipped WEKA traces (its header says so, with the command):
+    below the header it is byte for byte what that command writes now."""
+    shipped = (Path(__file__).parents[2] / "examples" / "coding-agent-weka.toml").read_text(encoding="utf-8")
+    out = tmp_path / "w.toml"
+    argv = ("workload", "fit", *WEKA, "--rate", "0.01", "--name", "coding-agent-weka", "--out", str(out))
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    header, body = shipped.split("# kvbudget workload file", 1)
+    assert "# kvbudget workload file" + body == out.read_text(encoding="utf-8")
+    assert "kvbudget workload fit tests/data/traces/weka_kv_cache_tester/*.json --rate 0.01" in header
+    hand = (Path(__file__).parents[2] / "examples" / "coding-agent.toml").read_text(encoding="utf-8")
+    assert "HAND-WRITTEN" in hand and "mean 71.9 s" in hand  # the hand-written one says how far it is from the traces
+    fitted = load_workload(out)
+    assert round(fitted.tool_latency_s.mean(), 1) == 71.9 and load_workload(
+        Path(__file__).parents[2] / "examples" / "coding-agent.toml"
+    ).tool_latency_s.mean() == pytest.approx(6)
