@@ -100,3 +100,36 @@ def test_gpus_cli(capsys: pytest.CaptureFixture[str]) -> None:
     assert entry["memory_bytes"] == 85_520_809_984 and entry["memory_source"] == "nvidia-smi"
     assert "h100-80gb" in entry["aliases"]
     assert next(x for x in data["links"] if x["id"] == "pcie-gen5-x16")["bytes_per_s_per_direction"] == 64 * 10**9
+
+
+@pytest.mark.parametrize(
+    ("name", "card", "others"),
+    [
+        ("h100-80gb", "h100-sxm", ["h100-pcie"]),
+        ("H100 80GB", "h100-sxm", ["h100-pcie"]),
+        ("h100", "h100-sxm", ["h100-pcie", "h100-nvl"]),
+        ("a100", "a100-80gb", ["a100-80gb-pcie", "a100-40gb"]),
+        ("a100-80gb", "a100-80gb", ["a100-80gb-pcie"]),
+    ],
+)
+def test_an_ambiguous_gpu_name_says_which_card_it_planned(name: str, card: str, others: list[str]) -> None:
+    """`h100-80gb` fits the SXM5 card (79.6 GiB driver total, 3.35 TB/s) and the PCIe card (80 GB nominal,
+    2 TB/s): it is read as SXM, and the label every output prints says so and names the other cards."""
+    chosen = gpu(name)
+    plain = next(g for g in gpus() if g.id == card)
+    assert chosen.id == card and chosen.memory_bytes == plain.memory_bytes
+    assert chosen.name.startswith(plain.name + " [") and f"read as {card}" in chosen.name
+    assert all(f"{other}: " in chosen.name for other in others)
+
+
+def test_unambiguous_names_keep_the_plain_label(capsys: pytest.CaptureFixture[str]) -> None:
+    assert gpu("h100-sxm").name == "NVIDIA H100 SXM5 80GB (HBM3)" and gpu("h100-pcie").name == "NVIDIA H100 PCIe 80GB"
+    assert (
+        "[h100-80gb read as h100-sxm, 79.6 GiB, 3.35 TB/s; also h100-pcie: 74.5 GiB nominal, 2 TB/s]"
+        in gpu("h100-80gb").name
+    )
+    argv = ("plan", "llama-3.1-8b", "--engine", "vllm", "--context", "32k", "--json")
+    code, out, _ = run_cli(capsys, *argv, "--gpu", "h100-80gb")
+    assert code == 0 and "h100-80gb read as h100-sxm" in json.loads(out)["ledger"][0]["basis"]
+    code, out, _ = run_cli(capsys, *argv, "--gpu", "h100-sxm")
+    assert code == 0 and "read as" not in out

@@ -8,8 +8,11 @@ give bytes/s per direction. Every entry carries the source it was read from
 (``kvbudget/data/gpus.json``, built from the project's research notes).
 
 Names are matched case-insensitively on id, alias or full name, ignoring spaces, underscores and
-a vendor prefix ("NVIDIA H100 SXM" = "h100-sxm"). ``h100-80gb`` and ``h100`` mean the SXM5 part
-(the HGX/DGX card); the PCIe card is ``h100-pcie``. ``a100-80gb`` likewise means SXM4.
+a vendor prefix ("NVIDIA H100 SXM" = "h100-sxm"). A name that fits more than one card
+(``ambiguous_names`` in gpus.json: ``h100``, ``h100-80gb``, ``a100``, ``a100-80gb``, ``a100-80``) is
+read as the card most deployments of that name are, the SXM part of an HGX/DGX board (the PCIe card
+is ``h100-pcie``, ``a100-80gb-pcie``), and ``gpu()`` returns it with that choice in its ``name``, so
+every output that labels the GPU says which card was planned and names the others.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from functools import lru_cache
 from importlib import resources
@@ -226,8 +229,24 @@ def _lookup(name: str, items: tuple[_T, ...], what: str) -> _T:
 
 
 def gpu(name: str) -> Gpu:
-    """The GPU with this id, alias or name (case-insensitive); InputError listing close names otherwise."""
-    return _lookup(name, gpus(), "GPU")
+    """The GPU with this id, alias or name (case-insensitive); InputError listing close names otherwise.
+
+    A name that fits more than one card comes back as the card ``ambiguous_names`` reads it as, its ``name``
+    saying so: "NVIDIA H100 SXM5 80GB (HBM3) [h100-80gb read as h100-sxm, 79.6 GiB, 3.35 TB/s; also h100-pcie: 74.5 GiB
+    nominal, 2 TB/s]"."""
+    entry = _lookup(name, gpus(), "GPU")
+    choice = _data().get("ambiguous_names", {}).get("names", {}).get(_key(name))
+    if choice is None or choice["means"] != entry.id:
+        return entry
+    others = [next(g for g in gpus() if g.id == other) for other in choice["others"]]
+    also = "; ".join(f"{g.id}: {_figures(g)}" for g in others)
+    return replace(entry, name=f"{entry.name} [{_key(name)} read as {entry.id}, {_figures(entry)}; also {also}]")
+
+
+def _figures(g: Gpu) -> str:
+    """Memory (as the driver reports it, else nominal) and bandwidth: '79.6 GiB, 3.35 TB/s'."""
+    memory = f"{g.memory_bytes / GiB:.1f} GiB" + (" nominal" if g.memory_source == "nominal" else "")
+    return memory + (f", {g.bandwidth_bytes_per_s / 1e12:g} TB/s" if g.bandwidth_bytes_per_s else "")
 
 
 def link(name: str) -> Link:

@@ -4,6 +4,7 @@ names and aliases."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -97,6 +98,34 @@ def test_no_window_models_cost_the_derived_bytes_on_the_ideal_engine() -> None:
 )
 def test_names_and_aliases_resolve(ref: str) -> None:
     assert resolve(ref).name == "Llama-3.1-70B"
+
+
+@pytest.mark.parametrize("ref", ["llama-3.3-70b", "meta-llama/Llama-3.3-70B-Instruct", "Llama-3.3-70B-Instruct"])
+def test_a_model_with_another_entrys_geometry_says_so_in_its_name(ref: str) -> None:
+    """Llama 3.3 70B has Llama 3.1 70B's config: it is served by its own id and every output names it, with the
+    substitution in the name itself (never printed as Llama-3.1-70B)."""
+    spec = resolve(ref)
+    base = resolve("llama-3.1-70b")
+    assert spec.name == "Llama-3.3-70B-Instruct (same geometry as Llama-3.1-70B)"
+    assert spec.model_id == "meta-llama/Llama-3.3-70B-Instruct" and base.model_id == "meta-llama/Llama-3.1-70B"
+    assert spec.source.startswith("Llama-3.1-70B's config: ")
+    assert any("same layers, heads, KV heads" in note for note in spec.notes)
+    assert compute_cost(spec, tokens=32768).total_bytes == compute_cost(base, tokens=32768).total_bytes == 10 * 2**30
+
+
+def test_same_geometry_names_show_in_text_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.helpers import run_cli
+
+    name = "Llama-3.3-70B-Instruct (same geometry as Llama-3.1-70B)"
+    code, out, _ = run_cli(capsys, "cost", "llama-3.3-70b", "--tokens", "32k")
+    assert code == 0 and out.startswith(name) and "Llama-3.1-70B  (" not in out
+    code, out, _ = run_cli(capsys, "cost", "llama-3.3-70b", "--tokens", "32k", "--json")
+    assert code == 0 and json.loads(out)["model"] == name
+    argv = ("plan", "llama-3.3-70b", "--gpu", "h200", "--engine", "vllm", "--context", "32k", "--weights", "fp8")
+    code, out, _ = run_cli(capsys, *argv, "--json")
+    plan = json.loads(out)
+    assert code == 0 and plan["model"] == name
+    assert plan["commands"]["vllm"]["argv"][2] == "meta-llama/Llama-3.3-70B-Instruct"
 
 
 def test_multimodal_configs_use_their_text_config() -> None:

@@ -87,7 +87,9 @@ def test_trace_figures_are_trace_stats() -> None:
     assert trace["cap"] == stats["cap"]
     assert trace["session_peak_tokens"] == stats["session_peak_tokens"]
     assert trace["p99_session_peak_tokens"] == stats["session_peak_tokens"]["p99"] == 157_056
-    assert trace["recommended_cap_tokens"] == stats["cap"]["recommended_cap_tokens"] == 40960
+    # what the traces need (157,056 x 1.1, rounded up to 1,024), past Qwen3-32B's 40,960-token window: kept, marked
+    assert trace["recommended_cap_tokens"] == stats["cap"]["recommended_cap_tokens"] == 173_056
+    assert trace["advertised_window_tokens"] == 40960 and trace["recommended_past_window"] is True
     assert trace["sessions"] == stats["session_peak_tokens"]["count"] == 19
     # the CDF is the sessions' own peaks (19 of them, each point's share a rank / 19): unrolled, its
     # nearest-rank percentiles and maximum are the trace's
@@ -98,7 +100,8 @@ def test_trace_figures_are_trace_stats() -> None:
     assert percentile(peaks, 99) == 157_056 and percentile(peaks, 50) == stats["session_peak_tokens"]["p50"]
     assert peaks[-1] == stats["session_peak_tokens"]["max"]
     assert trace["sessions_over_cap"] == sum(1 for p in peaks if p > 32768) == 13
-    assert doc["curve"][-1]["cap"] == 40960  # the recommended cap is a point of the curve
+    assert doc["curve"][-1]["cap"] == 173_056  # the recommended cap is a point of the curve
+    assert 40960 in [p["cap"] for p in doc["curve"]]  # and so is the window
 
 
 def test_simulated_is_simulate_json() -> None:

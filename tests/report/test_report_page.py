@@ -97,13 +97,15 @@ def test_every_chart_is_an_inline_svg_with_the_cli_values() -> None:
     points = [(int(p["data-cap"]), int(p["data-total-sessions"])) for p in marks.marks("curve", "point")]
     assert points == [(p["cap"], p["total_sessions"]) for p in report["curve"]]
     curve_markers = {m["data-marker"]: int(m["data-value"]) for m in marks.marks("curve", "marker")}
-    assert curve_markers == {"cap": 32768, "recommended": report["trace"]["recommended_cap_tokens"]}
+    assert curve_markers == {"cap": 32768, "recommended": report["trace"]["recommended_cap_tokens"], "window": 40960}
 
     (line,) = marks.marks("cdf", "line")
     assert line["data-points"] == " ".join(f"{t}:{s}" for t, s in report["trace"]["cdf"])
     cdf_markers = {m["data-marker"]: int(m["data-value"]) for m in marks.marks("cdf", "marker")}
     stats = document("trace", "stats", *WEKA, "--model", *QWEN)
-    assert cdf_markers == {"cap": 32768, "p99": stats["session_peak_tokens"]["p99"], "recommended": 40960}
+    # the true recommendation (173,056: p99 + 10%), and the trained window drawn apart, not in its place
+    p99 = stats["session_peak_tokens"]["p99"]
+    assert cdf_markers == {"cap": 32768, "p99": p99, "recommended": 173_056, "window": 40960}
 
     lever_bars = [(b["data-lever"], int(b["data-total-sessions"])) for b in marks.marks("levers", "bar")]
     ranked = [(lv["lever"], lv["total_sessions"]) for lv in levers["levers"] if lv["total_sessions"] is not None]

@@ -137,13 +137,40 @@ def test_few_sessions_say_their_p99_is_the_maximum(capsys: pytest.CaptureFixture
 def test_a_recommended_cap_past_the_window_says_what_serving_it_takes(
     capsys: pytest.CaptureFixture[str], engine: str, needs: str
 ) -> None:
-    """Mooncake's conversation trace wants 93K (p99 85,858 + 10%) where Qwen3-32B was trained to 40,960: the cap is
-    clamped to the window, and the reading names the engine's switches for the cap the traces want."""
+    """Mooncake's conversation trace wants 93K (p99 85,858 + 10%) where Qwen3-32B was trained to 40,960: the cap
+    stays what the traces need, and the reading names the engine's switches for it."""
     trace = Path(__file__).parent.parent / "data" / "traces" / "mooncake_fast25" / "conversation_trace.jsonl"
     code, out, _ = run_cli(
         capsys, "trace", "stats", str(trace), "--model", "qwen3-32b", "--gpu", "h200", "--engine", engine
     )
     assert code == 0
-    reading = out.strip().splitlines()[-1]
-    assert "recommended cap: 40,960 tokens" in out
-    assert "a 93K cap past the 40,960-token trained window: " in reading and needs in reading
+    (reading,) = [line for line in out.splitlines() if line.startswith("The p99 session")]
+    assert "recommended cap: 95,232 tokens (93K)" in out
+    assert "past the model's trained window (40,960 tokens)" in out
+    assert "the recommended 93K cap is past the model's 40,960-token trained window: " in reading and needs in reading
+
+
+def test_weka_recommendation_is_what_the_traces_need_not_the_window(capsys: pytest.CaptureFixture[str]) -> None:
+    """The shipped WEKA traces peak at 157,056 tokens (p99 of 19 sessions = the largest); Qwen3-32B's window is
+    40,960. The recommendation is 157,056 x 1.1 rounded up to 1,024 = 173,056 (169K), never the window."""
+    deploy = ("--model", "qwen3-32b", "--gpu", "h200", "--engine", "vllm")
+    cap = _json(capsys, "trace", "stats", *map(str, WEKA), *deploy)["cap"]
+    assert isinstance(cap, dict)
+    assert cap["p99_session_peak_tokens"] == 157056
+    assert cap["recommended_cap_tokens"] == 173056
+    assert cap["advertised_window_tokens"] == 40960
+    assert cap["recommended_past_window"] is True
+    assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in str(cap["serving_past_window"])
+    holding = cast(list[str], cap["catalog_models_whose_window_holds_it"])
+    assert "Qwen3-Next-80B-A3B" in holding and "Qwen3-32B" not in holding
+    plan = _json(capsys, "plan", "qwen3-32b", *deploy[2:], "--context", "173056")
+    assert cap["sessions_at_recommended_cap"] == plan["total_sessions"] == 1
+    code, out, _ = run_cli(capsys, "trace", "stats", *map(str, WEKA), *deploy)
+    assert code == 0
+    assert "recommended cap: 173,056 tokens (169K)" in out
+    assert "recommended (p99 + margin), past the window" in out
+    assert "--context 173,056 is beyond" not in out  # said once, by the reading, not again as a plan warning
+    within = _json(capsys, "trace", "stats", *map(str, WEKA), "--model", "qwen3-next-80b-a3b", "--gpu", "b200")["cap"]
+    assert isinstance(within, dict)
+    assert within["recommended_cap_tokens"] == 173056 and within["recommended_past_window"] is False
+    assert within["serving_past_window"] is None and within["catalog_models_whose_window_holds_it"] == []

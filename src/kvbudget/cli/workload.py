@@ -33,7 +33,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     f.add_argument(
         "--rate", default=None, help="top-level sessions/s, when the trace cannot give one (WEKA files start at 0)"
     )
-    f.add_argument("--prefix", default="0", help="tokens of the shared prefix, taken off every first prompt")
+    f.add_argument(
+        "--prefix",
+        default=None,
+        help="tokens of the shared prefix, taken off every first prompt (default: what the trace declares, else 0)",
+    )
     f.add_argument("--method", choices=["empirical", "lognormal"], default="empirical", help="token/pause fit")
     f.add_argument("--name", default="", help="name written into the workload file")
     f.add_argument("--strict", action="store_true", help="fail on the first bad row instead of skipping it")
@@ -94,7 +98,9 @@ def _fit(args: argparse.Namespace) -> str:
     from kvbudget.workload.record import BadRow, StepRecord
     from kvbudget.workload.traces import read_records
 
-    prefix = 0 if args.prefix.strip() == "0" else parse_tokens(args.prefix, what="--prefix")
+    prefix = (
+        None if args.prefix is None else 0 if args.prefix.strip() == "0" else parse_tokens(args.prefix, what="--prefix")
+    )
     rate = _positive(args.rate, "--rate")
     if args.out is not None and Path(args.out).suffix.lower() != ".toml":
         raise InputError(f"--out: {args.out} must end in .toml (fit writes TOML)")

@@ -108,8 +108,10 @@ def resolve(ref: str) -> ModelSpec:
     """Resolve a model reference to a ModelSpec, trying catalog, local path, then the Hub."""
     entry = catalog.lookup(ref)
     if entry is not None:
+        notes = (entry.status,) if entry.geometry_of is None else (entry.status, entry.geometry_note)
+        source = entry.source if entry.geometry_of is None else f"{entry.geometry_of}'s config: {entry.source}"
         spec = read_spec(
-            entry.config, name=entry.name, source=entry.source, where=f"catalog:{entry.name}", notes=(entry.status,)
+            entry.config, name=entry.display_name, source=source, where=f"catalog:{entry.name}", notes=notes
         )
         hub = next((alias for alias in entry.aliases if "/" in alias), None)  # the first alias that is a repo id
         return replace(spec, model_id=hub)

@@ -3,7 +3,11 @@
 The recommended cap is the p99 **session peak** context (prompt + output at a session's largest
 step; the same as the session end unless the context was compacted, and the figure a cap must
 hold) plus a 10% margin, rounded up to a multiple of 1,024 tokens. About 1% of the trace's sessions
-would reach it. The deployment is planned once (``make_plan`` at the recommended cap); sessions at
+would reach it. It is what the traces need, whatever the model: where it passes the model's trained
+window (``max_position_embeddings``) it stays the recommendation, marked ``past_window``, with what
+serving it takes on the engine (``EngineRules.past_window``: the override switches and rope scaling)
+and the catalog models whose window holds it; the window is never put in its place. The deployment
+is planned once (``make_plan`` at the recommended cap); sessions at
 the cap in use (``--context``, when given) and at the model's advertised window
 (``max_position_embeddings``) are evaluated on that plan (``Plan.at_cap``): the pool does not depend
 on the cap. The p99 comes in as a number (``workload.stats`` reads it from traces), so the
@@ -37,6 +41,12 @@ class CapAnalysis:
     at_current: CapSessions | None
     at_window: CapSessions | None
     reading: str
+    past_window: str | None = None  # what serving the recommendation past the trained window takes (engine switches)
+    holding_models: tuple[str, ...] = ()  # catalog models whose window holds the recommendation (when past it)
+
+    @property
+    def recommended_past_window(self) -> bool:
+        return self.window is not None and self.recommended > self.window
 
     @property
     def reference(self) -> int | None:
@@ -55,6 +65,9 @@ class CapAnalysis:
             "gpus": i.gpus,
             "p99_session_peak_tokens": self.p99_tokens,
             "recommended_cap_tokens": self.recommended,
+            "recommended_past_window": self.recommended_past_window,
+            "serving_past_window": self.past_window,
+            "catalog_models_whose_window_holds_it": list(self.holding_models),
             "margin": MARGIN_TEXT,
             "sessions_at_recommended_cap": self.plan.total_sessions,
             "current_cap_tokens": self.current,
@@ -84,7 +97,7 @@ def _reading(p99: int, cap: int, cap_name: str, recommended: int, at_rec: int, a
         return (
             f"the p99 session ({tokens} tokens) is beyond the {cap_name} ({format_tokens(cap)}): at least 1% of "
             "sessions would hit it and be refused, cut or compacted"
-            + (f"; a cap of {rec} serves {at_rec:,} sessions" if recommended != cap else "")
+            + (f"; a cap of {rec} serves {counted(at_rec, 'session')}" if recommended != cap else "")
         )
     if ratio >= 0.8:
         return (
@@ -108,8 +121,6 @@ def cap_analysis(p99: int, inputs: PlanInputs, current: int | None = None, sessi
     """
     window = inputs.spec.max_position_embeddings
     recommended = recommended_cap(p99)
-    if window and recommended > window:
-        recommended = window  # the model cannot serve more; the reading says p99 is past it
     plan = make_plan(replace(inputs, context=recommended))
     at_current = plan.at_cap(current) if current is not None else None
     at_window = plan.at_cap(window) if window else None
@@ -123,12 +134,20 @@ def cap_analysis(p99: int, inputs: PlanInputs, current: int | None = None, sessi
         reading = _reading(
             p99, cap, name, recommended, plan.total_sessions, at_cap.total_sessions if at_cap is not None else None
         )
-    wanted = recommended_cap(p99)
-    if window and wanted > window:  # the cap the traces want is past the trained window: what serving it takes
+    past: str | None = None
+    holding: tuple[str, ...] = ()
+    if window and recommended > window:  # what the traces need is past the trained window: say what serving it takes
+        past = inputs.engine.rules.past_window(recommended, window)
+        # the plan's own "--context N is beyond the window" warning says it again, about an option not given here
+        said = f"--context {recommended:,} is beyond"
+        plan = replace(plan, warnings=tuple(w for w in plan.warnings if not w.startswith(said)))
+        holding = models_holding(recommended)
         reading += (
-            f"; a {format_tokens(wanted)} cap past the {window:,}-token trained window: "
-            f"{inputs.engine.rules.past_window(wanted, window)}"
+            f"; the recommended {format_tokens(recommended)} cap is past the model's {window:,}-token trained "
+            f"window: {past}"
         )
+        if holding:
+            reading += f"; catalog models whose window holds it: {_listing(holding)}"
     if sessions is not None and 0 < sessions < 100:  # nearest rank: the p99 of fewer than 100 is the maximum
         reading += f"; with only {counted(sessions, 'session')} that p99 is the largest session, not a tail"
     return CapAnalysis(
@@ -140,4 +159,24 @@ def cap_analysis(p99: int, inputs: PlanInputs, current: int | None = None, sessi
         at_current=at_current,
         at_window=at_window,
         reading=reading[0].upper() + reading[1:] + ".",
+        past_window=past,
+        holding_models=holding,
     )
+
+
+SHOWN_MODELS = 6
+
+
+def models_holding(tokens: int) -> tuple[str, ...]:
+    """Catalog models whose advertised window (``max_position_embeddings``) is at least ``tokens``, smallest
+    (fewest parameters) first."""
+    from kvbudget.model import catalog
+
+    holding = [e for e in catalog.entries() if int(e.config.get("max_position_embeddings") or 0) >= tokens]
+    holding.sort(key=lambda e: (e.params_total is None, e.params_total or 0))
+    return tuple(e.name for e in holding)
+
+
+def _listing(names: tuple[str, ...]) -> str:
+    shown = ", ".join(names[:SHOWN_MODELS])
+    return shown + (f" and {len(names) - SHOWN_MODELS} more (kvbudget models)" if len(names) > SHOWN_MODELS else "")

@@ -96,11 +96,25 @@ def render_cap(cap: CapAnalysis, units: UnitSystem) -> str:
         f"{format_bytes(plan.per_session_bytes, units)}",
         "",
     ]
-    rows = [["recommended (p99 + margin)", f"{cap.recommended:,}", f"{plan.total_sessions:,}"]]
+    past = cap.recommended_past_window
+    if past:
+        lines.insert(
+            2,
+            f"  past the model's trained window ({cap.window:,} tokens): the traces need it all the same; "
+            "what serving it takes is below",
+        )
+    label = "recommended (p99 + margin), past the window" if past else "recommended (p99 + margin)"
+    rows = [[label, f"{cap.recommended:,}", f"{plan.total_sessions:,}"]]
     if cap.at_current is not None:
         rows.append(["in use (--context)", f"{cap.at_current.cap:,}", f"{cap.at_current.total_sessions:,}"])
     if cap.at_window is not None:
-        rows.append(["advertised window", f"{cap.at_window.cap:,}", f"{cap.at_window.total_sessions:,}"])
+        rows.append(
+            [
+                "advertised window" + (" (trained), below the traces" if past else ""),
+                f"{cap.at_window.cap:,}",
+                f"{cap.at_window.total_sessions:,}",
+            ]
+        )
     lines.append(table(["cap", "tokens", "sessions"], rows, [False, True, True]))
     lines.append("")
     lines.append(cap.reading)

@@ -5,7 +5,8 @@
   the rest of the KV pool, and what the engine leaves unused (total - usable);
 * ``sessions``: sessions per replica as planned, as simulated and as measured;
 * ``curve``: sessions of the whole deployment against the cap (log-2 cap axis);
-* ``cdf``: the share of traced sessions whose peak context is at or below each length, with the cap;
+* ``cdf``: the share of traced sessions whose peak context is at or below each length, with the cap, the p99,
+  the recommended cap and, when it is below the recommendation, the model's trained window;
 * ``levers``: sessions over the deployment with each lever, best first, against today's.
 """
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 CAP_COLOUR = "#c0392b"
 P99_COLOUR = "#6b4fbb"
 RECOMMENDED_COLOUR = "#1e8449"
+WINDOW_COLOUR = "#7f8c8d"
 _IEC = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1, "B"))
 _SI = ((10**12, "TB"), (10**9, "GB"), (10**6, "MB"), (10**3, "kB"), (1, "B"))
 _DEFINITION = {
@@ -194,6 +196,11 @@ def curve(report: Report) -> str:
         at_rec = next((p.total_sessions for p in points if p.cap == rec), None)
         text = f"recommended {format_tokens(rec)}" + (f": {at_rec:,}" if at_rec is not None else "")
         markers.append(Marker(rec, text, RECOMMENDED_COLOUR, "recommended", rec))
+        window = report.trace.window
+        if report.trace.recommended_past_window and window is not None:
+            at_window = next((p.total_sessions for p in points if p.cap == window), None)
+            text = f"trained window {format_tokens(window)}" + (f": {at_window:,}" if at_window is not None else "")
+            markers.append(Marker(window, text, WINDOW_COLOUR, "window", window))
     return line_chart(
         "curve",
         "Sessions against the context cap",
@@ -226,6 +233,10 @@ def cdf(report: Report) -> str | None:
     if trace.recommended_cap != cap:
         rec = trace.recommended_cap
         markers.append(Marker(rec / 1024, f"recommended {format_tokens(rec)}", RECOMMENDED_COLOUR, "recommended", rec))
+    window = trace.window
+    if trace.recommended_past_window and window is not None and window != cap:  # drawn apart, never in its place
+        text = f"trained window {format_tokens(window)}"
+        markers.append(Marker(window / 1024, text, WINDOW_COLOUR, "window", window))
     return line_chart(
         "cdf",
         "Session peak context from the traces (CDF), with the cap",

@@ -57,7 +57,7 @@ def curve_caps(context: int, window: int | None, marks: Sequence[int] = ()) -> l
     """Caps for the sessions-against-cap curve: 1K x 2^k and 1.5K x 2^k up to the advertised window (twice the
     cap when the model states none), with the cap itself, the window and ``marks`` (a recommended cap)."""
     top = max(window or 2 * context, context, *marks)
-    caps = {context, top, *marks}
+    caps = {context, top, *marks, *([window] if window else [])}  # the window stays a point past it too
     step = FIRST_CAP
     while step <= top:
         caps.add(step)

@@ -104,6 +104,11 @@ class TraceSessions:
     cdf: tuple[tuple[int, float], ...]  # (tokens, share of sessions whose peak is at or below it)
     sessions: int
     over_cap: int  # sessions whose peak exceeds the enforced cap
+    window: int | None = None  # the model's trained (advertised) window, drawn apart when below the recommendation
+
+    @property
+    def recommended_past_window(self) -> bool:
+        return self.window is not None and self.recommended_cap > self.window
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -114,6 +119,8 @@ class TraceSessions:
             "session_peak_tokens": self.peaks,
             "p99_session_peak_tokens": self.p99_tokens,
             "recommended_cap_tokens": self.recommended_cap,
+            "advertised_window_tokens": self.window,
+            "recommended_past_window": self.recommended_past_window,
             "sessions_over_cap": self.over_cap,
             "cap": self.cap,
             "cdf": [[tokens, share] for tokens, share in self.cdf],

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kvbudget import __version__
 from kvbudget.report import charts
-from kvbudget.report.data import Report
+from kvbudget.report.data import Report, TraceSessions
 from kvbudget.units import counted, format_bytes, format_int, format_tokens
 
 CSS = """
@@ -113,7 +113,7 @@ def _cards(report: Report) -> str:
         p99 = (
             f"{format_int(t.p99_tokens)} tokens",
             f"of {t.sessions:,} traced sessions; {t.over_cap:,} beyond the cap; recommended cap "
-            f"{format_tokens(t.recommended_cap)}",
+            f"{format_tokens(t.recommended_cap)}" + _past_window(t),
         )
     else:
         p99 = ("no trace", "give --trace FILE... for the session lengths")
@@ -346,4 +346,12 @@ def render_html(report: Report) -> str:
             "</body>",
             "</html>",
         ]
+    )
+
+
+def _past_window(t: TraceSessions) -> str:
+    return (
+        f", past the model's trained window of {format_tokens(t.window)}"
+        if t.window and t.recommended_past_window
+        else ""
     )

@@ -5,7 +5,7 @@ session-length percentiles), since Markdown renderers differ in what images they
 from __future__ import annotations
 
 from kvbudget.report.charts import ledger_segments
-from kvbudget.report.data import Report
+from kvbudget.report.data import Report, TraceSessions
 from kvbudget.units import counted, format_bytes, format_int, format_tokens
 
 
@@ -38,7 +38,7 @@ def render_markdown(report: Report) -> str:
         t = report.trace
         p99 = (
             f"{format_int(t.p99_tokens)} tokens over {t.sessions:,} sessions ({t.over_cap:,} beyond the cap); "
-            f"recommended cap {format_tokens(t.recommended_cap)}"
+            f"recommended cap {format_tokens(t.recommended_cap)}" + _past_window(t)
         )
     sessions = [f"planned {plan.sessions:,}"]
     if report.simulated is not None:
@@ -162,3 +162,11 @@ def render_markdown(report: Report) -> str:
     if plan.warnings:
         out += ["### Warnings", "", *[f"- {w}" for w in plan.warnings], ""]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _past_window(t: TraceSessions) -> str:
+    return (
+        f", past the model's trained window of {format_tokens(t.window)}"
+        if t.window and t.recommended_past_window
+        else ""
+    )

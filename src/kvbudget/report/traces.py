@@ -83,4 +83,5 @@ def trace_sessions(
         cdf=cdf_points(peaks),
         sessions=len(peaks),
         over_cap=sum(1 for p in peaks if p > inputs.context),
+        window=analysis.window,
     )

@@ -20,8 +20,15 @@ Choices (docs/workload.md):
   the median context kept.
 * Pauses: the trace's ``pause_s``, else the gap between step starts (an upper bound). A trace does
   not separate tool latency from think time: all of it goes to ``tool_latency_s``.
-* The shared prefix is not in a trace (hashes are often local to a session): give
-  ``prefix_tokens``; it is taken off every first prompt.
+* The shared prefix: ``prefix_tokens`` when given (taken off every first prompt). Otherwise the
+  prefix the trace declares per session (WEKA's ``system_tokens`` and ``tool_tokens``, the
+  records' ``declared_prefix``): the workload's prefix is their mean over the sessions (system
+  prompt and tool catalogue apart, whole tokens), and each session's first prompt loses its own
+  declared prefix, so the mean context is kept. Sessions that declare none lose the workload's.
+  The block-hash prefix reuse between a session's steps goes into the notes (the simulator keeps a
+  session's cache between its steps, so it reuses the whole previous context).
+* Clean numbers: token bins are whole tokens (duplicates merged), pauses and the rate keep
+  ``SIGNIFICANT`` significant digits, lognormal parameters too: the mean moves by the rounding only.
 """
 
 from __future__ import annotations
@@ -37,10 +44,41 @@ from kvbudget.errors import InputError
 from kvbudget.workload.distributions import Constant, Distribution, Empirical, LogNormal
 from kvbudget.workload.generate import replay_steps
 from kvbudget.workload.model import DISTRIBUTIONS, Arrival, CapPolicy, Prefix, Workload
-from kvbudget.workload.record import StepRecord
+from kvbudget.workload.record import StepRecord, common_prefix
+from kvbudget.workload.stats import percentile
 
 FitMethod = Literal["empirical", "lognormal"]
 MAX_POINTS = 256
+SIGNIFICANT = 4  # significant digits of a fitted pause, rate or lognormal parameter
+
+
+def clean(value: float, digits: int = SIGNIFICANT) -> float | int:
+    """``value`` to ``digits`` significant digits, an int when that is whole: no float noise in a file."""
+    if value == 0 or not math.isfinite(value):
+        return 0 if value == 0 else value
+    rounded = float(f"{value:.{digits}g}")
+    return int(rounded) if rounded.is_integer() else rounded
+
+
+def _tidy(dist: Distribution, whole: bool) -> Distribution:
+    """The distribution with clean numbers: whole values for token counts (equal ones merged), else
+    ``SIGNIFICANT`` digits."""
+    if isinstance(dist, Constant):
+        return Constant(round(dist.value) if whole else clean(dist.value))
+    if isinstance(dist, LogNormal):
+        return LogNormal(mu=float(clean(dist.mu, 6)), sigma=float(clean(dist.sigma, 6)))
+    if isinstance(dist, Empirical):
+        merged: dict[float, float] = {}
+        weights = dist.weights or (1,) * len(dist.values)
+        for v, w in zip(dist.values, weights, strict=True):
+            key = round(v) if whole else clean(v)
+            merged[key] = merged.get(key, 0) + w
+        if len(merged) == 1:
+            return Constant(next(iter(merged)))
+        keys = sorted(merged)
+        counts = [int(merged[k]) if float(merged[k]).is_integer() else merged[k] for k in keys]
+        return Empirical(tuple(keys), tuple(counts) if len(set(counts)) > 1 else ())
+    return dist
 
 
 def empirical_of(values: Sequence[float], max_points: int = MAX_POINTS) -> Distribution:
@@ -83,17 +121,18 @@ def fit_workload(
     records: Iterable[StepRecord],
     *,
     rate_per_s: float | None = None,
-    prefix_tokens: int = 0,
+    prefix_tokens: int | None = None,
     method: FitMethod = "empirical",
     max_points: int = MAX_POINTS,
     name: str = "",
 ) -> Workload:
     """A workload whose distributions are those of the trace's sessions (choices: module docstring).
 
-    Notes on what was estimated and how land in the workload's ``description``."""
+    ``prefix_tokens`` None: the prefix the trace declares (module docstring). Notes on what was estimated and
+    how land in the workload's ``description``."""
     if method not in ("empirical", "lognormal"):
         raise InputError(f"fit method must be empirical or lognormal, got {method!r}")
-    if prefix_tokens < 0:
+    if prefix_tokens is not None and prefix_tokens < 0:
         raise InputError(f"prefix tokens must not be negative, got {prefix_tokens}")
     groups: dict[str, list[StepRecord]] = {}
     for rec in records:
@@ -101,6 +140,16 @@ def fit_workload(
     if not groups:
         raise InputError("the trace has no usable steps to fit a workload from")
 
+    declared = [r[0].declared_prefix for r in groups.values() if r and r[0].declared_prefix is not None]
+    given = prefix_tokens is not None
+    if given:
+        system, tool = int(prefix_tokens or 0), 0
+    elif declared:
+        system = round(math.fsum(d[0] for d in declared) / len(declared))
+        tool = round(math.fsum(d[1] for d in declared) / len(declared))
+    else:
+        system, tool = 0, 0
+    prefix = system + tool
     steps: list[int] = []
     first: list[int] = []
     appends: list[int] = []
@@ -110,8 +159,12 @@ def fit_workload(
     before_compaction: list[int] = []
     kept: list[int] = []
     short_first = guessed_pauses = subagents = 0
+    reused_blocks = total_blocks = 0
+    paused = spanned = 0.0
     for rows in groups.values():
         rows.sort(key=lambda r: (r.step, r.start_s))
+        own = rows[0].declared_prefix
+        session_prefix = prefix if given or own is None else own[0] + own[1]
         if any(r.parent is not None for r in rows):
             subagents += 1
         else:
@@ -119,9 +172,13 @@ def fit_workload(
         steps.append(len(rows))
         context = 0
         for i, (rec, step) in enumerate(zip(rows, replay_steps(rows), strict=True)):
+            if i and rec.block_hashes and rows[i - 1].block_hashes:
+                shared = rec.shared_blocks
+                reused_blocks += common_prefix(rec.block_hashes, rows[i - 1].block_hashes) if shared is None else shared
+                total_blocks += len(rec.block_hashes)
             if i == 0:
-                first.append(max(0, step.append_tokens - prefix_tokens))
-                short_first += step.append_tokens < prefix_tokens
+                first.append(max(0, step.append_tokens - session_prefix))
+                short_first += step.append_tokens < session_prefix
             elif step.compact_to is not None:
                 before_compaction.append(context)
                 kept.append(step.compact_to)
@@ -131,6 +188,8 @@ def fit_workload(
             if i + 1 < len(rows):
                 pauses.append(step.pause_s)
                 guessed_pauses += rec.pause_s is None
+                paused += step.pause_s
+                spanned += max(rows[i + 1].start_s - rec.start_s, step.pause_s)
             context = rec.prompt_tokens + rec.output_tokens
 
     notes = [f"fit of {len(steps)} sessions ({subagents} sub-agents counted as sessions), {sum(steps)} steps"]
@@ -144,7 +203,7 @@ def fit_workload(
                 "instant (traces like WEKA's restart the clock per session); pass a rate (--rate)"
             )
         rate_per_s = (top - 1) / span
-        basis = f"({top} - 1) / {span:g} s between the first and last top-level session start"
+        basis = f"({top} - 1) / {clean(span, 6)} s between the first and last top-level session start"
     elif not (math.isfinite(rate_per_s) and rate_per_s > 0):
         raise InputError(f"rate must be a positive number of sessions per second, got {rate_per_s}")
     else:
@@ -162,7 +221,7 @@ def fit_workload(
     if kept:
         target = round(statistics.median(kept))
         limit = max(before_compaction)
-        if prefix_tokens < target < limit:
+        if prefix < target < limit:
             cap = CapPolicy(action="compact", tokens=limit, target_tokens=target)
             notes.append(
                 f"{len(kept)} compactions seen: compact at {limit} tokens (largest context before one) "
@@ -170,24 +229,49 @@ def fit_workload(
             )
         else:
             notes.append(f"{len(kept)} compactions seen, but no consistent cap/target to infer from them")
+    if given:
+        notes.append(f"shared prefix {prefix} tokens (given)")
+    elif declared:
+        lows = min(d[0] + d[1] for d in declared)
+        highs = max(d[0] + d[1] for d in declared)
+        notes.append(
+            f"shared prefix {prefix} tokens = mean of what {len(declared)} of {len(steps)} sessions declare "
+            f"({system} system prompt + {tool} tool catalogue; {lows} to {highs} per session), each session's "
+            "own taken off its first prompt"
+        )
+    else:
+        notes.append("shared prefix 0: the trace declares none (give --prefix)")
+    if total_blocks:
+        notes.append(
+            f"prefix reuse between a session's steps in the trace: {reused_blocks / total_blocks:.1%} of blocks "
+            "(the simulator keeps each session's cache between its steps)"
+        )
+    if pauses:
+        ordered = sorted(pauses)
+        share = f", {paused / spanned:.1%} of session time" if spanned > 0 else ""
+        notes.append(
+            f"{len(pauses)} pauses: median {clean(percentile(ordered, 50), 6)} s, "
+            f"p99 {clean(percentile(ordered, 99), 6)} s{share}"
+        )
     if short_first:
-        notes.append(f"{short_first} first prompts shorter than the {prefix_tokens}-token prefix counted as 0")
+        notes.append(f"{short_first} first prompts shorter than their session's shared prefix counted as 0")
     if guessed_pauses:
         notes.append(f"{guessed_pauses} pauses taken as gaps between step starts (upper bounds)")
     notes.append("tool latency holds every pause (a trace does not separate think time)")
 
-    def fit(values: Sequence[float]) -> Distribution:
-        return lognormal_of(values) if method == "lognormal" else empirical_of(values, max_points)
+    def fit(values: Sequence[float], whole: bool = True) -> Distribution:
+        dist = lognormal_of(values) if method == "lognormal" else empirical_of(values, max_points)
+        return _tidy(dist, whole)
 
     return Workload(
-        arrival=Arrival(rate_per_s=rate_per_s),
-        steps=empirical_of(steps, max_points),
+        arrival=Arrival(rate_per_s=float(clean(rate_per_s, 6))),
+        steps=_tidy(empirical_of(steps, max_points), True),
         first_prompt_tokens=fit(first),
         append_tokens=fit(appends),
         output_tokens=fit(outputs),
-        tool_latency_s=fit(pauses),
+        tool_latency_s=fit(pauses, whole=False),
         think_time_s=Constant(0),
-        prefix=Prefix(system_prompt_tokens=prefix_tokens),
+        prefix=Prefix(system_prompt_tokens=system, tool_catalog_tokens=tool),
         cap=cap,
         name=name,
         description="; ".join(notes),

@@ -44,6 +44,9 @@ class StepRecord:
     # Leading block hashes equal to the previous step's of this session, where the reader compared
     # them anyway (WEKA, to salt only the new ids); None: not known, consumers compare themselves.
     shared_blocks: int | None = field(default=None, compare=False)
+    # The session's shared prefix as the trace declares it: (system prompt tokens, tool catalogue tokens)
+    # (WEKA's ``system_tokens`` and ``tool_tokens``), on a session's first step; None: the trace does not say.
+    declared_prefix: tuple[int, int] | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, object]:
         """The kvbudget JSONL per-step format (docs/traces.md), also the `trace convert` export."""
@@ -65,6 +68,8 @@ class StepRecord:
         if self.block_hashes:
             out["block_hashes"] = list(self.block_hashes)
             out["block_size"] = self.block_size
+        if self.declared_prefix is not None:
+            out["system_prompt_tokens"], out["tool_catalog_tokens"] = self.declared_prefix
         return out
 
 

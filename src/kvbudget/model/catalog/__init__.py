@@ -27,6 +27,14 @@ class CatalogEntry(FrozenRecord):
     params_total: int | None
     config: dict[str, Any]
     derived_kv: dict[str, Any]
+    geometry_of: str | None = None  # set for a model that is not an entry of its own: the entry whose config it uses
+    geometry_note: str = ""  # why that config holds for it
+
+    @property
+    def display_name(self) -> str:
+        """The name every output prints: a model served with another entry's config says so in its name, so no
+        output can show the other model's name for it or hide the substitution."""
+        return f"{self.name} (same geometry as {self.geometry_of})" if self.geometry_of else self.name
 
 
 _SEPARATORS = re.compile(r"[\s_\-]+")  # compiled once: the index keys every name and alias of the catalog
@@ -64,9 +72,37 @@ def entries() -> tuple[CatalogEntry, ...]:
 
 
 @lru_cache(maxsize=1)
+def same_geometry() -> tuple[CatalogEntry, ...]:
+    """Models that are not entries of their own but share an entry's geometry (``same_geometry`` in models.json:
+    Llama-3.3-70B-Instruct is Llama-3.1-70B's config): each as an entry with its own name and ids, that entry's
+    config, and ``geometry_of`` naming it."""
+    with open(_MODELS, encoding="utf-8") as f:  # noqa: PTH123
+        raw = json.loads(f.read())
+    out = []
+    for item in raw["models"]:
+        for other in item.get("same_geometry", ()):
+            base = next(e for e in entries() if e.name == item["name"])
+            out.append(
+                CatalogEntry(
+                    name=other["name"],
+                    aliases=tuple(other["names"]),
+                    source=base.source,
+                    status=base.status,
+                    notes=other["note"],
+                    params_total=base.params_total,
+                    config=base.config,
+                    derived_kv=base.derived_kv,
+                    geometry_of=base.name,
+                    geometry_note=other["note"],
+                )
+            )
+    return tuple(out)
+
+
+@lru_cache(maxsize=1)
 def _index() -> dict[str, CatalogEntry]:
     index: dict[str, CatalogEntry] = {}
-    for entry in entries():
+    for entry in (*entries(), *same_geometry()):
         for name in (entry.name, *entry.aliases):
             index.setdefault(_key(name), entry)
             # "org/name" ids also match by their last part ("Llama-3.1-70B").

@@ -171,6 +171,7 @@ def relabel(r: StepRecord, label: str) -> StepRecord:
         r.source,
         r.final,
         r.shared_blocks,
+        r.declared_prefix,
     )
 
 

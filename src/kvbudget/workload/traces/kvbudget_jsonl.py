@@ -63,6 +63,9 @@ def _record(row: dict[str, object], source: str, *, bools: bool) -> StepRecord:
             raise RowError("'block_hashes' needs 'block_size' (tokens per block)")
         block_size = as_whole(row["block_size"], "block_size", minimum=1)
     parent = None if row.get("parent") is None else text(row, "parent")
+    system, tool = optional_whole(row, "system_prompt_tokens"), optional_whole(row, "tool_catalog_tokens")
+    if (system is None) != (tool is None):
+        raise RowError("'system_prompt_tokens' and 'tool_catalog_tokens' go together (the declared shared prefix)")
     return StepRecord(
         session=text(row, "session"),
         step=whole(row, "step"),
@@ -76,4 +79,5 @@ def _record(row: dict[str, object], source: str, *, bools: bool) -> StepRecord:
         block_hashes=blocks,
         block_size=block_size,
         source=source,
+        declared_prefix=None if system is None or tool is None else (system, tool),
     )

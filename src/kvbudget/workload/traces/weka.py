@@ -20,7 +20,10 @@ Mapping to StepRecord:
   of the last request that *has* an ``api_time`` (trace_0314 request 23: think_time 1,283 s across a
   26 s gap). Without ``api_time`` the whole gap counts as pause, an upper bound;
 * ``hash_ids`` are local to a trace when ``hash_id_scope`` is ``local`` (every trace numbers from 0),
-  so they are salted with the trace id to stop unrelated traces from looking like a shared prefix.
+  so they are salted with the trace id to stop unrelated traces from looking like a shared prefix;
+* ``system_tokens`` and ``tool_tokens`` (of the document, and of each sub-agent entry for its own
+  session) are the session's shared prefix (system prompt, tool catalogue): ``declared_prefix`` of its
+  first step.
 """
 
 from __future__ import annotations
@@ -196,7 +199,13 @@ class _Reader:
         self.bad(BadRow(str(self.path), line_of(self.text, where), f"{json_path(where)}: {reason}"))
 
     def session(
-        self, requests: Sequence[object], where: JsonPath, session: str, parent: str | None, offset: float
+        self,
+        requests: Sequence[object],
+        where: JsonPath,
+        session: str,
+        parent: str | None,
+        offset: float,
+        prefix: tuple[int, int] | None = None,
     ) -> Iterator[StepRecord]:
         steps: list[_Request] = []
         agents: list[tuple[dict[str, object], JsonPath]] = []
@@ -225,7 +234,7 @@ class _Reader:
                     steps.append(_Request(float(t), prompt, output, api, ids, shared, packed, small))  # field order
                 except RowError as exc:
                     self.report(here, str(exc))
-        yield from self.records(steps, session, parent, offset)
+        yield from self.records(steps, session, parent, offset, prefix)
         for j, (agent, here) in enumerate(agents, start=1):
             name = agent.get("agent_id")
             child = f"{session}/{name if isinstance(name, str) and name else f'subagent_{j}'}"
@@ -240,9 +249,11 @@ class _Reader:
             except RowError as exc:
                 self.report(here, f"sub-agent {child}: {exc}")
                 continue
-            yield from self.session(inner, (*here, "requests"), child, session, offset + start)
+            yield from self.session(inner, (*here, "requests"), child, session, offset + start, declared_prefix(agent))
 
-    def records(self, steps: list[_Request], session: str, parent: str | None, offset: float) -> Iterator[StepRecord]:
+    def records(
+        self, steps: list[_Request], session: str, parent: str | None, offset: float, prefix: tuple[int, int] | None
+    ) -> Iterator[StepRecord]:
         salt = self.salt
         blocks: tuple[int, ...] = ()
         for k, step in enumerate(steps):
@@ -270,6 +281,7 @@ class _Reader:
                 self.source,
                 following is None,  # final
                 step.shared if k else None,  # shared_blocks
+                None if k else prefix,  # declared_prefix: on the session's first step
             )
 
 
@@ -291,4 +303,13 @@ def read(path: Path, bad: BadSink) -> Iterator[StepRecord]:
     # "hash_id_scope": "local" ids restart at 0 in every trace (docs/trace_replay_tester.md, "global" traces share ids)
     salt = None if doc.get("hash_id_scope") == "global" else zlib.crc32(session.encode()) << 32
     reader = _Reader(path, text, bad, block_size, salt)
-    yield from reader.session(doc["requests"], ("requests",), session, None, 0.0)
+    yield from reader.session(doc["requests"], ("requests",), session, None, 0.0, declared_prefix(doc))
+
+
+def declared_prefix(entry: dict[str, object]) -> tuple[int, int] | None:
+    """(system_tokens, tool_tokens) of a document or sub-agent entry; None unless both are whole numbers >= 0
+    (a missing or odd figure only loses the prefix, never the steps)."""
+    system, tool = entry.get("system_tokens"), entry.get("tool_tokens")
+    if type(system) is int and type(tool) is int and 0 <= system <= MAX_COUNT and 0 <= tool <= MAX_COUNT:
+        return system, tool
+    return None
