@@ -13,21 +13,37 @@ if TYPE_CHECKING:
 
 
 WIDTH = 100
-"""The widest line any command's text output prints: a 100-column terminal (tests/test_widths.py)."""
+"""The widest line a command's text output prints by default: a 100-column terminal (tests/test_widths.py)."""
 
 UNDER_INDENT = "    "
 """Indentation of a table's free-text column when it moves under its row."""
 
 
-def wrap(line: str, width: int = WIDTH, indent: str | None = None) -> list[str]:
-    """``line`` broken at spaces into lines of at most ``width`` columns; continuation lines take ``indent``
-    (default: the line's own indentation plus two spaces). A token longer than the width (a URL, a path) stays
-    whole on its own line."""
+def line_width(width: int | None = None) -> int:
+    """``width``, else the environment's KVBUDGET_WIDTH, else ``WIDTH``; 0 means lines never wrap (one figure,
+    one line: for grep)."""
+    if width is None:
+        import os
+
+        text = os.environ.get("KVBUDGET_WIDTH", "").strip()
+        width = int(text) if text.isdigit() else WIDTH
+    return width if width > 0 else 1 << 30
+
+
+def _lead(line: str) -> str:
+    return line[: len(line) - len(line.lstrip(" "))]
+
+
+def wrap(line: str, width: int | None = None, indent: str | None = None) -> list[str]:
+    """``line`` broken at spaces into lines of at most ``width`` columns (``line_width``); continuation lines take
+    ``indent`` (default: the line's own indentation plus two spaces). A token longer than the width (a URL, a
+    path) stays whole on its own line."""
+    width = line_width(width)
     if len(line) <= width:
         return [line]
     import textwrap
 
-    lead = line[: len(line) - len(line.lstrip(" "))]
+    lead = _lead(line)
     return textwrap.wrap(
         line.strip(" "),
         width=width,
@@ -38,29 +54,35 @@ def wrap(line: str, width: int = WIDTH, indent: str | None = None) -> list[str]:
     ) or [line]
 
 
-def fit(text: str, width: int = WIDTH) -> str:
-    """Every line of ``text`` at most ``width`` columns: longer lines wrap at spaces, continuation lines indented
-    two spaces past the line's own indentation (see ``wrap``). For prose; tables fit through ``table``."""
+def fit(text: str, width: int | None = None) -> str:
+    """Every line of ``text`` at most ``width`` columns (``line_width``): longer lines wrap at spaces, continuation
+    lines indented two spaces past the line's own indentation (see ``wrap``). For prose; tables fit through
+    ``table``, commands through ``wrap_command``."""
     return "\n".join(out for line in text.split("\n") for out in wrap(line, width))
 
 
-def wrap_command(line: str, width: int = WIDTH, indent: str | None = None) -> list[str]:
-    """A shell command line broken at spaces into lines ending in `` \\`` (still one command when pasted into a
-    shell), each at most ``width`` columns; continuation lines take ``indent`` (default: the line's own
-    indentation plus four spaces)."""
+def wrap_command(line: str, width: int | None = None) -> list[str]:
+    """A line holding a shell command, broken at spaces into lines ending in `` \\`` (still one command when
+    pasted into a shell), each at most ``width`` columns (``line_width``), continuation lines indented four
+    spaces past the line's own. A trailing ``  # comment`` follows on its own ``#`` lines."""
+    width = line_width(width)
     if len(line) <= width:
         return [line]
-    lead = line[: len(line) - len(line.lstrip(" "))]
-    more = lead + "    " if indent is None else indent
+    command, hash_, comment = line.partition("  # ")
+    lead = _lead(line)
+    more = lead + "    "
     out: list[str] = []
-    current = lead
-    for word in line.split():
-        if current.strip() and len(current) + 1 + len(word) + 2 > width:
+    current = ""
+    for word in command.split():
+        if current and len(current) + 1 + len(word) + 2 > width:
             out.append(current + " \\")
             current = more + word
         else:
-            current = f"{current} {word}" if current.strip() else current + word
-    return [*out, current]
+            current = f"{current} {word}" if current else lead + word
+    out.append(current)
+    if hash_:
+        out += wrap(f"{more}# {comment}", width, more + "# ")
+    return out
 
 
 def _grid(headers: Sequence[str], rows: Sequence[Sequence[str]], align: Sequence[bool]) -> list[str]:
@@ -75,13 +97,14 @@ def _grid(headers: Sequence[str], rows: Sequence[Sequence[str]], align: Sequence
 
 
 def table(
-    headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] | None = None, width: int = WIDTH
+    headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] | None = None, width: int | None = None
 ) -> str:
     """A fixed-width table; columns flagged in ``right`` are right-aligned.
 
     A table wider than ``width`` whose last column is left-aligned text (a basis, a note) prints that column on
     its own wrapped lines under each row, indented; its heading sits under the others'. Columns that still do
     not fit continue in a second table, keyed by the first column again."""
+    width = line_width(width)
     align = list(right or [False] * len(headers))
     lines = _grid(headers, rows, align)
     if max(len(line) for line in lines) <= width or len(headers) < 2:
@@ -104,9 +127,7 @@ def table(
         cut += 1
     cut = max(cut, 2)
     first = _grid(headers[:cut], [row[:cut] for row in rows], align[:cut])
-    rest = table(
-        [headers[0], *headers[cut:]], [[row[0], *row[cut:]] for row in rows], [align[0], *align[cut:]], width
-    )
+    rest = table([headers[0], *headers[cut:]], [[row[0], *row[cut:]] for row in rows], [align[0], *align[cut:]], width)
     return "\n".join([*first, "", rest])
 
 

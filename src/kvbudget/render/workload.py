@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kvbudget.render.text import WIDTH, fit, table
+from kvbudget.render.text import fit, line_width, table
 from kvbudget.workload.check import WorkloadCheck
 from kvbudget.workload.distributions import fmt_number
 from kvbudget.workload.model import DISTRIBUTIONS, Workload
@@ -83,5 +83,5 @@ def render_fit(workload: Workload, *, records: int, bad_rows: Sequence[str], out
         lines += ["", f"Wrote {out}; check it with: kvbudget workload check {out}"]
         return fit("\n".join(lines))
     # Without --out the output is itself a workload file: the summary as comments, then the TOML.
-    commented = [f"# {line}".rstrip() for line in fit("\n".join(lines), WIDTH - 2).splitlines()]
+    commented = [f"# {line}".rstrip() for line in fit("\n".join(lines), line_width() - 2).splitlines()]
     return "\n".join([*commented, "#", toml_text.rstrip("\n")])
