@@ -38,11 +38,6 @@ class CapAnalysis:
     at_window: CapSessions | None
     reading: str
 
-    @property
-    def reference(self) -> int | None:
-        """The cap the trace is read against: the one in use, else the advertised window."""
-        return self.current if self.current is not None else self.window
-
     def to_json(self) -> dict[str, object]:
         def sessions(at: CapSessions | None) -> int | None:
             return None if at is None else at.total_sessions
