@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import jsonschema
 import pytest
@@ -118,3 +119,64 @@ def test_errors_are_the_error_document(capsys: pytest.CaptureFixture[str], argv:
     code, out, err = run_cli(capsys, *argv, "--json")
     assert code == 1 and err.startswith("Error: ")
     jsonschema.validate(json.loads(out), schema("error"))
+
+
+# Objects whose fields are another document's, checked by that document's own schema.
+OPEN_OBJECTS = {("report", "plan"), ("report", "levers")}
+
+
+def _objects(node: object, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], dict[str, object]]]:
+    """Every object schema with known fields (``properties``) inside ``node``, with its path."""
+    found: list[tuple[tuple[str, ...], dict[str, object]]] = []
+    if isinstance(node, dict):
+        if "properties" in node:
+            found.append((path, node))
+        for key, value in node.items():
+            found += _objects(value, (*path, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            found += _objects(value, (*path, str(i)))
+    return found
+
+
+def test_every_object_with_known_fields_rejects_unknown_ones() -> None:
+    for name in NAMES:
+        for path, node in _objects(schema(name)):
+            if (name, path[-1] if path else "") in OPEN_OBJECTS:
+                continue
+            assert node.get("additionalProperties") is False, f"{name}.json at {'/'.join(path) or 'top'}"
+
+
+def _minimal(node: dict[str, Any], root: dict[str, Any]) -> Any:
+    """The smallest document ``node`` accepts: its required fields only, each the simplest value of its type."""
+    if "$ref" in node:
+        target: Any = root
+        for part in str(node["$ref"]).removeprefix("#/").split("/"):
+            target = target[part]
+        return _minimal(target, root)
+    if "const" in node:
+        return node["const"]
+    if "enum" in node:
+        return node["enum"][0]
+    for key in ("anyOf", "oneOf"):
+        if key in node:
+            return _minimal(node[key][0], root)
+    kind = node.get("type", "object")
+    kind = kind[0] if isinstance(kind, list) else kind
+    if kind == "object":
+        props = node.get("properties", {})
+        return {k: _minimal(props.get(k, {}), root) for k in node.get("required", [])}
+    if kind == "array":
+        return [_minimal(node.get("items", {}), root) for _ in range(node.get("minItems", 0))]
+    simple = {"string": "x", "integer": node.get("minimum", 0), "number": node.get("minimum", 0), "boolean": False}
+    return simple.get(kind)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_an_extra_field_is_rejected(name: str) -> None:
+    """Every schema: its smallest valid document passes, and the same document with one unknown field fails."""
+    s = schema(name)
+    doc = _minimal(s, s)
+    jsonschema.validate(doc, s)
+    with pytest.raises(jsonschema.ValidationError, match="unexpected_field"):
+        jsonschema.validate({**doc, "unexpected_field": 1}, s)

@@ -108,14 +108,6 @@ DEFAULT_GROUP = 64  # transformers QuantizedCache q_group_size default (cache_ut
 KNOWN_NAMES = sorted([*_BASE, "int4[:gG[:fp16|bf16|fp32]]", "int2[:gG[:...]]", "auto"])
 
 
-def dtype_bytes(name: str) -> int:
-    """Bytes per element of a torch/config dtype name used for model weights or recurrent state."""
-    dtype = parse_cache_dtype(name)
-    if dtype.block_elems != 1 or dtype.row_extra_bytes:
-        raise InputError(f"dtype {name!r} is not a plain element type")
-    return dtype.block_bytes
-
-
 def parse_cache_dtype(text: str, *, model_dtype: str = "bf16", what: str = "--kv-dtype") -> CacheDType:
     """Resolve a cache dtype name. ``auto`` means the model's own dtype (as vLLM and SGLang do).
 

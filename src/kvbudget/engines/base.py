@@ -63,10 +63,6 @@ def capped_slots(cap: int, why: str) -> Slots:
     return Slots(f"min(N, {cap:,}) x S  ({why})", lambda n, s: min(n, cap) * s)
 
 
-def fixed_slots(count: int, why: str) -> Slots:
-    return Slots(f"{count:,} x S  ({why})", lambda n, s: count * s)
-
-
 NO_SLOTS = Slots("0", lambda n, s: 0)
 
 

@@ -290,7 +290,7 @@ def measure_model(
 
 def render_measurement(m: Measurement) -> str:
     """The text table of ``kvbudget measure``: group, predicted, measured, match."""
-    from kvbudget.render.text import table
+    from kvbudget.render.text import fit, table
     from kvbudget.units import format_int
 
     rows = [
@@ -329,7 +329,7 @@ def render_measurement(m: Measurement) -> str:
         [False, True, True, True, True, False],
     )
     lines = [head, body, *(f"warning: {w}" for w in m.warnings)]
-    return "\n".join(lines)
+    return fit("\n".join(lines))
 
 
 def measure_command(model_ref: str, *, tokens: int, device: str, as_json: bool) -> str:

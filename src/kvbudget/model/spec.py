@@ -227,8 +227,6 @@ Primitive = (
     | MeasuredState
 )
 
-ATTENTION_KINDS = ("full_attention", "sliding_window", "chunked_local", "latent_attention")
-
 
 @dataclass(frozen=True, repr=False, eq=False)
 class LayerSpec(FrozenRecord):

@@ -48,11 +48,6 @@ class CapAnalysis:
     def recommended_past_window(self) -> bool:
         return self.window is not None and self.recommended > self.window
 
-    @property
-    def reference(self) -> int | None:
-        """The cap the trace is read against: the one in use, else the advertised window."""
-        return self.current if self.current is not None else self.window
-
     def to_json(self) -> dict[str, object]:
         def sessions(at: CapSessions | None) -> int | None:
             return None if at is None else at.total_sessions

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from kvbudget.measure.calibrate import SCHEMA_VERSION, Calibration
 from kvbudget.measure.logs.record import Figure
-from kvbudget.render.text import table
+from kvbudget.render.text import fit, table
 from kvbudget.units import format_bytes, format_int
 
 if TYPE_CHECKING:
@@ -124,4 +124,4 @@ def render_calibration(cal: Calibration, units: UnitSystem) -> str:
         out.append(table(["figure", "logged", "kvbudget", "diff", "how"], rows))
     for note in cal.notes:
         out.append(f"note: {note}")
-    return "\n".join(out)
+    return fit("\n".join(out))

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvbudget.plan.flags import all_engine_flags
+from kvbudget.plan.flags import all_engine_commands
 from kvbudget.plan.levers import Lever
 from kvbudget.plan.offload import Offload
 from kvbudget.plan.plan import Plan
-from kvbudget.render.text import table
+from kvbudget.render.text import fit, table, wrap, wrap_command
 from kvbudget.units import counted, format_bytes, format_int, format_tokens
 
 if TYPE_CHECKING:
@@ -61,8 +61,9 @@ def render_plan(plan: Plan, units: UnitSystem, offload: Offload | None = None) -
     if plan.engine_lines:
         lines += ["", f"{i.engine.name} would log:"] + [f"  {line}" for line in plan.engine_lines]
     lines += ["", "Serving flags (each engine sized by its own rules):"]
-    for name, flags in all_engine_flags(plan).items():
-        lines.append(f"  {name}: {flags}")
+    for name, command in all_engine_commands(plan).items():
+        line = f"  {name}: {command['text'] or ''}"
+        lines += wrap(line) if command["argv"] is None else wrap_command(line)
     flag = i.engine.rules.concurrency_flag
     if plan.sessions >= 1 and flag:
         lines.append(
@@ -71,7 +72,7 @@ def render_plan(plan: Plan, units: UnitSystem, offload: Offload | None = None) -
             "to rule out preemption at the worst case)"
         )
     lines += [f"warning: {w}" for w in plan.warnings]
-    return "\n".join(lines)
+    return fit("\n".join(lines))
 
 
 def render_levers(plan: Plan, levers: list[Lever]) -> str:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from kvbudget.hardware import Gpu, Link
 from kvbudget.infer import Inference
-from kvbudget.render.text import table
+from kvbudget.render.text import fit, table
 from kvbudget.units import format_bytes, format_int
 from kvbudget.weights.report import WeightsReport
 
@@ -22,22 +22,22 @@ def render_gpus(items: tuple[Gpu, ...], link_items: tuple[Link, ...]) -> str:
     rows = [
         [
             g.id,
-            g.name,
             format_int(g.memory_bytes),
             f"{g.memory_bytes / 2**30:.2f}",
             g.memory_source,
             f"{g.cuda_total_bytes / 2**30:.2f}",
             g.cuda_provenance,
             _rate(g.bandwidth_bytes_per_s),
+            g.name,
         ]
         for g in items
     ]
-    headers = ["id", "name", "memory B", "GiB", "memory figure", "CUDA GiB", "CUDA figure", "bandwidth"]
+    headers = ["id", "memory B", "GiB", "memory figure", "CUDA GiB", "CUDA figure", "bandwidth", "name"]
     lines = [
         "GPUs · memory as the driver reports it (nvidia-smi MiB x 2^20) unless marked nominal (decimal GB x 10^9);",
         "CUDA GiB: the total CUDA reports, which engines size from (measured in an engine log, or nvidia-smi minus",
         "the median driver reserve: estimated). Plans use the CUDA total.",
-        table(headers, rows, [False, False, True, True, False, True, False, True]),
+        table(headers, rows, [False, True, True, False, True, False, True, False]),
         "",
         "Links · bandwidth per direction (bidirectional is twice this)",
         table(
@@ -46,7 +46,7 @@ def render_gpus(items: tuple[Gpu, ...], link_items: tuple[Link, ...]) -> str:
             [False, False, True, False],
         ),
     ]
-    return "\n".join(lines)
+    return fit("\n".join(lines))
 
 
 def render_weights(report: WeightsReport, units: UnitSystem) -> str:
@@ -102,7 +102,7 @@ def render_weights(report: WeightsReport, units: UnitSystem) -> str:
             f"plan with: {format_int(serving.bytes)} B ({format_bytes(serving.bytes, units)}), {serving.provenance}"
         )
     lines += [f"note: {n}" for n in (*(count.notes if count else ()), *report.notes)]
-    return "\n".join(lines)
+    return fit("\n".join(lines))
 
 
 def render_inference(result: Inference) -> str:
@@ -119,4 +119,4 @@ def render_inference(result: Inference) -> str:
         f"implied attention layers ({geometry}; {result.geometry_basis}): {layers}",
         f"verdict: {result.verdict}",
     ]
-    return "\n".join(lines)
+    return fit("\n".join(lines))

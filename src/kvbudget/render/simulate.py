@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kvbudget.errors import MissingExtraError
-from kvbudget.render.text import table
+from kvbudget.render.text import fit, table
 from kvbudget.simulate.study import Study
 from kvbudget.units import counted, format_bytes, format_duration, format_int, format_tokens
 
@@ -103,7 +103,7 @@ def render_study(study: Study, units: UnitSystem = "iec") -> str:
                 [True, True, True, True, True, False],
             ),
         ]
-    return "\n".join(lines)
+    return fit("\n".join(lines))
 
 
 def require_matplotlib() -> Any:

@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kvbudget.render.text import table
+from kvbudget.render.text import fit, table
 from kvbudget.units import counted, format_bytes, format_tokens
 from kvbudget.workload.record import BadRow
 from kvbudget.workload.stats import Distribution, TraceStats
@@ -80,7 +80,7 @@ def render_trace_stats(stats: TraceStats, bad: Sequence[BadRow], files: int) -> 
         lines += [f"  {row}" for row in bad[:SHOWN_BAD_ROWS]]
         if len(bad) > SHOWN_BAD_ROWS:
             lines.append(f"  ... and {len(bad) - SHOWN_BAD_ROWS:,} more")
-    return "\n".join(lines)
+    return fit("\n".join(lines))
 
 
 def render_cap(cap: CapAnalysis, units: UnitSystem) -> str:
@@ -120,4 +120,4 @@ def render_cap(cap: CapAnalysis, units: UnitSystem) -> str:
     lines.append(cap.reading)
     for warning in plan.warnings:
         lines.append(f"warning: {warning}")
-    return "\n".join(lines)
+    return fit("\n".join(lines))

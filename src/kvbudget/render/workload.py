@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kvbudget.render.text import table
+from kvbudget.render.text import fit, line_width, table
 from kvbudget.workload.check import WorkloadCheck
 from kvbudget.workload.distributions import fmt_number
 from kvbudget.workload.model import DISTRIBUTIONS, Workload
@@ -70,7 +70,7 @@ def render_check(check: WorkloadCheck) -> str:
         lines += [f"  {line}" for line in check.retry.lines]
     else:
         lines += ["", "No [retries] section: clients never retry."]
-    return "\n".join(lines)
+    return fit("\n".join(lines))
 
 
 def render_fit(workload: Workload, *, records: int, bad_rows: Sequence[str], out: str | None, toml_text: str) -> str:
@@ -81,7 +81,7 @@ def render_fit(workload: Workload, *, records: int, bad_rows: Sequence[str], out
         lines.append(f"... and {len(bad_rows) - 20} more bad rows")
     if out is not None:
         lines += ["", f"Wrote {out}; check it with: kvbudget workload check {out}"]
-        return "\n".join(lines)
+        return fit("\n".join(lines))
     # Without --out the output is itself a workload file: the summary as comments, then the TOML.
-    commented = [f"# {line}".rstrip() for line in "\n".join(lines).splitlines()]
+    commented = [f"# {line}".rstrip() for line in fit("\n".join(lines), line_width() - 2).splitlines()]
     return "\n".join([*commented, "#", toml_text.rstrip("\n")])

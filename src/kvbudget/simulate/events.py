@@ -30,8 +30,5 @@ class EventQueue:
     def pop(self) -> Event:
         return heapq.heappop(self.heap)
 
-    def next_time(self) -> float:
-        return self.heap[0][0] if self.heap else float("inf")
-
     def __len__(self) -> int:
         return len(self.heap)

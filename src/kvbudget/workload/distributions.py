@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 import random
 from bisect import bisect_right
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import ClassVar
@@ -61,14 +60,6 @@ class Distribution:
     def sample_int(self, rng: random.Random) -> int:
         """A whole-number draw with the same mean (stochastic rounding of continuous draws)."""
         return math.floor(self.sample(rng) + rng.random())
-
-    def sampler(self) -> Callable[[random.Random], float]:
-        """``sample`` as a plain callable (the simulator's hot loop: no attribute lookups per draw)."""
-        return self.sample
-
-    def int_sampler(self) -> Callable[[random.Random], int]:
-        """``sample_int`` as a plain callable."""
-        return self.sample_int
 
     def mean(self) -> float:
         raise NotImplementedError
@@ -220,22 +211,6 @@ class LogNormal(Distribution):
 
     def sample(self, rng: random.Random) -> float:
         return math.exp(rng.gauss(self.mu, self.sigma))
-
-    def sampler(self) -> Callable[[random.Random], float]:
-        mu, sigma, exp = self.mu, self.sigma, math.exp
-
-        def draw(rng: random.Random) -> float:
-            return exp(rng.gauss(mu, sigma))
-
-        return draw
-
-    def int_sampler(self) -> Callable[[random.Random], int]:
-        mu, sigma, exp, floor = self.mu, self.sigma, math.exp, math.floor
-
-        def draw(rng: random.Random) -> int:
-            return floor(exp(rng.gauss(mu, sigma)) + rng.random())  # stochastic rounding
-
-        return draw
 
     def mean(self) -> float:
         return math.exp(self.mu + self.sigma * self.sigma / 2)  # E[e^X] for X ~ N(mu, s^2)

@@ -283,6 +283,11 @@ def fit_workload(
 # TOML out (stdlib has a reader only; the format is small enough to write by hand).
 
 
+TOML_WIDTH = 100
+"""The widest line of a workload file kvbudget writes (a string or list that would be wider continues on more
+lines)."""
+
+
 def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -293,13 +298,31 @@ def _toml_value(value: Any) -> str:
             raise InputError(f"cannot write {value} to a workload file")
         return repr(value)  # shortest repr round-trips exactly, and is valid TOML
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)  # a TOML basic string uses JSON's escapes
+        text = json.dumps(value, ensure_ascii=False)  # a TOML basic string uses JSON's escapes
+        if len(text) <= TOML_WIDTH - 16:
+            return text
+        # A multi-line basic string: a line-ending backslash drops the newline and the next line's indentation.
+        words = text[1:-1].split(" ")
+        lines, current = [], ""
+        for word in words:
+            if current and len(current) + len(word) + 1 > TOML_WIDTH - 4:
+                lines.append(current + " \\")
+                current = word
+            else:
+                current = f"{current} {word}" if current else word
+        return '"""\\\n  ' + "\n  ".join([*lines, current]) + '"""'
     if isinstance(value, (list, tuple)):
         items = [_toml_value(v) for v in value]
-        if len(items) <= 12:
+        if len(items) <= 12 and sum(len(i) + 2 for i in items) <= TOML_WIDTH - 24:
             return "[" + ", ".join(items) + "]"
-        rows = [", ".join(items[i : i + 12]) for i in range(0, len(items), 12)]
-        return "[\n  " + ",\n  ".join(rows) + ",\n]"
+        rows, current = [], ""
+        for item in items:  # as many values a line as fit in TOML_WIDTH
+            if current and len(current) + len(item) + 5 > TOML_WIDTH:  # "  " + row + ", " + item + ","
+                rows.append(current)
+                current = item
+            else:
+                current = f"{current}, {item}" if current else item
+        return "[\n  " + ",\n  ".join([*rows, current]) + ",\n]"
     raise InputError(f"cannot write {value!r} to a workload file")
 
 

@@ -60,7 +60,6 @@ NAMES: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "tgi": {"running": ("tgi_batch_current_size",), "waiting": ("tgi_queue_size",)},
 }
-PREEMPTION_METRIC = {"vllm": "vllm:num_preemptions_total", "sglang": "sglang:num_retracted_requests_total"}
 KV_USAGE_METRIC = {
     "vllm": "vllm:kv_cache_usage_perc",
     "sglang": "sglang:token_usage",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kvbudget.measure.loadtest.result import Outcome, to_json
-from kvbudget.render.text import table
+from kvbudget.render.text import fit, table
 
 STOPS = {
     "criterion": "the criterion: a level failed",
@@ -102,4 +102,4 @@ def render(o: Outcome) -> str:
     )
     lines.append(f"Stopped by {STOPS.get(o.stopped_by, o.stopped_by)} after {o.duration_s:.1f} s.")
     lines += [f"Warning: {w}" for w in o.warnings]
-    return "\n".join(lines)
+    return fit("\n".join(lines))

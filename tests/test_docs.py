@@ -1,0 +1,54 @@
+"""The docs name only code that exists: every ``src/kvbudget/...`` path, every ``kvbudget.x.y`` dotted name and
+every backticked ``name.py`` in README.md and docs/*.md points at a real file, module or attribute."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "kvbudget"
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PY_FILES = {p.name for d in ("src", "bench", "tests") for p in (ROOT / d).rglob("*.py")}
+# Files of the engines' own source trees that docs/engines.md cites (TensorRT-LLM), not kvbudget's.
+UPSTREAM = {"_util.py", "resource_manager.py"}
+PY_PATHS = {p.relative_to(SRC).as_posix() for p in SRC.rglob("*.py")}
+
+
+def _resolves(dotted: str) -> bool:
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            if not hasattr(obj, name):
+                return False
+            obj = getattr(obj, name)
+        return True
+    return False
+
+
+def _missing() -> list[str]:
+    bad = []
+    for doc in DOCS:
+        text = doc.read_text(encoding="utf-8")
+        where = doc.relative_to(ROOT)
+        for path in set(re.findall(r"src/kvbudget/[\w/.]*\w", text)):
+            if not (ROOT / path).exists():
+                bad.append(f"{where}: {path}")
+        for dotted in set(re.findall(r"(?<![\w/.-])kvbudget(?:\.[A-Za-z_]\w*)+", text)):
+            if not _resolves(dotted.removesuffix(".py")):
+                bad.append(f"{where}: {dotted}")
+        for name in set(re.findall(r"`([\w/]+\.py)\b", text)):
+            known = name in PY_PATHS or name.split("/")[-1] in PY_FILES | UPSTREAM or (ROOT / name).exists()
+            if not known:
+                bad.append(f"{where}: {name}")
+    return sorted(bad)
+
+
+def test_docs_name_only_code_that_exists() -> None:
+    missing = _missing()
+    assert not missing, "\n".join(missing)
