@@ -129,6 +129,10 @@ def plan_inputs(args: argparse.Namespace) -> tuple[PlanInputs, int | None]:
         gpu_id=gpu_id(args.gpu) if args.gpu else None,
         weights_precision=_requantized(spec, args.weights, group),
     )
+    if logged is not None:  # the log's own KV pool: the overhead is what it leaves (plan/reproduce.py)
+        from kvbudget.plan.reproduce import reproduce
+
+        inputs = reproduce(inputs, logged)
     bits: int | None = None
     if args.weight_bits:
         bits = parse_count(args.weight_bits, what="--weight-bits")

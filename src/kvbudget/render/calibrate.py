@@ -103,7 +103,7 @@ def render_calibration(cal: Calibration, units: UnitSystem) -> str:
             )
     if log.refusal:
         r = log.refusal
-        out += ["", f"refused to start ({r.kind}, line {r.line}):", f"  {r.text[:300]}"]
+        out += ["", f"the engine refused to start: {r.reason[:400]}"]
     if cal.rows:
         agree = sum(r.agrees for r in cal.rows)
         out += [

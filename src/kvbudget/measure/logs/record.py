@@ -64,8 +64,14 @@ class CacheSize:
     streams: int | None
     parts: tuple[tuple[str, Figure], ...]  # ("K (f16)", figure), ("V (f16)", figure) or R/S
 
+    @property
+    def reason(self) -> str:
+        """One line: what the engine printed when it refused, and where."""
+        return f"{self.text.strip()} (line {self.line})"
+
     def to_json(self) -> dict[str, object]:
         return {
+            "reason": self.reason,
             "kind": self.kind,
             "bytes": self.size.value,
             "text": self.size.text,
@@ -93,8 +99,14 @@ class Refusal:
     available_bytes: int | None = None
     max_context: int | None = None
 
+    @property
+    def reason(self) -> str:
+        """One line: what the engine printed when it refused, and where."""
+        return f"{self.text.strip()} (line {self.line})"
+
     def to_json(self) -> dict[str, object]:
         return {
+            "reason": self.reason,
             "kind": self.kind,
             "needed_bytes": self.needed_bytes,
             "available_bytes": self.available_bytes,
