@@ -25,6 +25,7 @@ class Figure:
     text: str
     resolution: int | float = 0
     rank: str | None = None
+    derived: bool = False  # computed by the reader from other printed figures, not printed itself
 
     @property
     def low(self) -> int | float:
@@ -35,7 +36,13 @@ class Figure:
         return self.value + self.resolution
 
     def to_json(self) -> dict[str, object]:
-        out: dict[str, object] = {"value": self.value, "unit": self.unit, "line": self.line, "text": self.text}
+        out: dict[str, object] = {
+            "value": self.value,
+            "unit": self.unit,
+            "line": self.line,
+            "text": self.text,
+            "provenance": "derived" if self.derived else "measured",
+        }
         if self.resolution:
             out["resolution"] = self.resolution
         if self.rank is not None:

@@ -229,7 +229,7 @@ def finish(log: EngineLog, v1_marks: int, v0_marks: int) -> None:
         value = int(peak.value) - int(weights.value)
         res = peak.resolution + weights.resolution
         log.measured["activation_peak_bytes"] = Figure(
-            value, "bytes", peak.line, f"{peak.text} peak_torch - {weights.text} weights", res, peak.rank
+            value, "bytes", peak.line, f"{peak.text} peak_torch - {weights.text} weights", res, peak.rank, derived=True
         )
     avail = log.measured.get("available_kv_bytes")
     if avail is not None and avail.value <= 0 and (log.refusal is None or log.refusal.kind == "no_memory_for_cache"):
