@@ -120,12 +120,22 @@ def _log_deployment(inputs: PlanInputs, logged: LogInputs, missing: list[str]) -
         gpus=tp * pp,
         context=logged.context or inputs.context,
         gpu_memory_bytes=total,
-        utilization=logged.utilization,
+        utilization=logged.utilization if logged.utilization is not None else inputs.utilization,
         weights=weights,
         options=options,
         sessions=None,
         prefix=0,
     )
+
+
+def _per_gpu_weights(inputs: PlanInputs, logged: LogInputs) -> PlanInputs:
+    """A log that does not state its tp printed one GPU's weights: the whole model is that x the plan's tp x pp."""
+    w = logged.weights_per_gpu
+    parallel = inputs.tp * inputs.pp
+    if w is None or logged.tp is not None or parallel == 1 or inputs.weights.bytes != w.bytes * logged.parallel:
+        return inputs
+    basis = f"{w.basis} x {parallel} GPUs (the plan's tp x pp: the log does not state its own)"
+    return replace(inputs, weights=WeightSize(w.bytes * parallel, "measured", basis))
 
 
 def _counter(log_i: PlanInputs, generation: str | None) -> Callable[[int], dict[str, int]]:
@@ -231,17 +241,23 @@ def reproduce(inputs: PlanInputs, logged: LogInputs) -> PlanInputs:
     """``inputs`` (already holding the log's GPU total, weights and fraction where the user gave none) with the
     overhead that makes the plan's KV pool the log's, and the check that says how close it came."""
     missing: list[str] = []
+    inputs = _per_gpu_weights(inputs, logged)
     log_i = _log_deployment(inputs, logged, missing)
     count = _counter(log_i, logged.generation)
     refusal = logged.refusal.reason if logged.refusal is not None else None
     target = _target(logged, count, missing)
     user_overhead = inputs.overhead is not None and inputs.overhead_basis is None
     if target is None or user_overhead:
-        why = (
-            "--overhead was given: the plan's pool is usable - weights - that overhead, not the log's"
-            if user_overhead
-            else "KV pool: the log prints neither its KV memory nor its tokens or blocks; the plan computes it"
-        )
+        if user_overhead:
+            why = "--overhead was given: the plan's pool is usable - weights - that overhead, not the log's"
+        elif logged.engine.name in ("llamacpp", "ollama"):
+            # llama.cpp llama_kv_cache: n_ctx cells of -c, whatever memory is free (src/llama-kv-cache.cpp)
+            why = (
+                "KV pool: llama.cpp allocates the -c cells it is given, not a pool sized from free memory; the "
+                "plan's pool is the memory left (calibrate compares the log's cache lines with kvbudget's)"
+            )
+        else:
+            why = "KV pool: the log prints neither its KV memory nor its tokens or blocks; the plan computes it"
         check = LogCheck(logged.path, (), (*missing, why), "the log's pool is not reproduced", refusal)
         return replace(inputs, log_check=check)
     pool, pool_basis, checks = target
@@ -255,9 +271,11 @@ def reproduce(inputs: PlanInputs, logged: LogInputs) -> PlanInputs:
     weights = cdiv(log_i.weights.bytes, log_i.tp * log_i.pp)
     share = usable_share(log_i, overhead)
     if share.fraction is not None and logged.utilization is None:
+        given = "given" if inputs.utilization is not None else f"{inputs.engine.label}'s default"
         missing.append(
-            f"memory fraction: not in the log; {share.fraction} stands for it (the overhead is the remainder, so the "
-            "pool is the log's whatever the fraction was; only the split between fraction and overhead is assumed)"
+            f"memory fraction: not in the log; {share.fraction} ({given}) stands for it (the overhead is the "
+            "remainder, so the pool is the log's whatever the fraction was; only the split between fraction and "
+            "overhead is assumed)"
         )
     planned_pool = share.usable_bytes - weights - overhead
     figures = count(planned_pool)
