@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from kvbudget.engines import EngineRef, engine_names, rules_class
 from kvbudget.engines.base import EngineOptions, cdiv
 from kvbudget.engines.capability import compute_capability
-from kvbudget.engines.overhead import Overhead, measured_overhead
+from kvbudget.engines.overhead import Overhead, Provenance, measured_overhead
 from kvbudget.engines.records import Deployment, Share, StartUp
 from kvbudget.errors import InputError
 from kvbudget.model.spec import LatentAttention, ModelSpec
@@ -55,7 +55,7 @@ class PlanInputs:
     overhead_basis: str | None = None  # set when the overhead was measured by the engine (plan --from-log)
     gpu_id: str | None = None  # the GPU catalog id (None for a bare --gpu-memory)
     weights_precision: str | None = None  # --weights when it asks for a precision other than the checkpoint's
-    overhead_provenance: LineProvenance | None = None  # "derived" when plan --from-log took it as the remainder
+    overhead_provenance: Provenance | None = None  # "derived" when plan --from-log took it as the remainder
     log_check: LogCheck | None = None  # plan --from-log: the log's KV figures beside the plan's (plan.reproduce)
 
     @property

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from kvbudget.engines.base import cdiv
+from kvbudget.engines.overhead import Provenance
 from kvbudget.measure.logs.record import Figure
 from kvbudget.plan.from_log import LogInputs
-from kvbudget.plan.ledger import LineProvenance
 from kvbudget.plan.plan import PlanInputs, engine_start_up, sized, usable_share
 from kvbudget.precision import parse_cache_dtype
 from kvbudget.units import format_bytes
@@ -297,7 +297,7 @@ def reproduce(inputs: PlanInputs, logged: LogInputs) -> PlanInputs:
 
 def _overhead_basis(
     logged: LogInputs, overhead: int, usable: int, weights: int, pool: int, pool_basis: str
-) -> tuple[LineProvenance, str]:
+) -> tuple[Provenance, str]:
     remainder = f"usable {usable:,} B - weights {weights:,} B - the log's KV pool {pool:,} B"
     profiled = logged.overhead
     if profiled is None:
