@@ -71,14 +71,8 @@ class CacheSize:
     streams: int | None
     parts: tuple[tuple[str, Figure], ...]  # ("K (f16)", figure), ("V (f16)", figure) or R/S
 
-    @property
-    def reason(self) -> str:
-        """One line: what the engine printed when it refused, and where."""
-        return f"{self.text.strip()} (line {self.line})"
-
     def to_json(self) -> dict[str, object]:
         return {
-            "reason": self.reason,
             "kind": self.kind,
             "bytes": self.size.value,
             "text": self.size.text,
