@@ -21,9 +21,10 @@ GiB = 2**30
 MiB = 2**20
 
 
-def _rows(path: Path, model: str | None, **given: object) -> dict[str, tuple[bool, float]]:
+def _rows(path: Path, model: str | None, **given: object) -> dict[str, tuple[bool | str, float]]:
+    """figure -> (agrees, diff_pct); ("derived", diff_pct) for a figure derived from the log's own figures."""
     cal = calibrate(read_log(path), model, dict(given))  # type: ignore[arg-type]
-    return {r.figure: (r.agrees, r.diff_pct) for r in cal.rows}
+    return {r.figure: ("derived" if r.derived else r.agrees, r.diff_pct) for r in cal.rows}
 
 
 def test_vllm_v0_064_single_line_profile_reconciles_blocks_and_budget() -> None:
@@ -39,7 +40,8 @@ def test_vllm_v0_064_single_line_profile_reconciles_blocks_and_budget() -> None:
     assert log.setting("utilization") == 0.9
     assert log.setting("context") == 20000
     rows = _rows(path, "llama-3.1-8b")
-    assert rows == {"available_kv_bytes": (True, 0.0), "kv_blocks": (True, 0.0), "max_concurrency": (True, 0.0)}
+    # the budget is arithmetic of the log's own figures: derived (consistent), never counted as agreement
+    assert rows == {"available_kv_bytes": ("derived", 0.0), "kv_blocks": (True, 0.0), "max_concurrency": (True, 0.0)}
 
 
 def test_vllm_v0_refusal_reports_the_tokens_the_cache_holds() -> None:
@@ -64,7 +66,7 @@ def test_vllm_v0_multiline_profile_of_pr_10511() -> None:
         )
     ] == ["79.22 GiB", "14.96 GiB", "1.79 GiB", "1.26 GiB", "53.29 GiB"]
     # Meta-Llama-3-8B has Llama-3.1-8B's KV geometry; the budget check does not depend on it anyway
-    assert _rows(path, "llama-3.1-8b") == {"available_kv_bytes": (True, 0.0)}
+    assert _rows(path, "llama-3.1-8b") == {"available_kv_bytes": ("derived", 0.0)}
 
 
 def test_vllm_v0_cross_attention_model_is_not_given_v1_rules() -> None:
@@ -88,7 +90,10 @@ def test_vllm_v1_lines_and_concurrency_from_logged_tokens() -> None:
     assert log.generation == "V1"
     assert log.measured["kv_tokens"].value == 158_656
     assert log.measured["weights_bytes"].text == "14.9889 GiB"
-    assert _rows(path, "llama-3.1-8b") == {"max_concurrency": (True, 0.0)}
+    # 4.84x is 158,656 logged tokens / 16 / 2,048 blocks: derived from the log, so nothing was compared
+    assert _rows(path, "llama-3.1-8b") == {"max_concurrency": ("derived", 0.0)}
+    cal = calibrate(log, "llama-3.1-8b")
+    assert cal.summary() == {"compared": 0, "agree": 0, "derived": 1, "derived_consistent": 1}
 
 
 def test_vllm_v1_refusal_with_estimated_max_model_len() -> None:
@@ -192,9 +197,22 @@ def test_cli_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
         "reconciliation",
     }
     assert doc["engine"]["name"] == "vllm" and doc["refusal"] is None
-    assert doc["measured"]["kv_blocks"] == {"value": 1952, "unit": "blocks", "line": 3, "text": "1952"}
+    assert doc["measured"]["kv_blocks"] == {
+        "value": 1952,
+        "unit": "blocks",
+        "line": 3,
+        "text": "1952",
+        "provenance": "measured",
+    }
     assert [r["figure"] for r in doc["reconciliation"]] == ["available_kv_bytes", "kv_blocks", "max_concurrency"]
-    assert all(r["agrees"] and r["diff_pct"] == 0 for r in doc["reconciliation"])
+    assert [(r["kind"], r["agrees"]) for r in doc["reconciliation"]] == [
+        ("derived", None),
+        ("compared", True),
+        ("compared", True),
+    ]
+    assert all(r["consistent"] and r["diff_pct"] == 0 for r in doc["reconciliation"])
+    assert doc["summary"] == {"compared": 2, "agree": 2, "derived": 1, "derived_consistent": 1}
+    assert doc["measured"]["activation_peak_bytes"]["provenance"] == "derived"  # peak_torch - weights
 
 
 def test_mid_2025_unified_cache_line_inside_an_lm_studio_log(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kvbudget.cli.compare import _money
+from kvbudget.render.compare import money
 from kvbudget.cli.main import main
 from tests.helpers import dense_config
 from tests.web.browser import LAPTOP, PHONE, Server, Tab, tab
@@ -70,7 +70,7 @@ def served_cells(row: dict[str, object]) -> list[str]:
     price, per_session = row["cost_per_hour"], row["cost_per_session_hour"]
     assert price is None or isinstance(price, float)
     assert per_session is None or isinstance(per_session, float)
-    return [f"{row['gpu']} x {row['gpus']}", f"{row['sessions']:,}", _money(price), _money(per_session)]
+    return [f"{row['gpu']} x {row['gpus']}", f"{row['sessions']:,}", money(price), money(per_session)]
 
 
 def test_the_page_loads_with_no_console_errors(calculator: Tab, capsys: pytest.CaptureFixture[str]) -> None:

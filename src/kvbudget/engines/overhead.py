@@ -12,7 +12,7 @@ from typing import Literal
 
 from kvbudget.model.spec import ModelSpec
 
-Provenance = Literal["exact", "measured", "heuristic", "given"]
+Provenance = Literal["exact", "measured", "heuristic", "given", "derived"]  # derived: a log's remainder
 GiB = 2**30
 
 # Measured ranges (tests/data/logs/vllm_profiles.csv and SOURCES.md, vLLM logs of issues #10517, #12126,

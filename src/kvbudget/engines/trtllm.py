@@ -345,13 +345,16 @@ class Rules(EngineRules):
             if total
             else None
         )
+        # the KV budget KvCacheCreator printed: "... available KV cache memory ..." with the peak, else the
+        # "Estimated max memory in KV cache" line (tensorrt_llm/_torch/pyexecutor/_util.py)
+        pool = log.measured.get("available_kv_bytes") or log.measured.get("estimated_kv_bytes")
         if peak is None or weights is None:
-            return LoggedMemory(gpu, None, ("the log has no peak-memory profile: the overhead stays a heuristic",))
+            return LoggedMemory(gpu, None, kv_pool=pool)
         extra = int(peak.value) - int(weights.value) - (int(tmp.value) if tmp else 0)
         basis = f"measured: peak {log_line(log, peak)} - weights {log_line(log, weights)}" + (
             f" - temporary KV {log_line(log, tmp)}" if tmp else ""
         )
-        return LoggedMemory(gpu, Measured(max(extra, 0), basis))
+        return LoggedMemory(gpu, Measured(max(extra, 0), basis), kv_pool=pool)
 
     def serve_command(self, s: ServeSettings) -> tuple[str, ...]:
         args = ["trtllm-serve", s.model, "--backend", "pytorch", "--max_seq_len", str(s.context)]

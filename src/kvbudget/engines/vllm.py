@@ -627,10 +627,12 @@ class Rules(EngineRules):
         names: tuple[str, ...] = ("activation_peak_bytes", "non_torch_bytes")
         if log.generation == "V1" and vllm_memory.subtracts_graphs(self.version):
             names += ("cuda_graph_bytes",)
+        # the pool: "Available KV cache memory" (V1 gpu_worker.py, per worker; the smallest governs) or V0's
+        # kv_cache_size / available_kv_cache_memory / "reserved for KV Cache is" (worker.py)
+        pool = log.measured.get("available_kv_bytes")
         if all(n in log.measured for n in names[:2]):
-            return LoggedMemory(gpu, logged_sum(log, names))
-        notes = ("the log has no activation/non-torch profile: the overhead stays a heuristic",)
-        return LoggedMemory(gpu, None, notes if "weights_bytes" in log.measured else ())
+            return LoggedMemory(gpu, logged_sum(log, names), kv_pool=pool)
+        return LoggedMemory(gpu, None, kv_pool=pool)
 
     def serve_command(self, s: ServeSettings) -> tuple[str, ...]:
         args = ["vllm", "serve", s.model, "--max-model-len", str(s.context)]

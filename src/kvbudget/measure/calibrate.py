@@ -32,15 +32,22 @@ class Row:
     logged: Figure
     predicted: tuple[float, float]
     note: str
+    derived: bool = False  # computed from the log's own figures alone: a consistency check, not a comparison
 
     @property
-    def agrees(self) -> bool:
+    def consistent(self) -> bool:
+        """The prediction lies inside the printed value's interval."""
         low, high = self.predicted
         return high >= self.logged.low - 1e-9 and low <= self.logged.high + 1e-9
 
     @property
+    def agrees(self) -> bool:
+        """kvbudget's model agrees with the engine: never said of a figure derived from the log itself."""
+        return self.consistent and not self.derived
+
+    @property
     def diff_pct(self) -> float:
-        if self.agrees:
+        if self.consistent:
             return 0.0
         mid = (self.predicted[0] + self.predicted[1]) / 2
         base = abs(float(self.logged.value)) or 1.0
@@ -55,7 +62,9 @@ class Row:
             "line": self.logged.line,
             "predicted": _num(low) if low == high else [_num(low), _num(high)],
             "diff_pct": self.diff_pct,
-            "agrees": self.agrees,
+            "kind": "derived" if self.derived else "compared",
+            "agrees": None if self.derived else self.agrees,
+            "consistent": self.consistent,
             "note": self.note,
         }
 
@@ -72,6 +81,20 @@ class Calibration:
     predicted: dict[str, object] = field(default_factory=dict)
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def compared(self) -> list[Row]:
+        """The rows that test kvbudget's model (not derived from the log's own figures)."""
+        return [r for r in self.rows if not r.derived]
+
+    def summary(self) -> dict[str, int]:
+        derived = [r for r in self.rows if r.derived]
+        return {
+            "compared": len(self.compared),
+            "agree": sum(r.agrees for r in self.compared),
+            "derived": len(derived),
+            "derived_consistent": sum(r.consistent for r in derived),
+        }
 
 
 def _int(log: EngineLog, name: str, default: int) -> int:
@@ -191,9 +214,21 @@ def _vllm(cal: Calibration) -> None:
     elif (blocks_fig := log.figure("kv_blocks")) is not None and context:
         n = int(blocks_fig.value)
         tokens_exact = n * pool.min_block_size
-        _add(cal, "kv_tokens", (tokens_exact, tokens_exact), f"{n:,} logged blocks x block {pool.min_block_size}")
+        _add(
+            cal,
+            "kv_tokens",
+            (tokens_exact, tokens_exact),
+            f"{n:,} logged blocks x block {pool.min_block_size}",
+            derived=True,
+        )
         per_request = pool.blocks_per_request(context)
-        _add(cal, "max_concurrency", (n / per_request, n / per_request), f"{n:,} blocks / {per_request:,} per request")
+        _add(
+            cal,
+            "max_concurrency",
+            (n / per_request, n / per_request),
+            f"{n:,} logged blocks / {per_request:,} per request",
+            derived=True,
+        )
     elif (tokens_fig := log.figure("kv_tokens")) is not None and context and log.figure("max_concurrency"):
         n = int(tokens_fig.value) // pool.min_block_size
         per_request = pool.blocks_per_request(context)
@@ -201,7 +236,8 @@ def _vllm(cal: Calibration) -> None:
             cal,
             "max_concurrency",
             (n / per_request, n / per_request),
-            f"{tokens_fig.text} tokens / block {pool.min_block_size} / {per_request:,} blocks per request",
+            f"{tokens_fig.text} logged tokens / block {pool.min_block_size} / {per_request:,} blocks per request",
+            derived=True,
         )
     _vllm_refusal(cal, pool, context)
 
@@ -227,7 +263,7 @@ def _vllm_budget(cal: Calibration, version: str) -> None:
     high = requested.high - sum(p.low for p in used)
     cal.predicted["available_kv_bytes"] = [int(low), int(high)]
     what = "requested - weights - activation peak - non-torch" + (" - CUDA graphs" if subtract_graphs else "")
-    _add(cal, "available_kv_bytes", (low, high), what + " (each as logged)")
+    _add(cal, "available_kv_bytes", (low, high), what + " (each as logged)", derived=True)
 
 
 def _vllm_refusal(cal: Calibration, pool: object, context: int) -> None:
@@ -349,14 +385,15 @@ def _trtllm(cal: Calibration) -> None:
         basis = f"the logged {logged_blocks.text} primary blocks"
     else:
         return
-    _add(cal, "kv_tokens", (blocks[0] * block, blocks[1] * block), f"{basis} x {block}")
+    from_log = available is None  # tokens from the log's own block count: derived, not predicted
+    _add(cal, "kv_tokens", (blocks[0] * block, blocks[1] * block), f"{basis} x {block}", derived=from_log)
     alloc = tuple(b * block * built.kv_bytes_per_token + fixed for b in blocks)
     note = f"{basis} x {block} x {built.kv_bytes_per_token:,} B allocated per token"
     _add(cal, "kv_cache_bytes", (alloc[0], alloc[1]), note)
     window = log.setting("window")
     if isinstance(window, int):
         per = -(-window // block)
-        _add(cal, "blocks_per_sequence", (per, per), f"ceil(window {window:,} / {block})")
+        _add(cal, "blocks_per_sequence", (per, per), f"ceil(logged window {window:,} / {block})", derived=True)
 
 
 # ---- llama.cpp / Ollama --------------------------------------------------------------------------
@@ -375,6 +412,7 @@ def _llamacpp(cal: Calibration) -> None:
     v = parse_cache_dtype(types[1] if len(types) > 1 else (types[0] if types else "f16"), what="log V type")
     n_seq = _int(log, "n_seq", 1)
     n_ctx = _int(log, "context", 0) or (first.cells or 0) * (first.streams or 1)
+    cells_from_log = not _int(log, "context", 0)  # n_ctx taken from the cache line's own cells
     fa = log.setting("flash_attn")
     options = EngineOptions(
         n_ubatch=_int(log, "n_ubatch", 512),
@@ -410,18 +448,21 @@ def _llamacpp(cal: Calibration) -> None:
                 f"{label} cells",
                 Figure(logged.cells, "tokens", logged.size.line, str(logged.cells)),
                 (mine.cells, mine.cells),
-                "cells per stream",
+                "cells per stream" + (" (n_ctx read from these cells)" if cells_from_log else ""),
+                derived=cells_from_log,
             )
     if len(log.caches) != len(predicted):
         cal.notes.append(f"the log has {counted(len(log.caches), 'cache line')}, kvbudget predicts {len(predicted)}")
 
 
-def _add(cal: Calibration, name: str, predicted: tuple[float, float], note: str) -> None:
+def _add(cal: Calibration, name: str, predicted: tuple[float, float], note: str, *, derived: bool = False) -> None:
     fig = cal.log.figure(name)
     if fig is not None:
-        _add_fig(cal, name, fig, predicted, note)
+        _add_fig(cal, name, fig, predicted, note, derived=derived)
 
 
-def _add_fig(cal: Calibration, name: str, fig: Figure, predicted: tuple[float, float], note: str) -> None:
+def _add_fig(
+    cal: Calibration, name: str, fig: Figure, predicted: tuple[float, float], note: str, *, derived: bool = False
+) -> None:
     lo, hi = sorted(predicted)
-    cal.rows.append(Row(name, fig, (lo, hi), note))
+    cal.rows.append(Row(name, fig, (lo, hi), note, derived or fig.derived))

@@ -113,6 +113,10 @@ def plan_inputs(request: PlanRequest) -> tuple[PlanInputs, int | None]:
         gpu_id=gpu_entry.id if gpu_entry else None,
         weights_precision=requantized(spec, r.weights, r.group_size),
     )
+    if logged is not None:  # the log's own KV pool: the overhead is what it leaves (plan/reproduce.py)
+        from kvbudget.plan.reproduce import reproduce
+
+        inputs = reproduce(inputs, logged)
     bits: int | None = None
     if r.weight_bits:
         bits = r.weight_bits

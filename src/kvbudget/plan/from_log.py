@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from kvbudget.engines import EngineRef
 from kvbudget.engines.records import Measured, log_line
-from kvbudget.measure.logs.record import EngineLog
+from kvbudget.measure.logs.record import EngineLog, Figure, Refusal
 
 
 @dataclass
@@ -32,6 +32,17 @@ class LogInputs:
     utilization: float | None = None
     max_num_batched_tokens: int | None = None
     notes: list[str] = field(default_factory=list)
+    path: str = ""
+    tp: int | None = None  # None: the log does not state it
+    pp: int | None = None
+    context: int | None = None  # max_model_len / context length the engine ran with
+    cache_dtype: str | None = None
+    block_size: int | None = None
+    kv_pool: Figure | None = None  # KV memory per GPU as printed (vLLM "Available KV cache memory")
+    kv_tokens: Figure | None = None  # the engine's own capacity figures, as printed
+    kv_blocks: Figure | None = None
+    refusal: Refusal | None = None
+    generation: str | None = None  # vLLM "V0" / "V1"
 
 
 def _int_setting(log: EngineLog, name: str) -> int | None:
@@ -45,8 +56,18 @@ def log_inputs(log: EngineLog) -> LogInputs:
     base = parse_engine(log.engine)
     release = re.match(r"v?(\d+(?:\.\d+)*)", log.version or "")  # "0.33.0-rc2" -> 0.33.0
     engine = parse_engine(f"{log.engine}@{release.group(1)}") if base.rules.logs_version and release else base
-    out = LogInputs(engine)
-    out.parallel = (_int_setting(log, "tp") or 1) * (_int_setting(log, "pp") or 1)
+    out = LogInputs(engine, path=log.path, refusal=log.refusal, generation=log.generation)
+    # a log that prints its arguments (vLLM non-default args / engine config, SGLang server_args) omits a
+    # default tp/pp of 1; a log without them (prefixes stripped, an excerpt) does not say
+    printed_args = log.model is not None
+    out.tp = _int_setting(log, "tp") or (1 if printed_args else None)
+    out.pp = _int_setting(log, "pp") or (1 if printed_args else None)
+    out.parallel = (out.tp or 1) * (out.pp or 1)
+    out.context = _int_setting(log, "context")
+    dtype = log.setting("cache_dtype")
+    out.cache_dtype = dtype if isinstance(dtype, str) and dtype != "auto" else None
+    out.block_size = _int_setting(log, "block_size")
+    out.kv_tokens, out.kv_blocks = log.figure("kv_tokens"), log.figure("kv_blocks")
     util = log.setting("utilization")
     out.utilization = util if isinstance(util, float) else None
     out.max_num_batched_tokens = _int_setting(log, "max_num_batched_tokens")
@@ -54,6 +75,6 @@ def log_inputs(log: EngineLog) -> LogInputs:
     if weights is not None:
         out.weights_per_gpu = Measured(int(weights.value), f"measured: {log_line(log, weights)} per GPU")
     memory = engine.rules.logged_memory(log)
-    out.gpu_memory, out.overhead = memory.gpu_memory, memory.overhead
+    out.gpu_memory, out.overhead, out.kv_pool = memory.gpu_memory, memory.overhead, memory.kv_pool
     out.notes.extend(memory.notes)
     return out

@@ -9,11 +9,12 @@ engine's own start-up numbers reproduced from the same inputs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from kvbudget.engines import EngineRef, engine_names, rules_class
 from kvbudget.engines.base import EngineOptions, cdiv
 from kvbudget.engines.capability import compute_capability
-from kvbudget.engines.overhead import Overhead, measured_overhead
+from kvbudget.engines.overhead import Overhead, Provenance, measured_overhead
 from kvbudget.engines.records import Deployment, Share, StartUp
 from kvbudget.errors import InputError
 from kvbudget.model.spec import LatentAttention, ModelSpec
@@ -24,9 +25,9 @@ from kvbudget.precision import CacheDType
 from kvbudget.units import counted, format_bytes, format_tokens
 from kvbudget.weights.sources import WeightSize
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
     from kvbudget.plan.offload import Offload
+    from kvbudget.plan.reproduce import LogCheck
 
 SCHEMA_VERSION = 1
 GiB = 2**30
@@ -55,6 +56,8 @@ class PlanInputs:
     overhead_basis: str | None = None  # set when the overhead was measured by the engine (plan --from-log)
     gpu_id: str | None = None  # the GPU catalog id (None for a bare --gpu-memory)
     weights_precision: str | None = None  # --weights when it asks for a precision other than the checkpoint's
+    overhead_provenance: Provenance | None = None  # "derived" when plan --from-log took it as the remainder
+    log_check: LogCheck | None = None  # plan --from-log: the log's KV figures beside the plan's (plan.reproduce)
 
     @property
     def kv_dtype_label(self) -> str:
@@ -149,7 +152,12 @@ class Plan:
                 self.overhead.low,
                 self.overhead.high,
             ),
-            LedgerLine("KV pool", self.kv_pool_bytes, "derived", "usable - weights - overhead"),
+            LedgerLine(
+                "KV pool",
+                self.kv_pool_bytes,
+                "derived",
+                "usable - weights - overhead" + (f"; the log's pool: {i.log_check.pool_basis}" if i.log_check else ""),
+            ),
             LedgerLine(
                 "one session at the cap",
                 self.per_session_bytes,
@@ -211,29 +219,16 @@ def make_plan(i: PlanInputs) -> Plan:
     """The whole plan for one deployment. Raises InputError when the weights do not fit."""
     rules = i.engine.rules
     replicas, warnings = _check_parallel(i)
-    if i.options.max_num_batched_tokens:
-        batched, batched_basis = i.options.max_num_batched_tokens, "as set"
-    else:
-        batched, batched_basis = rules.batched_tokens(i.gpu_memory_bytes, i.gpu_label, i.options)
-    options = rules.derived_options(i.options, batched, compute_capability(i.gpu_label))
-    layout = staged_layout(i.spec, i.engine, i.k, i.v, i.tp, i.pp, options)
+    batched, batched_basis, options, layout = sized(i)
     warnings += list(dict.fromkeys(w for stage in layout.stages for w in stage.warnings))
-    mla = any(isinstance(state, LatentAttention) for _, state in i.spec.primitives())
     weights_per_gpu = cdiv(i.weights.bytes, i.tp * i.pp)
-    overhead = (
-        measured_overhead(i.overhead, i.overhead_basis)
-        if i.overhead is not None
-        else rules.overhead(i.spec, tp=i.tp, batched=batched, batched_basis=batched_basis)
-    )
-    share = rules.usable_share(
-        i.gpu_memory_bytes,
-        utilization=i.utilization,
-        tp=i.tp,
-        pp=i.pp,
-        mla=mla,
-        weights=weights_per_gpu,
-        overhead=overhead.bytes,
-    )
+    if i.overhead is None:
+        overhead = rules.overhead(i.spec, tp=i.tp, batched=batched, batched_basis=batched_basis)
+    else:
+        overhead = measured_overhead(i.overhead, i.overhead_basis)
+        if i.overhead_provenance is not None:
+            overhead = replace(overhead, provenance=i.overhead_provenance)
+    share = usable_share(i, overhead.bytes)
     if i.utilization is not None and share.fraction is None:
         warnings.append(
             f"--utilization {i.utilization} is ignored: {i.engine.name} has no memory fraction ({_fractions()} do)"
@@ -278,6 +273,32 @@ def make_plan(i: PlanInputs) -> Plan:
     )
 
 
+def sized(i: PlanInputs) -> tuple[int, str, EngineOptions, StagedLayout]:
+    """The engine's profiling batch (and why), its options as derived for the GPU, and the KV layout."""
+    rules = i.engine.rules
+    if i.options.max_num_batched_tokens:
+        batched, batched_basis = i.options.max_num_batched_tokens, "as set"
+    else:
+        batched, batched_basis = rules.batched_tokens(i.gpu_memory_bytes, i.gpu_label, i.options)
+    options = rules.derived_options(i.options, batched, compute_capability(i.gpu_label))
+    return batched, batched_basis, options, staged_layout(i.spec, i.engine, i.k, i.v, i.tp, i.pp, options)
+
+
+def usable_share(i: PlanInputs, overhead: int) -> Share:
+    """The bytes per GPU the engine's memory rule leaves for weights, ``overhead`` and the KV pool."""
+    mla = any(isinstance(state, LatentAttention) for _, state in i.spec.primitives())
+    weights = cdiv(i.weights.bytes, i.tp * i.pp)
+    return i.engine.rules.usable_share(
+        i.gpu_memory_bytes, utilization=i.utilization, tp=i.tp, pp=i.pp, mla=mla, weights=weights, overhead=overhead
+    )
+
+
+def engine_start_up(i: PlanInputs, pool: int) -> StartUp:
+    """What the engine prints at start-up for a KV pool of ``pool`` bytes per GPU at ``i.context``."""
+    _, _, options, layout = sized(i)
+    return _capacity(i, layout, options, pool, i.context, [])[1]
+
+
 def _capacity(
     i: PlanInputs, layout: StagedLayout, options: EngineOptions, pool: int, context: int, warnings: list[str]
 ) -> tuple[int, StartUp]:
@@ -297,6 +318,7 @@ def _capacity(
 
 def _shortfall(i: PlanInputs, share: Share, weights: int, overhead: Overhead) -> str:
     need = weights + overhead.bytes - share.usable_bytes
+    refused = i.log_check.refusal if i.log_check is not None else None
     fixes = []
     for tp in (2, 4, 8):
         if tp > i.tp and cdiv(i.weights.bytes, tp * i.pp) + overhead.bytes < share.usable_bytes:
@@ -305,6 +327,12 @@ def _shortfall(i: PlanInputs, share: Share, weights: int, overhead: Overhead) ->
     if i.weights.provenance != "measured":
         fixes.append("a lower --weights precision (fp8, int4)")
     fixes.append(f"a GPU with at least {format_bytes(i.gpu_memory_bytes + need + GiB, 'iec', digits=0)}")
+    if refused:
+        return (
+            f"the engine refused to start: {refused}; 0 sessions: the log's weights {format_bytes(weights)} + "
+            f"overhead {format_bytes(overhead.bytes)} per GPU exceed the {format_bytes(share.usable_bytes)} "
+            f"{i.engine.name} could use by {format_bytes(need)}; smallest fixes: {'; '.join(fixes)}"
+        )
     return (
         f"{i.spec.name}: weights {format_bytes(weights)} + overhead {format_bytes(overhead.bytes)} per GPU exceed "
         f"the {format_bytes(share.usable_bytes)} {i.engine.name} can use on {i.gpu_label} by "

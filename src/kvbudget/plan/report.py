@@ -42,6 +42,8 @@ def plan_json(plan: Plan, offload: Offload | None = None) -> dict[str, object]:
         "warnings": list(plan.warnings),
         "ledger": [line.to_json() for line in plan.ledger],
     }
+    if i.log_check is not None:
+        out["from_log"] = i.log_check.to_json()
     if plan.max_context_for_sessions is not None:
         out["max_context_for_sessions"] = plan.max_context_for_sessions
         out["sessions_requested"] = i.sessions

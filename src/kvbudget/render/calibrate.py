@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvbudget.measure.calibrate import SCHEMA_VERSION, Calibration
+from kvbudget.measure.calibrate import SCHEMA_VERSION, Calibration, Row
 from kvbudget.measure.logs.record import Figure
 from kvbudget.render.text import fit, table
 from kvbudget.units import format_bytes, format_int
@@ -55,6 +55,7 @@ def calibration_json(cal: Calibration) -> dict[str, object]:
         "refusal": log.refusal.to_json() if log.refusal else None,
         "predicted": cal.predicted,
         "reconciliation": [r.to_json() for r in cal.rows],
+        "summary": cal.summary(),
         "notes": cal.notes,
     }
 
@@ -78,6 +79,28 @@ def _pred(row_figure: Figure, low: float, high: float, units: UnitSystem) -> str
     return one(low) if one(low) == one(high) else f"{one(low)} .. {one(high)}"
 
 
+def _summary(cal: Calibration) -> str:
+    """How many figures were truly compared with kvbudget's model, and how many only derived from the log."""
+    n = cal.summary()
+    text = (
+        f"{n['agree']} of {n['compared']} compared figures agree"
+        if n["compared"]
+        else "no figure compared with kvbudget's model"
+    )
+    if n["derived"]:
+        text += (
+            f"; {n['derived']} derived from the log's own figures ({n['derived_consistent']} consistent), "
+            "not counted as agreement"
+        )
+    return text
+
+
+def _diff(r: Row) -> str:
+    if r.derived:
+        return "derived" if r.consistent else f"derived {r.diff_pct:+.2f}%"
+    return "agrees" if r.agrees else f"{r.diff_pct:+.2f}%"
+
+
 def render_calibration(cal: Calibration, units: UnitSystem) -> str:
     log = cal.log
     version = f" {log.version}" if log.version else " (version not in the log)"
@@ -95,7 +118,8 @@ def render_calibration(cal: Calibration, units: UnitSystem) -> str:
     if log.measured or log.caches:
         out += ["", "measured"]
         for k, fig in log.measured.items():
-            out.append(f"  {k}: {_value(fig, units)}  (line {fig.line})")
+            how = f"derived from line {fig.line}" if fig.derived else f"line {fig.line}"
+            out.append(f"  {k}: {_value(fig, units)}  ({how})")
         for c in log.caches:
             out.append(
                 f"  {c.kind} cache: {c.size.text} ({c.cells} cells, {c.layers} layers, {c.seqs}/{c.streams} seqs)"
@@ -103,20 +127,15 @@ def render_calibration(cal: Calibration, units: UnitSystem) -> str:
             )
     if log.refusal:
         r = log.refusal
-        out += ["", f"refused to start ({r.kind}, line {r.line}):", f"  {r.text[:300]}"]
+        out += ["", f"the engine refused to start: {r.reason[:400]}"]
     if cal.rows:
-        agree = sum(r.agrees for r in cal.rows)
-        out += [
-            "",
-            f"reconciliation with kvbudget ({cal.spec.name if cal.spec else '?'}): "
-            f"{agree} of {len(cal.rows)} figures agree",
-        ]
+        out += ["", f"reconciliation with kvbudget ({cal.spec.name if cal.spec else '?'}): {_summary(cal)}"]
         rows = [
             [
                 r.figure,
                 r.logged.text,
                 _pred(r.logged, *r.predicted, units),
-                "agrees" if r.agrees else f"{r.diff_pct:+.2f}%",
+                _diff(r),
                 r.note,
             ]
             for r in cal.rows

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from kvbudget.plan.comparison import Comparison
 
 
-def _money(x: float | None) -> str:
+def money(x: float | None) -> str:
     return "-" if x is None else f"{x:,.4f}" if x < 1 else f"{x:,.2f}"
 
 
@@ -53,11 +53,11 @@ def render_comparison(comparison: Comparison) -> str:
             p.inputs.kv_dtype_label,
             f"{row.sessions:,}",
             format_bytes(p.per_session_bytes),
-            _money(row.cost_per_hour),
-            _money(row.cost_per_session_hour),
+            money(row.cost_per_hour),
+            money(row.cost_per_session_hour),
         ]
         if with_workload:
-            line.append(_money(row.cost_per_million_output_tokens))
+            line.append(money(row.cost_per_million_output_tokens))
         if with_rate:
             needed = row.concurrent_needed
             line += [

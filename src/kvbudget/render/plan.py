@@ -12,6 +12,7 @@ from kvbudget.render.text import fit, table, wrap, wrap_command
 from kvbudget.units import counted, format_bytes, format_int, format_tokens
 
 if TYPE_CHECKING:
+    from kvbudget.plan.reproduce import LogCheck
     from kvbudget.units import UnitSystem
 
 
@@ -57,6 +58,8 @@ def render_plan(plan: Plan, units: UnitSystem, offload: Offload | None = None) -
             f"Offload tier {format_bytes(offload.tier_bytes, units)}: holds {offload.sessions_offloaded} more "
             f"sessions' caches; restoring one takes {offload.restore_seconds:.2f} s over {offload.link}"
         )
+    if i.log_check is not None:
+        lines += ["", *_log_check(i.log_check)]
     lines += ["", plan.statement]
     if plan.engine_lines:
         lines += ["", f"{i.engine.name} would log:"] + [f"  {line}" for line in plan.engine_lines]
@@ -73,6 +76,20 @@ def render_plan(plan: Plan, units: UnitSystem, offload: Offload | None = None) -
         )
     lines += [f"warning: {w}" for w in plan.warnings]
     return fit("\n".join(lines))
+
+
+def _log_check(check: LogCheck) -> list[str]:
+    """plan --from-log: the log's capacity figures beside the plan's for the log's own deployment."""
+    out = [f"From the log ({check.log}): " + ("reproduced" if check.reproduced else "not reproduced exactly")]
+    for f in check.figures:
+        mark = "exact" if f.exact else f"{f.diff_pct:+.3f}%"
+        out.append(
+            f"  {f.figure}: logged {f.logged.text} (line {f.logged.line}), planned {format_int(f.planned)} ({mark})"
+        )
+    out += [f"  not from the log: {note}" for note in check.not_from_log]
+    if check.refusal:
+        out.append(f"  the engine refused to start: {check.refusal}")
+    return out
 
 
 def render_levers(plan: Plan, levers: list[Lever]) -> str:

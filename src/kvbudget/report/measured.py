@@ -57,7 +57,8 @@ def from_log(path: str, model: str | None) -> Measured:
     log = cal.log
     context = log.setting("context")
     cap = int(context) if isinstance(context, int | float) and not isinstance(context, bool) else None
-    agreement = (sum(r.agrees for r in cal.rows), len(cal.rows))
+    # only figures kvbudget's model predicted count: one derived from the log's own figures checks nothing
+    agreement = (sum(r.agrees for r in cal.compared), len(cal.compared))
     concurrency = log.measured.get("max_concurrency")
     at = log.setting("concurrency_tokens")
     if concurrency is not None and isinstance(at, int | float) and not isinstance(at, bool):

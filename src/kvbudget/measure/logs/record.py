@@ -25,6 +25,7 @@ class Figure:
     text: str
     resolution: int | float = 0
     rank: str | None = None
+    derived: bool = False  # computed by the reader from other printed figures, not printed itself
 
     @property
     def low(self) -> int | float:
@@ -35,7 +36,13 @@ class Figure:
         return self.value + self.resolution
 
     def to_json(self) -> dict[str, object]:
-        out: dict[str, object] = {"value": self.value, "unit": self.unit, "line": self.line, "text": self.text}
+        out: dict[str, object] = {
+            "value": self.value,
+            "unit": self.unit,
+            "line": self.line,
+            "text": self.text,
+            "provenance": "derived" if self.derived else "measured",
+        }
         if self.resolution:
             out["resolution"] = self.resolution
         if self.rank is not None:
@@ -93,8 +100,14 @@ class Refusal:
     available_bytes: int | None = None
     max_context: int | None = None
 
+    @property
+    def reason(self) -> str:
+        """One line: what the engine printed when it refused, and where."""
+        return f"{self.text.strip()} (line {self.line})"
+
     def to_json(self) -> dict[str, object]:
         return {
+            "reason": self.reason,
             "kind": self.kind,
             "needed_bytes": self.needed_bytes,
             "available_bytes": self.available_bytes,

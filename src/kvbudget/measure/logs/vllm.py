@@ -229,8 +229,17 @@ def finish(log: EngineLog, v1_marks: int, v0_marks: int) -> None:
         value = int(peak.value) - int(weights.value)
         res = peak.resolution + weights.resolution
         log.measured["activation_peak_bytes"] = Figure(
-            value, "bytes", peak.line, f"{peak.text} peak_torch - {weights.text} weights", res, peak.rank
+            value, "bytes", peak.line, f"{peak.text} peak_torch - {weights.text} weights", res, peak.rank, derived=True
         )
+    avail = log.measured.get("available_kv_bytes")
+    if avail is not None and avail.value <= 0 and (log.refusal is None or log.refusal.kind == "no_memory_for_cache"):
+        # V1 gpu_worker.py logs a negative "Available KV cache memory" and kv_cache_utils.py
+        # check_enough_kv_cache_memory then raises "No available memory for the cache blocks" (0.10, 0.11)
+        text = f"Available KV cache memory: {avail.text}"
+        line = avail.line
+        if log.refusal is not None:
+            text, line = f"{text} (line {avail.line}); {log.refusal.text.strip()}", log.refusal.line
+        log.refusal = Refusal("no_memory_for_cache", line, text, available_bytes=int(avail.value))
     ctx, tokens = log.settings.get("context"), log.settings.get("concurrency_tokens")
     if ctx is None and tokens is not None:
         log.settings["context"] = tokens
