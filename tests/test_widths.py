@@ -64,7 +64,6 @@ COMMANDS = [
 ]  # fmt: skip
 
 # The CLI modules that render in place (cli/compare.py) call render.text.fit once the lead ports it (issue 24).
-PENDING = {"compare": "cli/compare.py's _render must return fit(...) (render.text)"}
 
 
 def _too_wide(text: str) -> list[str]:
@@ -79,8 +78,6 @@ def test_every_line_fits_100_columns(
     code, out, err = run_cli(capsys, *argv)
     assert code == 0 or (argv[0] == "calibrate" and err.count("\n") == 1), err  # a partial log: one error line
     wide = _too_wide(out)
-    if wide and argv[0] in PENDING:
-        pytest.xfail(PENDING[argv[0]])
     assert not wide, "\n".join(wide)
 
 

@@ -98,4 +98,6 @@ def _convert(args: argparse.Namespace) -> str:
         lines += [f"  {row}" for row in bad[:10]]
         if len(bad) > 10:
             lines.append(f"  ... and {len(bad) - 10:,} more")
-    return "\n".join(lines)
+    from kvbudget.render.text import fit
+
+    return fit("\n".join(lines))

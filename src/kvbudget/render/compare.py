@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvbudget.render.text import table
+from kvbudget.render.text import fit, table
 from kvbudget.units import format_bytes, format_tokens
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
@@ -92,7 +92,7 @@ def render_comparison(comparison: Comparison) -> str:
         notes += ["", "refused:", *refused]
     if warned:
         notes += ["", "warnings (as plan gives them for that deployment):", *warned]
-    return text + "\n" + "\n".join(notes)
+    return fit(text + "\n" + "\n".join(notes))
 
 
 def _variant(c: Choice) -> str:
