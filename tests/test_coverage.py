@@ -1,4 +1,4 @@
-"""docs/coverage.md is the coverage matrix the code generates today (python -m kvbudget.coverage)."""
+"""docs/coverage.md is the coverage matrix the code generates today (kvbudget coverage)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kvbudget.coverage import main, matrix, render
+from kvbudget.cli.main import main
+from kvbudget.coverage import matrix, render
 from kvbudget.engines import engine_names
 from kvbudget.model.architectures import ARCHITECTURES
 
@@ -15,7 +16,7 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "coverage.md"
 
 def test_the_checked_in_matrix_is_the_generated_one() -> None:
     assert DOC.read_text(encoding="utf-8") == render(matrix()), (
-        "docs/coverage.md is out of date: run python -m kvbudget.coverage --out docs/coverage.md"
+        "docs/coverage.md is out of date: run kvbudget coverage --out docs/coverage.md"
     )
 
 
@@ -40,7 +41,7 @@ def test_refusals_carry_the_reason() -> None:
 def test_check_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     stale = tmp_path / "coverage.md"
     stale.write_text("old\n", encoding="utf-8")
-    assert main(["--check", str(stale)]) == 1
+    assert main(["coverage", "--check", str(stale)]) == 1
     assert "out of date" in capsys.readouterr().err
-    assert main(["--out", str(stale)]) == 0
-    assert main(["--check", str(stale)]) == 0
+    assert main(["coverage", "--out", str(stale)]) == 0
+    assert main(["coverage", "--check", str(stale)]) == 0

@@ -25,6 +25,7 @@ from kvbudget.plan.build import plan_deployment, rank_levers
 from kvbudget.plan.comparison import Comparison, compare_deployments
 from kvbudget.plan.levers import LeverRanking
 from kvbudget.plan.plan import Plan
+from kvbudget.plan.trace_report import TraceReport, trace_report
 from kvbudget.requests.calibrate import CalibrateRequest
 from kvbudget.requests.compare import CompareRequest
 from kvbudget.requests.cost import CostRequest, ModelsRequest, TableRequest
@@ -35,7 +36,6 @@ from kvbudget.requests.values import Memory, Tokens
 from kvbudget.simulate.deployment import simulate_deployment
 from kvbudget.simulate.study import Study
 from kvbudget.tables import CatalogCosts, CostTable, catalog_costs, cost_table
-from kvbudget.workload.trace_report import TraceReport, trace_report
 
 __all__ = [
     "CalibrateRequest",

@@ -296,6 +296,11 @@ def test_a_refused_gpu_compared_keeps_its_row_with_the_clis_reason(
     got = compare_rows(calculator)
     assert [got[0][:2], *got[0][-2:]] == [served_cells(served)[:2], *served_cells(served)[2:]]
     assert got[1] == ["rtx-5090", "refused", refused["refused"]]
+    # the warnings plan gives for the served deployment (128K is past Qwen3-32B's trained window) are on its row's note
+    warnings = served["warnings"]
+    assert isinstance(warnings, list) and warnings
+    expect(page.locator("#compare-warnings li")).to_have_count(len(warnings), timeout=WAIT_MS)
+    assert page.locator("#compare-warnings li").all_text_contents() == [f"h100-sxm: {w}" for w in warnings]
     # every cap of the chart: h100-sxm's points drawn (0 sessions at 64K and 128K), the 5090's six marked refused
     expect(page.locator("#curve path.refused")).to_have_count(6, timeout=WAIT_MS)
     assert page.locator("#curve circle").count() == 6

@@ -80,6 +80,7 @@ EXTENSIONS = (
     "kvbudget.cli.loadtest",
     "kvbudget.cli.report",
     "kvbudget.cli.serve",
+    "kvbudget.cli.coverage",
 )
 
 Handler = Callable[[argparse.Namespace], str]
@@ -117,13 +118,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(1, f"Error: {self.prog}: {message}; see {self.prog} --help\n")
-
-
-class RaisingParser(_Parser):
-    """The same parser for the Python API (kvbudget.api): a bad option is an InputError, not an exit."""
-
-    def error(self, message: str) -> NoReturn:
-        raise InputError(f"{self.prog}: {message}")
 
 
 def build_parser(parser_class: type[_Parser] = _Parser, *, command: str | None = None) -> argparse.ArgumentParser:

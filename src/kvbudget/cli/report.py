@@ -26,6 +26,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
         help="one self-contained HTML page (or Markdown) for a deployment: cost, ledger, sessions, levers, commands",
     )
     add_plan_options(p)
+    p.set_defaults(units=None)  # the report's units are its request's (default iec)
     g = p.add_argument_group("report")
     g.add_argument("--format", choices=FORMATS, default="html", help="html (default), md (Markdown) or json")
     g.add_argument("--out", metavar="FILE", help="write the report here (default: stdout)")

@@ -61,8 +61,8 @@ def _cmd_trace(args: argparse.Namespace) -> str:
 
 
 def _stats(args: argparse.Namespace) -> str:
+    from kvbudget.plan.trace_report import trace_report
     from kvbudget.requests.trace import TraceStatsRequest
-    from kvbudget.workload.trace_report import trace_report
 
     report = trace_report(request_from(TraceStatsRequest, args))
     if args.json:

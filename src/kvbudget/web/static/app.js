@@ -351,7 +351,10 @@
     const section = $("compare-section");
     const rows = compare.ok ? compareRows(compare.doc).filter((r) => r.context === view.cap) : [];
     section.hidden = rows.length === 0 || !(state.extra.length || view.priced || view.refused || rows.some((r) => !r.served));
-    if (section.hidden) return;
+    if (section.hidden) {
+      $("compare-warnings").replaceChildren();
+      return;
+    }
     $("compare-cap").textContent = `at ${tokens(view.cap)}, most sessions first`;
     const head = ["GPU", "sessions", "per session", "KV pool", "weights per GPU", "$/h", "$/session-h"];
     fillTable($("compare"), head, rows.map((r) =>
@@ -362,6 +365,9 @@
     for (const tr of $("compare").tBodies[0].rows) {
       if (tr.cells[1].textContent === "refused") tr.classList.add("refused");
     }
+    // what plan warns for each compared deployment (a cap past the trained window, an engine's own limits)
+    $("compare-warnings").replaceChildren(...rows.flatMap((r) =>
+      (r.warnings || []).map((w) => node("li", { text: `${r.gpu}: ${w}` }))));
   }
 
   function renderLevers(levers) {

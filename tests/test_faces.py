@@ -1,0 +1,317 @@
+"""One core, many faces: the command line, the Python API and the web API build the same typed request and get the
+same document, defaults and errors included; the core imports no face; defaults live in the requests only; the
+library answers many threads at once as it answers one."""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import kvbudget
+from kvbudget.cli.main import build_parser, main
+from kvbudget.errors import InputError, KvBudgetError, error_document
+from kvbudget.requests.base import Request
+from kvbudget.web import api as web_api
+from kvbudget.web.uploads import Uploads
+
+SRC = Path(kvbudget.__file__).parent
+FACES = ("kvbudget.cli", "kvbudget.web", "kvbudget.api")
+ROOT = Path(__file__).resolve().parents[1]
+WEKA = sorted(str(p) for p in (ROOT / "tests" / "data" / "traces" / "weka_kv_cache_tester").glob("*.json"))[:3]
+LOG = str(ROOT / "tests" / "data" / "logs" / "vllm" / "v0-0.6.4fmt-llama31-8b-rtx3090-20k.log")
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module a file imports, at module level, in functions and under TYPE_CHECKING alike."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def _is(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+MODULES = {_module(path): _imports(path) for path in sorted(SRC.rglob("*.py"))}
+
+
+def test_the_walk_sees_the_whole_package() -> None:
+    assert {"kvbudget.cli.main", "kvbudget.plan.build", "kvbudget.requests.plan", "kvbudget.web.api"} <= set(MODULES)
+    assert "argparse" in MODULES["kvbudget.cli.main"]  # the walk reads imports where they are
+
+
+def test_argparse_is_imported_only_by_the_cli_package() -> None:
+    users = sorted(name for name, imported in MODULES.items() if "argparse" in imported)
+    assert users and all(_is(name, "kvbudget.cli") for name in users), users
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_nothing_in_the_core_imports_a_face(face: str) -> None:
+    # the package's own __init__ and __main__ are the doors to the faces: the Python API (lazily) and the CLI
+    core = {
+        name: imported
+        for name, imported in MODULES.items()
+        if name not in ("kvbudget", "kvbudget.__main__") and not any(_is(name, f) for f in FACES)
+    }
+    offenders = sorted(name for name, imported in core.items() if any(_is(i, face) for i in imported))
+    assert not offenders, f"core modules importing {face}: {offenders}"
+
+
+def test_every_cli_option_that_a_request_takes_defaults_to_not_given() -> None:
+    """A request's defaults are the only defaults: an option of the command line that a request field takes is None
+    (or False for a switch) until given, so nothing can differ between the faces."""
+    from kvbudget.requests import by_command
+
+    parser = build_parser()
+    sub: Any = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    checked = 0
+    for command, cls in by_command().items():
+        words = command.split()
+        p = sub.choices[words[0]]
+        for word in words[1:]:
+            inner: Any = next(a for a in p._actions if a.__class__.__name__ == "_SubParsersAction")
+            p = inner.choices[word]
+        names = {f.name for f in fields(cls)}
+        for action in p._actions:
+            if action.dest in names and action.option_strings:
+                assert action.default in (None, False), f"{command} {action.option_strings[0]}: {action.default!r}"
+                checked += 1
+    assert checked > 150
+
+
+# --- the same questions through every face ----------------------------------------------------------------------
+
+Question = tuple[str, dict[str, Any]]  # the command, and its options as a face collects them (None: not given)
+
+QUESTIONS: list[Question] = [
+    ("cost", {"model": "llama-3.1-70b"}),
+    ("cost", {"model": "gemma-3-27b", "engine": "vllm", "tokens": "128k", "kv_dtype": "fp8"}),
+    ("table", {"model": "qwen3-32b"}),
+    ("table", {"model": "llama-3.1-8b", "engine": "llamacpp", "tokens": "8k,32k", "sequences": "1,4"}),
+    ("models", {}),
+    ("gpus", {}),
+    ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "context": "32k"}),
+    ("plan", {"model": "qwen3-32b", "gpu": "h200", "engine": "sglang", "context": "64k", "sessions": "9"}),
+    ("plan", {"model": "llama-3.1-70b", "gpu": "h100-sxm", "engine": "vllm", "tp": "4", "context": "32k"}),
+    ("levers", {"model": "llama-3.1-8b", "gpu": "a100-80gb", "engine": "vllm", "context": "32k"}),
+    ("compare", {"model": "llama-3.1-8b,qwen3-32b", "gpu": "h100-sxm,rtx-5090", "context": "32k,128k"}),
+    (
+        "compare",
+        {
+            "model": "qwen3-32b",
+            "gpu": "h100-sxm,h200",
+            "engine": "vllm",
+            "context": "32k",
+            "weights": "checkpoint,fp8",
+            "tp": "1,2",
+            "sessions": "8",
+            "price": "h100-sxm=2.49/h",
+        },
+    ),
+]
+ERRORS: list[Question] = [
+    ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "context": "lots"}),
+    ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm"}),
+    ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "context": "32k", "utilization": "1.5"}),
+    ("cost", {"model": "llama-3.1-8b", "tokens": "0"}),
+    ("compare", {"model": "qwen3-32b", "gpu": "h100-sxm", "context": "32k", "sort": "vibes"}),
+    ("levers", {"model": "no-such-model", "gpu": "h100-sxm", "context": "32k"}),
+    ("plan", {"model": "qwen3-32b", "gpu": "rtx-5090", "engine": "vllm", "context": "128k"}),  # refused: won't fit
+]
+
+
+def cli_document(command: str, options: dict[str, Any]) -> tuple[int, str]:
+    argv = command.split()
+    for name, value in options.items():
+        if name == "model" and command in ("cost", "table", "plan", "levers", "compare"):
+            argv.insert(len(command.split()), value)
+        elif name in ("files", "logs"):
+            argv += list(value)
+        elif value is True:
+            argv.append("--" + name.replace("_", "-"))
+        else:
+            argv += ["--" + name.replace("_", "-"), str(value)]
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = main([*argv, "--json"])
+    return code, out.getvalue()
+
+
+def api_document(command: str, options: dict[str, Any]) -> str:
+    from kvbudget.requests import by_command
+
+    functions: dict[str, Callable[[Any], Any]] = {
+        "cost": kvbudget.kv_cost,
+        "table": kvbudget.cost_table,
+        "models": kvbudget.catalog_costs,
+        "plan": kvbudget.plan_deployment,
+        "levers": kvbudget.rank_levers,
+        "compare": kvbudget.compare_deployments,
+        "simulate": kvbudget.simulate_deployment,
+        "trace stats": kvbudget.trace_report,
+        "calibrate": kvbudget.calibrate_logs,
+    }
+    try:
+        if command == "gpus":
+            from kvbudget.hardware import gpu_catalog
+
+            answer: Any = gpu_catalog()
+        else:
+            answer = functions[command](by_command()[command].from_options(options))
+    except KvBudgetError as exc:
+        return json.dumps(error_document(exc), indent=2) + "\n"
+    return json.dumps(answer.to_dict(), indent=2) + "\n"
+
+
+def web_document(command: str, options: dict[str, Any], tmp_path: Path) -> tuple[int, str]:
+    query = [(name, str(value)) for name, value in options.items()]
+    uploads = Uploads()
+    try:
+        reply = web_api.run(command, query, uploads)
+    finally:
+        uploads.close()
+    return reply.status, reply.body
+
+
+@pytest.mark.parametrize(("command", "options"), QUESTIONS, ids=[f"{c}{i}" for i, (c, _) in enumerate(QUESTIONS)])
+def test_the_same_question_gives_the_same_document_on_every_face(
+    command: str, options: dict[str, Any], tmp_path: Path
+) -> None:
+    code, cli = cli_document(command, options)
+    assert code == 0, cli
+    assert api_document(command, options) == cli
+    assert web_document(command, options, tmp_path) == (200, cli)
+
+
+@pytest.mark.parametrize(("command", "options"), ERRORS, ids=[f"{c}{i}" for i, (c, _) in enumerate(ERRORS)])
+def test_the_same_mistake_gives_the_same_error_on_every_face(
+    command: str, options: dict[str, Any], tmp_path: Path
+) -> None:
+    code, cli = cli_document(command, options)
+    assert code == 1
+    document = json.loads(cli)
+    assert document["error"]["message"] and "\n" not in document["error"]["message"]
+    assert api_document(command, options) == cli
+    assert web_document(command, options, tmp_path) == (400, cli)
+
+
+FILE_QUESTIONS: list[Question] = [
+    (
+        "simulate",
+        {
+            "model": "llama-3.1-8b",
+            "gpu": "h100-sxm",
+            "engine": "vllm",
+            "context": "32k",
+            "workload": str(ROOT / "examples" / "coding-agent.toml"),
+            "sessions": "150",
+            "search_sessions": "0",
+        },
+    ),
+    ("simulate", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "context": "64k", "trace": WEKA[0]}),
+    ("trace stats", {"files": WEKA}),
+    ("trace stats", {"files": WEKA, "model": "qwen3-32b", "gpu": "h200", "engine": "vllm"}),
+    ("calibrate", {"logs": [LOG]}),
+]
+
+
+@pytest.mark.parametrize(
+    ("command", "options"), FILE_QUESTIONS, ids=[f"{c.replace(' ', '-')}{i}" for i, (c, _) in enumerate(FILE_QUESTIONS)]
+)
+def test_questions_that_read_files_agree_between_the_command_line_and_the_api(
+    command: str, options: dict[str, Any]
+) -> None:
+    code, cli = cli_document(command, options)
+    assert code == 0, cli
+    assert api_document(command, options) == cli
+
+
+def test_the_web_api_reads_no_file_for_a_client(tmp_path: Path) -> None:
+    status, body = web_document(
+        "compare",
+        {"model": "qwen3-32b", "gpu": "h100-sxm", "context": "32k", "workload": "examples/coding-agent.toml"},
+        tmp_path,
+    )
+    assert status == 400 and "never reads" in json.loads(body)["error"]["message"]
+
+
+# --- the requests themselves --------------------------------------------------------------------------------------
+
+
+def test_typed_values_and_texts_make_the_same_request() -> None:
+    typed = kvbudget.PlanRequest(model="qwen3-32b", gpu="h100-sxm", context=32_768, gpu_memory=None)
+    texts = kvbudget.PlanRequest.from_options({"model": "qwen3-32b", "gpu": "h100-sxm", "context": "32k"})
+    wrapped = kvbudget.PlanRequest(model="qwen3-32b", gpu="h100-sxm", context=kvbudget.Tokens("32k"))
+    assert typed == texts == wrapped and type(texts.context) is int
+    assert kvbudget.Memory("80GB") == 80 * 10**9 and kvbudget.Memory("24GiB") == 24 * 2**30
+    compare = kvbudget.CompareRequest.from_options({"model": "a,b", "gpu": ["h100-sxm"], "context": "32k"})
+    assert (compare.model, compare.gpu, compare.context) == (("a", "b"), ("h100-sxm",), (32_768,))
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"context": True}, "--context: give a whole number of tokens, not True"),
+        ({"context": 2**50}, "--context: 1,125,899,906,842,624 is outside 1..1,099,511,627,776 tokens"),
+        ({"context": "32k", "tp": 0}, "--tp: 0 is outside 1..1,099,511,627,776 units"),
+        ({"context": "32k", "utilization": float("nan")}, "--utilization: nan must be above 0 and at most 1"),
+        ({"context": "32k", "no_prefix_caching": "yes"}, "--no-prefix-caching: a switch; give True or False"),
+        ({"context": "32k", "mla_storage": "zip"}, "--mla-storage zip: choose one of latent, latent+v, expanded"),
+        ({"context": "32k", "colour": "red"}, "unrecognized option --colour; see kvbudget plan --help"),
+    ],
+)
+def test_a_bad_field_is_one_error_naming_its_option(options: dict[str, object], message: str) -> None:
+    with pytest.raises(InputError) as caught:
+        kvbudget.PlanRequest.from_options({"model": "qwen3-32b", "gpu": "h100-sxm", **options})
+    assert str(caught.value).startswith(message)
+
+
+def test_requests_are_frozen_and_carry_over_to_another_question() -> None:
+    request = kvbudget.PlanRequest(model="qwen3-32b", gpu="h100-sxm", context=32_768)
+    with pytest.raises(AttributeError):
+        request.context = 1  # type: ignore[misc]
+    levers = kvbudget.LeversRequest.from_options(request.options())
+    assert levers.context == 32_768 and isinstance(levers, Request)
+
+
+def test_the_library_answers_many_threads_as_it_answers_one() -> None:
+    """The web API answers requests concurrently with no lock: the same plans from 8 threads at once are the
+    documents one thread gets."""
+    requests = [
+        kvbudget.PlanRequest(model=model, gpu=gpu, engine=engine, context=context)
+        for model in ("llama-3.1-8b", "qwen3-32b", "gemma-3-27b")
+        for gpu in ("h100-sxm", "rtx-5090")
+        for engine in ("vllm", "sglang", "llamacpp")
+        for context in (8192, 131_072)
+    ]
+
+    def document(request: kvbudget.PlanRequest) -> str:
+        try:
+            return json.dumps(kvbudget.plan_deployment(request).to_dict())
+        except KvBudgetError as exc:
+            return json.dumps(error_document(exc))
+
+    serial = [document(r) for r in requests]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        parallel = list(pool.map(document, requests * 2))
+    assert parallel == serial * 2
