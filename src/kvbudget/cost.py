@@ -15,7 +15,7 @@ from kvbudget.precision import CacheDType, parse_cache_dtype
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
     from kvbudget.model.spec import CacheKind
-    from kvbudget.requests.cost import CostRequest
+    from kvbudget.requests.cost import CostRequest, EngineSettings
 
 SCHEMA_VERSION = 1
 
@@ -199,11 +199,26 @@ def compute_cost(
     return CostReport(spec, ref, layout, tokens, sequences)
 
 
+def engine_options(request: EngineSettings) -> EngineOptions:
+    """The engine settings of a request, as the engines read them."""
+    return EngineOptions(
+        block_size=request.block_size,
+        max_num_batched_tokens=request.max_num_batched_tokens,
+        image_tokens=request.image_tokens,
+        mla_storage=request.mla_storage,  # type: ignore[arg-type]  # one of MLA_STORAGE, checked by the request
+        swa_full=request.swa_full,
+        n_ubatch=request.ubatch,
+        flash_attn=not request.no_flash_attn,
+        kv_unified=request.kv_unified,
+        prefix_caching=False if request.no_prefix_caching else None,
+        max_batch_size=request.max_batch_size,
+    )
+
+
 def kv_cost(request: CostRequest) -> CostReport:
     """Bytes of the KV cache per token, per sequence and for the request's sequences (``kvbudget cost``);
     ``.to_dict()`` is the ``cost --json`` document."""
     from kvbudget.model.sources import resolve
-    from kvbudget.plan.build import engine_options
 
     r = request
     return compute_cost(

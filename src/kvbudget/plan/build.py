@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from kvbudget.cost import engine_options
 from kvbudget.errors import InputError
 from kvbudget.units import counted
 
@@ -19,33 +20,13 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from kvbudget.engines import EngineRef
-    from kvbudget.engines.base import EngineOptions
     from kvbudget.model.spec import ModelSpec
     from kvbudget.plan.from_log import LogInputs
     from kvbudget.plan.ledger import LineProvenance
     from kvbudget.plan.levers import Lever, LeverRanking
     from kvbudget.plan.plan import Plan, PlanInputs
-    from kvbudget.requests.cost import EngineChoice
     from kvbudget.requests.plan import LeversRequest, PlanRequest
     from kvbudget.weights.sources import WeightSize
-
-
-def engine_options(request: EngineChoice) -> EngineOptions:
-    """The engine settings of a request, as the engines read them."""
-    from kvbudget.engines.base import EngineOptions
-
-    return EngineOptions(
-        block_size=request.block_size,
-        max_num_batched_tokens=request.max_num_batched_tokens,
-        image_tokens=request.image_tokens,
-        mla_storage=request.mla_storage,  # type: ignore[arg-type]  # one of MLA_STORAGE, checked by the request
-        swa_full=request.swa_full,
-        n_ubatch=request.ubatch,
-        flash_attn=not request.no_flash_attn,
-        kv_unified=request.kv_unified,
-        prefix_caching=False if request.no_prefix_caching else None,
-        max_batch_size=request.max_batch_size,
-    )
 
 
 def plan_inputs(request: PlanRequest) -> tuple[PlanInputs, int | None]:
