@@ -111,7 +111,7 @@ def test_missing_file(capsys: pytest.CaptureFixture[str]) -> None:
     ("argv", "needle"),
     [
         (["--tokens", "32q"], "--tokens"),
-        (["--tokens", "0"], "at least 1"),
+        (["--tokens", "0"], "outside 1..1,099,511,627,776 tokens"),
         (["--sequences", "-2"], "--sequences"),
         (["--tp", "x"], "--tp"),
         (["--kv-dtype", "int3"], "unknown cache dtype"),

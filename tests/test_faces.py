@@ -273,8 +273,8 @@ def test_typed_values_and_texts_make_the_same_request() -> None:
     [
         ({"context": True}, "--context: give a whole number of tokens, not True"),
         ({"context": 2**50}, "--context: 1,125,899,906,842,624 is outside 1..1,099,511,627,776 tokens"),
-        ({"context": "32k", "tp": 0}, "--tp: 0 is outside 1..1,099,511,627,776 units"),
-        ({"context": "32k", "utilization": float("nan")}, "--utilization: nan must be above 0 and at most 1"),
+        ({"context": "32k", "tp": 0}, "--tp: 0 is outside 1..65,536 GPUs"),
+        ({"context": "32k", "utilization": float("nan")}, "--utilization: nan is outside 0..1 (a fraction like 0.9)"),
         ({"context": "32k", "no_prefix_caching": "yes"}, "--no-prefix-caching: a switch; give True or False"),
         ({"context": "32k", "mla_storage": "zip"}, "--mla-storage zip: choose one of latent, latent+v, expanded"),
         ({"context": "32k", "colour": "red"}, "unrecognized option --colour; see kvbudget plan --help"),

@@ -36,18 +36,18 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from functools import lru_cache
 
 from kvbudget.errors import InputError, KvBudgetError
 from kvbudget.precision import parse_cache_dtype
-from kvbudget.units import format_bytes, parse_memory
+from kvbudget.units import format_bytes, in_range, parse_decimal, parse_memory, shown
 
 SCHEMA_VERSION = 1
 DEFAULT_CACHE_DTYPES = ("bf16", "fp8", "int8", "int4")
 
-_PARAMS = re.compile(r"^\s*(\d+(?:\.\d+)?(?:[eE][+]?\d+)?)\s*([kKmMbBgGtT]?)\s*$")
+_PARAMS = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)(?:[eE]\+?([0-9]{1,2}))?\s*([kKmMbBgGtT]?)\s*$", re.ASCII)
+MAX_PARAMS = 10**15  # a thousand times the largest published model
 _ZERO = re.compile(r"^\s*0+(\.0*)?\s*([kKmMgGtT]i?)?[bB]?\s*$")
 _PARAM_SCALE = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**12}  # model-card convention
 
@@ -56,16 +56,14 @@ def parse_params(text: str, *, what: str = "--params") -> int:
     """A parameter count: ``74B``, ``74e9``, ``8.03B``, ``500M``, ``1.5T`` (decimal multiples)."""
     if text.strip().startswith("-"):
         raise InputError(f"{what}: {text!r} is negative; give a parameter count such as 74B")
-    match = _PARAMS.match(text)
+    match = _PARAMS.match(text) if len(text) <= 64 else None
     if match is None:
-        raise InputError(f"{what}: cannot read {text!r} as a parameter count; write e.g. 74B, 74e9 or 8.03B")
-    try:
-        value = Decimal(match.group(1)) * _PARAM_SCALE[match.group(2).lower()]
-    except InvalidOperation:
-        raise InputError(f"{what}: cannot read {text!r} as a parameter count") from None
-    if value != value.to_integral_value() or value < 1:
-        raise InputError(f"{what}: {text!r} is not a whole positive number of parameters")
-    return int(value)
+        raise InputError(f"{what}: cannot read {shown(text)} as a parameter count; write e.g. 74B, 74e9 or 8.03B")
+    num, den = parse_decimal(match.group(1), what=what, example="74B")  # exact: no float, no 28-digit Decimal
+    num *= 10 ** int(match.group(2) or 0) * _PARAM_SCALE[match.group(3).lower()]
+    if num % den:
+        raise InputError(f"{what}: {shown(text)} is not a whole positive number of parameters")
+    return in_range(num // den, what, 1, MAX_PARAMS, "parameters")
 
 
 def parse_size(text: str, *, what: str, allow_zero: bool = False) -> int:

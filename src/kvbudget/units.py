@@ -17,30 +17,74 @@ if TYPE_CHECKING:
     # for the type checker only (import it under TYPE_CHECKING): no typing at start-up
     UnitSystem = Literal["si", "iec"]
 
-_TOKEN_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*$")
+# One exact, bounded reader for every number a person writes (issue 22): ASCII digits only (no ``٣٢``, no
+# ``1_000``, no sign, no exponent, no ``Infinity`` or ``nan``), at most MAX_DIGITS significant digits (a
+# 400-digit value is refused before any arithmetic), and the value kept exact as a fraction of integers: never a
+# float on the way in, so a 40-digit count is refused by its range, not rounded into it.
+MAX_TEXT = 64  # characters in one written value; longer is a paste accident, not a number
+MAX_DIGITS = 30
+_NUMBER = r"([0-9]+(?:\.[0-9]+)?|\.[0-9]+)"
+_TOKEN_PATTERN = r"^\s*" + _NUMBER + r"\s*([kKmM]?)\s*$"
 _TOKEN_MULT = {"": 1, "k": 1024, "m": 1024 * 1024}
+_MEM_PATTERN = r"^\s*" + _NUMBER + r"\s*([kKmMgGtTpP]?)(i?)([bB]?)\s*$"
+_MEM_POW = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
 
-# Compiled on first use, by re's own cache: an answer that reads no such value does not pay for the pattern.
-_MEM_PATTERN = r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(i?)([bB]?)\s*$"
-_MEM_POW = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
+# The plausible range of each quantity, named in its error (requests/values.py reads every request field
+# through these): far above any deployment, low enough that arithmetic on them stays exact and fast.
+MAX_TOKENS = 2**40  # tokens in one context, prefix or batch
+MAX_COUNT = 2**32  # a generic count (block size, micro-batch, weight bits, probes)
+MAX_GPUS = 2**16  # tensor / pipeline parallel size, GPUs, replicas
+MAX_SESSIONS = 10**9  # concurrent sessions or sequences
+MAX_BYTES = 2**60  # one exbibyte
 
 
-def parse_tokens(text: str, *, what: str = "--tokens") -> int:
-    """Parse a token count: ``32768``, ``32k`` or ``128K`` (k = 1024 tokens, m = 1024^2).
+def shown(text: str, limit: int = 40) -> str:
+    """``text`` quoted for a one-line error: control characters escaped, long values cut (``'aaaa…' (5,000
+    characters)``)."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}… ({len(text):,} characters)"
+
+
+def _match(pattern: str, text: str, what: str, example: str, reading: str = "a number") -> re.Match[str]:
+    if not isinstance(text, str):
+        raise InputError(f"{what}: give text or a number, not {type(text).__name__}")
+    match = re.match(pattern, text, re.ASCII) if len(text) <= MAX_TEXT else None
+    if match is None:
+        raise InputError(f"{what}: cannot read {shown(text)} as {reading}; write e.g. {example}")
+    digits = len(match.group(1).replace(".", "").lstrip("0"))
+    if digits > MAX_DIGITS:
+        raise InputError(f"{what}: {shown(text)} has {digits} significant digits; at most {MAX_DIGITS} are read")
+    return match
+
+
+def exact(number: str) -> tuple[int, int]:
+    """``"12.50"`` -> ``(1250, 100)``: a decimal matched by ``_NUMBER`` as numerator and denominator."""
+    whole, _, frac = number.partition(".")
+    return int(whole or "0") * 10 ** len(frac) + int(frac or "0"), 10 ** len(frac)
+
+
+def in_range(value: int, what: str, low: int, high: int, noun: str) -> int:
+    """``value`` if ``low <= value <= high``; otherwise an InputError naming the range (a huge value by its
+    digits, not printed in full)."""
+    if not low <= value <= high:
+        size = f"{value:,}" if abs(value) < 10**MAX_DIGITS else f"a {len(str(abs(value))):,}-digit number"
+        raise InputError(f"{what}: {size} is outside {low:,}..{high:,} {noun}")
+    return value
+
+
+def parse_tokens(text: str, *, what: str = "--tokens", high: int = MAX_TOKENS) -> int:
+    """Parse a token count: ``32768``, ``32k`` or ``128K`` (k = 1024 tokens, m = 1024^2), exactly.
 
     Token counts in this field use binary multiples because every context window is quoted so
-    (a "32K" model has 32,768 positions). Raises InputError on anything else or on values < 1.
+    (a "32K" model has 32,768 positions). Raises InputError on anything else or outside 1..``high``.
     """
-    match = _TOKEN_RE.match(text)
-    if match is None:
-        raise InputError(f"{what}: cannot read {text!r} as a token count; write e.g. 32768, 32k or 128K")
-    number, suffix = match.groups()
-    value = float(number) * _TOKEN_MULT[suffix.lower()]
-    if value != int(value):
-        raise InputError(f"{what}: {text!r} is not a whole number of tokens")
-    if value < 1:
-        raise InputError(f"{what}: {text!r} must be at least 1 token")
-    return int(value)
+    match = _match(_TOKEN_PATTERN, text, what, "32768, 32k or 128K", "a token count")
+    num, den = exact(match.group(1))
+    num *= _TOKEN_MULT[match.group(2).lower()]
+    if num % den:
+        raise InputError(f"{what}: {shown(text)} is not a whole number of tokens")
+    return in_range(num // den, what, 1, high, "tokens")
 
 
 def parse_token_list(text: str, *, what: str = "--tokens") -> list[int]:
@@ -51,15 +95,12 @@ def parse_token_list(text: str, *, what: str = "--tokens") -> list[int]:
     return [parse_tokens(item, what=what) for item in items]
 
 
-def parse_count(text: str, *, what: str) -> int:
-    """Parse a positive integer count (sequences, tensor-parallel size)."""
-    try:
-        value = int(text.strip())
-    except ValueError:
-        raise InputError(f"{what}: cannot read {text!r} as a whole number") from None
-    if value < 1:
-        raise InputError(f"{what}: {text!r} must be at least 1")
-    return value
+def parse_count(
+    text: str, *, what: str, low: int = 1, high: int = MAX_COUNT, noun: str = "", example: str = "8"
+) -> int:
+    """Parse a whole count (sequences, tensor-parallel size) in ``low..high``: ASCII digits only."""
+    match = _match(r"^\s*([0-9]+)\s*$", text, what, example, "a whole number")
+    return in_range(int(match.group(1)), what, low, high, noun or "(a whole number)")
 
 
 def parse_count_list(text: str, *, what: str) -> list[int]:
@@ -70,24 +111,34 @@ def parse_count_list(text: str, *, what: str) -> list[int]:
     return [parse_count(item, what=what) for item in items]
 
 
-def parse_memory(text: str, *, what: str = "--memory") -> int:
-    """Parse a memory size into bytes: ``80GB`` (10^9), ``80GiB`` (2^30), ``512MiB``, ``1.5GB``.
+def parse_decimal(text: str, *, what: str, example: str = "0.9") -> tuple[int, int]:
+    """A non-negative decimal written plainly (``0.9``, ``2.5``, ``.5``), exactly, as (numerator, denominator)."""
+    return exact(_match(r"^\s*" + _NUMBER + r"\s*$", text, what, example).group(1))
+
+
+def parse_real(text: str, *, what: str, low: float, high: float, noun: str, example: str = "2.5") -> float:
+    """A plain decimal in ``low..high`` (``0.5``, ``12``), read exactly and divided once: no exponent, no
+    ``inf``/``nan``, no sign (a range may include 0)."""
+    num, den = parse_decimal(text, what=what, example=example)
+    if not low * den <= num <= high * den:
+        raise InputError(f"{what}: {shown(text)} is outside {low:g}..{high:g} {noun}")
+    return num / den
+
+
+def parse_memory(text: str, *, what: str = "--memory", high: int = MAX_BYTES) -> int:
+    """Parse a memory size into bytes: ``80GB`` (10^9), ``80GiB`` (2^30), ``512MiB``, ``1.5GB``, exactly
+    (a fraction of a byte rounds half up), in 1..``high`` bytes.
 
     A bare number is bytes. A unit must say which system it is in (``G``/``GB`` is SI, ``Gi``/``GiB``
     is binary), because the two differ by 7% at GB scale.
     """
-    match = re.match(_MEM_PATTERN, text)
-    if match is None:
-        raise InputError(f"{what}: cannot read {text!r} as a memory size; write e.g. 80GB, 80GiB or 512MiB")
+    match = _match(_MEM_PATTERN, text, what, "80GB, 80GiB or 512MiB", "a memory size")
     number, prefix, binary, _b = match.groups()
-    power = _MEM_POW[prefix.lower()]
     if binary and not prefix:
-        raise InputError(f"{what}: {text!r} has 'i' without a prefix; write e.g. 24GiB")
-    base = 1024 if binary else 1000
-    value = float(number) * float(base**power)
-    if value < 1:
-        raise InputError(f"{what}: {text!r} must be a positive size")
-    return round(value)
+        raise InputError(f"{what}: {shown(text)} has 'i' without a prefix; write e.g. 24GiB")
+    num, den = exact(number)
+    num *= (1024 if binary else 1000) ** _MEM_POW[prefix.lower()]
+    return in_range((2 * num + den) // (2 * den), what, 1, high, "bytes")
 
 
 _SI = [(10**12, "TB"), (10**9, "GB"), (10**6, "MB"), (10**3, "kB")]
@@ -142,33 +193,35 @@ def format_tokens(value: int) -> str:
     return f"{value:,}"
 
 
-_PER = {
-    "s": 1.0,
-    "sec": 1.0,
-    "second": 1.0,
-    "m": 60.0,
-    "min": 60.0,
-    "minute": 60.0,
-    "h": 3600.0,
-    "hr": 3600.0,
-    "hour": 3600.0,
-    "d": 86400.0,
-    "day": 86400.0,
+_PER = {  # seconds in each unit, as integers (the rate stays exact until one final division)
+    "s": 1,
+    "sec": 1,
+    "second": 1,
+    "m": 60,
+    "min": 60,
+    "minute": 60,
+    "h": 3600,
+    "hr": 3600,
+    "hour": 3600,
+    "d": 86400,
+    "day": 86400,
 }
-# Compiled on first use, by re's own cache: an answer that reads no such value does not pay for the pattern.
-_PER_PATTERN = r"^\s*(\d+(?:\.\d+)?(?:e-?\d+)?)\s*(?:/\s*([a-z]+))?\s*$"
+_PER_PATTERN = r"^\s*" + _NUMBER + r"\s*(?:/\s*([a-z]+))?\s*$"
+MIN_RATE, MAX_RATE = 1e-9, 1e9  # per second: once in 30 years .. a billion a second
 
 
 def parse_per_second(text: str, *, what: str, default_unit: str) -> float:
     """A rate as a number per second: ``50/h``, ``0.2/s``, ``1200/day``, ``2.49/h``; a bare number is per
-    ``default_unit``."""
-    match = re.match(_PER_PATTERN, text, re.IGNORECASE)
+    ``default_unit``. Read exactly, then divided once (no exponent, no ``inf``), within MIN_RATE..MAX_RATE."""
+    if isinstance(text, str) and len(text) <= MAX_TEXT:
+        match = re.match(_PER_PATTERN, text, re.ASCII | re.IGNORECASE)
+    else:
+        match = None
     unit = (match.group(2) or default_unit).lower() if match else ""
     if match is None or unit not in _PER:
-        raise InputError(f"{what}: cannot read {text!r}; write e.g. 50/h, 0.2/s or 1200/day")
-    import math  # a shared library to load: only for a rate
-
-    value = float(match.group(1))
-    if not math.isfinite(value) or value <= 0:
-        raise InputError(f"{what}: {text!r} must be a positive number")
-    return value / _PER[unit]
+        raise InputError(f"{what}: cannot read {shown(str(text))}; write e.g. 50/h, 0.2/s or 1200/day")
+    num, den = exact(_match(_PER_PATTERN, text, what, "50/h").group(1))
+    value = num / (den * _PER[unit])
+    if not MIN_RATE <= value <= MAX_RATE:
+        raise InputError(f"{what}: {shown(text)} is outside {MIN_RATE:g}..{MAX_RATE:g} per second")
+    return value

@@ -25,8 +25,8 @@ def test_without_the_web_extra_it_names_the_extra_in_one_line() -> None:
 @pytest.mark.parametrize(
     ("port", "message"),
     [
-        ("http", "Error: --port: cannot read 'http' as a port number\n"),
-        ("70000", "Error: --port: 70000 must be 0 (a free port) to 65535\n"),
+        ("http", "Error: --port: cannot read 'http' as a whole number; write e.g. 8731\n"),
+        ("70000", "Error: --port: 70,000 is outside 0..65,535 (0 = a free port)\n"),
     ],
 )
 def test_a_bad_port_is_one_line(capsys: pytest.CaptureFixture[str], port: str, message: str) -> None:

@@ -23,15 +23,9 @@ PLANNED_ENGINES = ("vllm", "sglang")
 
 
 def _count(text: str | None, what: str, default: int | None = None) -> int | None:
-    if text is None:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise InputError(f"{what}: cannot read {text!r} as a whole number") from None
-    if value < 1:
-        raise InputError(f"{what}: {text!r} must be at least 1")
-    return value
+    from kvbudget.units import parse_count
+
+    return default if text is None else parse_count(text, what=what)
 
 
 def _seconds(text: str | None, what: str) -> float | None:
@@ -41,13 +35,9 @@ def _seconds(text: str | None, what: str) -> float | None:
 
 
 def _scale(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise InputError(f"--time-scale: cannot read {text!r} as a number") from None
-    if not 0 <= value < float("inf"):
-        raise InputError(f"--time-scale: {text!r} must be 0 (no pauses) or more")
-    return value
+    from kvbudget.units import parse_real
+
+    return parse_real(text, what="--time-scale", low=0, high=10**6, noun="(0 = no pauses)", example="1 or 0.5")
 
 
 def _source(args: argparse.Namespace) -> Source:

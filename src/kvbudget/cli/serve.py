@@ -40,13 +40,9 @@ def is_loopback(host: str) -> bool:
 
 
 def _port(text: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        raise InputError(f"--port: cannot read {text!r} as a port number") from None
-    if not 0 <= port <= 65535:
-        raise InputError(f"--port: {text} must be 0 (a free port) to 65535")
-    return port
+    from kvbudget.units import parse_count
+
+    return parse_count(text, what="--port", low=0, high=65535, noun="(0 = a free port)", example="8731")
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -51,16 +50,17 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
 
 
 def _positive(text: str | None, what: str, *, below_one: bool = False) -> float | None:
+    from kvbudget.units import parse_real
+
     if text is None:
         return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise InputError(f"{what}: cannot read {text!r} as a number") from None
     if below_one:
-        if not (0 <= value < 1):
+        value = parse_real(text, what=what, low=0, high=1, noun="(a share of attempts)", example="0.05")
+        if value >= 1:
             raise InputError(f"{what}: {text} must be at least 0 and below 1 (a share of attempts)")
-    elif not (math.isfinite(value) and value > 0):
+        return value
+    value = parse_real(text, what=what, low=0, high=1e12, noun="(a positive number)")
+    if value <= 0:
         raise InputError(f"{what}: {text} must be a positive number")
     return value
 

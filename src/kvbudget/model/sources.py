@@ -16,8 +16,22 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
+# A Hub id as the Hub itself takes one (huggingface_hub validate_repo_id): an optional owner and a name, each of
+# ASCII letters, digits, ``_``, ``-`` and ``.``, starting and ending with a letter, digit or ``_``, at most 96
+# characters, with no ``--`` or ``..`` and not ending in ``.git``. Anything else never reaches the Hub client.
 # Compiled on first use, by re's own cache: an answer that reads no such value does not pay for the pattern.
-_REPO_ID_PATTERN = r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$"
+_REPO_PART = r"[A-Za-z0-9_](?:[A-Za-z0-9_.\-]{0,94}[A-Za-z0-9_])?"
+_REPO_ID_PATTERN = rf"^{_REPO_PART}/{_REPO_PART}$"
+
+
+def is_hub_id(ref: str) -> bool:
+    """``org/name`` as the Hugging Face Hub accepts it."""
+    return (
+        bool(re.match(_REPO_ID_PATTERN, ref, re.ASCII))
+        and ".." not in ref
+        and "--" not in ref
+        and (not ref.endswith(".git"))
+    )
 
 
 def load_config_file(path: Path) -> dict[str, Any]:
@@ -98,6 +112,8 @@ def _from_hub(repo_id: str) -> ModelSpec:
             ) from None
         except Exception as exc:  # any transport failure becomes one line
             raise SourceError(unreachable.format(why=f" ({type(exc).__name__})")) from None
+    except ValueError:  # the Hub client's own validation (HFValidationError), should is_hub_id ever be looser
+        raise SourceError(f"{repo_id}: not a Hub id the Hugging Face Hub accepts; {_KINDS}") from None
     from pathlib import Path
 
     spec = from_config(load_config_file(Path(local)), name=repo_id, source=f"hf://{repo_id}/config.json")
@@ -117,16 +133,31 @@ def resolve(ref: str) -> ModelSpec:
         return replace(spec, model_id=hub)
     from pathlib import Path  # not for a catalog name: pathlib and urllib.parse are 5 ms of a start
 
-    path = Path(ref).expanduser()
-    if path.exists():
+    if not ref or len(ref) > 4096 or ref.lstrip().startswith("-") or any(ord(c) < 32 for c in ref):
+        raise SourceError(f"{_shown(ref)} is not a model reference; {_KINDS}")
+    try:
+        path = Path(ref).expanduser()
+        exists = path.exists()
+    except RuntimeError:  # ~nobody/x: no such user's home
+        raise SourceError(f"{_shown(ref)}: no such user's home folder; {_KINDS}") from None
+    except (OSError, ValueError) as exc:  # a name too long for the OS, a NUL byte
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not a path this system takes"
+        raise SourceError(f"{_shown(ref)}: {why}; {_KINDS}") from None
+    if exists:
         return _from_path(path, ref)
-    if ref.endswith((".json", ".gguf")) or ref.startswith((".", "/", "~")):
-        raise SourceError(f"{ref}: no such file")
-    if re.match(_REPO_ID_PATTERN, ref):
+    if ref.endswith((".json", ".gguf")) or ref.startswith((".", "/", "~", "\\")):
+        raise SourceError(f"{_shown(ref)}: no such file")
+    if is_hub_id(ref):
         return _from_hub(ref)
-    hint = catalog.suggestions(ref)
+    hint = catalog.suggestions(ref) if len(ref) <= 200 else []
     more = f"; did you mean {', '.join(hint)}?" if hint else ""
-    raise SourceError(
-        f"{ref!r} is not a catalog model, a local file, or a Hub id (org/name); "
-        f"list the catalog with `kvbudget models`{more}"
-    )
+    raise SourceError(f"{_shown(ref)} is not a catalog model, a local file, or a Hub id (org/name); {_KINDS}{more}")
+
+
+_KINDS = "give a catalog name (list them with `kvbudget models`), a config.json, a model folder, a .gguf or org/name"
+
+
+def _shown(ref: str) -> str:
+    from kvbudget.units import shown
+
+    return shown(ref, 80)

@@ -17,9 +17,9 @@ class CalibrateRequest(Request):
 
     command = "calibrate"
     logs: tuple[str, ...] = required("text", many=True, name="LOG")
-    model: str | None = option(None, "text")
+    model: str | None = option(None, "model")
     engine: str | None = option(None, "text", choices=LOG_ENGINES)
-    tp: int | None = option(None, "count")
+    tp: int | None = option(None, "gpus")
     context: int | None = option(None, "tokens")
     kv_dtype: str | None = option(None, "text")
     block_size: int | None = option(None, "count")

@@ -25,14 +25,14 @@ class CompareRequest(EngineSettings, DeploymentSettings):
     """
 
     command = "compare"
-    model: tuple[str, ...] = required("text", many=True, name="model")
+    model: tuple[str, ...] = required("model", many=True, name="model")
     gpu: tuple[str, ...] = required("text", many=True)
     engine: tuple[str, ...] = option(("ideal",), "text", many=True)
     context: tuple[int, ...] = required("tokens", many=True)
     kv_dtype: tuple[str, ...] = option(("auto",), "text", many=True)
     weights: tuple[str, ...] = option(("checkpoint",), "text", many=True)
-    tp: tuple[int, ...] = option((1,), "count", many=True)
-    sessions: int | None = option(None, "count")
+    tp: tuple[int, ...] = option((1,), "gpus", many=True)
+    sessions: int | None = option(None, "sessions")
     price: tuple[str, ...] | None = option(None, "text", many=True)
     prices: str | None = option(None, "text")
     rate: float | None = option(None, "per_second")

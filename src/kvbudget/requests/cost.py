@@ -41,7 +41,7 @@ class EngineChoice(EngineSettings):
 
     engine: str = option("ideal", "text")
     kv_dtype: str = option("auto", "text")
-    tp: int = option(1, "count")
+    tp: int = option(1, "gpus")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,9 +49,9 @@ class CostRequest(EngineChoice):
     """Bytes of the KV cache of ``model`` per token, per sequence of ``tokens`` and for ``sequences`` of them."""
 
     command = "cost"
-    model: str = required("text", name="model")
+    model: str = required("model", name="model")
     tokens: int = option(32768, "tokens")
-    sequences: int = option(1, "count")
+    sequences: int = option(1, "sessions")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,9 +59,9 @@ class TableRequest(EngineChoice):
     """KV bytes of ``model`` for every context in ``tokens`` and every count in ``sequences``."""
 
     command = "table"
-    model: str = required("text", name="model")
+    model: str = required("model", name="model")
     tokens: tuple[int, ...] = option((8192, 32768, 131072), "tokens", many=True)
-    sequences: tuple[int, ...] = option((1, 8), "count", many=True)
+    sequences: tuple[int, ...] = option((1, 8), "sessions", many=True)
 
 
 @dataclass(frozen=True, kw_only=True)

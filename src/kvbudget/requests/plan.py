@@ -15,8 +15,8 @@ class DeploymentSettings(Request):
     engine's model of it, labelled); ``utilization`` vLLM's gpu_memory_utilization / SGLang's mem_fraction_static
     (default: the engine's); ``prefix`` tokens every session shares; ``offload_memory`` a CPU or disk tier."""
 
-    gpus: int | None = option(None, "count")
-    pp: int = option(1, "count")
+    gpus: int | None = option(None, "gpus")
+    pp: int = option(1, "gpus")
     weights_size: int | None = option(None, "memory")
     weight_bits: int | None = option(None, "count")
     group_size: int = option(128, "count")
@@ -44,9 +44,9 @@ class PlanRequest(Deployment):
     modelled ones."""
 
     command = "plan"
-    model: str = required("text", name="model")
+    model: str = required("model", name="model")
     context: int = required("tokens")
-    sessions: int | None = option(None, "count")
+    sessions: int | None = option(None, "sessions")
     from_log: str | None = option(None, "text")
 
 

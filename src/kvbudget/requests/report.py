@@ -22,7 +22,7 @@ class ReportRequest(PlanRequest):
     sessions_span_files: bool = option(False, "switch")
     workload: str | None = option(None, "text")
     seed: int = option(0, "index")
-    simulate_sessions: int | None = option(None, "count")
+    simulate_sessions: int | None = option(None, "sessions")
     search_sessions: int = option(2000, "index")
     bandwidth: float | None = option(None, "bandwidth")
     decode_rate: float | None = option(None, "positive")

@@ -21,7 +21,7 @@ class SimulateRequest(Deployment):
     """
 
     command = "simulate"
-    model: str = required("text", name="model")
+    model: str = required("model", name="model")
     context: int = required("tokens")
     workload: str | None = option(None, "text")
     trace: tuple[str, ...] | None = option(None, "text", many=True)
@@ -29,14 +29,14 @@ class SimulateRequest(Deployment):
     strict: bool = option(False, "switch")
     sessions_span_files: bool = option(False, "switch")
     seed: int = option(0, "index")
-    sessions: int | None = option(None, "count")
+    sessions: int | None = option(None, "sessions")
     duration: float | None = option(None, "seconds")
     policy: str | None = option(None, "text", choices=("reserve", "paged", "watermark"))
     preempt: str = option("recompute", "text", choices=("recompute", "swap"))
     pause: str | None = option(None, "text", choices=("hold", "evictable"))
     admission: str = option("queue", "text", choices=("queue", "refuse"))
     watermark: float = option(0.05, "share")
-    replicas: int | None = option(None, "count")
+    replicas: int | None = option(None, "gpus")
     router: str = option("least-loaded", "text", choices=("least-loaded", "round-robin"))
     prefill_rate: float | None = option(None, "positive")
     decode_rate: float | None = option(None, "positive")

@@ -22,6 +22,6 @@ class TraceStatsRequest(Deployment):
     format: str | None = option(None, "text")
     strict: bool = option(False, "switch")
     sessions_span_files: bool = option(False, "switch")
-    model: str | None = option(None, "text")
+    model: str | None = option(None, "model")
     context: int | None = option(None, "tokens")
-    sessions: int | None = option(None, "count")
+    sessions: int | None = option(None, "sessions")

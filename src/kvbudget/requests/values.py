@@ -9,21 +9,35 @@ the option (``--context: ...``), whichever face it came through.
 
 from __future__ import annotations
 
-import math
-
 from kvbudget.errors import InputError
-from kvbudget.units import parse_count, parse_memory, parse_per_second, parse_tokens
+from kvbudget.units import (
+    MAX_BYTES,
+    MAX_COUNT,
+    MAX_GPUS,
+    MAX_SESSIONS,
+    MAX_TOKENS,
+    in_range,
+    parse_count,
+    parse_decimal,
+    parse_memory,
+    parse_per_second,
+    parse_tokens,
+    shown,
+)
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-# Upper bounds of a plausible value: far above any deployment, low enough that arithmetic on them stays exact
-# and fast (a token count past 2^40 or a GPU count past a million is a typo, not a plan).
-MAX_TOKENS = 2**40
-MAX_COUNT = 2**40
-MAX_BYTES = 2**60
+__all__ = ["MAX_BYTES", "MAX_COUNT", "MAX_GPUS", "MAX_LIST", "MAX_SESSIONS", "MAX_TOKENS"]
 MAX_LIST = 64  # items in one comma-separated list (a sweep's axes multiply; compare bounds the product)
+MAX_REF = 4096  # characters in a model reference (a path of the longest the OS takes, or a Hub id)
+# Plausible ranges of the real-valued kinds (numbers outside are typos or attacks, and would make the
+# arithmetic that follows lose meaning): a rate in tokens per second or a delay in seconds, a bandwidth in
+# bytes per second (1 PB/s is 300 H200s' worth), a time in seconds (one year).
+POSITIVE = (1e-6, 1e12)
+BANDWIDTH = (1.0, 1e16)
+MAX_SECONDS = 365 * 86400
 
 
 class Tokens(int):
@@ -45,12 +59,15 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def _brief(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:60]}… ({len(text):,} characters)"
+
+
 def _whole(value: object, what: str, low: int, high: int, noun: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InputError(f"{what}: give a whole number of {noun}, not {value!r}")
-    if not low <= value <= high:
-        raise InputError(f"{what}: {value:,} is outside {low:,}..{high:,} {noun}")
-    return int(value)
+        raise InputError(f"{what}: give a whole number of {noun}, not {_brief(value)}")
+    return in_range(int(value), what, low, high, noun)
 
 
 def read_tokens(value: object, what: str) -> int:
@@ -61,17 +78,28 @@ def read_tokens(value: object, what: str) -> int:
 
 def read_count(value: object, what: str) -> int:
     if isinstance(value, str):
-        value = parse_count(value, what=what)
+        value = parse_count(value, what=what, noun="units")
     return _whole(value, what, 1, MAX_COUNT, "units")
+
+
+def read_gpus(value: object, what: str) -> int:
+    """A number of GPUs, replicas or a parallel size: 1..65,536."""
+    if isinstance(value, str):
+        value = parse_count(value, what=what, high=MAX_GPUS, noun="GPUs")
+    return _whole(value, what, 1, MAX_GPUS, "GPUs")
+
+
+def read_sessions(value: object, what: str) -> int:
+    """A number of concurrent sessions or sequences: 1..10^9."""
+    if isinstance(value, str):
+        value = parse_count(value, what=what, high=MAX_SESSIONS, noun="sessions")
+    return _whole(value, what, 1, MAX_SESSIONS, "sessions")
 
 
 def read_index(value: object, what: str) -> int:
     """A whole number from 0 (a seed)."""
     if isinstance(value, str):
-        try:
-            value = int(value.strip())
-        except ValueError:
-            raise InputError(f"{what}: cannot read {value!r} as a whole number") from None
+        value = parse_count(value, what=what, low=0, high=2**63 - 1, noun="units")
     return _whole(value, what, 0, 2**63 - 1, "units")
 
 
@@ -81,101 +109,128 @@ def read_memory(value: object, what: str) -> int:
     return _whole(value, what, 1, MAX_BYTES, "bytes")
 
 
-def _number(value: object, what: str, noun: str) -> float:
+def _real(value: object, what: str, low: float, high: float, noun: str, example: str) -> float:
+    """A real number in ``low..high``: text read exactly (no exponent, no ``inf``/``nan``), an int compared
+    as an int (a 400-digit int never becomes a float), a float only if finite."""
     if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            raise InputError(f"{what}: cannot read {value!r} as {noun}") from None
+        num, den = parse_decimal(value, what=what, example=example)
+        if not low * den <= num <= high * den:
+            raise InputError(f"{what}: {shown(value)} is outside {low:g}..{high:g} {noun}")
+        return num / den
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InputError(f"{what}: give {noun}, not {value!r}")
+        raise InputError(f"{what}: give {noun}, not {_brief(value)}")
+    if not low <= value <= high:  # exact for an int of any size; nan fails it
+        raise InputError(f"{what}: {_brief(value)} is outside {low:g}..{high:g} {noun}")
     return float(value)
 
 
 def read_positive(value: object, what: str) -> float:
-    """A positive finite number (tokens per second)."""
-    number = _number(value, what, "a number")
-    if not number > 0 or not math.isfinite(number):
-        raise InputError(f"{what}: {value!r} must be a positive number")
-    return number
+    """A positive finite number (tokens per second, seconds of delay)."""
+    return _real(value, what, *POSITIVE, "(a positive number)", "2.5")
 
 
 def read_fraction(value: object, what: str) -> float:
     """A fraction above 0 and at most 1 (gpu_memory_utilization, mem_fraction_static)."""
-    number = _number(value, what, "a fraction like 0.9")
-    if not 0 < number <= 1:
-        raise InputError(f"{what}: {value} must be above 0 and at most 1")
+    number = _real(value, what, 0.0, 1.0, "(a fraction like 0.9)", "0.9")
+    if number == 0:
+        raise InputError(f"{what}: {shown(str(value))} must be above 0 and at most 1")
     return number
 
 
 def read_share(value: object, what: str) -> float:
     """A share of the pool below 1: ``0.05`` or ``5%``."""
     if isinstance(value, str) and value.strip().endswith("%"):
-        number = read_positive(value.strip()[:-1], what) / 100
+        number = _real(value.strip()[:-1], what, 0.0, 100.0, "percent", "5%") / 100
     else:
-        number = read_positive(value, what)
-    if number >= 1:
-        raise InputError(f"{what}: {value!r} must be below 1 (100%)")
+        number = _real(value, what, 0.0, 1.0, "(a share like 0.05 or 5%)", "0.05")
+    if not 0 < number < 1:
+        raise InputError(f"{what}: {shown(str(value))} must be above 0 and below 1 (100%)")
     return number
 
 
-_SECONDS = {None: 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+_SECONDS = {None: 1, "s": 1, "m": 60, "min": 60, "h": 3600}
 
 
 def read_seconds(value: object, what: str) -> float:
-    """Seconds from ``600``, ``90s``, ``10m`` or ``2h`` (or a number of seconds)."""
+    """Seconds from ``600``, ``90s``, ``10m`` or ``2h`` (or a number of seconds), above 0 and at most a year."""
     if isinstance(value, str):
         import re
 
-        match = re.match(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*$", value)
-        if match is None or float(match.group(1)) <= 0:
-            raise InputError(f"{what}: cannot read {value!r} as a positive time; write e.g. 600, 90s, 10m or 2h")
-        return float(match.group(1)) * _SECONDS[match.group(2)]
-    return read_positive(value, what)
+        match = re.match(r"^\s*([0-9.]{1,40})\s*(s|m|min|h)?\s*$", value, re.ASCII) if len(value) <= 64 else None
+        if match is None:
+            raise InputError(f"{what}: cannot read {shown(value)} as a positive time; write e.g. 600, 90s, 10m or 2h")
+        num, den = parse_decimal(match.group(1), what=what, example="600, 90s, 10m or 2h")
+        num *= _SECONDS[match.group(2)]
+        if not 0 < num <= MAX_SECONDS * den:
+            raise InputError(f"{what}: {shown(value)} is outside 0..{MAX_SECONDS:,} seconds (one year)")
+        return num / den
+    return _real(value, what, 1e-6, MAX_SECONDS, "seconds", "600")
 
 
-_RATE_MULT = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+_RATE_POW = {"": 0, "k": 3, "M": 6, "G": 9, "T": 12}
 
 
 def read_bandwidth(value: object, what: str) -> float:
-    """Bytes per second from ``3.35TB/s``, ``3350GB/s`` or a plain number (decimal units, as published)."""
+    """Bytes per second from ``3.35TB/s``, ``3350GB/s``, ``3.35e12`` or a plain number (decimal units, as
+    published), within 1 B/s..10 PB/s; read exactly (an exponent of at most two digits)."""
     if isinstance(value, str):
         import re
 
-        match = re.match(r"^\s*(\d+(?:\.\d+)?(?:e\d+)?)\s*([kMGT]?)B?(?:/s)?\s*$", value)
+        pattern = r"^\s*([0-9]+(?:\.[0-9]+)?)(?:[eE]([0-9]{1,2}))?\s*([kMGT]?)B?(?:/s)?\s*$"
+        match = re.match(pattern, value, re.ASCII) if len(value) <= 64 else None
         if match is None:
-            raise InputError(f"{what}: cannot read {value!r}; write e.g. 3.35TB/s, 3350GB/s or 3.35e12")
-        number = float(match.group(1)) * _RATE_MULT[match.group(2)]
-        if not number > 0 or not math.isfinite(number):
-            raise InputError(f"{what}: {value!r} must be positive")
-        return number
-    return read_positive(value, what)
+            raise InputError(f"{what}: cannot read {shown(value)}; write e.g. 3.35TB/s, 3350GB/s or 3.35e12")
+        num, den = parse_decimal(match.group(1), what=what, example="3.35TB/s")
+        num *= 10 ** (int(match.group(2) or 0) + _RATE_POW[match.group(3)])
+        low, high = BANDWIDTH
+        if not low * den <= num <= high * den:
+            raise InputError(f"{what}: {shown(value)} is outside 1 B/s..10 PB/s")
+        return num / den
+    return _real(value, what, *BANDWIDTH, "bytes per second", "3.35e12")
 
 
 def read_per_second(value: object, what: str) -> float:
     """A rate per second: ``50/h``, ``0.2/s``, ``1200/day``; a bare number is per second."""
     if isinstance(value, str):
         return parse_per_second(value, what=what, default_unit="s")
-    return read_positive(value, what)
+    return _real(value, what, 1e-9, 1e9, "per second", "0.2/s")
 
 
 def read_text(value: object, what: str) -> str:
     if not isinstance(value, str):
-        raise InputError(f"{what}: give text, not {value!r}")
+        raise InputError(f"{what}: give text, not {_brief(value)}")
     if not value.strip():
         raise InputError(f"{what}: give a value, not an empty text")
+    if len(value) > MAX_REF or any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise InputError(f"{what}: {shown(value)} is not a name kvbudget reads (control characters or too long)")
     return value
+
+
+def read_model(value: object, what: str) -> str:
+    """A model reference as written: a catalog name, a file or folder, or a Hub id (model/sources.py tells which);
+    never something that reads as an option (``-h``, ``--help``), a control character or a 5,000-character text."""
+    ref = read_text(value, what)
+    if ref.lstrip().startswith("-"):
+        raise InputError(
+            f"{what}: {shown(ref)} reads as an option, not a model; give a catalog name (kvbudget models), "
+            "a config.json, a model folder, a .gguf file or a Hub id (org/name)"
+        )
+    if ref != ref.strip():
+        raise InputError(f"{what}: {shown(ref)} has spaces around it; give the model's name alone")
+    return ref
 
 
 def read_switch(value: object, what: str) -> bool:
     if not isinstance(value, bool):
-        raise InputError(f"{what}: a switch; give True or False, not {value!r}")
+        raise InputError(f"{what}: a switch; give True or False, not {_brief(value)}")
     return value
 
 
 def read_list(value: object, what: str, item: Callable[[object, str], object]) -> tuple[object, ...]:
     """A comma-separated text or a list of values, each read as ``item`` reads one; at least one value."""
     if isinstance(value, str):
+        if value.count(",") >= MAX_LIST:
+            raise InputError(f"{what}: {value.count(',') + 1:,} values; give at most {MAX_LIST}")
         items: list[object] = [part.strip() for part in value.split(",") if part.strip()]
     elif isinstance(value, list | tuple):
         items = list(value)
@@ -192,6 +247,9 @@ READERS: dict[str, Callable[[object, str], object]] = {
     "text": read_text,
     "tokens": read_tokens,
     "count": read_count,
+    "gpus": read_gpus,
+    "sessions": read_sessions,
+    "model": read_model,
     "index": read_index,
     "memory": read_memory,
     "positive": read_positive,

@@ -21,8 +21,9 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kvbudget.errors import InputError
+from kvbudget.units import parse_count
 from kvbudget.web import api
-from kvbudget.web.uploads import MAX_UPLOAD_BYTES, Uploads
+from kvbudget.web.uploads import MAX_GGUF_BYTES, MAX_UPLOAD_BYTES, Uploads
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 CSP = (
@@ -93,9 +94,9 @@ def create_app(allowed_hosts: Iterable[str] | None = LOOPBACK_NAMES) -> ASGIApp:
         name = request.query_params.get("name", "config.json")
         size_text = request.query_params.get("size")
         try:
-            size = int(size_text) if size_text is not None else None
-        except ValueError:
-            return _json(api.Reply(400, api.error_document(InputError(f"upload: size {size_text!r} is not bytes"))))
+            size = None if size_text is None else parse_count(size_text, what="upload: size", high=MAX_GGUF_BYTES)
+        except InputError as exc:
+            return _json(api.Reply(400, api.error_document(exc) + "\n"))
         body = bytearray()
         async for chunk in request.stream():
             body += chunk

@@ -9,7 +9,9 @@ prefixes never matter; the rank is kept so that per-GPU figures can be compared 
 from __future__ import annotations
 
 import re
-from decimal import Decimal
+
+from kvbudget.errors import InputError
+from kvbudget.units import MAX_DIGITS, exact
 
 ANSI = re.compile(r"(?:\x1b)?\[[0-9;]{1,8}m")
 RANK = re.compile(
@@ -32,17 +34,21 @@ def size(number: str, unit: str, *, binary_gb: bool = False) -> tuple[int, int]:
     if key not in UNIT_BYTES:
         raise ValueError(f"unknown size unit {unit!r}")
     scale = UNIT_BYTES[key]
-    d = Decimal(number)
-    exponent = d.as_tuple().exponent
-    places = -exponent if isinstance(exponent, int) and exponent < 0 else 0
-    value = int((d * scale).to_integral_value())
-    resolution = int((Decimal(scale) / (2 * 10**places)).to_integral_value()) if places else scale // 2
+    digits = number.replace(".", "").lstrip("0")
+    if len(digits) > MAX_DIGITS or not number.replace(".", "", 1).isascii():
+        raise InputError(f"a printed size of {len(digits):,} digits ({number[:20]}...) is no figure an engine prints")
+    num, den = exact(number)  # exact integers: a Decimal of 28 digits would round a long figure silently
+    value = (2 * num * scale + den) // (2 * den)
+    resolution = (scale + den) // (2 * den) if den > 1 else scale // 2
     return value, resolution
 
 
 def number(text: str) -> int:
     """An integer printed with or without thousands separators ("91,056")."""
-    return int(text.replace(",", "").replace("_", ""))
+    digits = text.replace(",", "").replace("_", "")
+    if len(digits.lstrip("-0")) > MAX_DIGITS:
+        raise InputError(f"a printed count of {len(digits):,} digits ({digits[:20]}...) is no figure an engine prints")
+    return int(digits)
 
 
 def clean(line: str) -> str:
