@@ -50,6 +50,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvbudget.errors import ConfigError
+from kvbudget.model.bounds import brief, limit, too_large
 from kvbudget.model.spec import (
     ChunkedLocal,
     FullAttention,
@@ -89,8 +90,11 @@ class Meta:
             return default
         if isinstance(value, bool) or not isinstance(value, int) or value < (0 if zero else 1):
             raise self.error(
-                f"GGUF key '{self.arch}.{suffix}' must be a whole number >= {int(not zero)}, got {value!r}"
+                f"GGUF key '{self.arch}.{suffix}' must be a whole number >= {int(not zero)}, got {brief(value)}"
             )
+        why = too_large(suffix, value)
+        if why is not None:
+            raise self.error(f"GGUF key '{self.arch}.{why}")
         return value
 
     def per_layer(self, suffix: str, n_layer: int, default: list[int] | None = None) -> list[int]:
@@ -100,9 +104,12 @@ class Meta:
             return default
         if not isinstance(value, list):
             return [self.count(suffix, zero=True)] * n_layer
-        if len(value) != n_layer or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in value):
+        if len(value) != n_layer or not all(
+            isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= limit(suffix)[0] for x in value
+        ):
             raise self.error(
-                f"GGUF key '{self.arch}.{suffix}' must hold {n_layer} whole numbers (one per layer), got {value!r}"
+                f"GGUF key '{self.arch}.{suffix}' must hold {n_layer} whole numbers (one per layer, each at most "
+                f"{limit(suffix)[0]:,}), got {brief(value)}"
             )
         return [int(x) for x in value]
 
@@ -112,7 +119,7 @@ class Meta:
         if value is None or (scalar and not isinstance(value, list)):
             return None
         if not isinstance(value, list) or len(value) != n_layer or not all(isinstance(x, bool) for x in value):
-            raise self.error(f"GGUF key '{self.arch}.{suffix}' must hold {n_layer} booleans, got {value!r}")
+            raise self.error(f"GGUF key '{self.arch}.{suffix}' must hold {n_layer} booleans, got {brief(value)}")
         return [bool(x) for x in value]
 
 
@@ -171,7 +178,16 @@ def _head_dims(m: Meta, heads: list[int]) -> tuple[int, int]:
 
 def _kv_heads(m: Meta, n_layer: int) -> tuple[list[int], list[int]]:
     heads = m.per_layer("attention.head_count", n_layer)
-    return heads, m.per_layer("attention.head_count_kv", n_layer, default=heads)
+    kv = m.per_layer("attention.head_count_kv", n_layer, default=heads)
+    # grouped-query attention shares each K/V head among n_head / n_head_kv query heads (llama.cpp
+    # llama_hparams::n_gqa): more K/V heads than query heads is no model llama.cpp can run
+    wrong = next((i for i, (q, k) in enumerate(zip(heads, kv, strict=True)) if k > q), None)
+    if wrong is not None:
+        raise m.error(
+            f"layer {wrong} has {kv[wrong]:,} K/V heads (head_count_kv) but {heads[wrong]:,} attention heads; "
+            "a model has at most as many K/V heads as attention heads"
+        )
+    return heads, kv
 
 
 def _swa_flags(m: Meta, n_layer: int, period: int) -> list[bool]:

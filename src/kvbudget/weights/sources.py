@@ -14,7 +14,6 @@ labelled "measured"; a size derived from the config is "computed" (weights.preci
 
 from __future__ import annotations
 
-import json
 import re
 import struct
 from collections import defaultdict
@@ -37,6 +36,10 @@ SAFETENSORS_BITS = {
     "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
 }  # fmt: skip
 MAX_HEADER = 100_000_000  # the safetensors reference implementation refuses larger headers
+MAX_TENSORS = 1_000_000  # tensors in one header (the largest checkpoints hold ~10^5)
+MAX_RANK = 16  # dimensions of one tensor
+MAX_DIM = 2**48  # one dimension or byte offset
+MAX_SHARDS = 100_000  # files an index names
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,12 @@ def _tally(tensors: list[tuple[str, str, list[int], int]], basis: str) -> Weight
 
 def read_safetensors_header(path: Path) -> list[tuple[str, str, list[int], int]]:
     """(name, dtype, shape, bytes) of every tensor in one .safetensors file, from its header only."""
+    from kvbudget.safeio import regular_file
+
+    try:
+        regular_file(path, "safetensors file")  # a FIFO or device named as a shard is refused, never opened
+    except InputError as exc:
+        raise SourceError(str(exc)) from None
     try:
         with path.open("rb") as fh:
             head = fh.read(8)
@@ -107,15 +116,35 @@ def read_safetensors_header(path: Path) -> list[tuple[str, str, list[int], int]]
             raw = fh.read(length)
     except OSError as exc:
         raise SourceError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    try:
-        header = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise ConfigError(f"{path}: the safetensors header is not valid JSON; the file is damaged") from None
-    if not isinstance(header, dict):
-        raise ConfigError(f"{path}: the safetensors header must be a JSON object")
+    header = _header_json(raw, path)
     rows = [_tensor_row(path, name, info) for name, info in header.items() if name != "__metadata__"]
     _check_offsets(path, header, path.stat().st_size - 8 - length)
     return rows
+
+
+def _header_json(raw: bytes, path: Path) -> dict[str, Any]:
+    """The header's JSON: UTF-8, the safeio limits (no NaN, no 40-digit integers, no nesting past two levels
+    below a tensor: {name: {dtype, shape, data_offsets}} and ``__metadata__`` of strings)."""
+    from kvbudget.safeio import decode, loads_json
+
+    if raw.count(b"[") + raw.count(b"{") > 4 * MAX_TENSORS or _depth(raw) > 3:
+        raise ConfigError(f"{path}: the safetensors header nests or repeats past any checkpoint's; the file is damaged")
+    try:
+        header = loads_json(decode(raw, str(path), "safetensors header"), str(path), "safetensors header")
+    except InputError as exc:
+        raise ConfigError(f"{exc}; the file is damaged") from None
+    if not isinstance(header, dict):
+        raise ConfigError(f"{path}: the safetensors header must be a JSON object")
+    return header
+
+
+def _depth(raw: bytes) -> int:
+    """How deep the JSON's brackets nest (strings counted too: a bound, not a parse; a real header is 3 deep)."""
+    depth = deepest = 0
+    for byte in raw.translate(None, delete=bytes(b for b in range(256) if b not in b"[]{}")):
+        depth += 1 if byte in b"[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
 
 
 def _check_offsets(path: Path, header: dict[str, Any], data_bytes: int) -> None:
@@ -140,10 +169,22 @@ def _check_offsets(path: Path, header: dict[str, Any], data_bytes: int) -> None:
 
 def _tensor_row(path: Path | str, name: str, info: Any) -> tuple[str, str, list[int], int]:
     try:
-        dtype, shape, (begin, end) = str(info["dtype"]), [int(d) for d in info["shape"]], info["data_offsets"]
-        size = int(end) - int(begin)
+        dtype, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
     except (KeyError, TypeError, ValueError):
-        raise ConfigError(f"{path}: tensor {name!r} lacks dtype, shape or data_offsets in the header") from None
+        raise ConfigError(f"{path}: tensor {name[:80]!r} lacks dtype, shape or data_offsets in the header") from None
+    whole = (int,)
+    if (
+        not isinstance(dtype, str)
+        or not isinstance(shape, list)
+        or len(shape) > MAX_RANK
+        or not all(isinstance(d, whole) and not isinstance(d, bool) and 0 <= d <= MAX_DIM for d in shape)
+        or not all(isinstance(o, whole) and not isinstance(o, bool) and 0 <= o <= MAX_DIM for o in (begin, end))
+    ):
+        raise ConfigError(
+            f"{path}: tensor {name[:80]!r} has a dtype, shape (at most {MAX_RANK} dimensions of 0..2^48) or "
+            "data_offsets that no checkpoint has; the file is damaged"
+        )
+    size = end - begin
     count = 1
     for dim in shape:
         count *= dim
@@ -155,15 +196,34 @@ def _tensor_row(path: Path | str, name: str, info: Any) -> tuple[str, str, list[
     return name, dtype, shape, size
 
 
+def _plain_name(name: object) -> bool:
+    return (
+        isinstance(name, str)
+        and 0 < len(name) <= 255
+        and name not in (".", "..")
+        and not any(c in name for c in "/\\")
+        and name.isprintable()
+    )
+
+
 def safetensors_files(directory: Path) -> list[Path]:
     """The checkpoint files of a model directory: the index's shards, else every *.safetensors."""
     index = directory / "model.safetensors.index.json"
-    if index.is_file():
+    if index.exists():
+        from kvbudget.safeio import read_json
+
         try:
-            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+            weight_map = read_json(index, "safetensors index")["weight_map"]
             names = sorted(set(weight_map.values()))
-        except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
+        except InputError as exc:
+            raise ConfigError(str(exc)) from None
+        except (KeyError, TypeError, AttributeError):
             raise ConfigError(f"{index}: not a safetensors index (needs a 'weight_map' object)") from None
+        if len(names) > MAX_SHARDS or not all(_plain_name(n) for n in names):
+            raise ConfigError(
+                f"{index}: the weight_map names {counted(len(names), 'shard')}; each must be a file name in this "
+                f"folder (no '/', '..' or control characters), at most {MAX_SHARDS:,}"
+            )
         missing = [n for n in names if not (directory / n).is_file()]
         if missing:
             raise SourceError(

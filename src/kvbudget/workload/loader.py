@@ -15,12 +15,12 @@ Distribution forms (``dist`` names the kind; a bare number means ``constant``):
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 from typing import Any, cast
 
 from kvbudget.errors import InputError, MissingExtraError
+from kvbudget.model.bounds import brief
 from kvbudget.workload.distributions import (
     Constant,
     Distribution,
@@ -53,6 +53,8 @@ KINDS: dict[str, tuple[str, ...]] = {
     "poisson": ("mean",),
     "empirical": ("values", "weights"),
 }
+
+MAX_RETRIES = 100  # retries of one request a [retries] table may declare
 
 
 def from_params(kind: str, params: dict[str, object]) -> Distribution:
@@ -178,28 +180,32 @@ class _Reader:
     def has(self, key: str) -> bool:
         return key in self.table
 
-    def number(self, key: str, default: float | None = None, *, positive: bool = False) -> float | None:
+    def number(
+        self, key: str, default: float | None = None, *, positive: bool = False, maximum: float = 1e15
+    ) -> float | None:
         if key not in self.table:
             return default
         value = self.table[key]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise self.fail(key, f"must be a number, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not -maximum <= value <= maximum:
+            raise self.fail(key, f"must be a number, got {brief(value)} (at most {maximum:g} in size)")
         if positive and value <= 0:
             raise self.fail(key, f"must be positive, got {value:g}")
         if value < 0:
             raise self.fail(key, f"must not be negative, got {value:g}")
         return float(value)
 
-    def count(self, key: str, default: int | None = None, *, minimum: int = 0) -> int | None:
+    def count(self, key: str, default: int | None = None, *, minimum: int = 0, maximum: int = 2**40) -> int | None:
         if key not in self.table:
             return default
         value = self.table[key]
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(key, f"must be a whole number, got {value!r}")
+            raise self.fail(key, f"must be a whole number, got {brief(value)}")
         if value < minimum:
             raise self.fail(key, f"must be at least {minimum}, got {value}")
+        if value > maximum:
+            raise self.fail(key, f"must be at most {maximum:,}, got {brief(value)}")
         return value
 
     def text(self, key: str, default: str | None = None) -> str | None:
@@ -265,16 +271,18 @@ def workload_from_dict(data: object, *, where: str = "workload", base: Path | No
     if top.has("retries"):
         keys = ("timeout_s", "max_retries", "backoff_s", "backoff_multiplier", "server_cancels")
         ret = _Reader(where, "retries", top.table["retries"], keys)
-        timeout = ret.number("timeout_s", positive=True)
+        # bounded so that what retries add is a short sum (workload/little.py loops over the retries and raises
+        # the multiplier to their number): no client retries a hundred times or waits more than a day
+        timeout = ret.number("timeout_s", positive=True, maximum=86400)
         if timeout is None:
             raise ret.fail("timeout_s", "is required in [retries] (seconds a client waits before retrying)")
-        multiplier = ret.number("backoff_multiplier", 2.0)
+        multiplier = ret.number("backoff_multiplier", 2.0, maximum=100)
         if multiplier is not None and multiplier < 1:
             raise ret.fail("backoff_multiplier", f"must be at least 1, got {multiplier:g}")
         retries = Retries(
             timeout_s=timeout,
-            max_retries=ret.count("max_retries", 3) or 0,
-            backoff_s=ret.number("backoff_s", 1.0) or 0.0,
+            max_retries=ret.count("max_retries", 3, maximum=MAX_RETRIES) or 0,
+            backoff_s=ret.number("backoff_s", 1.0, maximum=86400) or 0.0,
             backoff_multiplier=multiplier or 2.0,
             server_cancels=ret.flag("server_cancels", False),
         )

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from kvbudget.errors import ConfigError
 from kvbudget.frozen import FrozenRecord
+from kvbudget.model.bounds import MAX_LIST, MAX_SIZE, brief, too_large
 
 Config = Mapping[str, object]
 
@@ -31,11 +32,19 @@ class Fields(FrozenRecord):
             if default is not None:
                 return default
             raise self.error(f"field '{key}' is missing; add it from the model's config.json")
-        if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.error(f"field '{key}' must be a whole number, got {brief(value)}")
+        if isinstance(value, float) and not value.is_integer():  # inf and nan are not whole either
             raise self.error(f"field '{key}' must be a whole number, got {value!r}")
         if value <= 0:
             raise self.error(f"field '{key}' must be positive, got {value!r}; fix the config")
-        return int(value)
+        return self._bounded(key, int(value))
+
+    def _bounded(self, key: str, value: int) -> int:
+        why = too_large(key, value)
+        if why is not None:
+            raise self.error(f"field {why}; fix the config")
+        return value
 
     def non_negative(self, key: str, default: int = 0) -> int:
         """A whole number >= 0 (``default`` when absent or null)."""
@@ -43,8 +52,8 @@ class Fields(FrozenRecord):
         if value is None:
             return default
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise self.error(f"field '{key}' must be a whole number >= 0, got {value!r}")
-        return value
+            raise self.error(f"field '{key}' must be a whole number >= 0, got {brief(value)}")
+        return self._bounded(key, value)
 
     def optional_positive(self, key: str) -> int | None:
         if self.cfg.get(key) is None:
@@ -53,20 +62,24 @@ class Fields(FrozenRecord):
 
     def int_list(self, key: str) -> list[int]:
         value = self.cfg.get(key)
-        if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-            raise self.error(f"field '{key}' must be a list of layer indices, got {value!r}")
+        if (
+            not isinstance(value, list)
+            or len(value) > MAX_LIST
+            or not all(isinstance(v, int) and not isinstance(v, bool) and abs(v) <= MAX_SIZE for v in value)
+        ):
+            raise self.error(f"field '{key}' must be a list of layer indices, got {brief(value)}")
         return [int(v) for v in value]
 
     def str_list(self, key: str) -> list[str]:
         value = self.cfg.get(key)
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise self.error(f"field '{key}' must be a list of strings, got {value!r}")
+        if not isinstance(value, list) or len(value) > MAX_LIST or not all(isinstance(v, str) for v in value):
+            raise self.error(f"field '{key}' must be a list of strings, got {brief(value)}")
         return [str(v) for v in value]
 
     def string(self, key: str) -> str:
         value = self.cfg.get(key)
         if not isinstance(value, str) or not value:
-            raise self.error(f"field '{key}' must be a non-empty string, got {value!r}")
+            raise self.error(f"field '{key}' must be a non-empty string, got {brief(value)}")
         return value
 
     def flag(self, key: str, default: bool = False) -> bool:
@@ -74,7 +87,7 @@ class Fields(FrozenRecord):
         if value is None:
             return default
         if not isinstance(value, bool):
-            raise self.error(f"field '{key}' must be true or false, got {value!r}")
+            raise self.error(f"field '{key}' must be true or false, got {brief(value)}")
         return value
 
     def num_layers(self) -> int:
