@@ -29,14 +29,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
 
 
 def is_loopback(host: str) -> bool:
-    import ipaddress
+    from kvbudget.web.hosts import is_loopback as loopback
 
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return loopback(host)
 
 
 def _port(text: str) -> int:
@@ -78,7 +73,7 @@ def _cmd_serve(args: argparse.Namespace) -> str:
     require_extra()
     import uvicorn
 
-    from kvbudget.web.app import LOOPBACK_NAMES, create_app
+    from kvbudget.web.app import create_app
 
     port = _port(args.port)
     loopback = is_loopback(args.host)
@@ -89,7 +84,7 @@ def _cmd_serve(args: argparse.Namespace) -> str:
             file=sys.stderr,
         )
     sock = listen(args.host, port)
-    app = create_app(LOOPBACK_NAMES if loopback else None)
+    app = create_app(args.host)
     print(f"kvbudget serve: {url_of(sock)} (Ctrl-C stops it)", flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     server.run(sockets=[sock])

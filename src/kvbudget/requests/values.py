@@ -181,7 +181,7 @@ def read_bandwidth(value: object, what: str) -> float:
         if match is None:
             raise InputError(f"{what}: cannot read {shown(value)}; write e.g. 3.35TB/s, 3350GB/s or 3.35e12")
         num, den = parse_decimal(match.group(1), what=what, example="3.35TB/s")
-        num *= 10 ** (int(match.group(2) or 0) + _RATE_POW[match.group(3)])
+        num *= int(10 ** (int(match.group(2) or 0) + _RATE_POW[match.group(3)]))
         low, high = BANDWIDTH
         if not low * den <= num <= high * den:
             raise InputError(f"{what}: {shown(value)} is outside 1 B/s..10 PB/s")

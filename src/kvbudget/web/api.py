@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from kvbudget.requests.base import Request
 
 FILE_OPTIONS = frozenset({"from_log", "workload", "prices", "trace", "log", "loadtest", "logs", "files"})
+MAX_CELLS = 4096  # the product of a request's lists: a 64 x 64 table (compare's own ceiling is 500 rows)
 _TRUE, _FALSE = frozenset({"", "1", "true", "on", "yes"}), frozenset({"0", "false", "off", "no"})
 
 
@@ -69,7 +70,32 @@ def run(command: str, query: Iterable[tuple[str, str]], uploads: Uploads) -> Rep
         result = answer(request)
         return Reply(200, json.dumps(result.to_dict(), indent=2) + "\n")
     except KvBudgetError as exc:
-        return Reply(400, error_document(exc) + "\n")
+        return Reply(400, public_error(exc, uploads) + "\n")
+    except (MemoryError, RecursionError):
+        busy = KvBudgetError("the answer needs more memory or depth than this server gives one request; ask less")
+        return Reply(503, error_document(busy) + "\n")
+
+
+def public_error(exc: KvBudgetError, uploads: Uploads) -> str:
+    """The error document with no path of this machine in its message: an upload is named by its id, the
+    server's temporary, home and working folders are left out."""
+    import os
+    import tempfile
+
+    document = errors.error_document(exc)
+    error = document["error"]
+    assert isinstance(error, dict)
+    message = str(error["message"])
+    message = message.replace(str(uploads.root) + os.sep, "").replace(str(uploads.root), "upload")
+    try:
+        home = str(Path.home())
+    except RuntimeError:  # no home folder: nothing of it to hide
+        home = ""
+    for private in sorted({tempfile.gettempdir(), home, str(Path.cwd())}, key=len, reverse=True):
+        if len(private) > 1:
+            message = message.replace(private + os.sep, "").replace(private, "~")
+    error["message"] = message
+    return json.dumps(document, indent=2)
 
 
 def request_of(command: str, query: Iterable[tuple[str, str]], uploads: Uploads) -> Request:
@@ -99,7 +125,18 @@ def request_of(command: str, query: Iterable[tuple[str, str]], uploads: Uploads)
             raise InputError(f"--{raw.replace('_', '-')}: given twice; give it once")
         else:
             options[name] = given
-    return cls.from_options(options)
+    request = cls.from_options(options)
+    cells = 1
+    for f in fields(request):
+        value = getattr(request, f.name)
+        if f.metadata.get("many") and isinstance(value, tuple):
+            cells *= max(len(value), 1)
+    if cells > MAX_CELLS:
+        raise InputError(
+            f"/api/{command}: {cells:,} combinations of the lists given; this server answers at most {MAX_CELLS:,} "
+            "per request (narrow the lists, or run the command line)"
+        )
+    return request
 
 
 def _switch(raw: str, value: str) -> bool:
@@ -120,12 +157,19 @@ def model_ref(ref: str, uploads: Uploads) -> str:
     if catalog.lookup(ref) is not None:
         return ref
     looks_local = ref.startswith((".", "/", "~", "\\")) or ref.endswith((".json", ".gguf")) or "\\" in ref
-    if looks_local or (ref and Path(ref).expanduser().exists()):
+    if looks_local or _exists(ref):
         raise InputError(
             f"{ref}: the web calculator reads no file of the machine it runs on; drop the config.json or GGUF "
             "on the page (POST /api/upload) or name a catalog model (kvbudget models)"
         )
     return ref
+
+
+def _exists(ref: str) -> bool:
+    try:
+        return bool(ref) and Path(ref).exists()
+    except (OSError, ValueError):  # too long a name, a NUL byte: not a file of this machine either way
+        return False
 
 
 def upload(uploads: Uploads, data: bytes, *, name: str, size: int | None) -> Reply:
@@ -139,7 +183,7 @@ def upload(uploads: Uploads, data: bytes, *, name: str, size: int | None) -> Rep
         return Reply(200, json.dumps(_read(stored), indent=2) + "\n")
     except KvBudgetError as exc:
         uploads.remove(stored.id)
-        return Reply(400, error_document(exc) + "\n")
+        return Reply(400, public_error(exc, uploads) + "\n")
 
 
 def _read(stored: Upload) -> dict[str, object]:

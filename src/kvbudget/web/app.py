@@ -1,18 +1,19 @@
 """The Starlette application of ``kvbudget serve``: the JSON API (``web.api``), uploads, and the page (``static/``).
 
-Every response carries a Content-Security-Policy that lets the page load only from this server (no CDN, no
-inline script). A request whose Host header is not the server's own name is refused, so a web page elsewhere
-cannot reach a loopback server through a DNS name pointed at 127.0.0.1 (DNS rebinding), and a POST from another
-origin is refused.
+Every response, refusals and errors included, carries a Content-Security-Policy that lets the page load only
+from this server (no CDN, no inline script) and the other security headers. A request whose Host header is not
+one this server answers (web/hosts.py: loopback in every spelling, its own name) is refused, so a web page
+elsewhere cannot reach the server through a DNS name pointed at its address (DNS rebinding), and a POST from
+another origin is refused. Heavy answers run within web/limits.py's budget: a bounded number at once, each
+within a time, 503 with the reason when over.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -20,9 +21,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kvbudget.errors import InputError
-from kvbudget.units import parse_count
+from kvbudget.errors import InputError, KvBudgetError
+from kvbudget.units import parse_count, shown
 from kvbudget.web import api
+from kvbudget.web.hosts import HostPolicy
+from kvbudget.web.limits import Busy, Gate
 from kvbudget.web.uploads import MAX_GGUF_BYTES, MAX_UPLOAD_BYTES, Uploads
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
@@ -31,64 +34,81 @@ CSP = (
     "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
 )
 JSON = "application/json; charset=utf-8"
-
-
-def host_name(header: str) -> str:
-    """``[::1]:8731`` -> ``::1``, ``localhost:8731`` -> ``localhost``."""
-    if header.startswith("["):
-        return header[1 : header.find("]")] if "]" in header else header
-    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cross-origin-resource-policy", b"same-origin"),
+    (b"cache-control", b"no-store"),
+]
 
 
 class Guard:
-    """ASGI middleware: the Host check, the same-origin POST check, and the security headers."""
+    """ASGI middleware: the Host check, the same-origin POST check, the security headers on every response, and
+    no traceback to a client (an unexpected failure is a 500 with the error document, its details kept out)."""
 
-    def __init__(self, app: ASGIApp, allowed_hosts: Iterable[str] | None) -> None:
+    def __init__(self, app: ASGIApp, bound: str | None) -> None:
         self.app = app
-        self.allowed = None if allowed_hosts is None else {h.lower() for h in allowed_hosts}
+        self.hosts = HostPolicy(bound)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = Headers(scope=scope)
-        host = headers.get("host", "")
-        refusal = None
-        if self.allowed is not None and host_name(host).lower() not in self.allowed:
-            refusal = f"Host {host!r} is not this server's name; open it as http://127.0.0.1:PORT/"
-        origin = headers.get("origin")
-        if scope["method"] not in ("GET", "HEAD") and origin is not None and origin != f"http://{host}":
-            refusal = f"a request from {origin} is not from this page"
-        if refusal is not None:
-            await PlainTextResponse(refusal, status_code=403)(scope, receive, send)
-            return
+        started = False
 
         async def send_with_headers(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
-                raw = list(message.get("headers", []))
-                raw += [
-                    (b"content-security-policy", CSP.encode()),
-                    (b"x-content-type-options", b"nosniff"),
-                    (b"referrer-policy", b"no-referrer"),
-                    (b"cache-control", b"no-store"),
-                ]
+                started = True
+                names = {name for name, _ in HEADERS}
+                raw = [(k, v) for k, v in message.get("headers", []) if k.lower() not in names] + HEADERS
                 message = {**message, "headers": raw}
             await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        headers = Headers(scope=scope)
+        host = headers.get("host", "")
+        refusal = None
+        if not self.hosts.allows(host):
+            refusal = f"Host {shown(host)} is not this server's name; open it as http://127.0.0.1:PORT/"
+        origin = headers.get("origin")
+        if scope["method"] not in ("GET", "HEAD") and origin is not None and origin != f"http://{host}":
+            refusal = f"a request from {shown(origin)} is not from this page"
+        if refusal is not None:
+            await PlainTextResponse(refusal, status_code=403)(scope, receive, send_with_headers)
+            return
+        try:
+            await self.app(scope, receive, send_with_headers)
+        except Exception as exc:  # never a traceback to the client nor a bare 500 without headers
+            if not started:
+                failed = KvBudgetError(f"the server failed on this request ({type(exc).__name__}); please report it")
+                body = api.error_document(failed) + "\n"
+                await Response(body, status_code=500, media_type=JSON)(scope, receive, send_with_headers)
 
 
 def _json(reply: api.Reply) -> Response:
     return Response(reply.body, status_code=reply.status, media_type=JSON)
 
 
-def create_app(allowed_hosts: Iterable[str] | None = LOOPBACK_NAMES) -> ASGIApp:
-    """The application; ``allowed_hosts`` None accepts any Host header (``--host`` other than loopback)."""
+def _busy(exc: Busy) -> Response:
+    return Response(api.error_document(exc) + "\n", status_code=503, media_type=JSON, headers={"retry-after": "5"})
+
+
+def create_app(bound: str | None = "127.0.0.1") -> ASGIApp:
+    """The application of a server listening on ``bound`` (its ``--host``; None: any Host header is answered)."""
     uploads = Uploads()
+    gate = Gate()
 
     async def command(request: Request) -> Response:
         name = request.path_params["command"]
-        return _json(await run_in_threadpool(api.run, name, request.query_params.multi_items(), uploads))
+        query = request.query_params.multi_items()
+        if name == "gpus":  # the catalog, read once: never behind the heavy answers
+            return _json(api.run(name, query, uploads))
+        try:
+            return _json(await gate.run(lambda: api.run(name, query, uploads)))
+        except Busy as exc:
+            return _busy(exc)
 
     async def upload(request: Request) -> Response:
         name = request.query_params.get("name", "config.json")
@@ -97,16 +117,19 @@ def create_app(allowed_hosts: Iterable[str] | None = LOOPBACK_NAMES) -> ASGIApp:
             size = None if size_text is None else parse_count(size_text, what="upload: size", high=MAX_GGUF_BYTES)
         except InputError as exc:
             return _json(api.Reply(400, api.error_document(exc) + "\n"))
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared[:20]) > MAX_UPLOAD_BYTES:
+            return Response(api.error_document(_too_big()) + "\n", status_code=413, media_type=JSON)
         body = bytearray()
         async for chunk in request.stream():
             body += chunk
             if len(body) > MAX_UPLOAD_BYTES:
-                too_big = InputError(
-                    f"upload: over the {MAX_UPLOAD_BYTES:,}-byte cap; send a config.json or the GGUF's header "
-                    "(its first bytes) with size= the whole file's bytes"
-                )
-                return Response(api.error_document(too_big) + "\n", status_code=413, media_type=JSON)
-        return _json(await run_in_threadpool(api.upload, uploads, bytes(body), name=name, size=size))
+                return Response(api.error_document(_too_big()) + "\n", status_code=413, media_type=JSON)
+        data = bytes(body)
+        try:
+            return _json(await gate.run(lambda: api.upload(uploads, data, name=name, size=size)))
+        except Busy as exc:
+            return _busy(exc)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -120,4 +143,11 @@ def create_app(allowed_hosts: Iterable[str] | None = LOOPBACK_NAMES) -> ASGIApp:
         Route("/api/{command}", command, methods=["GET"]),
         Mount("/", StaticFiles(packages=[("kvbudget.web", "static")], html=True)),
     ]
-    return Guard(Starlette(routes=routes, lifespan=lifespan), allowed_hosts)
+    return Guard(Starlette(routes=routes, lifespan=lifespan), bound)
+
+
+def _too_big() -> InputError:
+    return InputError(
+        f"upload: over the {MAX_UPLOAD_BYTES:,}-byte cap; send a config.json or the GGUF's header "
+        "(its first bytes) with size= the whole file's bytes"
+    )

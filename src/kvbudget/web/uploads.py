@@ -76,6 +76,11 @@ class Uploads:
                 self._drop(next(iter(self._items)))
         return upload
 
+    @property
+    def root(self) -> Path:
+        """The server's folder of uploads (never shown to a client: web/api.py leaves it out of messages)."""
+        return self._root
+
     def remove(self, upload_id: str) -> None:
         with self._lock:
             self._drop(upload_id)
