@@ -9,6 +9,9 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
+import pytest
+
+from kvbudget.report.markdown import md
 from kvbudget.units import format_bytes, format_int
 from tests.report.cli_runs import DOCS_EXAMPLE, QUICK_SIM, QWEN, WEKA, document, html, run
 
@@ -164,7 +167,54 @@ def test_markdown_has_the_tables_and_the_commands() -> None:
     for point in document("report", *QWEN)["curve"]:
         assert f"| {format_int(point['cap'])} | {point['sessions']:,} | {point['total_sessions']:,} |" in out
     for lever in document("levers", *QWEN)["levers"]:
-        assert f"| {lever['lever']} | {lever['change']} | {lever['total_sessions']:,} | {lever['delta']:+,} |" in out
+        name, change = md(lever["lever"]), md(lever["change"])  # escaped: "8->4-bit" is "8-&gt;4-bit"
+        assert f"| {name} | {change} | {lever['total_sessions']:,} | {lever['delta']:+,} |" in out
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "<script>alert(1)</script>",
+        "<img src=x onerror=alert(1)>",
+        "a | b",
+        "[x](javascript:y)",
+    ],
+)
+def test_markdown_escapes_what_it_did_not_write(tmp_path: Path, name: str) -> None:
+    model = tmp_path / "m"
+    model.mkdir()
+    config = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}
+    config |= {"hidden_size": 256, "torch_dtype": "bfloat16", "vocab_size": 1000, "intermediate_size": 512}
+    (model / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    from kvbudget.report.data import Report
+    from kvbudget.report.markdown import render_markdown
+
+    del render_markdown, Report  # the CLI renders; the name is the config folder's
+    renamed = tmp_path / name.replace("/", "_").replace("\n", "\n")
+    try:
+        model.rename(renamed)
+    except OSError:
+        pytest.skip("this file system does not take that name")
+    code, out, err = run("report", str(renamed), "--gpu", "h100-sxm", "--context", "4k", "--format", "md")
+    assert code == 0, err
+    prose = re.sub(r"(?ms)^(`{3,})sh\n.*?^\1$", "", out)  # a fenced block renders its text as code: inert
+    assert "<script" not in prose and "<img" not in prose
+    assert not re.search(r"(?<!\\)\]\(", prose)  # no link made from the name
+    assert all(line.count("|") == line.count("\\|") for line in prose.splitlines() if "a " in line and " b" in line)
+
+
+@pytest.mark.parametrize(
+    ("text", "inert"),
+    [
+        ("x\n# Injected", "x \\# Injected"),
+        ("x\r\n## y\u2028z", "x \\#\\# y z"),
+        ("<b onclick=1>&", "&lt;b onclick=1&gt;&amp;"),
+        ("a | b", "a \\| b"),
+        ("`code` *em* _u_ ![i](j)", "\\`code\\` \\*em\\* \\_u\\_ \\!\\[i\\](j)"),
+    ],
+)
+def test_markdown_text_is_one_inert_line(text: str, inert: str) -> None:
+    assert md(text) == inert
 
 
 def test_out_writes_the_file_and_says_so(tmp_path: Path) -> None:

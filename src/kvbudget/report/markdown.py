@@ -4,13 +4,38 @@ session-length percentiles), since Markdown renderers differ in what images they
 
 from __future__ import annotations
 
+import re
+
 from kvbudget.report.charts import ledger_segments
 from kvbudget.report.data import Report, TraceSessions
 from kvbudget.units import counted, format_bytes, format_int, format_tokens
 
+# Everything interpolated into the document is escaped (a model's name, a file's, a basis or warning quoting a
+# config), since the report did not write it: HTML is entities (no <script>, no <img onerror> in a renderer that
+# passes HTML through), Markdown's own characters are backslash-escaped (no link, emphasis or code span made
+# from a name), and line breaks become spaces (no heading, list or table row started from inside a value).
+_MARKDOWN = re.compile(r"([\\`*_\[\]#!|~])")
+_LINE_START = re.compile(r"^(\s*)([-+=]|[0-9]+(?=[.)]))")  # a list item or setext underline where a line starts
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
+
+
+def md(text: object, *, starts_line: bool = False) -> str:
+    """``text`` as inert Markdown inline text: one line, no HTML, no Markdown syntax (``starts_line``: it begins a
+    line, where ``-``, ``+`` or ``1.`` would start a list)."""
+    flat = _CONTROL.sub(" ", str(text))
+    html = flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    inline = _MARKDOWN.sub(r"\\\1", html)
+    return _LINE_START.sub(r"\1\\\2", inline) if starts_line else inline
+
 
 def _cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    return md(text)
+
+
+def _fence(text: str) -> str:
+    """A code fence longer than any run of backticks in ``text`` (which then cannot close it)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
 
 
 def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
@@ -23,13 +48,13 @@ def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[s
 def render_markdown(report: Report) -> str:
     plan, i, units = report.plan, report.plan.inputs, report.units
     out = [
-        f"## kvbudget report: {i.spec.name} on {i.engine.label} · {i.gpu_label}",
+        f"## kvbudget report: {md(i.spec.name)} on {md(i.engine.label)} · {md(i.gpu_label)}",
         "",
         f"{counted(i.gpus, 'GPU')}, tp {i.tp}, pp {i.pp}, {counted(plan.replicas, 'replica')} · "
-        f"cache {i.kv_dtype_label} · "
+        f"cache {md(i.kv_dtype_label)} · "
         f"cap {format_tokens(i.context)} tokens · bytes per GPU",
         "",
-        f"**{plan.statement}**",
+        f"**{md(plan.statement)}**",
         "",
     ]
     weights = next(line for line in plan.ledger if line.label == "weights")
@@ -104,7 +129,7 @@ def render_markdown(report: Report) -> str:
     )
     if report.trace is not None:
         t = report.trace
-        out += ["### Session lengths from the traces", "", str(t.cap.get("reading", "")), ""]
+        out += ["### Session lengths from the traces", "", md(t.cap.get("reading", ""), starts_line=True), ""]
         out += _table(
             ["session peak", "tokens"],
             [
@@ -119,8 +144,8 @@ def render_markdown(report: Report) -> str:
         out += [
             "### Simulated",
             "",
-            f"{s.sustained_sessions:,} sessions per replica sustained ({s.source}): {s.sustained_basis}; "
-            f"target {s.target}.",
+            f"{s.sustained_sessions:,} sessions per replica sustained ({md(s.source)}): {md(s.sustained_basis)}; "
+            f"target {md(s.target)}.",
             "",
         ]
     if report.measured:
@@ -156,11 +181,12 @@ def render_markdown(report: Report) -> str:
         command = report.commands[name]
         text = str(command.get("text") or "")
         if command.get("argv"):
-            out += [f"{name}{' (this plan)' if name == own else ''}:", "", "```sh", text, "```", ""]
+            fence = _fence(text)
+            out += [f"{md(name)}{' (this plan)' if name == own else ''}:", "", f"{fence}sh", text, fence, ""]
         else:
-            out += [f"{name}: {text or 'no server command'}", ""]
+            out += [f"{md(name)}: {md(text or 'no server command')}", ""]
     if plan.warnings:
-        out += ["### Warnings", "", *[f"- {w}" for w in plan.warnings], ""]
+        out += ["### Warnings", "", *[f"- {md(w)}" for w in plan.warnings], ""]
     return "\n".join(out).rstrip() + "\n"
 
 
