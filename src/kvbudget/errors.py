@@ -42,9 +42,19 @@ class TraceError(InputError):
     """
 
 
-def one_line(exc: KvBudgetError) -> str:
-    """The error's message on one line whatever it quotes (a value given with a newline stays on it, escaped)."""
-    return str(exc).replace("\r", "\\r").replace("\n", "\\n")
+MAX_WORD = 200  # characters of one unbroken run quoted in a message (a 5,000-character value is cut, not echoed)
+MAX_MESSAGE = 2000
+
+
+def one_line(exc: KvBudgetError | str) -> str:
+    """The error's message on one line whatever it quotes (a value given with a newline stays on it, escaped),
+    with any run of more than MAX_WORD characters without a space cut to its start and its length."""
+    import re
+
+    text = str(exc).replace("\r", "\\r").replace("\n", "\\n")
+    text = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}" for c in text)
+    text = re.sub(rf"\S{{{MAX_WORD + 1},}}", lambda m: f"{m.group()[:60]}… ({len(m.group()):,} characters)", text)
+    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + "… (cut)"
 
 
 def error_document(exc: KvBudgetError) -> dict[str, object]:

@@ -24,11 +24,15 @@ def _cmd_coverage(args: argparse.Namespace) -> str:
 
     text = render(matrix())
     if args.out is not None:
-        Path(args.out).write_text(text, encoding="utf-8")
+        from kvbudget.safeio import AtomicWriter
+
+        AtomicWriter(args.out or ".", "--out").write(text)  # a folder, a device or a full disk: one error line
         return f"wrote {args.out}"
     if args.check is not None:
+        from kvbudget.safeio import read_text
+
         path = Path(args.check)
-        current = path.read_text(encoding="utf-8") if path.is_file() else ""
+        current = read_text(path, "coverage matrix") if path.is_file() else ""
         if current != text:
             raise InputError(f"{args.check} is out of date: run kvbudget coverage --out {args.check}")
         return f"{args.check} is the generated matrix"

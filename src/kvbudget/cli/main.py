@@ -117,7 +117,7 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(1, f"Error: {self.prog}: {message}; see {self.prog} --help\n")
+        self.exit(1, f"Error: {one_line(f'{self.prog}: {message}')}; see {self.prog} --help\n")
 
 
 def build_parser(parser_class: type[_Parser] = _Parser, *, command: str | None = None) -> argparse.ArgumentParser:
