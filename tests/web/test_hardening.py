@@ -27,7 +27,9 @@ REBINDING_NAMES = [
 HEADERS = ("content-security-policy", "x-content-type-options", "referrer-policy", "x-frame-options")
 
 
-def _raw(server: Server, method: str, path: str, host: str | None = None, body: bytes | None = None) -> tuple:
+def _raw(
+    server: Server, method: str, path: str, host: str | None = None, body: bytes | None = None
+) -> tuple[int, dict[str, str], bytes]:
     parsed = urllib.parse.urlparse(server.url)
     conn = http.client.HTTPConnection(parsed.hostname or "", parsed.port, timeout=60)
     try:
