@@ -37,8 +37,9 @@ def size(number: str, unit: str, *, binary_gb: bool = False) -> tuple[int, int]:
     digits = number.replace(".", "").lstrip("0")
     if len(digits) > MAX_DIGITS or not number.replace(".", "", 1).isascii():
         raise InputError(f"a printed size of {len(digits):,} digits ({number[:20]}...) is no figure an engine prints")
-    num, den = exact(number)  # exact integers: a Decimal of 28 digits would round a long figure silently
-    value = (2 * num * scale + den) // (2 * den)
+    sign = -1 if number.startswith("-") else 1  # vLLM prints a negative KV memory when nothing is left
+    num, den = exact(number.lstrip("+-"))  # exact integers: a Decimal of 28 digits would round a long figure silently
+    value = sign * ((2 * num * scale + den) // (2 * den))
     resolution = (scale + den) // (2 * den) if den > 1 else scale // 2
     return value, resolution
 
