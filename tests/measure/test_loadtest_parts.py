@@ -233,3 +233,25 @@ def test_a_session_whose_first_step_passes_the_cap_sends_nothing() -> None:
     ended, rec = asyncio.run(one())
     assert ended.startswith("too big: its first step needs ") and ended.endswith("over the 8,192-token cap")
     assert rec.sent == 0 and rec.sessions == {"started": 1, "capped": 1}
+
+
+@pytest.mark.parametrize("reported", [float("inf"), float("nan"), -1, 10**20, 1e300, "12", [1], {"a": 1}, True, None])
+def test_a_servers_absurd_counts_are_no_figure(reported: object) -> None:
+    from kvbudget.measure.loadtest.client import _timings, _usage
+
+    reply = Reply(status=200, sent_s=0.0)
+    _usage(reply, {"prompt_tokens": reported, "completion_tokens": reported,
+                   "prompt_tokens_details": {"cached_tokens": reported}})  # fmt: skip
+    _timings(reply, {"prompt_ms": reported, "predicted_per_second": reported, "prompt_per_second": reported})
+    assert (reply.prompt_tokens, reply.completion_tokens, reply.cached_tokens) == (None, None, None)
+    assert (reply.prompt_ms, reply.predicted_per_s, reply.prompt_per_s) == (None, None, None)
+
+
+def test_a_servers_plausible_counts_are_kept() -> None:
+    from kvbudget.measure.loadtest.client import _timings, _usage
+
+    reply = Reply(status=200, sent_s=0.0)
+    _usage(reply, {"prompt_tokens": 12, "completion_tokens": 3.0, "prompt_tokens_details": {"cached_tokens": 8}})
+    _timings(reply, {"prompt_ms": 4.5, "predicted_per_second": 80.0, "prompt_per_second": 900})
+    assert (reply.prompt_tokens, reply.completion_tokens, reply.cached_tokens) == (12, 3, 8)
+    assert (reply.prompt_ms, reply.predicted_per_s, reply.prompt_per_s) == (4.5, 80.0, 900.0)

@@ -230,15 +230,28 @@ def _timings(reply: Reply, timings: dict[str, Any]) -> None:
     if timings.get("cache_n") is not None and reply.cached_tokens is None:
         reply.cached_tokens = _int(timings.get("cache_n"))
     if timings.get("prompt_ms") is not None:
-        reply.prompt_ms = float(timings["prompt_ms"])
+        reply.prompt_ms = _real(timings["prompt_ms"])
     if timings.get("predicted_per_second"):
-        reply.predicted_per_s = float(timings["predicted_per_second"])
+        reply.predicted_per_s = _real(timings["predicted_per_second"])
     if timings.get("prompt_per_second"):
-        reply.prompt_per_s = float(timings["prompt_per_second"])
+        reply.prompt_per_s = _real(timings["prompt_per_second"])
+
+
+# What a server reports is not trusted: a count past 2^40 tokens, a negative one, Infinity, NaN or a value of
+# the wrong type is no figure (None, as if the server had not reported it), never a crash.
+MAX_REPORTED = 2**40
 
 
 def _int(value: object) -> int | None:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_REPORTED:
+        return None  # nan fails the range too
+    return int(value)
+
+
+def _real(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1e15:
+        return None
+    return float(value)
 
 
 def stale(exc: BaseException, reply: Reply, sent: float) -> bool:
