@@ -478,6 +478,7 @@ class Rules(EngineRules):
     # llama.cpp tools/server: each of the -np slots owns n_ctx/np cells for the server's life; a session's next
     # step reuses its slot's cells (cache_prompt), so a slot is reserved whole, paused or not
     sim_policy = "reserve"
+    pool_from_free_memory = False  # llama_kv_cache: n_ctx cells of -c, whatever memory is free (src/llama-kv-cache.cpp)
     sim_basis = "each slot (-np) owns its full share of the context cells for the server's life, paused or not"
     aliases = ("llama.cpp", "llama-cpp", "llama_cpp", "llama-server")
     server = True

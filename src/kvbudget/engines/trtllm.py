@@ -53,6 +53,8 @@ from kvbudget.model.spec import (
 from kvbudget.precision import CacheDType
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from kvbudget.measure.logs.record import EngineLog
 
 NAME = "trtllm"
@@ -334,6 +336,22 @@ class Rules(EngineRules):
             f"TensorRT-LLM {self.version} primary blocks ({p.blocks:,} x {TOKENS_PER_BLOCK} tokens; "
             f"max_tokens {p.max_tokens:,} = (KV budget - {p.fixed_cost:,} B fixed) // {p.bytes_per_token:,} B)",
         )
+
+    def printed_capacity(
+        self,
+        spec: ModelSpec,
+        k: CacheDType,
+        v: CacheDType,
+        tp: int,
+        options: EngineOptions,
+        context: int,
+        pool_bytes: int,
+        token_budget: Callable[[], int],
+        generation: str | None,
+    ) -> dict[str, int]:
+        """The tokens of the pool, and its primary blocks x tokens_per_block (KVCacheManager)."""
+        tokens = token_budget() if pool_bytes > 0 else 0
+        return {"kv_tokens": tokens, "kv_blocks": tokens // TOKENS_PER_BLOCK}
 
     def logged_memory(self, log: EngineLog) -> LoggedMemory:
         """The device total it profiled against, and the overhead its peak held beyond the weights and the

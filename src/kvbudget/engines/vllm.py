@@ -79,6 +79,8 @@ from kvbudget.model.spec import (
 from kvbudget.precision import CacheDType, parse_cache_dtype
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from kvbudget.measure.logs.record import EngineLog
 
 __all__ = [
@@ -614,6 +616,26 @@ class Rules(EngineRules):
             f"{vpool.block_size or d.context:,} tokens{backend}; "
             f"prefix caching {'on' if vpool.prefix_caching else 'off'})",
         )
+
+    def printed_capacity(
+        self,
+        spec: ModelSpec,
+        k: CacheDType,
+        v: CacheDType,
+        tp: int,
+        options: EngineOptions,
+        context: int,
+        pool_bytes: int,
+        token_budget: Callable[[], int],
+        generation: str | None,
+    ) -> dict[str, int]:
+        """vLLM get_num_blocks and _report_kv_cache_config (kv_cache_utils.py), before any admission check; V0
+        (worker.py) states tokens only in its refusal: num_gpu_blocks x block_size."""
+        vpool = pool(spec, k, v, tp, options, self.version)
+        blocks = num_blocks(vpool, pool_bytes)
+        if generation == "V0":
+            return {"kv_blocks": blocks, "kv_tokens": blocks * vpool.min_block_size}
+        return {"kv_blocks": blocks, "kv_tokens": kv_cache_size_tokens(vpool, max(pool_bytes, 0), context)}
 
     def logged_memory(self, log: EngineLog) -> LoggedMemory:
         """total_gpu_memory; overhead = activation peak + non-torch memory, + CUDA graphs where V1 >= 0.21

@@ -138,7 +138,7 @@ def _from_log(path: str | None) -> LogInputs | None:
 
 def _log_engine(text: str, chosen: EngineRef, logged: EngineRef) -> EngineRef:
     """The log's engine, unless the request names another one (then the log cannot stand for it)."""
-    if text == "ideal":
+    if text == _default_engine():
         return logged
     if chosen.name != logged.name:
         raise InputError(
@@ -146,6 +146,15 @@ def _log_engine(text: str, chosen: EngineRef, logged: EngineRef) -> EngineRef:
             f"engine's; drop --engine or give a {chosen.name} log"
         )
     return chosen
+
+
+def _default_engine() -> str:
+    """The engine a request names when none was given (the request's default)."""
+    from dataclasses import fields
+
+    from kvbudget.requests.plan import PlanRequest
+
+    return str(next(f.default for f in fields(PlanRequest) if f.name == "engine"))
 
 
 def plan_deployment(request: PlanRequest) -> Plan:
