@@ -157,7 +157,9 @@ class EngineRules:
         """The settings the engine derives from the plan's GPU when the user sets none."""
         return options
 
-    def overhead(self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str) -> Overhead:
+    def overhead(
+        self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str, gpu_memory: int = 0, gpu_label: str = ""
+    ) -> Overhead:
         from kvbudget.engines.overhead import activation_overhead
 
         return activation_overhead(spec, tp=tp, batched=batched, batched_basis=batched_basis, graphs=False)

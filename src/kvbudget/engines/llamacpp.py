@@ -503,7 +503,9 @@ class Rules(EngineRules):
             return spec.dtype, ""  # the same 2 bytes per value as llama.cpp's f16 default
         return "fp16", f"{self.title} caches f16 by default (-ctk/-ctv f16), whatever the checkpoint's {spec.dtype}"
 
-    def overhead(self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str) -> Overhead:
+    def overhead(
+        self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str, gpu_memory: int = 0, gpu_label: str = ""
+    ) -> Overhead:
         return compute_buffer_overhead(spec, ubatch=batched, what=self.title)
 
     def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:

@@ -63,6 +63,7 @@ from kvbudget.engines.vllm_pool import (
     num_blocks,
     report_lines,
 )
+from kvbudget.engines.vllm_profile import profiled_overhead
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model.spec import (
     ChunkedLocal,
@@ -587,9 +588,16 @@ class Rules(EngineRules):
             gpu_capability=options.gpu_capability or capability,
         )
 
-    def overhead(self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str) -> Overhead:
+    def overhead(
+        self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str, gpu_memory: int = 0, gpu_label: str = ""
+    ) -> Overhead:
         graphs = vllm_memory.subtracts_graphs(self.version)
-        return activation_overhead(spec, tp=tp, batched=batched, batched_basis=batched_basis, graphs=graphs)
+        if not gpu_memory:
+            return activation_overhead(spec, tp=tp, batched=batched, batched_basis=batched_basis, graphs=graphs)
+        seqs, seqs_basis = vllm_memory.max_num_seqs(gpu_memory, gpu_label)
+        return profiled_overhead(
+            spec, tp=tp, batched=batched, batched_basis=batched_basis, seqs=seqs, seqs_basis=seqs_basis, graphs=graphs
+        )
 
     def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:
         # vLLM automatic prefix caching hashes whole blocks only (vllm/v1/core/kv_cache_utils.py hash_block_tokens)

@@ -65,6 +65,13 @@ def plan_inputs(request: PlanRequest) -> tuple[PlanInputs, int | None]:
         )
     else:
         weights = weights_figure(spec, r.model, r.weights, r.weights_size, r.group_size)
+        if weights.provenance != "measured" and not r.weights:  # the checkpoint's bytes -> as the engine loads them
+            from kvbudget.weights.loaded import as_loaded
+
+            capability = compute_capability(gpu_entry.name if gpu_entry else "")
+            weights, _ = as_loaded(
+                spec, weights, engine=engine.name, version=engine.version, capability=capability, tp=r.tp
+            )
     overhead = r.overhead
     if overhead is None and logged is not None and logged.overhead is not None:
         overhead, overhead_basis = logged.overhead.bytes, f"measured: {logged.overhead.basis}"
