@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         ModelsRequest,
         PlanRequest,
         SimulateRequest,
+        SpeedRequest,
         TableRequest,
         Tokens,
         TraceStatsRequest,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
         plan_deployment,
         rank_levers,
         simulate_deployment,
+        speed,
         trace_report,
     )
 
@@ -45,6 +47,7 @@ __all__ = [
     "ModelsRequest",
     "PlanRequest",
     "SimulateRequest",
+    "SpeedRequest",
     "TableRequest",
     "Tokens",
     "TraceStatsRequest",
@@ -57,6 +60,7 @@ __all__ = [
     "plan_deployment",
     "rank_levers",
     "simulate_deployment",
+    "speed",
     "trace_report",
 ]
 
