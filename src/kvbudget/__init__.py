@@ -30,11 +30,11 @@ if TYPE_CHECKING:
         catalog_costs,
         compare_deployments,
         cost_table,
+        estimate_speed,
         kv_cost,
         plan_deployment,
         rank_levers,
         simulate_deployment,
-        speed,
         trace_report,
     )
 
@@ -56,11 +56,11 @@ __all__ = [
     "catalog_costs",
     "compare_deployments",
     "cost_table",
+    "estimate_speed",
     "kv_cost",
     "plan_deployment",
     "rank_levers",
     "simulate_deployment",
-    "speed",
     "trace_report",
 ]
 

@@ -36,7 +36,7 @@ from kvbudget.requests.trace import TraceStatsRequest
 from kvbudget.requests.values import Memory, Tokens
 from kvbudget.simulate.deployment import simulate_deployment
 from kvbudget.simulate.study import Study
-from kvbudget.speed.answer import Speed, speed
+from kvbudget.speed.answer import Speed, estimate_speed
 from kvbudget.tables import CatalogCosts, CostTable, catalog_costs, cost_table
 
 __all__ = [
@@ -66,10 +66,10 @@ __all__ = [
     "catalog_costs",
     "compare_deployments",
     "cost_table",
+    "estimate_speed",
     "kv_cost",
     "plan_deployment",
     "rank_levers",
     "simulate_deployment",
-    "speed",
     "trace_report",
 ]

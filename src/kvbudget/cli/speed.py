@@ -30,9 +30,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
 
 def cmd_speed(args: argparse.Namespace) -> str:
     from kvbudget.requests.speed import SpeedRequest
-    from kvbudget.speed.answer import speed
+    from kvbudget.speed.answer import estimate_speed
 
-    answer = speed(request_from(SpeedRequest, args))
+    answer = estimate_speed(request_from(SpeedRequest, args))
     if args.json:
         return json.dumps(answer.to_dict(), indent=2)
     from kvbudget.render.speed import render_speed

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
     from kvbudget.speed.answer import Speed
@@ -11,10 +13,11 @@ def render_speed(s: Speed) -> str:
     step, e = s.step, s.efficiency
     lines = [
         f"{s.model} on {s.gpus} x {s.gpu} (tp {s.tp}, {s.replicas} replica{'s' if s.replicas != 1 else ''}), "
-        f"{s.engine['name']} {s.engine['version']}, computed (roofline, fitted efficiencies)",
+        f"{s.engine['name']} {s.engine['version']}",
+        "computed: roofline with fitted efficiencies",
         f"shape: {s.isl:,} prompt + {s.osl:,} output tokens, {s.concurrency:,} in flight "
-        f"({s.batch:,} running per replica{f', {s.queued:,} waiting' if s.queued else ''})"
-        + (f", {s.prefix:,} prompt tokens from the prefix cache" if s.prefix else ""),
+        f"({s.batch:,} running per replica{f', {s.queued:,} waiting' if s.queued else ''})",
+        *([f"prefix cache: {s.prefix:,} prompt tokens per request not recomputed"] if s.prefix else []),
         "",
         f"  output throughput     {s.output_tokens_per_s:>12,.0f} tokens/s"
         f"  ({s.output_tokens_per_s_per_gpu:,.0f} per GPU)",
@@ -36,6 +39,6 @@ def render_speed(s: Speed) -> str:
         + ("" if s.engine["name"] == "trtllm" else f"; none fitted to {s.engine['name']} yet"),
         "not modelled:",
         *[f"  {item}" for item in s.not_modelled],
-        *[f"warning: {w}" for w in s.warnings],
+        *[line for w in s.warnings for line in textwrap.wrap(f"warning: {w}", 100, subsequent_indent="  ")],
     ]
     return "\n".join(lines)

@@ -188,7 +188,7 @@ def _gpu(request: SpeedRequest) -> Gpu:
     return gpu
 
 
-def speed(request: SpeedRequest) -> Speed:
+def estimate_speed(request: SpeedRequest) -> Speed:
     """Throughput, latency and the binding resource of one request shape (``kvbudget speed``)."""
     from kvbudget.plan.build import plan_deployment
     from kvbudget.requests.base import narrowed
