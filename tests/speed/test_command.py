@@ -14,7 +14,7 @@ def test_cli_json_is_the_api_document(capsys: pytest.CaptureFixture[str]) -> Non
     argv = ("llama-3.1-8b", "--gpu", "h200", "--engine", "sglang", "--isl", "2000", "--concurrency", "32")
     code, out, err = run_cli(capsys, "speed", *argv, "--json")
     assert code == 0, err
-    request = kvbudget.SpeedRequest(model="llama-3.1-8b", gpu="h200", engine="sglang", isl="2000", concurrency="32")
+    request = kvbudget.SpeedRequest(model="llama-3.1-8b", gpu="h200", engine="sglang", isl=2000, concurrency="32")
     assert json.loads(out) == json.loads(json.dumps(kvbudget.estimate_speed(request).to_dict()))
 
 

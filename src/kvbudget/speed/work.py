@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvbudget.model.families.fields import Fields
 from kvbudget.model.spec import ChunkedLocal, FullAttention, LatentAttention, ModelSpec, SlidingWindow
 from kvbudget.weights import blocks
 from kvbudget.weights.params import ParamCount
@@ -79,10 +80,10 @@ def attended_keys(cached: int, new: int, reach: int | None) -> int:
 
 def model_work(spec: ModelSpec, count: ParamCount) -> ModelWork:
     """The FLOP and byte counts of ``spec``, from its parameter count and its layers."""
-    config = spec.config
-    hidden = int(config["hidden_size"])
-    vocab = int(config["vocab_size"])
-    heads = int(config.get("num_attention_heads") or 0)
+    f = Fields(spec.config, spec.source or spec.name)
+    hidden, vocab = f.positive("hidden_size"), f.positive("vocab_size")
+    given = spec.config.get("num_attention_heads")
+    heads = given if isinstance(given, int) and not isinstance(given, bool) else 0
     by = {c.name: c for c in count.components()}
     embed = by[blocks.EMBEDDINGS].params if blocks.EMBEDDINGS in by else 0
     head = by[blocks.LM_HEAD].params if blocks.LM_HEAD in by else 0
