@@ -61,6 +61,8 @@ COMMANDS = [
         "--workload", WORKLOAD, "--sessions", "200", "--search-sessions", "200", "--search-probes", "3",
     ],
     *(["calibrate", log] for log in LOGS),
+    ["speed", "qwen3-30b-a3b", "--gpu", "h200", "--engine", "vllm", "--concurrency", "300", "--prefix", "500"],
+    ["speed", "llama-3.1-70b", "--gpu", "h100-sxm", "--gpus", "8", "--tp", "4", "--engine", "trtllm", "--weights", "fp8"],  # noqa: E501
 ]  # fmt: skip
 
 # The CLI modules that render in place (cli/compare.py) call render.text.fit once the lead ports it (issue 24).

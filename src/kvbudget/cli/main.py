@@ -81,6 +81,7 @@ EXTENSIONS = (
     "kvbudget.cli.report",
     "kvbudget.cli.serve",
     "kvbudget.cli.coverage",
+    "kvbudget.cli.speed",
 )
 
 Handler = Callable[[argparse.Namespace], str]

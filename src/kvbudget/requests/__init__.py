@@ -16,6 +16,7 @@ def by_command() -> dict[str, type[Request]]:
     from kvbudget.requests.plan import LeversRequest, PlanRequest
     from kvbudget.requests.report import ReportRequest
     from kvbudget.requests.simulate import SimulateRequest
+    from kvbudget.requests.speed import SpeedRequest
     from kvbudget.requests.trace import TraceStatsRequest
 
     classes: list[type[Request]] = [
@@ -30,5 +31,6 @@ def by_command() -> dict[str, type[Request]]:
         TraceStatsRequest,
         CalibrateRequest,
         ReportRequest,
+        SpeedRequest,
     ]
     return {cls.command: cls for cls in classes}
