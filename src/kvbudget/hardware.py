@@ -146,10 +146,6 @@ class Link:
     source: str
     notes: str
 
-    @property
-    def bidirectional_bytes_per_s(self) -> int:
-        return 2 * self.bytes_per_s
-
     def to_json(self) -> dict[str, object]:
         return {
             "id": self.id,
