@@ -83,7 +83,11 @@ def test_the_cap_counts_as_the_engine_does_and_refuses_in_openais_shape(server: 
         status, headers, body = gw.call(chat("a" * 80), "s1")  # 131 + 4 > 128
         assert status == 400 and headers["x-kvbudget-cap"] == "refused"
         error = body["error"]
-        assert (error["code"], error["type"], error["param"]) == ("context_length_exceeded", "invalid_request_error", "messages")
+        assert (error["code"], error["type"], error["param"]) == (
+            "context_length_exceeded",
+            "invalid_request_error",
+            "messages",
+        )
         assert (error["cap"], error["prompt_tokens"], error["max_tokens"]) == (128, CHAT_OVERHEAD + 80, 4)
         assert "maximum context length is 128 tokens" in error["message"]
 
@@ -156,18 +160,20 @@ def test_client_disconnect_stops_the_engine_and_frees_the_slot(server: Server) -
 
 
 def test_upstream_killed_mid_stream_ends_cleanly_and_frees_the_slot(model: Path, tmp_path: Path) -> None:
-    with llama_server(model, tmp_path / "doomed.log", "-c", "512", "-np", "2") as doomed:
-        with gateway(doomed.url, "--cap", "256", "--sessions", "1") as gw:
-            conn, reply = stream(gw, chat("abc", max_tokens=200), "k", {"x-session-end": "1"})
-            assert reply.readline().startswith(b"data:")
-            os.kill(doomed.process.pid, signal.SIGKILL)
-            rest = [data for _, data in events(reply)]
-            conn.close()
-            assert json.loads(rest[-1])["error"]["code"] == "upstream_failed"
-            assert gw.metric("kvbudget_gateway_sessions_resident") == 0
-            status, _, body = gw.call(chat("abc"), "after")
-            assert status == 502 and body["error"]["code"] == "upstream_failed"
-            assert gw.metric("kvbudget_gateway_upstream_errors_total") >= 2
+    with (
+        llama_server(model, tmp_path / "doomed.log", "-c", "512", "-np", "2") as doomed,
+        gateway(doomed.url, "--cap", "256", "--sessions", "1") as gw,
+    ):
+        conn, reply = stream(gw, chat("abc", max_tokens=200), "k", {"x-session-end": "1"})
+        assert reply.readline().startswith(b"data:")
+        os.kill(doomed.process.pid, signal.SIGKILL)
+        rest = [data for _, data in events(reply)]
+        conn.close()
+        assert json.loads(rest[-1])["error"]["code"] == "upstream_failed"
+        assert gw.metric("kvbudget_gateway_sessions_resident") == 0
+        status, _, body = gw.call(chat("abc"), "after")
+        assert status == 502 and body["error"]["code"] == "upstream_failed"
+        assert gw.metric("kvbudget_gateway_upstream_errors_total") >= 2
 
 
 # -- admission -------------------------------------------------------------------------------------------------

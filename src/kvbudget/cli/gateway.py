@@ -64,6 +64,8 @@ def _cmd_gateway(args: argparse.Namespace) -> str:
         f"{settings.sessions} sessions, on cap: {settings.on_cap}; Ctrl-C stops it)",
         flush=True,
     )
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5, server_header=False))
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5, server_header=False)
+    )
     server.run(sockets=[sock])
     return "kvbudget gateway: stopped"

@@ -54,9 +54,9 @@ def resolve(headers: Mapping[str, str], body: Mapping[str, object]) -> Identity:
         if value is not None and value.strip():
             return Identity(_valid(value.strip(), f"header {name}"), f"header {name}")
     for name in ("prompt_cache_key", "user"):
-        value = body.get(name)
-        if isinstance(value, str) and value:
-            return Identity(_valid(value, f"body {name}"), f"body {name}")
+        field = body.get(name)
+        if isinstance(field, str) and field:
+            return Identity(_valid(field, f"body {name}"), f"body {name}")
     conversation = body.get("conversation")
     if isinstance(conversation, dict):
         conversation = conversation.get("id")
