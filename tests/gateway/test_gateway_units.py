@@ -219,3 +219,16 @@ def test_without_the_extra_it_names_the_extra_in_one_line() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == "Error: kvbudget gateway needs aiohttp: pip install 'kvbudget[gateway]'\n"
+
+
+def test_a_real_plan_document_gives_its_cap_sessions_and_engine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run_cli(capsys, "plan", "llama-3.1-8b", "--gpu", "h100-sxm", "--context", "32k", "--engine",
+                           "llamacpp", "--json")  # fmt: skip
+    assert code == 0
+    plan = json.loads(out)
+    (tmp_path / "plan.json").write_text(out, encoding="utf-8")
+    settings = resolve(GatewayRequest(upstream="http://127.0.0.1:8080", from_plan=str(tmp_path / "plan.json")))
+    assert (settings.cap, settings.sessions, settings.engine) == (32768, plan["sessions"], "llamacpp")
+    assert plan["sessions"] >= 1

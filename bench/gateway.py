@@ -1,0 +1,156 @@
+"""Gateway overhead benchmark: the latency ``kvbudget gateway`` adds over a direct call, per streamed request.
+
+A small local upstream (aiohttp, on this machine) answers like llama-server with no model behind it:
+``/apply-template`` and ``/tokenize`` (the gateway counts every request through them, as it does with a real
+llama-server) and a streamed chat completion of ``EVENTS`` SSE events plus the usage event. The gateway runs as
+its command line (a subprocess, ``--engine llamacpp``). A client (aiohttp) sends streamed requests at 1 and at
+64 concurrent streams, each stream a session of its own, directly and through the gateway, rounds alternating;
+reported per concurrency: time to first byte and to the last byte, p50 and p99, direct and through the gateway,
+and the added p50/p99 (gateway minus direct, of the same percentile). Measured, on whatever machine runs it: a
+shared 2-core machine makes the 64-stream figures mostly queueing on the CPU. Results: one JSON document.
+
+``--smoke``: fewer requests (for a quick check); ``--json``: only the document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+ROOT = Path(__file__).resolve().parents[1]
+EVENTS = 8
+
+
+def _upstream_app() -> web.Application:
+    async def template(request: web.Request) -> web.Response:
+        body = await request.json()
+        text = "".join(str(m.get("content", "")) for m in body.get("messages", []))
+        return web.json_response({"prompt": text})
+
+    async def tokenize(request: web.Request) -> web.Response:
+        body = await request.json()
+        return web.json_response({"tokens": list(range(1 + len(str(body.get("content", "")))))})
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        reply = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await reply.prepare(request)
+        for _ in range(EVENTS):
+            await reply.write(b'data: {"choices":[{"index":0,"delta":{"content":"x"}}]}\n\n')
+        await reply.write(b'data: {"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":8}}\n\n')
+        await reply.write(b"data: [DONE]\n\n")
+        await reply.write_eof()
+        return reply
+
+    app = web.Application()
+    app.router.add_post("/apply-template", template)
+    app.router.add_post("/tokenize", tokenize)
+    app.router.add_post("/v1/chat/completions", chat)
+    return app
+
+
+def _percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(share * len(ordered)) - 1))]
+
+
+async def _one(client: aiohttp.ClientSession, url: str, session: str) -> tuple[float, float]:
+    body = {"messages": [{"role": "user", "content": "hello"}], "max_tokens": 8, "stream": True}
+    start = time.perf_counter()
+    async with client.post(url + "/v1/chat/completions", json=body, headers={"x-session-id": session}) as reply:
+        first = None
+        async for _ in reply.content.iter_any():
+            if first is None:
+                first = time.perf_counter() - start
+        assert reply.status == 200, reply.status
+    return first or 0.0, time.perf_counter() - start
+
+
+async def _round(
+    client: aiohttp.ClientSession, url: str, streams: int, each: int, tag: str
+) -> list[tuple[float, float]]:
+    async def worker(i: int) -> list[tuple[float, float]]:
+        return [await _one(client, url, f"{tag}-{i}") for _ in range(each)]
+
+    results = await asyncio.gather(*(worker(i) for i in range(streams)))
+    return [r for worker_results in results for r in worker_results]
+
+
+def _summary(times: list[tuple[float, float]]) -> dict[str, float]:
+    ttfb, total = [t[0] for t in times], [t[1] for t in times]
+    return {
+        "ttfb_p50_ms": _percentile(ttfb, 0.5) * 1e3,
+        "ttfb_p99_ms": _percentile(ttfb, 0.99) * 1e3,
+        "total_p50_ms": _percentile(total, 0.5) * 1e3,
+        "total_p99_ms": _percentile(total, 0.99) * 1e3,
+    }
+
+
+async def _bench(smoke: bool) -> dict[str, Any]:
+    runner = web.AppRunner(_upstream_app(), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    upstream = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    command = [sys.executable, "-m", "kvbudget", "gateway", "--upstream", upstream, "--port", "0",
+               "--cap", "1M", "--sessions", "100000", "--engine", os.environ.get("BENCH_ENGINE", "llamacpp")]  # fmt: skip
+    gateway = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
+    assert gateway.stdout is not None
+    line = await asyncio.to_thread(gateway.stdout.readline)
+    url = line.split()[2].rstrip("/")
+    out: dict[str, Any] = {"events_per_stream": EVENTS, "concurrency": {}}
+    try:
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as client:
+            await _round(client, url, 4, 5, "warm")
+            for streams, each in ((1, 50 if smoke else 400), (64, 2 if smoke else 10)):
+                direct: list[tuple[float, float]] = []
+                through: list[tuple[float, float]] = []
+                for r in range(4):  # alternate, so a busy spell hits both alike
+                    direct += await _round(client, upstream, streams, max(1, each // 4), f"d{streams}-{r}")
+                    through += await _round(client, url, streams, max(1, each // 4), f"g{streams}-{r}")
+                d, g = _summary(direct), _summary(through)
+                out["concurrency"][str(streams)] = {
+                    "requests": len(through),
+                    "direct": d,
+                    "gateway": g,
+                    "added_p50_ms": g["total_p50_ms"] - d["total_p50_ms"],
+                    "added_p99_ms": g["total_p99_ms"] - d["total_p99_ms"],
+                }
+    finally:
+        os.kill(gateway.pid, signal.SIGINT)
+        gateway.wait(15)
+        await runner.cleanup()
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="fewer requests")
+    parser.add_argument("--json", action="store_true", help="print only the JSON document")
+    args = parser.parse_args()
+    result = asyncio.run(_bench(args.smoke))
+    if not args.json:
+        for streams, row in result["concurrency"].items():
+            print(
+                f"{streams:>3} streams: added p50 {row['added_p50_ms']:.2f} ms, p99 {row['added_p99_ms']:.2f} ms "
+                f"(direct p50 {row['direct']['total_p50_ms']:.2f} ms, gateway {row['gateway']['total_p50_ms']:.2f} ms)"
+            )
+    print(json.dumps(result, indent=None if args.json else 2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
