@@ -29,7 +29,8 @@ CHAT_OVERHEAD = 51  # tokens of a one-user-message ChatML chat around its conten
 
 
 def chat(content: str, max_tokens: int | None = 4, **extra: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"messages": [{"role": "user", "content": content}], **extra}
+    # ignore_eos (llama-server): the random model may sample EOS early; lengths are asserted
+    body: dict[str, Any] = {"messages": [{"role": "user", "content": content}], "ignore_eos": True, **extra}
     if max_tokens is not None:
         body["max_tokens"] = max_tokens
     return body
@@ -238,6 +239,22 @@ def test_a_new_session_past_the_queue_gets_429_with_retry_after(server: Server) 
         assert gw.metric("kvbudget_gateway_admissions_refused_total") == 2
 
 
+def test_a_client_gone_while_queued_frees_its_place(server: Server) -> None:
+    with gateway(server.url, "--cap", "128", "--sessions", "1", "--queue-timeout", "30") as gw:
+        assert gw.call(chat("abc"), "a")[0] == 200
+        conn = gw.connection()
+        conn.request("POST", "/v1/chat/completions", json.dumps(chat("abc")), {"x-session-id": "b"})
+        deadline = time.monotonic() + 5
+        while gw.metric("kvbudget_gateway_sessions_queued") < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        conn.close()
+        while gw.metric("kvbudget_gateway_sessions_queued") > 0:
+            assert time.monotonic() < deadline, "the queue kept a client that left"
+            time.sleep(0.02)
+        assert gw.metric("kvbudget_gateway_admissions_refused_total") == 1  # reason client-gone
+
+
 # -- records ---------------------------------------------------------------------------------------------------
 
 
@@ -251,7 +268,7 @@ def test_the_record_read_back_by_trace_stats_is_what_was_sent(
             messages: list[dict[str, Any]] = []  # ChatML markers are bytes here: 33 tokens a 5-byte turn
             for step in range(steps):
                 messages.append({"role": "user", "content": f"sec{name[0]}{step}"})
-                status, _, body = gw.call({"messages": messages, "max_tokens": 3}, name)
+                status, _, body = gw.call({"messages": messages, "max_tokens": 3, "ignore_eos": True}, name)
                 assert status == 200, body
                 sent[name].append((body["usage"]["prompt_tokens"], body["usage"]["completion_tokens"]))
                 messages.append({"role": "assistant", "content": "ok"})  # the bytes model's text is noise

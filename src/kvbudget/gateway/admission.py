@@ -70,11 +70,9 @@ class Admission:
     async def enter(self, session_id: str) -> Session:
         """The resident session for one request (its in-flight count taken); waits when it is new and no slot is
         free; raises Refused past the queue's time or size."""
-        session = self.resident.get(session_id)
+        session = self.enter_now(session_id)
         if session is not None:
-            return self._take(session)
-        if not self.queue and len(self.resident) < self.slots:
-            return self._take(self._admit(session_id))
+            return session
         waiter = self.queue.get(session_id)
         if waiter is None:
             if len(self.queue) >= self.max_queue:
@@ -94,6 +92,15 @@ class Admission:
                 self._give_up(session_id, waiter)
             raise
         return session
+
+    def enter_now(self, session_id: str) -> Session | None:
+        """The session when it can enter without waiting (resident, or new with a slot free and nobody queued)."""
+        session = self.resident.get(session_id)
+        if session is not None:
+            return self._take(session)
+        if not self.queue and len(self.resident) < self.slots:
+            return self._take(self._admit(session_id))
+        return None
 
     def _give_up(self, session_id: str, waiter: _Waiter) -> None:
         waiter.requests -= 1

@@ -44,6 +44,16 @@ class TooLarge(Exception):
     pass
 
 
+class ClientGone(Exception):
+    """The client disconnected before its request was admitted."""
+
+
+async def _client_gone(request: Request) -> None:
+    """Return when the client disconnects (the body has been read: the next message is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
 class Gateway:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -128,12 +138,15 @@ class Gateway:
             return error(400, str(exc), param="session")
         ours = {"x-session-id": identity.session, "x-kvbudget-session-source": identity.source}
         try:
-            session = await self.admission.enter(identity.session)
+            session = await self._admit(request, identity.session)
         except Refused as exc:
             self.metrics.refused.labels(exc.reason).inc()
             headers = {**ours, "retry-after": str(exc.retry_after_s), "x-kvbudget-refused": exc.reason}
             message = f"no session slot free ({exc.reason}): {self.settings.sessions} sessions are resident"
             return error(429, message, type_="rate_limit_error", code="session_limit", headers=headers)
+        except ClientGone:
+            self.metrics.refused.labels("client-gone").inc()
+            return error(499, "client disconnected while queued", code="client_gone")
         if sessions.ends(request.headers):
             session.ending = True
         handed_over = False
@@ -144,6 +157,24 @@ class Gateway:
         finally:
             if not handed_over:
                 self.admission.leave(session)
+
+    async def _admit(self, request: Request, session_id: str) -> Session:
+        """Admission, given up (the queue place freed) when the client goes away while it waits."""
+        now = self.admission.enter_now(session_id)
+        if now is not None:
+            return now
+        entering = asyncio.ensure_future(self.admission.enter(session_id))
+        watching = asyncio.ensure_future(_client_gone(request))
+        try:
+            await asyncio.wait({entering, watching}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watching.cancel()
+            if not entering.done():
+                entering.cancel()  # the admission's own handler frees the queue place (or the slot just granted)
+            await asyncio.gather(watching, entering, return_exceptions=True)
+        if entering.cancelled():
+            raise ClientGone
+        return entering.result()
 
     async def _forward(
         self, request: Request, body: dict[str, Any], session: Session, identity: sessions.Identity,
