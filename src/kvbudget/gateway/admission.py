@@ -27,7 +27,7 @@ class Refused(Exception):
         self.retry_after_s = retry_after_s
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Session:
     id: str
     admitted_s: float  # monotonic
