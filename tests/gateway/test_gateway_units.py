@@ -232,3 +232,23 @@ def test_a_real_plan_document_gives_its_cap_sessions_and_engine(
     settings = resolve(GatewayRequest(upstream="http://127.0.0.1:8080", from_plan=str(tmp_path / "plan.json")))
     assert (settings.cap, settings.sessions, settings.engine) == (32768, plan["sessions"], "llamacpp")
     assert plan["sessions"] >= 1
+
+
+def test_an_unreachable_upstream_is_probed_again_not_taken_for_an_engine_without_a_tokenizer() -> None:
+    answers: list[object] = [ConnectionError("refused"), (404, None), (200, {"count": 7}), (200, {"count": 7})]
+
+    async def post(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        assert isinstance(answer, tuple)
+        return answer
+
+    counter = cap.Counter("auto", post)
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    with pytest.raises(ConnectionError):
+        asyncio.run(counter.count("/v1/chat/completions", body))
+    assert counter.engine == "auto"
+    # up again: not llama-server (/apply-template is a 404), vLLM's /tokenize answers
+    assert asyncio.run(counter.count("/v1/chat/completions", body)) == cap.Count(7, "engine")
+    assert counter.engine == "vllm"

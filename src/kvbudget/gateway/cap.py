@@ -56,13 +56,15 @@ class Counter:
         return Count(max(1, round(self._estimate(body) * self.ratio)), "heuristic")
 
     async def _probe(self, path: str, body: dict[str, Any]) -> str:
+        """The first engine whose endpoints answer; an unreachable upstream is probed again next time."""
         for engine in ("llamacpp", "vllm"):
             self.engine = engine
             try:
                 if await (self._llamacpp(path, body) if engine == "llamacpp" else self._vllm(body)) is not None:
                     return engine
-            except (OSError, ValueError):
-                break
+            except BaseException:
+                self.engine = "auto"
+                raise
         return "other"
 
     async def _llamacpp(self, path: str, body: dict[str, Any]) -> int | None:
