@@ -2,9 +2,9 @@
 line that is one unbreakable token (a URL, a path). Runs every command with text output on a fixed set of
 deployments; the rest of the suite reads text unwrapped (tests/conftest.py), this file reads it as printed.
 
-Not here: ``report`` (an HTML or Markdown document, not terminal text), ``serve`` (one line naming its URL),
-``loadtest`` (needs a live server: tests/live/test_loadtest_live.py) and ``measure`` (torch; its table is
-narrow). ``--json`` output is a document too, and is not wrapped."""
+Not here: ``report`` (an HTML or Markdown document, not terminal text), ``serve`` and ``gateway`` (one line
+naming the URL), ``loadtest`` (needs a live server: tests/live/test_loadtest_live.py) and ``measure`` (torch;
+its table is narrow). ``--json`` output is a document too, and is not wrapped."""
 
 from __future__ import annotations
 

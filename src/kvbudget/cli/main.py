@@ -80,6 +80,7 @@ EXTENSIONS = (
     "kvbudget.cli.loadtest",
     "kvbudget.cli.report",
     "kvbudget.cli.serve",
+    "kvbudget.cli.gateway",
     "kvbudget.cli.coverage",
     "kvbudget.cli.speed",
 )

@@ -13,6 +13,7 @@ def by_command() -> dict[str, type[Request]]:
     from kvbudget.requests.calibrate import CalibrateRequest
     from kvbudget.requests.compare import CompareRequest
     from kvbudget.requests.cost import CostRequest, GpusRequest, ModelsRequest, TableRequest
+    from kvbudget.requests.gateway import GatewayRequest
     from kvbudget.requests.plan import LeversRequest, PlanRequest
     from kvbudget.requests.report import ReportRequest
     from kvbudget.requests.simulate import SimulateRequest
@@ -32,5 +33,6 @@ def by_command() -> dict[str, type[Request]]:
         CalibrateRequest,
         ReportRequest,
         SpeedRequest,
+        GatewayRequest,
     ]
     return {cls.command: cls for cls in classes}
