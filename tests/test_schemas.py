@@ -46,6 +46,8 @@ CASES = [
     ("models", ()),
     ("models", ("--engine", "llamacpp", "--kv-dtype", "q8_0")),
     ("gpus", ()),
+    ("speed", ("llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--concurrency", "64")),
+    ("speed", ("llama-3.1-70b", "--gpu", "h200", "--gpus", "8", "--tp", "4", "--engine", "trtllm", "--weights", "fp8")),
     ("weights", ("qwen3-32b",)),
     ("weights", ("deepseek-v3",)),
     (

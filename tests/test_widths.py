@@ -2,9 +2,9 @@
 line that is one unbreakable token (a URL, a path). Runs every command with text output on a fixed set of
 deployments; the rest of the suite reads text unwrapped (tests/conftest.py), this file reads it as printed.
 
-Not here: ``report`` (an HTML or Markdown document, not terminal text), ``serve`` (one line naming its URL),
-``loadtest`` (needs a live server: tests/live/test_loadtest_live.py) and ``measure`` (torch; its table is
-narrow). ``--json`` output is a document too, and is not wrapped."""
+Not here: ``report`` (an HTML or Markdown document, not terminal text), ``serve`` and ``gateway`` (one line
+naming the URL), ``loadtest`` (needs a live server: tests/live/test_loadtest_live.py) and ``measure`` (torch;
+its table is narrow). ``--json`` output is a document too, and is not wrapped."""
 
 from __future__ import annotations
 
@@ -61,6 +61,8 @@ COMMANDS = [
         "--workload", WORKLOAD, "--sessions", "200", "--search-sessions", "200", "--search-probes", "3",
     ],
     *(["calibrate", log] for log in LOGS),
+    ["speed", "qwen3-30b-a3b", "--gpu", "h200", "--engine", "vllm", "--concurrency", "300", "--prefix", "500"],
+    ["speed", "llama-3.1-70b", "--gpu", "h100-sxm", "--gpus", "8", "--tp", "4", "--engine", "trtllm", "--weights", "fp8"],  # noqa: E501
 ]  # fmt: skip
 
 # The CLI modules that render in place (cli/compare.py) call render.text.fit once the lead ports it (issue 24).

@@ -31,10 +31,12 @@ from kvbudget.requests.compare import CompareRequest
 from kvbudget.requests.cost import CostRequest, ModelsRequest, TableRequest
 from kvbudget.requests.plan import LeversRequest, PlanRequest
 from kvbudget.requests.simulate import SimulateRequest
+from kvbudget.requests.speed import SpeedRequest
 from kvbudget.requests.trace import TraceStatsRequest
 from kvbudget.requests.values import Memory, Tokens
 from kvbudget.simulate.deployment import simulate_deployment
 from kvbudget.simulate.study import Study
+from kvbudget.speed.answer import Speed, estimate_speed
 from kvbudget.tables import CatalogCosts, CostTable, catalog_costs, cost_table
 
 __all__ = [
@@ -53,6 +55,8 @@ __all__ = [
     "Plan",
     "PlanRequest",
     "SimulateRequest",
+    "Speed",
+    "SpeedRequest",
     "Study",
     "TableRequest",
     "Tokens",
@@ -62,6 +66,7 @@ __all__ = [
     "catalog_costs",
     "compare_deployments",
     "cost_table",
+    "estimate_speed",
     "kv_cost",
     "plan_deployment",
     "rank_levers",

@@ -60,6 +60,16 @@ class Gpu:
     notes: str
     cuda_total_printed: str | None = None  # GiB as an engine log printed it ("23.58")
     cuda_total_source: str | None = None
+    # dense (not "with sparsity") tensor-core peak per compute precision, TFLOPS, from the datasheet in
+    # compute_source; the speed model (kvbudget.speed) divides FLOPs by it
+    dense_tflops: tuple[tuple[str, float], ...] = ()
+    compute_source: str | None = None
+    interconnect: str | None = None  # the link id between GPUs of one server (tensor parallelism's all-reduce)
+
+    def peak_flops(self, precision: str) -> float | None:
+        """Dense FLOP/s at ``precision`` (bf16, fp8, fp4), None where the card has no such tensor cores."""
+        rate = dict(self.dense_tflops).get(precision)
+        return None if rate is None else rate * 1e12
 
     @property
     def cuda_total_bytes(self) -> int:
@@ -118,6 +128,9 @@ class Gpu:
             "cuda_total_basis": self.cuda_basis,
             "source": self.source,
             "notes": self.notes,
+            "dense_tflops": dict(self.dense_tflops) or None,
+            "compute_source": self.compute_source,
+            "interconnect": self.interconnect,
         }
 
 
@@ -132,10 +145,6 @@ class Link:
     bytes_per_s: int
     source: str
     notes: str
-
-    @property
-    def bidirectional_bytes_per_s(self) -> int:
-        return 2 * self.bytes_per_s
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -174,6 +183,9 @@ def gpus() -> tuple[Gpu, ...]:
             notes=g["notes"],
             cuda_total_printed=g.get("cuda_total_gib_printed"),
             cuda_total_source=g.get("cuda_total_source"),
+            dense_tflops=tuple((k, float(v)) for k, v in (g.get("dense_tflops") or {}).items()),
+            compute_source=g.get("compute_source"),
+            interconnect=g.get("interconnect"),
         )
         for g in _data()["gpus"]
     )

@@ -10,28 +10,13 @@ from kvbudget.engines import ollama, parse_engine
 from kvbudget.engines.base import EngineOptions
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model.sources import resolve
-from kvbudget.plan.flags import engine_flags
+from kvbudget.plan.flags import all_engine_flags
 from kvbudget.plan.plan import PlanInputs, make_plan
 from kvbudget.precision import parse_cache_dtype
 from kvbudget.weights.sources import WeightSize
 
 GiB = 2**30
 BF16, Q8 = parse_cache_dtype("bf16"), parse_cache_dtype("q8_0")
-
-
-@pytest.mark.parametrize(
-    ("vram", "version", "num_ctx"),
-    [
-        (80 * GiB, "0.32.15", 262_144),
-        (47 * GiB, "0.32.15", 262_144),
-        (24 * GiB, "0.32.15", 32_768),  # "a little below 24": 23 GiB is the cut
-        (16 * GiB, "0.32.15", 4096),
-        (80 * GiB, "0.15.4", 4096),  # before the VRAM tiers (PR #13946, v0.15.5)
-        (80 * GiB, "0.6.6", 2048),
-    ],
-)
-def test_default_context_follows_vram_and_version(vram: int, version: str, num_ctx: int) -> None:
-    assert ollama.default_context(vram, version) == num_ctx
 
 
 @pytest.mark.parametrize(("c", "batch"), [(4096, 512), (4097, 1024), (32768, 1024), (32769, 2048)])
@@ -80,11 +65,11 @@ def test_single_slot_families_serve_one_session() -> None:
 
 def test_serve_environment() -> None:
     plan = make_plan(_plan("llama-3.1-8b", 32_768, "q8_0"))
-    command = engine_flags(plan)["ollama"]
+    command = all_engine_flags(plan)["ollama"]
     assert command == (
         f"OLLAMA_CONTEXT_LENGTH=32768 OLLAMA_NUM_PARALLEL={plan.sessions} OLLAMA_KV_CACHE_TYPE=q8_0 ollama serve"
     )
-    bf16 = engine_flags(make_plan(_plan("llama-3.1-8b", 32_768)))["ollama"]
+    bf16 = all_engine_flags(make_plan(_plan("llama-3.1-8b", 32_768)))["ollama"]
     assert "OLLAMA_KV_CACHE_TYPE" not in bf16  # Ollama's f16 default holds the same bytes
     # llama.cpp's share of the card (the fit margin) and -c/-np: the sessions llama-server would hold
     assert plan.kv_pool_bytes // plan.per_session_bytes == plan.sessions

@@ -12,7 +12,7 @@ from kvbudget.engines.records import Deployment
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model.families import read_spec
 from kvbudget.model.sources import resolve
-from kvbudget.plan.flags import engine_flags
+from kvbudget.plan.flags import all_engine_flags
 from kvbudget.plan.plan import PlanInputs, make_plan
 from kvbudget.precision import parse_cache_dtype
 from kvbudget.weights.sources import WeightSize
@@ -143,7 +143,7 @@ def test_serve_command_carries_the_fraction_and_the_cache_dtype() -> None:
         32_768,
         utilization=0.85,
     )
-    command = engine_flags(make_plan(inputs))["trtllm"]
+    command = all_engine_flags(make_plan(inputs))["trtllm"]
     assert command.startswith("printf 'kv_cache_config:\\n  dtype: fp8\\n  free_gpu_memory_fraction: 0.85\\n' >")
     assert command.endswith(
         "trtllm-serve meta-llama/Llama-3.1-8B --backend pytorch --max_seq_len 32768 "

@@ -219,7 +219,7 @@ def test_llamacpp_log_says_its_cache_is_sized_by_cells_not_memory() -> None:
     plan = _core("llama-3.1-8b", "llamacpp/old-2024-01-kv-self-size-n_ctx512.log", 512, gpu="rtx-4090")
     check = plan.inputs.log_check
     assert check is not None and check.figures == ()
-    assert any("llama.cpp allocates the -c cells" in n for n in check.not_from_log)
+    assert any("llama.cpp allocates the cache cells it is given" in n for n in check.not_from_log)
 
 
 def test_given_overhead_is_kept_and_said_not_to_reproduce_the_log() -> None:

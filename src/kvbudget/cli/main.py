@@ -80,7 +80,9 @@ EXTENSIONS = (
     "kvbudget.cli.loadtest",
     "kvbudget.cli.report",
     "kvbudget.cli.serve",
+    "kvbudget.cli.gateway",
     "kvbudget.cli.coverage",
+    "kvbudget.cli.speed",
 )
 
 Handler = Callable[[argparse.Namespace], str]

@@ -50,6 +50,9 @@ def listen(host: str, port: int) -> socket.socket:
         raise InputError(f"--host {host}: cannot resolve it ({exc.strerror})") from None
     sock = socket.socket(info[0], socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # accepted connections inherit it (Linux): without it, uvicorn serving a socket made here answers a
+    # keep-alive request 40 ms late (Nagle's algorithm against the client's delayed ACK; measured: 44 ms vs 0.5 ms)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind(info[4])
         sock.listen(128)

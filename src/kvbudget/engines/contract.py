@@ -24,7 +24,7 @@ from kvbudget.errors import InputError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from typing import ClassVar, Literal
 
     # The planning records (engines/records.py) and the overhead model load when a planning hook runs, not with
@@ -78,6 +78,9 @@ class EngineRules:
     sim_policy: ClassVar[SimPolicy] = "paged"
     sim_pause: ClassVar[SimPause] = "hold"
     sim_basis: ClassVar[str] = "blocks allocated as sessions grow; a paused session keeps its blocks"
+    # the KV pool is sized from the memory free after the engine's profile; False: the engine allocates the cache
+    # cells it is given whatever is free (llama.cpp's -c), so a start-up log's pool cannot be solved for
+    pool_from_free_memory: ClassVar[bool] = True
 
     def __init__(self, version: str) -> None:
         self.version = version
@@ -85,6 +88,24 @@ class EngineRules:
     @property
     def label(self) -> str:
         return f"{self.name} {self.version}".strip()
+
+    # --- what a start-up log prints ---
+
+    def printed_capacity(
+        self,
+        spec: ModelSpec,
+        k: CacheDType,
+        v: CacheDType,
+        tp: int,
+        options: EngineOptions,
+        context: int,
+        pool_bytes: int,
+        token_budget: Callable[[], int],
+        generation: str | None,
+    ) -> dict[str, int]:
+        """The capacity figures the engine's start-up log prints for a KV pool of ``pool_bytes`` bytes per GPU
+        (``token_budget()``: the tokens the plan's rules give that pool): by default its tokens."""
+        return {"kv_tokens": token_budget() if pool_bytes > 0 else 0}
 
     # --- the cache ---
 
@@ -136,7 +157,9 @@ class EngineRules:
         """The settings the engine derives from the plan's GPU when the user sets none."""
         return options
 
-    def overhead(self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str) -> Overhead:
+    def overhead(
+        self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str, gpu_memory: int = 0, gpu_label: str = ""
+    ) -> Overhead:
         from kvbudget.engines.overhead import activation_overhead
 
         return activation_overhead(spec, tp=tp, batched=batched, batched_basis=batched_basis, graphs=False)

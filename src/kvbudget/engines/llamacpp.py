@@ -478,6 +478,7 @@ class Rules(EngineRules):
     # llama.cpp tools/server: each of the -np slots owns n_ctx/np cells for the server's life; a session's next
     # step reuses its slot's cells (cache_prompt), so a slot is reserved whole, paused or not
     sim_policy = "reserve"
+    pool_from_free_memory = False  # llama_kv_cache: n_ctx cells of -c, whatever memory is free (src/llama-kv-cache.cpp)
     sim_basis = "each slot (-np) owns its full share of the context cells for the server's life, paused or not"
     aliases = ("llama.cpp", "llama-cpp", "llama_cpp", "llama-server")
     server = True
@@ -502,7 +503,9 @@ class Rules(EngineRules):
             return spec.dtype, ""  # the same 2 bytes per value as llama.cpp's f16 default
         return "fp16", f"{self.title} caches f16 by default (-ctk/-ctv f16), whatever the checkpoint's {spec.dtype}"
 
-    def overhead(self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str) -> Overhead:
+    def overhead(
+        self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str, gpu_memory: int = 0, gpu_label: str = ""
+    ) -> Overhead:
         return compute_buffer_overhead(spec, ubatch=batched, what=self.title)
 
     def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:

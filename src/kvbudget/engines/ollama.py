@@ -37,9 +37,6 @@ DEFAULT_VERSION = "0.32.15"  # the newest final release read (llama-server pinne
 LLAMA_SERVER_SINCE = (0, 30)  # v0.30.0 commit 9db4bdbad: llama-server for every GGUF model
 UBATCH = 512  # api/types.go DefaultOptions num_batch
 AUTO_BATCH = ((32768, 2048), (4096, 1024))  # server/sched.go automaticGenerationBatch: -c above -> batch
-CONTEXT_TIERS = ((47 * 2**30, 262_144), (23 * 2**30, 32_768))  # server/routes.go Serve: total VRAM -> num_ctx
-CONTEXT_FALLBACK = 4096
-CONTEXT_TIERS_SINCE = (0, 15, 5)  # PR #13946; 4,096 from v0.6.7, 2,048 before
 # server/sched.go load: families forced to one slot (GGUF general.architecture names)
 SINGLE_SLOT = frozenset(
     {
@@ -110,13 +107,6 @@ def num_batch(options: EngineOptions, c: int) -> int:
     if not options.flash_attn:
         return UBATCH  # automaticGenerationBatch: CUDA without flash attention keeps 512
     return next((batch for above, batch in AUTO_BATCH if c > above), UBATCH)
-
-
-def default_context(total_vram: int, version: str) -> int:
-    """num_ctx when neither the request, the Modelfile nor OLLAMA_CONTEXT_LENGTH sets one."""
-    if version_tuple(version) < CONTEXT_TIERS_SINCE:
-        return 4096 if version_tuple(version) >= (0, 6, 7) else 2048
-    return next((ctx for above, ctx in CONTEXT_TIERS if total_vram >= above), CONTEXT_FALLBACK)
 
 
 def _clamped(spec: ModelSpec) -> int | None:

@@ -41,15 +41,15 @@ def _int(cfg: dict[str, object], key: str, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
 
 
-def _dims(spec: ModelSpec) -> tuple[int, int, int]:
+def dims(spec: ModelSpec) -> tuple[int, int, int]:
     cfg = spec.config
     hidden = _int(cfg, "hidden_size", 4096)
     return hidden, _int(cfg, "intermediate_size", 4 * hidden), _int(cfg, "vocab_size", 128_000)
 
 
-def _activations(spec: ModelSpec, tp: int, batched: int) -> int:
+def activations(spec: ModelSpec, tp: int, batched: int) -> int:
     """Hidden and MLP activations of the profiled batch: T x (4 x hidden + 2 x intermediate / tp) x 2 B."""
-    hidden, inter, _ = _dims(spec)
+    hidden, inter, _ = dims(spec)
     return batched * (4 * hidden + 2 * inter // tp) * 2
 
 
@@ -58,8 +58,8 @@ def activation_overhead(spec: ModelSpec, *, tp: int, batched: int, batched_basis
     for 256 sequences x vocab, non-torch memory 0.15-0.4 GiB, and CUDA graphs 0.1-0.9 GiB where the engine
     subtracts them before sizing the cache. The plan reserves the high end; docs/measure.md gives this
     model's error against real logs."""
-    hidden, inter, vocab = _dims(spec)
-    act = _activations(spec, tp, batched)
+    hidden, inter, vocab = dims(spec)
+    act = activations(spec, tp, batched)
     logits = SAMPLER_SEQUENCES * vocab * 4 // tp
     graph = GRAPHS if graphs else (0, 0)
     low = int(ACT_FACTOR[0] * act) + logits + NON_TORCH[0] + graph[0]
@@ -77,8 +77,8 @@ def activation_overhead(spec: ModelSpec, *, tp: int, batched: int, batched_basis
 def compute_buffer_overhead(spec: ModelSpec, *, ubatch: int, what: str) -> Overhead:
     """An engine that keeps one compute buffer for a ubatch and its logits, and no CUDA-graph reserve
     (llama.cpp and the engines built on it)."""
-    hidden, inter, vocab = _dims(spec)
-    act = _activations(spec, 1, ubatch)
+    hidden, inter, vocab = dims(spec)
+    act = activations(spec, 1, ubatch)
     logits = ubatch * vocab * 4  # the output buffer for one ubatch of logits
     low, high = act + logits, int(ACT_FACTOR[1] * act) + logits + NON_TORCH[0]
     basis = (

@@ -605,7 +605,9 @@ class Rules(EngineRules):
         # the page size of the GPU's attention backend (64 on Blackwell)
         return replace(options, gpu_capability=options.gpu_capability or capability)
 
-    def overhead(self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str) -> Overhead:
+    def overhead(
+        self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str, gpu_memory: int = 0, gpu_label: str = ""
+    ) -> Overhead:
         return activation_overhead(spec, tp=tp, batched=batched, batched_basis=batched_basis, graphs=True)
 
     def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:

@@ -53,6 +53,8 @@ from kvbudget.model.spec import (
 from kvbudget.precision import CacheDType
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from kvbudget.measure.logs.record import EngineLog
 
 NAME = "trtllm"
@@ -273,7 +275,9 @@ class Rules(EngineRules):
     def batched_tokens(self, total_bytes: int, gpu_label: str, options: EngineOptions) -> tuple[int, str]:
         return MAX_NUM_TOKENS, "trtllm-serve --max_num_tokens default (the profiling run fills it)"
 
-    def overhead(self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str) -> Overhead:
+    def overhead(
+        self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str, gpu_memory: int = 0, gpu_label: str = ""
+    ) -> Overhead:
         # the peak includes non-torch memory (NCCL, CUDA graphs): extra_cost in _cal_max_memory
         return activation_overhead(spec, tp=tp, batched=batched, batched_basis=batched_basis, graphs=True)
 
@@ -334,6 +338,22 @@ class Rules(EngineRules):
             f"TensorRT-LLM {self.version} primary blocks ({p.blocks:,} x {TOKENS_PER_BLOCK} tokens; "
             f"max_tokens {p.max_tokens:,} = (KV budget - {p.fixed_cost:,} B fixed) // {p.bytes_per_token:,} B)",
         )
+
+    def printed_capacity(
+        self,
+        spec: ModelSpec,
+        k: CacheDType,
+        v: CacheDType,
+        tp: int,
+        options: EngineOptions,
+        context: int,
+        pool_bytes: int,
+        token_budget: Callable[[], int],
+        generation: str | None,
+    ) -> dict[str, int]:
+        """The tokens of the pool, and its primary blocks x tokens_per_block (KVCacheManager)."""
+        tokens = token_budget() if pool_bytes > 0 else 0
+        return {"kv_tokens": tokens, "kv_blocks": tokens // TOKENS_PER_BLOCK}
 
     def logged_memory(self, log: EngineLog) -> LoggedMemory:
         """The device total it profiled against, and the overhead its peak held beyond the weights and the

@@ -63,6 +63,7 @@ from kvbudget.engines.vllm_pool import (
     num_blocks,
     report_lines,
 )
+from kvbudget.engines.vllm_profile import profiled_overhead
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model.spec import (
     ChunkedLocal,
@@ -79,6 +80,8 @@ from kvbudget.model.spec import (
 from kvbudget.precision import CacheDType, parse_cache_dtype
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from kvbudget.measure.logs.record import EngineLog
 
 __all__ = [
@@ -585,9 +588,16 @@ class Rules(EngineRules):
             gpu_capability=options.gpu_capability or capability,
         )
 
-    def overhead(self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str) -> Overhead:
+    def overhead(
+        self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str, gpu_memory: int = 0, gpu_label: str = ""
+    ) -> Overhead:
         graphs = vllm_memory.subtracts_graphs(self.version)
-        return activation_overhead(spec, tp=tp, batched=batched, batched_basis=batched_basis, graphs=graphs)
+        if not gpu_memory:
+            return activation_overhead(spec, tp=tp, batched=batched, batched_basis=batched_basis, graphs=graphs)
+        seqs, seqs_basis = vllm_memory.max_num_seqs(gpu_memory, gpu_label)
+        return profiled_overhead(
+            spec, tp=tp, batched=batched, batched_basis=batched_basis, seqs=seqs, seqs_basis=seqs_basis, graphs=graphs
+        )
 
     def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:
         # vLLM automatic prefix caching hashes whole blocks only (vllm/v1/core/kv_cache_utils.py hash_block_tokens)
@@ -614,6 +624,26 @@ class Rules(EngineRules):
             f"{vpool.block_size or d.context:,} tokens{backend}; "
             f"prefix caching {'on' if vpool.prefix_caching else 'off'})",
         )
+
+    def printed_capacity(
+        self,
+        spec: ModelSpec,
+        k: CacheDType,
+        v: CacheDType,
+        tp: int,
+        options: EngineOptions,
+        context: int,
+        pool_bytes: int,
+        token_budget: Callable[[], int],
+        generation: str | None,
+    ) -> dict[str, int]:
+        """vLLM get_num_blocks and _report_kv_cache_config (kv_cache_utils.py), before any admission check; V0
+        (worker.py) states tokens only in its refusal: num_gpu_blocks x block_size."""
+        vpool = pool(spec, k, v, tp, options, self.version)
+        blocks = num_blocks(vpool, pool_bytes)
+        if generation == "V0":
+            return {"kv_blocks": blocks, "kv_tokens": blocks * vpool.min_block_size}
+        return {"kv_blocks": blocks, "kv_tokens": kv_cache_size_tokens(vpool, max(pool_bytes, 0), context)}
 
     def logged_memory(self, log: EngineLog) -> LoggedMemory:
         """total_gpu_memory; overhead = activation peak + non-torch memory, + CUDA graphs where V1 >= 0.21

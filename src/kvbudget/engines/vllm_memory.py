@@ -43,5 +43,14 @@ def batched_tokens(total_bytes: int, gpu_label: str, version: str) -> tuple[int,
     return 2048, "vLLM API-server default below 70 GiB or on A100"
 
 
+def max_num_seqs(total_bytes: int, gpu_label: str) -> tuple[int, str]:
+    """The API server's max_num_seqs default for this GPU (EngineArgs.get_batch_defaults, V1): 1,024 on GPUs
+    with >= 70 GiB that are not A100 (nor GB10), else 256."""
+    label = gpu_label.lower()
+    if total_bytes >= 70 * GiB and "a100" not in label and "gb10" not in label:
+        return 1024, "vLLM default max_num_seqs on >=70 GiB non-A100 GPUs"
+    return 256, "vLLM default max_num_seqs below 70 GiB or on A100"
+
+
 def subtracts_graphs(version: str) -> bool:
     return version_tuple(version) >= GRAPHS_SINCE

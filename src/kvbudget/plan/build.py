@@ -65,6 +65,13 @@ def plan_inputs(request: PlanRequest) -> tuple[PlanInputs, int | None]:
         )
     else:
         weights = weights_figure(spec, r.model, r.weights, r.weights_size, r.group_size)
+        if weights.provenance != "measured" and not r.weights:  # the checkpoint's bytes -> as the engine loads them
+            from kvbudget.weights.loaded import as_loaded
+
+            capability = compute_capability(gpu_entry.name if gpu_entry else "")
+            weights, _ = as_loaded(
+                spec, weights, engine=engine.name, version=engine.version, capability=capability, tp=r.tp
+            )
     overhead = r.overhead
     if overhead is None and logged is not None and logged.overhead is not None:
         overhead, overhead_basis = logged.overhead.bytes, f"measured: {logged.overhead.basis}"
@@ -138,7 +145,7 @@ def _from_log(path: str | None) -> LogInputs | None:
 
 def _log_engine(text: str, chosen: EngineRef, logged: EngineRef) -> EngineRef:
     """The log's engine, unless the request names another one (then the log cannot stand for it)."""
-    if text == "ideal":
+    if text == _default_engine():
         return logged
     if chosen.name != logged.name:
         raise InputError(
@@ -146,6 +153,15 @@ def _log_engine(text: str, chosen: EngineRef, logged: EngineRef) -> EngineRef:
             f"engine's; drop --engine or give a {chosen.name} log"
         )
     return chosen
+
+
+def _default_engine() -> str:
+    """The engine a request names when none was given (the request's default)."""
+    from dataclasses import fields
+
+    from kvbudget.requests.plan import PlanRequest
+
+    return str(next(f.default for f in fields(PlanRequest) if f.name == "engine"))
 
 
 def plan_deployment(request: PlanRequest) -> Plan:

@@ -74,12 +74,6 @@ def engine_command(plan: Plan) -> dict[str, object]:
     return {"argv": list(args) if args is not None and plan.sessions >= 1 else None, "text": text}
 
 
-def engine_flags(plan: Plan) -> dict[str, str]:
-    """The command for the plan's own engine (none for engines without a server)."""
-    command = _command(plan)
-    return {} if command is None else {plan.inputs.engine.name: command}
-
-
 def _each_server(plan: Plan) -> dict[str, Plan | str]:
     """Every serving engine's own plan of the same deployment (each engine sizes the cache its own way, so
     --max-num-seqs and -np differ), or why it refuses the deployment."""

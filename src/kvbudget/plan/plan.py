@@ -19,6 +19,7 @@ from kvbudget.engines.records import Deployment, Share, StartUp
 from kvbudget.errors import InputError
 from kvbudget.model.spec import LatentAttention, ModelSpec
 from kvbudget.plan.capacity import StagedLayout, max_context_for, sessions_at, stage_specs, staged_layout
+from kvbudget.plan.edge import edge_warning
 from kvbudget.plan.ledger import LedgerLine, LineProvenance
 from kvbudget.plan.sharing import PrefixSharing, prefix_sharing
 from kvbudget.precision import CacheDType
@@ -223,7 +224,14 @@ def make_plan(i: PlanInputs) -> Plan:
     warnings += list(dict.fromkeys(w for stage in layout.stages for w in stage.warnings))
     weights_per_gpu = cdiv(i.weights.bytes, i.tp * i.pp)
     if i.overhead is None:
-        overhead = rules.overhead(i.spec, tp=i.tp, batched=batched, batched_basis=batched_basis)
+        overhead = rules.overhead(
+            i.spec,
+            tp=i.tp,
+            batched=batched,
+            batched_basis=batched_basis,
+            gpu_memory=i.gpu_memory_bytes,
+            gpu_label=i.gpu_label,
+        )
     else:
         overhead = measured_overhead(i.overhead, i.overhead_basis)
         if i.overhead_provenance is not None:
@@ -249,6 +257,9 @@ def make_plan(i: PlanInputs) -> Plan:
             f"{i.engine.rules.past_window(i.context, window)}; past it the model runs outside what it was trained for"
         )
     sessions, start = _capacity(i, layout, options, pool, i.context, warnings)
+    edge = edge_warning(pool, layout.sequence_bytes(i.context), sessions, overhead)
+    if edge:
+        warnings.append(edge)
     advertised = _capacity(i, layout, options, pool, window, [])[0] if window and window > i.context else None
     max_ctx = max_context_for(layout, pool, i.sessions, window) if i.sessions else None
     sharing = prefix_sharing(layout, i.engine, pool, i.context, i.prefix) if i.prefix else None

@@ -139,32 +139,23 @@ def _per_gpu_weights(inputs: PlanInputs, logged: LogInputs) -> PlanInputs:
 
 
 def _counter(log_i: PlanInputs, generation: str | None) -> Callable[[int], dict[str, int]]:
-    """The engine's printed capacity figures for a pool of ``bytes`` per GPU at the log's deployment."""
-    if log_i.engine.name == "vllm":
-        from kvbudget.engines import vllm
-        from kvbudget.engines.vllm_pool import kv_cache_size_tokens, num_blocks
-
-        _, _, options, _ = sized(log_i)
-        vpool = vllm.pool(log_i.spec, log_i.k, log_i.v, log_i.tp, options, log_i.engine.version)
-
-        def count_vllm(pool: int) -> dict[str, int]:
-            # vLLM get_num_blocks and _report_kv_cache_config (kv_cache_utils.py), before any admission check;
-            # V0 (worker.py) states tokens only in its refusal: num_gpu_blocks x block_size
-            blocks = num_blocks(vpool, pool)
-            if generation == "V0":
-                return {"kv_blocks": blocks, "kv_tokens": blocks * vpool.min_block_size}
-            return {"kv_blocks": blocks, "kv_tokens": kv_cache_size_tokens(vpool, max(pool, 0), log_i.context)}
-
-        return count_vllm
+    """The engine's printed capacity figures for a pool of ``bytes`` per GPU at the log's deployment (each engine's
+    ``printed_capacity``: the figures its start-up log prints)."""
+    _, _, options, _ = sized(log_i)
+    rules = log_i.engine.rules
 
     def count(pool: int) -> dict[str, int]:
-        tokens = engine_start_up(log_i, pool).token_budget if pool > 0 else 0
-        out = {"kv_tokens": tokens}
-        if log_i.engine.name == "trtllm":
-            from kvbudget.engines.trtllm import TOKENS_PER_BLOCK
-
-            out["kv_blocks"] = tokens // TOKENS_PER_BLOCK  # primary blocks x tokens_per_block (KVCacheManager)
-        return out
+        return rules.printed_capacity(
+            log_i.spec,
+            log_i.k,
+            log_i.v,
+            log_i.tp,
+            options,
+            log_i.context,
+            pool,
+            lambda: engine_start_up(log_i, pool).token_budget,
+            generation,
+        )
 
     return count
 
@@ -250,11 +241,11 @@ def reproduce(inputs: PlanInputs, logged: LogInputs) -> PlanInputs:
     if target is None or user_overhead:
         if user_overhead:
             why = "--overhead was given: the plan's pool is usable - weights - that overhead, not the log's"
-        elif logged.engine.name in ("llamacpp", "ollama"):
-            # llama.cpp llama_kv_cache: n_ctx cells of -c, whatever memory is free (src/llama-kv-cache.cpp)
+        elif not logged.engine.rules.pool_from_free_memory:
             why = (
-                "KV pool: llama.cpp allocates the -c cells it is given, not a pool sized from free memory; the "
-                "plan's pool is the memory left (calibrate compares the log's cache lines with kvbudget's)"
+                f"KV pool: {logged.engine.rules.title} allocates the cache cells it is given, not a pool sized from "
+                "free memory; the plan's pool is the memory left (calibrate compares the log's cache lines with "
+                "kvbudget's)"
             )
         else:
             why = "KV pool: the log prints neither its KV memory nor its tokens or blocks; the plan computes it"

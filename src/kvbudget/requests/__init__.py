@@ -13,9 +13,11 @@ def by_command() -> dict[str, type[Request]]:
     from kvbudget.requests.calibrate import CalibrateRequest
     from kvbudget.requests.compare import CompareRequest
     from kvbudget.requests.cost import CostRequest, GpusRequest, ModelsRequest, TableRequest
+    from kvbudget.requests.gateway import GatewayRequest
     from kvbudget.requests.plan import LeversRequest, PlanRequest
     from kvbudget.requests.report import ReportRequest
     from kvbudget.requests.simulate import SimulateRequest
+    from kvbudget.requests.speed import SpeedRequest
     from kvbudget.requests.trace import TraceStatsRequest
 
     classes: list[type[Request]] = [
@@ -30,5 +32,7 @@ def by_command() -> dict[str, type[Request]]:
         TraceStatsRequest,
         CalibrateRequest,
         ReportRequest,
+        SpeedRequest,
+        GatewayRequest,
     ]
     return {cls.command: cls for cls in classes}

@@ -25,6 +25,7 @@ NAMES = (
     "calibrate",
     "loadtest",
     "report",
+    "speed",
     "error",
 )
 

@@ -96,10 +96,6 @@ class SimResult:
     def prefix_hit_rate(self) -> float:
         return self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
-    @property
-    def refusal_rate(self) -> float:
-        return self.refused_admission / self.arrived if self.arrived else 0.0
-
 
 def simulate(sessions: Iterable[SessionPlan], config: SimConfig, progress: Progress | None = None) -> SimResult:
     """Run the simulation to the end of the sessions (or ``duration_s``)."""

@@ -78,9 +78,6 @@ class ParamCount:
             for name in order
         ]
 
-    def params_of_kind(self, kind: TensorKind) -> int:
-        return sum(p.params for p in self.parts if p.kind == kind)
-
 
 def supported_model_types() -> list[str]:
     """config.json model types with a parameter-count rule (each is a registered architecture's model type)."""

@@ -220,22 +220,6 @@ def retry_inflation(
     )
 
 
-def erlang_b(servers: int, offered_load: float) -> float:
-    """Blocking probability of an M/G/c/c loss system (Erlang B) with ``servers`` slots and
-    ``offered_load`` = λ × E[T] erlangs; insensitive to the holding-time distribution.
-
-    Stable recursion (no factorials or powers): B(0, A) = 1, B(n, A) = A B(n-1) / (n + A B(n-1));
-    e.g. ITU-T E.521 / Kleinrock, Queueing Systems vol. 1, (3.46)."""
-    if isinstance(servers, bool) or not isinstance(servers, int) or servers < 0:
-        raise InputError(f"servers must be a whole number >= 0, got {servers!r}")
-    if not (math.isfinite(offered_load) and offered_load >= 0):
-        raise InputError(f"offered load must be a non-negative number of erlangs, got {offered_load}")
-    b = 1.0
-    for n in range(1, servers + 1):
-        b = offered_load * b / (n + offered_load * b)
-    return b
-
-
 def arrival_rate(workload: Workload) -> tuple[float, str]:
     """λ in sessions per second, and where it came from: the Poisson rate, or a replayed trace's
     session starts, (n - 1) / (last start - first start) (the n - 1 gaps between n starts)."""

@@ -1,0 +1,191 @@
+"""Gateway overhead benchmark: the latency ``kvbudget gateway`` adds over a direct call, per streamed request.
+
+A small local upstream (aiohttp, on this machine) answers like llama-server with no model behind it:
+``/apply-template`` and ``/tokenize`` (the gateway counts every request through them, as it does with a real
+llama-server) and a streamed chat completion of ``EVENTS`` SSE events plus the usage event. The gateway runs as
+its command line (a subprocess, ``--engine llamacpp``). A client (aiohttp) sends streamed requests at 1 and at
+64 concurrent streams, each stream a session of its own, directly and through the gateway, rounds alternating;
+reported per concurrency: time to first byte and to the last byte, p50 and p99, direct and through the gateway,
+and the added p50/p99 (gateway minus direct, of the same percentile). Measured, on whatever machine runs it: a
+shared 2-core machine makes the 64-stream figures mostly queueing on the CPU. Results: one JSON document.
+
+Also measured: the memory of 10,000 resident sessions in the gateway's own structures (admission state with a
+pending trace row each, as under ``--record``), by tracemalloc, in this process.
+
+``--smoke``: fewer requests (for a quick check); ``--json``: only the document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+ROOT = Path(__file__).resolve().parents[1]
+EVENTS = 8
+
+
+def _upstream_app() -> web.Application:
+    async def template(request: web.Request) -> web.Response:
+        body = await request.json()
+        text = "".join(str(m.get("content", "")) for m in body.get("messages", []))
+        return web.json_response({"prompt": text})
+
+    async def tokenize(request: web.Request) -> web.Response:
+        body = await request.json()
+        return web.json_response({"tokens": list(range(1 + len(str(body.get("content", "")))))})
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        reply = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await reply.prepare(request)
+        for _ in range(EVENTS):
+            await reply.write(b'data: {"choices":[{"index":0,"delta":{"content":"x"}}]}\n\n')
+        await reply.write(b'data: {"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":8}}\n\n')
+        await reply.write(b"data: [DONE]\n\n")
+        await reply.write_eof()
+        return reply
+
+    app = web.Application()
+    app.router.add_post("/apply-template", template)
+    app.router.add_post("/tokenize", tokenize)
+    app.router.add_post("/v1/chat/completions", chat)
+    return app
+
+
+def _percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(share * len(ordered)) - 1))]
+
+
+async def _one(client: aiohttp.ClientSession, url: str, session: str) -> tuple[float, float]:
+    body = {"messages": [{"role": "user", "content": "hello"}], "max_tokens": 8, "stream": True}
+    start = time.perf_counter()
+    async with client.post(url + "/v1/chat/completions", json=body, headers={"x-session-id": session}) as reply:
+        first = None
+        async for _ in reply.content.iter_any():
+            if first is None:
+                first = time.perf_counter() - start
+        assert reply.status == 200, reply.status
+    return first or 0.0, time.perf_counter() - start
+
+
+async def _round(
+    client: aiohttp.ClientSession, url: str, streams: int, each: int, tag: str
+) -> list[tuple[float, float]]:
+    async def worker(i: int) -> list[tuple[float, float]]:
+        return [await _one(client, url, f"{tag}-{i}") for _ in range(each)]
+
+    results = await asyncio.gather(*(worker(i) for i in range(streams)))
+    return [r for worker_results in results for r in worker_results]
+
+
+def _summary(times: list[tuple[float, float]]) -> dict[str, float]:
+    ttfb, total = [t[0] for t in times], [t[1] for t in times]
+    return {
+        "ttfb_p50_ms": _percentile(ttfb, 0.5) * 1e3,
+        "ttfb_p99_ms": _percentile(ttfb, 0.99) * 1e3,
+        "total_p50_ms": _percentile(total, 0.5) * 1e3,
+        "total_p99_ms": _percentile(total, 0.99) * 1e3,
+    }
+
+
+async def _bench(smoke: bool, engine: str) -> dict[str, Any]:
+    runner = web.AppRunner(_upstream_app(), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    upstream = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    command = [sys.executable, "-m", "kvbudget", "gateway", "--upstream", upstream, "--port", "0",
+               "--cap", "1M", "--sessions", "100000", "--engine", engine]  # fmt: skip
+    gateway = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
+    assert gateway.stdout is not None
+    line = await asyncio.to_thread(gateway.stdout.readline)
+    url = line.split()[2].rstrip("/")
+    out: dict[str, Any] = {"events_per_stream": EVENTS, "engine": engine, "concurrency": {}}
+    try:
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as client:
+            await _round(client, url, 4, 5, "warm")
+            for streams, each in ((1, 50 if smoke else 400), (64, 2 if smoke else 10)):
+                direct: list[tuple[float, float]] = []
+                through: list[tuple[float, float]] = []
+                for r in range(4):  # alternate, so a busy spell hits both alike
+                    direct += await _round(client, upstream, streams, max(1, each // 4), f"d{streams}-{r}")
+                    through += await _round(client, url, streams, max(1, each // 4), f"g{streams}-{r}")
+                d, g = _summary(direct), _summary(through)
+                out["concurrency"][str(streams)] = {
+                    "requests": len(through),
+                    "direct": d,
+                    "gateway": g,
+                    "added_p50_ms": g["total_p50_ms"] - d["total_p50_ms"],
+                    "added_p99_ms": g["total_p99_ms"] - d["total_p99_ms"],
+                }
+    finally:
+        os.kill(gateway.pid, signal.SIGINT)
+        gateway.wait(15)
+        await runner.cleanup()
+    return out
+
+
+def _session_memory(count: int = 10_000) -> dict[str, float]:
+    import tempfile
+    import tracemalloc
+
+    from kvbudget.gateway.admission import Admission
+    from kvbudget.gateway.records import Recorder
+
+    async def fill() -> int:
+        admission = Admission(count, queue_timeout_s=1, max_queue=1, idle_timeout_s=600)
+        with tempfile.TemporaryDirectory() as where:
+            recorder = Recorder(Path(where) / "steps.jsonl")
+            tracemalloc.start()
+            before = tracemalloc.get_traced_memory()[0]
+            for i in range(count):
+                session = await admission.enter(f"session-{i:08d}-0123456789abcdef")
+                recorder.step(session, start_s=1.0, end_s=2.0, prompt_tokens=1000, output_tokens=100, cached_tokens=900)
+                admission.leave(session)
+            used = tracemalloc.get_traced_memory()[0] - before
+            tracemalloc.stop()
+            recorder.close()
+        return used
+
+    used = asyncio.run(fill())
+    return {"sessions": count, "bytes": used, "bytes_per_session": used / count}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="fewer requests")
+    parser.add_argument("--json", action="store_true", help="print only the JSON document")
+    counting = "llamacpp: through the upstream's /apply-template and /tokenize; other: from bytes, no extra call"
+    parser.add_argument("--engine", default="llamacpp", help=f"the gateway's --engine ({counting})")
+    args = parser.parse_args()
+    result = asyncio.run(_bench(args.smoke, args.engine))
+    result["memory"] = _session_memory()
+    if not args.json:
+        for streams, row in result["concurrency"].items():
+            print(
+                f"{streams:>3} streams: added p50 {row['added_p50_ms']:.2f} ms, p99 {row['added_p99_ms']:.2f} ms "
+                f"(direct p50 {row['direct']['total_p50_ms']:.2f} ms, gateway {row['gateway']['total_p50_ms']:.2f} ms)"
+            )
+        memory = result["memory"]
+        print(f"{memory['sessions']:,} resident sessions: {memory['bytes'] / 2**20:.1f} MiB "
+              f"({memory['bytes_per_session']:.0f} bytes each, with a pending trace row)")  # fmt: skip
+    print(json.dumps(result, indent=None if args.json else 2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""At most the planned sessions resident on an upstream; new sessions wait in a FIFO queue.
+
+A session is resident from its first admitted request until it ends: explicitly (``end``), or after
+``idle_timeout_s`` with no request in flight (a tool pause keeps the slot, as the engine keeps its cache).
+A request of a resident session enters at once, whatever is queued: only *new* sessions queue. A new
+session waits up to ``queue_timeout_s``; past it, or with ``max_queue`` sessions already waiting (a flood
+of new ids cannot grow memory past that), it is refused with a reason and a Retry-After. Memory holds the
+resident sessions and the waiting ones, never more than ``slots + max_queue``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+class Refused(Exception):
+    """A new session not admitted: ``reason`` ("queue-timeout", "queue-full"), ``retry_after_s`` (whole >= 1)."""
+
+    def __init__(self, reason: str, retry_after_s: int) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after_s = retry_after_s
+
+
+@dataclass(eq=False, slots=True)
+class Session:
+    id: str
+    admitted_s: float  # monotonic
+    last_seen_s: float  # monotonic: the end of its last request, or the start of one in flight
+    in_flight: int = 0
+    ending: bool = False
+    state: dict[str, object] = field(default_factory=dict)  # what records keep between a session's steps
+
+
+@dataclass(eq=False)
+class _Waiter:
+    future: asyncio.Future[Session]
+    requests: int = 0
+
+
+class Admission:
+    """The resident sessions of one upstream and the FIFO queue of new ones (one event loop, no locks needed)."""
+
+    def __init__(
+        self,
+        slots: int,
+        *,
+        queue_timeout_s: float,
+        max_queue: int,
+        idle_timeout_s: float,
+        on_end: Callable[[Session, str], None] = lambda session, why: None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.slots = slots
+        self.queue_timeout_s = queue_timeout_s
+        self.max_queue = max_queue
+        self.idle_timeout_s = idle_timeout_s
+        self.on_end = on_end
+        self.clock = clock
+        self.resident: dict[str, Session] = {}
+        self.queue: OrderedDict[str, _Waiter] = OrderedDict()
+
+    # -- entering and leaving ---------------------------------------------------------------------------------
+
+    async def enter(self, session_id: str) -> Session:
+        """The resident session for one request (its in-flight count taken); waits when it is new and no slot is
+        free; raises Refused past the queue's time or size."""
+        session = self.enter_now(session_id)
+        if session is not None:
+            return session
+        waiter = self.queue.get(session_id)
+        if waiter is None:
+            if len(self.queue) >= self.max_queue:
+                raise Refused("queue-full", self.retry_after_s())
+            waiter = _Waiter(asyncio.get_running_loop().create_future())
+            self.queue[session_id] = waiter
+        waiter.requests += 1
+        try:
+            session = await asyncio.wait_for(asyncio.shield(waiter.future), self.queue_timeout_s)
+        except asyncio.TimeoutError:
+            self._give_up(session_id, waiter)
+            raise Refused("queue-timeout", self.retry_after_s()) from None
+        except asyncio.CancelledError:  # the client went away while waiting
+            if waiter.future.done() and not waiter.future.cancelled():
+                self.leave(waiter.future.result())  # admitted meanwhile: its in-flight count was taken for us
+            else:
+                self._give_up(session_id, waiter)
+            raise
+        return session
+
+    def enter_now(self, session_id: str) -> Session | None:
+        """The session when it can enter without waiting (resident, or new with a slot free and nobody queued)."""
+        session = self.resident.get(session_id)
+        if session is not None:
+            return self._take(session)
+        if not self.queue and len(self.resident) < self.slots:
+            return self._take(self._admit(session_id))
+        return None
+
+    def _give_up(self, session_id: str, waiter: _Waiter) -> None:
+        waiter.requests -= 1
+        if waiter.requests == 0 and self.queue.get(session_id) is waiter and not waiter.future.done():
+            del self.queue[session_id]
+            waiter.future.cancel()
+
+    def _take(self, session: Session) -> Session:
+        session.in_flight += 1
+        session.last_seen_s = self.clock()
+        return session
+
+    def _admit(self, session_id: str) -> Session:
+        now = self.clock()
+        session = Session(session_id, now, now)
+        self.resident[session_id] = session
+        return session
+
+    def leave(self, session: Session) -> None:
+        """One request of ``session`` is done (answered, failed or abandoned)."""
+        session.in_flight -= 1
+        session.last_seen_s = self.clock()
+        if session.ending and session.in_flight == 0:
+            self._remove(session, "ended")
+
+    def end(self, session_id: str) -> bool:
+        """End a session now, or when its requests in flight are done; False when it is not resident."""
+        session = self.resident.get(session_id)
+        if session is None:
+            return False
+        session.ending = True
+        if session.in_flight == 0:
+            self._remove(session, "ended")
+        return True
+
+    def _remove(self, session: Session, why: str) -> None:
+        if self.resident.get(session.id) is session:
+            del self.resident[session.id]
+            self.on_end(session, why)
+        self._grant()
+
+    def _grant(self) -> None:
+        while self.queue and len(self.resident) < self.slots:
+            session_id, waiter = self.queue.popitem(last=False)
+            if waiter.future.done():
+                continue
+            session = self._admit(session_id)
+            session.in_flight = waiter.requests
+            waiter.future.set_result(session)
+
+    # -- idle sessions ------------------------------------------------------------------------------------------
+
+    def expire(self) -> int:
+        """End the sessions idle past the timeout (none in flight); returns how many."""
+        now = self.clock()
+        idle = [s for s in self.resident.values() if s.in_flight == 0 and now - s.last_seen_s >= self.idle_timeout_s]
+        for session in idle:
+            self._remove(session, "idle")
+        return len(idle)
+
+    def retry_after_s(self) -> int:
+        """Seconds until a slot may free: the soonest idle expiry of a session with nothing in flight."""
+        now = self.clock()
+        waits = [s.last_seen_s + self.idle_timeout_s - now for s in self.resident.values() if s.in_flight == 0]
+        soonest = min(waits) if waits else self.idle_timeout_s
+        return max(1, math.ceil(soonest))
+
+    async def reap(self) -> None:
+        """Expire idle sessions until cancelled (checks four times per idle timeout, at least once a second)."""
+        period = min(1.0, self.idle_timeout_s / 4)
+        while True:
+            await asyncio.sleep(period)
+            self.expire()

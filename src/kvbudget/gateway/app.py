@@ -1,0 +1,308 @@
+"""The gateway application: each completion request is named to its session, admitted, held to the cap, and
+relayed; ``/metrics`` and ``DELETE /v1/sessions/{id}`` are the gateway's own; any other path is relayed as is.
+
+Response headers the gateway adds: ``x-session-id`` (the resolved session), ``x-kvbudget-session-source`` (which
+link of the chain named it), ``x-kvbudget-prompt-tokens`` (as counted before forwarding) and, where the cap
+acted, ``x-kvbudget-cap`` (``truncated dropped_turns=N dropped_tokens=M``). A refused new session gets 429 with
+``Retry-After`` and ``x-kvbudget-refused`` (``queue-timeout`` or ``queue-full``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from kvbudget.gateway import cap as caps
+from kvbudget.gateway import sessions
+from kvbudget.gateway.admission import Admission, Refused, Session
+from kvbudget.gateway.metrics import Metrics
+from kvbudget.gateway.records import Recorder
+from kvbudget.gateway.replies import error
+from kvbudget.gateway.settings import Settings
+from kvbudget.gateway.stream import Outcome, Relay
+
+COMPLETIONS = ("/v1/chat/completions", "/v1/completions")
+# request headers not forwarded: hop-by-hop ones (RFC 9110 7.6.1) and those the client library sets again
+NOT_FORWARDED = frozenset(
+    ("host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
+     "proxy-authorization", "proxy-connection", "accept-encoding")
+)  # fmt: skip
+
+
+class TooLarge(Exception):
+    pass
+
+
+class ClientGone(Exception):
+    """The client disconnected before its request was admitted."""
+
+
+async def _client_gone(request: Request) -> None:
+    """Return when the client disconnects (the body has been read: the next message is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+class Gateway:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.recorder = None if settings.record is None else Recorder(settings.record)
+        self.admission = Admission(
+            settings.sessions,
+            queue_timeout_s=settings.queue_timeout_s,
+            max_queue=settings.max_queue,
+            idle_timeout_s=settings.idle_timeout_s,
+            on_end=self._ended,
+        )
+        self.metrics = Metrics(self.admission, settings.upstream, settings.cap)
+        self.counter = caps.Counter(settings.engine, self._post_json)
+        self.client: aiohttp.ClientSession | None = None
+
+    # -- life ---------------------------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=self.settings.upstream_timeout_s)
+        self.client = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0), timeout=timeout, auto_decompress=False
+        )
+        reaper = asyncio.create_task(self.admission.reap())
+        try:
+            yield
+        finally:
+            reaper.cancel()
+            await asyncio.gather(reaper, return_exceptions=True)
+            await self.client.close()
+            if self.recorder is not None:
+                for session in list(self.admission.resident.values()):
+                    self.recorder.end(session)
+                self.recorder.close()
+
+    def _ended(self, session: Session, why: str) -> None:
+        self.metrics.ended.labels(why).inc()
+        if self.recorder is not None:
+            self.recorder.end(session)
+
+    async def _post_json(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        assert self.client is not None
+        async with self.client.post(self.settings.upstream + path, json=body) as reply:
+            try:
+                return reply.status, await reply.json(content_type=None)
+            except ValueError:
+                return reply.status, None
+
+    # -- requests -----------------------------------------------------------------------------------------------
+
+    async def _body(self, request: Request) -> bytes:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.settings.max_body:
+            raise TooLarge
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > self.settings.max_body:
+                raise TooLarge
+        return bytes(body)
+
+    def _forwarded(self, request: Request) -> dict[str, str]:
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in NOT_FORWARDED}
+        headers["accept-encoding"] = "identity"
+        return headers
+
+    async def completion(self, request: Request) -> Response | Relay:
+        arrived = time.time()
+        try:
+            raw = await self._body(request)
+        except TooLarge:
+            return error(413, f"request body larger than {self.settings.max_body} bytes (--max-body)")
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return error(400, "request body is not valid JSON")
+        if not isinstance(body, dict):
+            return error(400, "request body must be a JSON object")
+        try:
+            identity = sessions.resolve(request.headers, body)
+        except sessions.BadSession as exc:
+            return error(400, str(exc), param="session")
+        ours = {"x-session-id": identity.session, "x-kvbudget-session-source": identity.source}
+        try:
+            session = await self._admit(request, identity.session)
+        except Refused as exc:
+            self.metrics.refused.labels(exc.reason).inc()
+            headers = {**ours, "retry-after": str(exc.retry_after_s), "x-kvbudget-refused": exc.reason}
+            message = f"no session slot free ({exc.reason}): {self.settings.sessions} sessions are resident"
+            return error(429, message, type_="rate_limit_error", code="session_limit", headers=headers)
+        except ClientGone:
+            self.metrics.refused.labels("client-gone").inc()
+            return error(499, "client disconnected while queued", code="client_gone")
+        if sessions.ends(request.headers):
+            session.ending = True
+        handed_over = False
+        try:
+            reply = await self._forward(request, body, session, identity, arrived, ours)
+            handed_over = isinstance(reply, Relay)
+            return reply
+        finally:
+            if not handed_over:
+                self.admission.leave(session)
+
+    async def _admit(self, request: Request, session_id: str) -> Session:
+        """Admission, given up (the queue place freed) when the client goes away while it waits."""
+        now = self.admission.enter_now(session_id)
+        if now is not None:
+            return now
+        entering = asyncio.ensure_future(self.admission.enter(session_id))
+        watching = asyncio.ensure_future(_client_gone(request))
+        try:
+            await asyncio.wait({entering, watching}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watching.cancel()
+            if not entering.done():
+                entering.cancel()  # the admission's own handler frees the queue place (or the slot just granted)
+            await asyncio.gather(watching, entering, return_exceptions=True)
+        if entering.cancelled():
+            raise ClientGone
+        return entering.result()
+
+    async def _forward(
+        self, request: Request, body: dict[str, Any], session: Session, identity: sessions.Identity,
+        arrived: float, ours: dict[str, str],
+    ) -> Response | Relay:  # fmt: skip
+        path, cap = request.url.path, self.settings.cap
+        try:
+            count = await self.counter.count(path, body)
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            self.metrics.upstream_errors.labels("count").inc()
+            return error(502, f"upstream unreachable while counting tokens: {type(exc).__name__}",
+                         type_="upstream_error", code="upstream_failed", headers=ours)  # fmt: skip
+        budget = caps.generation_budget(body)
+        ours["x-kvbudget-prompt-tokens"] = str(count.prompt_tokens)
+        cap_event, dropped = None, 0
+        if count.prompt_tokens + (budget or 0) > cap or (budget is None and count.prompt_tokens >= cap):
+            cut = None
+            if self.settings.on_cap == "truncate":
+                room = cap - (budget or 1)
+                cut = await caps.truncate(self.counter, path, body, lambda tokens: tokens <= room)
+            if cut is None:
+                self.metrics.cap_events.labels("refused").inc()
+                self._record(session, arrived, count.prompt_tokens, 0, None, "refused", 0)
+                refusal = caps.refusal(cap, count.prompt_tokens, budget or 0)
+                return Response(json.dumps(refusal), 400, {**ours, "x-kvbudget-cap": "refused"}, "application/json")
+            self.metrics.cap_events.labels("truncated").inc()
+            dropped = count.prompt_tokens - cut.count.prompt_tokens
+            body, count, cap_event = cut.body, cut.count, "truncated"
+            ours["x-kvbudget-cap"] = f"truncated dropped_turns={cut.dropped_turns} dropped_tokens={dropped}"
+            ours["x-kvbudget-prompt-tokens"] = str(count.prompt_tokens)
+        if budget is None:
+            body = {**body, "max_tokens": cap - count.prompt_tokens}
+        hide_usage = False
+        if body.get("stream") is True:
+            options = body.get("stream_options")
+            asked = isinstance(options, dict) and options.get("include_usage") is True
+            hide_usage = not asked
+            body = {**body, "stream_options": {**(options if isinstance(options, dict) else {}), "include_usage": True}}
+        assert self.client is not None
+        started = time.monotonic()
+        try:
+            upstream = await self.client.post(
+                self.settings.upstream + path, data=json.dumps(body).encode(), headers=self._forwarded(request)
+            )
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            self.metrics.upstream_errors.labels("connect").inc()
+            return error(502, f"upstream failed: {type(exc).__name__}", type_="upstream_error",
+                         code="upstream_failed", headers=ours)  # fmt: skip
+        self.metrics.upstream_latency.labels(self.settings.upstream).observe(time.monotonic() - started)
+
+        def done(outcome: Outcome) -> None:
+            try:
+                if outcome.upstream_error is not None:
+                    self.metrics.upstream_errors.labels("stream").inc()
+                if outcome.disconnected:
+                    self.metrics.upstream_errors.labels("client-disconnect").inc()
+                if upstream.status == 200:
+                    usage = outcome.usage or {}
+                    prompt = usage.get("prompt_tokens")
+                    if isinstance(prompt, int):
+                        self.metrics.count_error.inc(abs(self.counter.reconcile(count, prompt)))
+                    else:
+                        prompt = count.prompt_tokens
+                    output = usage.get("completion_tokens")
+                    details = usage.get("prompt_tokens_details")
+                    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+                    output = output if isinstance(output, int) else 0
+                    self.metrics.session_tokens.observe(prompt + output)
+                    self._record(session, arrived, prompt, output, cached if isinstance(cached, int) else None,
+                                 cap_event, dropped)  # fmt: skip
+            finally:
+                self.admission.leave(session)
+
+        return Relay(upstream, ours, done, hide_usage=hide_usage)
+
+    def _record(self, session: Session, arrived: float, prompt: int, output: int, cached: int | None,
+                cap: str | None, dropped: int) -> None:  # fmt: skip
+        if self.recorder is not None:
+            self.recorder.step(session, start_s=arrived, end_s=time.time(), prompt_tokens=prompt,
+                               output_tokens=output, cached_tokens=cached, cap=cap, dropped_tokens=dropped)  # fmt: skip
+
+    async def end_session(self, request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        if not self.admission.end(session_id):
+            return error(404, f"session {session_id} is not resident", code="session_not_found")
+        return Response(status_code=204, headers={"x-session-id": session_id})
+
+    async def metrics_page(self, request: Request) -> Response:
+        from prometheus_client import CONTENT_TYPE_LATEST
+
+        return Response(self.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    async def other(self, request: Request) -> Response | Relay:
+        """Any other path (models, health, embeddings...): relayed without session accounting."""
+        assert self.client is not None
+        try:
+            raw = await self._body(request)
+        except TooLarge:
+            return error(413, f"request body larger than {self.settings.max_body} bytes (--max-body)")
+        try:
+            upstream = await self.client.request(
+                request.method, self.settings.upstream + request.url.path, params=request.query_params,
+                data=raw or None, headers=self._forwarded(request),
+            )  # fmt: skip
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            return error(502, f"upstream failed: {type(exc).__name__}", type_="upstream_error", code="upstream_failed")
+        return Relay(upstream, {}, lambda outcome: None, hide_usage=False)
+
+
+class _Endpoint:
+    """A Starlette endpoint whose handler may answer with a Relay (an ASGI response of its own)."""
+
+    def __init__(self, handler: Any) -> None:
+        self.handler = handler
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = await self.handler(Request(scope, receive))
+        await response(scope, receive, send)
+
+
+def create_app(settings: Settings) -> Starlette:
+    gateway = Gateway(settings)
+    methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+    routes = [Route(path, _Endpoint(gateway.completion), methods=["POST"]) for path in COMPLETIONS] + [
+        Route("/v1/sessions/{session_id}", gateway.end_session, methods=["DELETE"]),
+        Route("/metrics", gateway.metrics_page, methods=["GET"]),
+        Route("/{path:path}", _Endpoint(gateway.other), methods=methods),
+    ]
+    app = Starlette(routes=routes, lifespan=gateway.lifespan)
+    app.state.gateway = gateway
+    return app

@@ -1,0 +1,49 @@
+"""``/metrics``: the gateway's Prometheus metrics, in a registry of its own (one per gateway application).
+
+Resident and queued sessions are read from the admission state when scraped (never out of step with it);
+refusals, cap events and upstream latency are counted as they happen.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from kvbudget.gateway.admission import Admission
+
+PREFIX = "kvbudget_gateway_"
+# upstream latency to the response's headers: from a local engine's tokenize call (~1 ms) to a long prefill
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+TOKEN_BUCKETS = tuple(float(2**k) for k in range(6, 21))  # 64 .. 1M tokens
+
+
+class Metrics:
+    def __init__(self, admission: Admission, upstream: str, cap: int) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        resident = Gauge(PREFIX + "sessions_resident", "Sessions holding a slot", ["upstream"], registry=r)
+        resident.labels(upstream).set_function(lambda: len(admission.resident))
+        queued = Gauge(PREFIX + "sessions_queued", "New sessions waiting for a slot", ["upstream"], registry=r)
+        queued.labels(upstream).set_function(lambda: len(admission.queue))
+        planned = Gauge(PREFIX + "sessions_planned", "Resident sessions admitted at most", ["upstream"], registry=r)
+        planned.labels(upstream).set(admission.slots)
+        Gauge(PREFIX + "cap_tokens", "The context cap held per request", registry=r).set(cap)
+        self.refused = Counter(PREFIX + "admissions_refused", "New sessions refused, by reason", ["reason"], registry=r)
+        self.cap_events = Counter(PREFIX + "cap_events", "Requests past the cap", ["behaviour"], registry=r)
+        self.ended = Counter(PREFIX + "sessions_ended", "Sessions that left their slot, by why", ["why"], registry=r)
+        self.upstream_latency = Histogram(
+            PREFIX + "upstream_latency_seconds",
+            "Upstream time to response headers",
+            ["upstream"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.upstream_errors = Counter(PREFIX + "upstream_errors", "Upstream failures, by kind", ["kind"], registry=r)
+        self.session_tokens = Histogram(
+            PREFIX + "step_context_tokens", "Prompt + output tokens of a step", buckets=TOKEN_BUCKETS, registry=r
+        )
+        self.count_error = Counter(
+            PREFIX + "count_error_tokens", "Tokens the engine reported minus those counted (absolute)", registry=r
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

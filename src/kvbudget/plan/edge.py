@@ -1,0 +1,36 @@
+"""A plan near the edge: the KV pool within the runtime-memory model's error of zero, or of a session boundary.
+
+The runtime overhead a plan reserves without a measurement is a model (engines/overhead.py, vllm_profile.py); its
+error on held-out real logs is in docs/measure.md (up to ~10% of the overhead). Where the pool's margin is smaller
+than that error, the plan's verdict (boots or not, N sessions or N +- 1) is not safe to trust: the user should
+boot once and measure (``kvbudget calibrate``, or ``plan --from-log``).
+"""
+
+from __future__ import annotations
+
+from kvbudget.engines.overhead import Overhead
+from kvbudget.units import format_bytes
+
+ERROR_SHARE = 15  # percent of the modelled overhead: the held-out target bound (docs/measure.md)
+
+
+def edge_warning(pool: int, per_session: int, sessions: int, overhead: Overhead) -> str | None:
+    """The warning for a pool within the overhead model's error of zero or of one session more or fewer."""
+    if overhead.provenance != "heuristic":
+        return None
+    error = max(overhead.high - overhead.low, overhead.bytes * ERROR_SHARE // 100)
+    advice = "boot it once and run `kvbudget calibrate` (or plan --from-log) before relying on it"
+    if pool <= error:
+        return (
+            f"near the edge: the KV pool {format_bytes(pool)} is within the runtime-memory model's error "
+            f"({format_bytes(error)}) of zero, so the engine may refuse to start; {advice}"
+        )
+    if per_session <= error:  # many short sessions: the error moves the count by a small share, not a verdict
+        return None
+    spare = pool - sessions * per_session
+    if spare >= 0 and (per_session - spare <= error or (sessions and spare <= error)):
+        return (
+            f"near the edge: the KV pool is within the runtime-memory model's error ({format_bytes(error)}) of "
+            f"{'one more' if per_session - spare <= error else 'one fewer'} session at the cap; {advice}"
+        )
+    return None

@@ -1,0 +1,93 @@
+"""Seconds from FLOPs and bytes: the roofline of one deployment (one replica of ``tp`` GPUs).
+
+* Prefill is compute-bound: linear FLOPs over the GPU's dense peak at the precision the engine multiplies in,
+  attention FLOPs over the bf16 peak (attention kernels run in bf16), both times the fitted prefill efficiency.
+* A decode iteration takes the longer of reading its bytes (weights touched + every sequence's cache) at the
+  fitted share of the memory bandwidth and computing its FLOPs at the fitted share of the peak, plus a fixed
+  per-iteration cost (scheduling, sampling, kernel launches: fitted).
+* Tensor parallelism splits FLOPs, weights and cache ``tp`` ways and adds two all-reduces per layer (after
+  attention and after the MLP) of the step's activations (bf16), a ring all-reduce moving 2 (tp-1)/tp of them
+  over the interconnect, each with a fixed latency (fitted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvbudget.speed.efficiency import Efficiency
+from kvbudget.speed.work import ModelWork
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+ACTIVATION_BYTES = 2  # bf16 activations cross the all-reduce in every engine modelled
+
+
+@dataclass(frozen=True)
+class Machine:
+    """One replica's rates: per-GPU peaks (FLOP/s), bandwidth (B/s), the link (B/s per direction) and ``tp``."""
+
+    linear_flops: float  # dense peak at the compute precision of the weights' products
+    attention_flops: float  # dense bf16 peak
+    bandwidth: float
+    link: float
+    tp: int
+
+
+@dataclass(frozen=True)
+class Step:
+    """One decode iteration: its seconds and what each roof alone would take."""
+
+    seconds: float
+    memory_s: float
+    compute_s: float
+    overhead_s: float
+    allreduce_s: float
+    bytes: float
+    flops: float
+
+    @property
+    def bound(self) -> str:
+        return "memory bandwidth" if self.memory_s >= self.compute_s else "compute"
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """A model on a machine with efficiencies; ``weights_per_gpu`` bytes resident on each GPU and ``kv_bytes``
+    the engine's cache bytes per GPU for (tokens, sequences)."""
+
+    work: ModelWork
+    machine: Machine
+    efficiency: Efficiency
+    weights_per_gpu: int
+    total_params: int
+    kv_bytes: Callable[[int, int], int]
+
+    def allreduce_seconds(self, tokens: int) -> float:
+        tp = self.machine.tp
+        if tp <= 1:
+            return 0.0
+        moved = 2 * (tp - 1) / tp * tokens * self.work.hidden * ACTIVATION_BYTES
+        return 2 * self.work.layers * (self.efficiency.allreduce_latency_s + moved / self.machine.link)
+
+    def prefill_seconds(self, new: int, cached: int, sequences: int) -> float:
+        """Seconds to prefill ``sequences`` prompts of ``new`` tokens after ``cached`` prefix-cache hits each."""
+        if new <= 0 or sequences <= 0:
+            return 0.0
+        m, tp = self.machine, self.machine.tp
+        linear = self.work.linear_flops(new * sequences, sequences) / tp / m.linear_flops
+        attention = self.work.attention_flops(cached, new) * sequences / tp / m.attention_flops
+        return (linear + attention) / self.efficiency.prefill + self.allreduce_seconds(new * sequences)
+
+    def decode_step(self, batch: int, context: int) -> Step:
+        """One iteration of ``batch`` sequences at ``context`` tokens each."""
+        tp, e, m = self.machine.tp, self.efficiency, self.machine
+        weights = self.weights_per_gpu * self.work.read_params(batch) / self.total_params
+        data = weights + self.kv_bytes(context, batch)
+        flops = (self.work.decode_flops(batch) + batch * self.work.attention_flops(context - 1, 1)) / tp
+        memory_s = data / (m.bandwidth * e.bandwidth)
+        compute_s = flops / (m.linear_flops * e.decode_compute)
+        allreduce = self.allreduce_seconds(batch)
+        seconds = max(memory_s, compute_s) + e.step_overhead_s + allreduce
+        return Step(seconds, memory_s, compute_s, e.step_overhead_s, allreduce, data, flops)

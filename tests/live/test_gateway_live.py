@@ -1,0 +1,328 @@
+"""``kvbudget gateway`` in front of a real llama-server (no mock): a tiny GGUF with Llama-3.1-8B's KV geometry.
+
+The server runs ``-c 1024 -np 4``: four slots of 256 cells. Its vocabulary is bytes and, without a chat template
+in the GGUF, llama-server renders chats with ChatML, so a one-user-message chat of n ASCII bytes is 51 + n tokens
+(BOS, the ChatML markers, the generation prompt). Every test sends a few tiny requests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvbudget.cli.main import main
+from kvbudget.workload.traces import kvbudget_jsonl
+from tests.live.gateway import Gateway, events, gateway
+from tests.live.server import Server, binary, llama_server
+from tests.live.tiny_gguf import write_llama
+
+SLOTS = 4
+CHAT_OVERHEAD = 51  # tokens of a one-user-message ChatML chat around its content (measured: "abc" is 54)
+
+
+def chat(content: str, max_tokens: int | None = 4, **extra: Any) -> dict[str, Any]:
+    # ignore_eos (llama-server): the random model may sample EOS early; lengths are asserted
+    body: dict[str, Any] = {"messages": [{"role": "user", "content": content}], "ignore_eos": True, **extra}
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+    return body
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    binary()  # skip (or fail under KVBUDGET_REQUIRE_LIVE) before writing anything
+    return write_llama(tmp_path_factory.mktemp("gateway-model") / "llama-3.1-8b-tiny.gguf")
+
+
+@pytest.fixture(scope="module")
+def server(model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    log = tmp_path_factory.mktemp("gateway-live") / "server.log"
+    with llama_server(model, log, "-c", str(SLOTS * 256), "-np", str(SLOTS)) as running:
+        yield running
+
+
+def processing(server: Server) -> int:
+    slots = server.get_json("/slots")
+    assert isinstance(slots, list)
+    return sum(1 for slot in slots if slot.get("is_processing"))
+
+
+def wait_idle(server: Server, timeout_s: float) -> float:
+    """Seconds until no slot of the server is processing; fails past ``timeout_s``."""
+    start = time.monotonic()
+    while processing(server):
+        assert time.monotonic() - start < timeout_s, "the server kept generating"
+        time.sleep(0.02)
+    return time.monotonic() - start
+
+
+def stream(gw: Gateway, body: dict[str, Any], session: str, headers: dict[str, str] | None = None) -> Any:
+    conn = gw.connection()
+    conn.request("POST", "/v1/chat/completions", json.dumps({**body, "stream": True}),
+                 {"content-type": "application/json", "x-session-id": session, **(headers or {})})  # fmt: skip
+    return conn, conn.getresponse()
+
+
+# -- the cap ---------------------------------------------------------------------------------------------------
+
+
+def test_the_cap_counts_as_the_engine_does_and_refuses_in_openais_shape(server: Server) -> None:
+    with gateway(server.url, "--cap", "128", "--sessions", "2") as gw:
+        status, headers, body = gw.call(chat("a" * 20), "s1")
+        assert status == 200
+        assert headers["x-session-id"] == "s1"
+        assert int(headers["x-kvbudget-prompt-tokens"]) == body["usage"]["prompt_tokens"] == CHAT_OVERHEAD + 20
+
+        status, headers, body = gw.call(chat("a" * 80), "s1")  # 131 + 4 > 128
+        assert status == 400 and headers["x-kvbudget-cap"] == "refused"
+        error = body["error"]
+        assert (error["code"], error["type"], error["param"]) == (
+            "context_length_exceeded",
+            "invalid_request_error",
+            "messages",
+        )
+        assert (error["cap"], error["prompt_tokens"], error["max_tokens"]) == (128, CHAT_OVERHEAD + 80, 4)
+        assert "maximum context length is 128 tokens" in error["message"]
+
+        status, _, body = gw.call(chat("a" * 20, max_tokens=60), "s1")  # the generation budget counts: 71 + 60
+        assert status == 400 and body["error"]["max_tokens"] == 60
+
+        # no max_tokens: the gateway gives the room left under the cap (128 - 121 = 7)
+        status, _, body = gw.call(chat("a" * 70, max_tokens=None), "s1")
+        assert status == 200 and body["usage"]["completion_tokens"] <= 7
+        assert gw.metric("kvbudget_gateway_cap_events_total") == 2
+
+
+def test_truncate_drops_the_oldest_whole_turns_and_the_server_accepts_it(server: Server) -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    messages = [
+        {"role": "system", "content": "s" * 10},
+        {"role": "user", "content": "a" * 40},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "o" * 30},
+        {"role": "user", "content": "b" * 30},
+        {"role": "assistant", "content": "c" * 20},
+        {"role": "user", "content": "d" * 10},
+    ]
+    with gateway(server.url, "--cap", "160", "--sessions", "1", "--on-cap", "truncate") as gw:
+        status, headers, body = gw.call({"messages": messages, "max_tokens": 4}, "t")
+        assert status == 200, body
+        assert headers["x-kvbudget-cap"].startswith("truncated dropped_turns=")
+        assert body["usage"]["prompt_tokens"] == int(headers["x-kvbudget-prompt-tokens"])
+        assert body["usage"]["prompt_tokens"] + 4 <= 160
+        # the last turn alone does not fit: refused, not cut mid-turn
+        status, _, body = gw.call({"messages": [*messages[:1], {"role": "user", "content": "x" * 200}]}, "t")
+        assert status == 400 and body["error"]["code"] == "context_length_exceeded"
+
+
+# -- streaming -------------------------------------------------------------------------------------------------
+
+
+def test_streams_pass_through_as_generated_and_usage_only_when_asked(server: Server) -> None:
+    with gateway(server.url, "--cap", "200", "--sessions", "1") as gw:
+        conn, reply = stream(gw, chat("abc", max_tokens=12), "st")
+        assert reply.status == 200 and reply.getheader("content-type", "").startswith("text/event-stream")
+        got = list(events(reply))
+        conn.close()
+        assert got[-1][1] == "[DONE]"
+        chunks = [json.loads(data) for _, data in got[:-1]]
+        assert not any("usage" in chunk for chunk in chunks)  # the gateway asked for it; the client did not
+        assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+        assert got[-2][0] - got[0][0] > 0.05  # relayed as generated (12 decode steps apart), not at the end
+
+        conn, reply = stream(gw, chat("abc", max_tokens=5, stream_options={"include_usage": True}), "st")
+        chunks = [json.loads(data) for _, data in events(reply) if data != "[DONE]"]
+        conn.close()
+        assert chunks[-1]["usage"]["completion_tokens"] == 5
+
+
+def test_client_disconnect_stops_the_engine_and_frees_the_slot(server: Server) -> None:
+    with gateway(server.url, "--cap", "256", "--sessions", "1", "--queue-timeout", "2") as gw:
+        conn, reply = stream(gw, chat("abc", max_tokens=200), "gone", {"x-session-end": "1"})
+        first = reply.readline()
+        assert first.startswith(b"data:")
+        assert processing(server) == 1
+        conn.close()  # 200 tokens take >= 3.4 s here; the engine must stop long before
+        assert wait_idle(server, 2.0) < 2.0
+        deadline = time.monotonic() + 2
+        while gw.metric("kvbudget_gateway_sessions_resident") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert gw.metric("kvbudget_gateway_sessions_resident") == 0
+        status, _, _ = gw.call(chat("abc"), "next")  # the slot is free: admitted at once
+        assert status == 200
+
+
+def test_upstream_killed_mid_stream_ends_cleanly_and_frees_the_slot(model: Path, tmp_path: Path) -> None:
+    with (
+        llama_server(model, tmp_path / "doomed.log", "-c", "512", "-np", "2") as doomed,
+        gateway(doomed.url, "--cap", "256", "--sessions", "1") as gw,
+    ):
+        conn, reply = stream(gw, chat("abc", max_tokens=200), "k", {"x-session-end": "1"})
+        assert reply.readline().startswith(b"data:")
+        os.kill(doomed.process.pid, signal.SIGKILL)
+        rest = [data for _, data in events(reply)]
+        conn.close()
+        assert json.loads(rest[-1])["error"]["code"] == "upstream_failed"
+        assert gw.metric("kvbudget_gateway_sessions_resident") == 0
+        status, _, body = gw.call(chat("abc"), "after")
+        assert status == 502 and body["error"]["code"] == "upstream_failed"
+        assert gw.metric("kvbudget_gateway_upstream_errors_total") >= 2
+
+
+# -- admission -------------------------------------------------------------------------------------------------
+
+
+def test_twice_the_planned_sessions_wait_and_the_server_never_holds_more(server: Server) -> None:
+    planned, steps = 2, 2
+    seen = {"server": 0, "resident": 0.0, "queued": 0.0}
+    statuses: list[int] = []
+    stop = threading.Event()
+
+    with gateway(server.url, "--cap", "256", "--sessions", str(planned), "--queue-timeout", "60") as gw:
+
+        def watch() -> None:
+            while not stop.is_set():
+                seen["server"] = max(seen["server"], processing(server))
+                seen["resident"] = max(seen["resident"], gw.metric("kvbudget_gateway_sessions_resident"))
+                seen["queued"] = max(seen["queued"], gw.metric("kvbudget_gateway_sessions_queued"))
+                time.sleep(0.01)
+
+        def agent(name: str) -> None:
+            for step in range(steps):
+                end = {"x-session-end": "1"} if step == steps - 1 else {}
+                conn, reply = stream(gw, chat("x" * (10 + 10 * step), max_tokens=6), name, end)
+                list(events(reply))
+                conn.close()
+                statuses.append(reply.status)
+                time.sleep(0.1)  # a tool pause: the session keeps its slot
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        agents = [threading.Thread(target=agent, args=(f"agent-{i}",)) for i in range(2 * planned)]
+        for thread in agents:
+            thread.start()
+        for thread in agents:
+            thread.join(120)
+        stop.set()
+        watcher.join()
+    assert statuses == [200] * (2 * planned * steps)
+    assert seen["server"] <= planned and seen["resident"] <= planned
+    assert seen["queued"] >= 1  # the excess waited
+
+
+def test_a_new_session_past_the_queue_gets_429_with_retry_after(server: Server) -> None:
+    args = ("--cap", "128", "--sessions", "1", "--queue-timeout", "0.5", "--max-queue", "1", "--idle-timeout", "30")
+    with gateway(server.url, *args) as gw:
+        assert gw.call(chat("abc"), "a")[0] == 200
+        answers: dict[str, tuple[int, dict[str, str], Any]] = {}
+        waiting = threading.Thread(target=lambda: answers.setdefault("b", gw.call(chat("abc"), "b")))
+        waiting.start()
+        time.sleep(0.2)
+        answers["c"] = gw.call(chat("abc"), "c")  # the queue holds b: c is refused at once
+        waiting.join()
+        assert gw.call(chat("abc"), "a")[0] == 200  # an admitted session is never queued
+        for name, reason in (("b", "queue-timeout"), ("c", "queue-full")):
+            status, headers, body = answers[name]
+            assert status == 429 and headers["x-kvbudget-refused"] == reason, (name, headers)
+            assert 1 <= int(headers["retry-after"]) <= 30 and body["error"]["code"] == "session_limit"
+        assert gw.call(None, path="/v1/sessions/a", method="DELETE")[0] == 204
+        assert gw.call(None, path="/v1/sessions/a", method="DELETE")[0] == 404
+        assert gw.call(chat("abc"), "b")[0] == 200
+        assert gw.metric("kvbudget_gateway_admissions_refused_total") == 2
+
+
+def test_a_client_gone_while_queued_frees_its_place(server: Server) -> None:
+    with gateway(server.url, "--cap", "128", "--sessions", "1", "--queue-timeout", "30") as gw:
+        assert gw.call(chat("abc"), "a")[0] == 200
+        conn = gw.connection()
+        conn.request("POST", "/v1/chat/completions", json.dumps(chat("abc")), {"x-session-id": "b"})
+        deadline = time.monotonic() + 5
+        while gw.metric("kvbudget_gateway_sessions_queued") < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        conn.close()
+        while gw.metric("kvbudget_gateway_sessions_queued") > 0:
+            assert time.monotonic() < deadline, "the queue kept a client that left"
+            time.sleep(0.02)
+        assert gw.metric("kvbudget_gateway_admissions_refused_total") == 1  # reason client-gone
+
+
+# -- records ---------------------------------------------------------------------------------------------------
+
+
+def test_the_record_read_back_by_trace_stats_is_what_was_sent(
+    server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    record = tmp_path / "steps.jsonl"
+    sent: dict[str, list[tuple[int, int]]] = {"alpha": [], "beta": []}
+    with gateway(server.url, "--cap", "256", "--sessions", "2", "--record", str(record)) as gw:
+        for name, steps in (("alpha", 3), ("beta", 2)):
+            messages: list[dict[str, Any]] = []  # ChatML markers are bytes here: 33 tokens a 5-byte turn
+            for step in range(steps):
+                messages.append({"role": "user", "content": f"sec{name[0]}{step}"})
+                status, _, body = gw.call({"messages": messages, "max_tokens": 3, "ignore_eos": True}, name)
+                assert status == 200, body
+                sent[name].append((body["usage"]["prompt_tokens"], body["usage"]["completion_tokens"]))
+                messages.append({"role": "assistant", "content": "ok"})  # the bytes model's text is noise
+        assert gw.call(None, path="/v1/sessions/alpha", method="DELETE")[0] == 204
+    text = record.read_text(encoding="utf-8")
+    assert "sec" not in text and "alpha" not in text
+    bad: list[object] = []
+    rows = list(kvbudget_jsonl.read(record, bad.append))
+    assert not bad
+    by_session: dict[str, list[tuple[int, int]]] = {}
+    for row in rows:
+        by_session.setdefault(row.session, []).append((row.prompt_tokens, row.output_tokens))
+    assert sorted(by_session.values()) == sorted(sent.values())
+    assert all(row.pause_s is not None for row in rows if row.step < len(by_session[row.session]) - 1)
+
+    assert main(["trace", "stats", str(record), "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert (stats["bad_rows"], stats["steps"], stats["sessions"]) == (0, 5, 2)
+    assert stats["sources"] == [f"kvbudget:{record.name}"]
+
+
+# -- hostile input ---------------------------------------------------------------------------------------------
+
+
+def test_hostile_input_is_a_clean_4xx_and_a_flood_stays_bounded(server: Server) -> None:
+    args = ("--cap", "128", "--sessions", "1", "--max-body", "2KiB", "--max-queue", "4", "--queue-timeout", "0.3")
+    with gateway(server.url, *args) as gw:
+        status, _, body = gw.call(chat("a" * 4000), "h")
+        assert status == 413 and body["error"]["type"] == "invalid_request_error"
+        for raw in (b"{not json", b"[1, 2]", b"\xff\xfe"):
+            status, _, body = gw.call(None, "h", raw=raw)
+            assert status == 400 and "error" in body
+        for bad in ("a b", "x" * 300):
+            status, _, body = gw.call(chat("abc"), bad)
+            assert status == 400 and body["error"]["param"] == "session"
+        assert gw.call(chat("abc"), "holder")[0] == 200
+
+        answers: list[tuple[int, str]] = []
+        peak = {"queued": 0.0}
+
+        def newcomer(i: int) -> None:
+            status, headers, _ = gw.call(chat("abc"), f"flood-{i}")
+            answers.append((status, headers.get("x-kvbudget-refused", "")))
+
+        flood = [threading.Thread(target=newcomer, args=(i,)) for i in range(40)]
+        for thread in flood:
+            thread.start()
+        for _ in range(5):
+            peak["queued"] = max(peak["queued"], gw.metric("kvbudget_gateway_sessions_queued"))
+            time.sleep(0.03)
+        for thread in flood:
+            thread.join(30)
+        assert len(answers) == 40 and {status for status, _ in answers} == {429}
+        assert {reason for _, reason in answers} <= {"queue-full", "queue-timeout"}
+        assert peak["queued"] <= 4
+        assert gw.metric("kvbudget_gateway_sessions_queued") == 0
+        assert gw.metric("kvbudget_gateway_sessions_resident") == 1
