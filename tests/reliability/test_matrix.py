@@ -62,6 +62,8 @@ BASE: dict[str, list[str]] = {
     "serve": ["serve", "--port", "99999"],  # never a valid pair: the matrix must not start a server
     "coverage": ["coverage", "--out", "{tmp}/coverage.md"],
     "measure": ["measure", MODEL, "--tokens", "0"],  # never measures (no GPU in CI): refused before torch
+    "speed": ["speed", MODEL, "--gpu", "h100-sxm"],
+    "gateway": ["gateway", "--port", "99999"],  # never a valid pair: the matrix must not start a gateway
 }
 
 # options of commands without a request class, and positionals, by kind (a request's fields name their own)
@@ -81,12 +83,15 @@ KINDS: dict[str, str] = {
     "--host": "host", "--port": "port", "url": "url", "file": "path", "files": "path", "traces": "path",
     "logs": "path", "--workload": "path", "--trace": "path", "--from-log": "path", "--prices": "path",
     "--loadtest": "path", "--log": "path", "--out": "out", "--plot": "out", "--time-series": "out", "--check": "path",
+    "--upstream": "url", "--from-plan": "path", "--cap": "tokens", "--idle-timeout": "seconds",
+    "--queue-timeout": "seconds", "--upstream-timeout": "seconds", "--max-queue": "count", "--max-body": "memory",
+    "--record": "out", "--isl": "tokens", "--osl": "tokens", "--concurrency": "sessions",
 }  # fmt: skip
 # what each path option reads (its hostile files are that reader's); --check of coverage/simulate is named there
 READS: dict[str, str] = {
     "--workload": "workload", "file": "workload", "--trace": "trace", "files": "trace", "traces": "trace",
     "--from-log": "log", "logs": "log", "--log": "log", "--prices": "prices", "--loadtest": "loadtest-result",
-    "--history": "loadtest-result", "--check": "loadtest-result",
+    "--history": "loadtest-result", "--check": "loadtest-result", "--from-plan": "loadtest-result",
 }  # fmt: skip
 
 
