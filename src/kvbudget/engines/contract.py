@@ -78,6 +78,8 @@ class EngineRules:
     sim_policy: ClassVar[SimPolicy] = "paged"
     sim_pause: ClassVar[SimPause] = "hold"
     sim_basis: ClassVar[str] = "blocks allocated as sessions grow; a paused session keeps its blocks"
+    # whom it preempts when a running request's next block cannot be had (simulate/policies.py VICTIMS)
+    sim_victim: ClassVar[str] = "newest"
 
     def __init__(self, version: str) -> None:
         self.version = version
