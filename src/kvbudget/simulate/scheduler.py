@@ -7,11 +7,12 @@ The rules, each after the engine behaviour it follows (docs/simulate.md):
   head-of-line blocking: vLLM's scheduler stops at the first waiting request it cannot allocate
   (vllm/v1/core/sched/scheduler.py, ``if new_blocks is None: break``). Admission takes the prompt's
   blocks from free plus evictable (cached) blocks and never preempts.
-* ``paged``: a running session's new blocks are taken on demand; the blocks a step's decode filled
-  are charged when its decode completes (growth at step granularity, so the pool's in-step peak is
-  under-stated by at most one step's output per running session). When they do not fit, the most
-  recently admitted session holding blocks is preempted, or the requester itself when it is the
-  most recent (vLLM: ``self.running.pop()`` until ``allocate_slots`` succeeds).
+* ``paged``: a running session takes its next block when its decode crosses a block boundary (an
+  event on the batch's token clock, batch.py; vLLM V1 ``allocate_slots`` before each iteration).
+  When it does not fit, the most recently admitted session holding blocks is preempted, or the
+  requester itself when it is the most recent (vLLM V1: ``self.running.pop()`` until
+  ``allocate_slots`` succeeds); under SGLang's rule (``victim = "fewest-decoded"``) the running
+  session with the fewest tokens generated in its step (schedule_batch.py ``retract_decode``).
   ``recompute`` frees the victim's blocks into the prefix cache (vLLM V1 keeps their hashes) and
   sends it to the *front* of the waiting queue; ``swap`` moves them to the host tier (vLLM V0
   ``PreemptionMode.SWAP``) and charges out + in transfer time over the link on resumption.
