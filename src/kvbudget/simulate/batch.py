@@ -15,7 +15,8 @@ it cannot decode before it.
 
 Decode memory grows as it is generated: a session's heap entry is keyed on its *next event* on the
 virtual clock, the iteration that needs a new block (``s.gnext``, the token count whose bytes exceed
-what it holds) or, when no boundary is left in the step, its completion. Decode iteration ``k`` of a
+what it holds; it then takes the bytes of ``s.gtop`` tokens, the block's end or at least
+``GROWTH_TOKENS`` on) or, when no boundary is left in the step, its completion. Decode iteration ``k`` of a
 step with prompt ``P`` writes the KV of token ``P + k`` (vLLM V1 ``allocate_slots`` reserves the slots
 of the tokens an iteration computes before it runs, vllm/v1/core/sched/scheduler.py), so the block for
 token ``g`` is taken at virtual time ``v_join + (g - P) - 1``. Between boundaries nothing happens: a
@@ -39,6 +40,12 @@ INF = math.inf
 REBASE_TOKENS = 65536.0
 # A preempted session within this share of a token of its next token boundary has reached it.
 TOKEN_TOLERANCE = 1e-6
+# Growth is taken at least this many tokens at a time: with 16-token blocks (vLLM's default) exactly the
+# engine's blocks; with 1-token pages (SGLang's default page_size 1) a session takes its next 16 tokens
+# when it crosses a 16-token boundary, at most 15 tokens per running session early (SGLang itself keeps
+# headroom for several decode steps before retracting: schedule_batch.py retract_decode_steps), and one
+# event per 16 tokens instead of one per token.
+GROWTH_TOKENS = 16
 
 
 class DecodeBatch:
@@ -110,8 +117,10 @@ class DecodeBatch:
         if growth is not None:
             prompt = s.prompt
             g = growth(prompt)
-            if g <= prompt + s.output:
-                s.gnext = g
+            end = prompt + s.output
+            if g <= end:
+                top = -(-g // GROWTH_TOKENS) * GROWTH_TOKENS
+                s.gnext, s.gtop = g, (top if top < end else end)
                 key = vfinish - s.output + (g - prompt - 1)
             else:
                 s.gnext = 0
@@ -176,10 +185,11 @@ class DecodeBatch:
         growth = self.growth
         assert growth is not None
         end = s.prompt + s.output
-        g = growth(s.gnext)
+        g = growth(s.gtop)
         vstart = s.vfinish - s.output
         if g <= end:
-            s.gnext = g
+            top = -(-g // GROWTH_TOKENS) * GROWTH_TOKENS
+            s.gnext, s.gtop = g, (top if top < end else end)
             key = vstart + (g - s.prompt - 1)
         else:
             s.gnext = 0

@@ -147,7 +147,8 @@ class Replica:
         batch = self.batch
         s = batch.pop(now)
         if s.gnext:
-            if self._grow(s, s.gnext, now):
+            if self._grow(s, s.gtop, now):
+                s.resident = s.gnext  # the tokens written by now (the bytes may reach further)
                 batch.regrow(s, now)
             # else it was the victim itself: it left the batch and waits at the front. No drain here:
             # its blocks went to the cache and would re-admit it at once; vLLM V1 schedules waiting

@@ -26,6 +26,7 @@ class Session:
         "context",
         "dver",
         "gnext",
+        "gtop",
         "held",
         "hits",
         "holder",
@@ -71,6 +72,7 @@ class Session:
         self.vfinish = 0.0
         self.dver = 0
         self.gnext = 0  # running: the token count of its next block boundary in this step (0: none left)
+        self.gtop = 0  # the tokens whose bytes it takes there
         self.ready_at = arrival
 
     def private(self, costs: CostTable, tokens: int) -> int:
