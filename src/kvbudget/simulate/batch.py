@@ -119,8 +119,8 @@ class DecodeBatch:
             g = growth(prompt)
             end = prompt + s.output
             if g <= end:
-                top = -(-g // GROWTH_TOKENS) * GROWTH_TOKENS
-                s.gnext, s.gtop = g, (top if top < end else end)
+                chunk = -(-g // GROWTH_TOKENS) * GROWTH_TOKENS
+                s.gnext, s.gtop = g, (chunk if chunk < end else end)
                 key = vfinish - s.output + (g - prompt - 1)
             else:
                 s.gnext = 0
