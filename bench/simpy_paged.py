@@ -81,8 +81,9 @@ class _Session:
 class _Pool:
     """Referenced tokens, and an LRU of cached (unreferenced, still valid) ones per session."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, block: int = 1) -> None:
         self.capacity = capacity
+        self.block = block
         self.used = 0
         self.cached = 0
         self.lru: OrderedDict[_Session, None] = OrderedDict()
@@ -91,7 +92,8 @@ class _Pool:
         short = tokens - (self.capacity - self.used - self.cached)
         while short > 0 and self.lru:
             entry = next(iter(self.lru))
-            freed = entry.cached if short >= entry.cached or entry.state == DONE else short
+            whole = -(-short // self.block) * self.block  # a session's tail goes in whole blocks
+            freed = entry.cached if whole >= entry.cached or entry.state == DONE else whole
             entry.cached -= freed
             self.cached -= freed
             short -= freed
@@ -115,11 +117,16 @@ class _Pool:
         return tokens
 
 
-def simpy_paged(sessions: Iterable[SessionPlan], *, pool_tokens: int, decode_tokens_per_s: float) -> PagedOutcome:
+def simpy_paged(
+    sessions: Iterable[SessionPlan], *, pool_tokens: int, decode_tokens_per_s: float, block: int = 1
+) -> PagedOutcome:
     import simpy  # dev dependency
 
+    def size(tokens: int) -> int:  # tokens held, in whole blocks
+        return -(-tokens // block) * block
+
     env = simpy.Environment()
-    pool = _Pool(pool_tokens)
+    pool = _Pool(pool_tokens, block)
     out = PagedOutcome()
     per_token = 1.0 / decode_tokens_per_s
     waiting: deque[_Session] = deque()
@@ -138,11 +145,13 @@ def simpy_paged(sessions: Iterable[SessionPlan], *, pool_tokens: int, decode_tok
 
     def admit(s: _Session) -> bool:
         prompt = s.context + s.append
-        if prompt - s.cached > pool.capacity - pool.used - s.cached:
+        if size(prompt) - s.cached > pool.capacity - pool.used - s.cached:
             return False
-        hits = pool.from_cache(s) if s.cached else 0
-        pool.take(prompt - hits)
-        s.held = prompt
+        own = s.cached
+        pool.from_cache(s)
+        hits = min(own, s.context)
+        pool.take(size(prompt) - own)
+        s.held = size(prompt)
         holders[s] = None
         if not s.admitted:
             s.admitted = True
@@ -160,17 +169,19 @@ def simpy_paged(sessions: Iterable[SessionPlan], *, pool_tokens: int, decode_tok
         if v.state == RUNNING:
             decoded = (env.now - v.start) / per_token
             remaining = max(0, min(v.output, math.ceil(v.output - decoded - 1e-6)))  # batch.TOKEN_TOLERANCE
+            out.decode_tokens += v.output - remaining
             v.context = v.prompt + v.output - remaining
             v.append, v.output = 0, remaining
             v.state = WAITING
             waiting.appendleft(v)
             v.wake = env.event()
-            v.process.interrupt()
+            if v.process is not env.active_process:  # a grower preempting itself is not waiting on a timeout
+                v.process.interrupt()
         pool.to_cache(v)
         del holders[v]
 
     def grow(s: _Session, tokens: int) -> bool:
-        need = tokens - s.held
+        need = size(tokens) - s.held
         if need <= 0:
             return True
         while pool.capacity - pool.used < need:
@@ -179,7 +190,7 @@ def simpy_paged(sessions: Iterable[SessionPlan], *, pool_tokens: int, decode_tok
             if victim is s:
                 return False
         pool.take(need)
-        s.held = tokens
+        s.held = size(tokens)
         return True
 
     def finish(s: _Session) -> None:
@@ -212,12 +223,24 @@ def simpy_paged(sessions: Iterable[SessionPlan], *, pool_tokens: int, decode_tok
         return True
 
     def decode(s: _Session) -> Generator[Any, Any, None]:
-        """Run the admitted step's decode to completion, through preemptions and re-admissions."""
+        """Run the admitted step's decode to completion, through preemptions and re-admissions, taking the
+        block of token ``g`` when the iteration that writes it starts (``(g - prompt - 1)`` tokens in)."""
         while True:
             try:
                 if s.state != RUNNING:
                     yield s.wake
-                yield env.timeout(s.output * per_token)
+                g = s.held + 1  # the first token of the next block
+                while g <= s.prompt + s.output:
+                    at = s.start + (g - s.prompt - 1) * per_token
+                    if at > env.now:
+                        yield env.timeout(at - env.now)
+                    if not grow(s, g):
+                        break  # it preempted itself: it waits at the front of the queue
+                    g = s.held + 1
+                if s.state != RUNNING:
+                    continue
+                rest = s.start + s.output * per_token - env.now
+                yield env.timeout(rest if rest > 0 else 0.0)
                 return
             except simpy.Interrupt:
                 continue

@@ -56,6 +56,7 @@ SLOTS = 40  # sessions the pool holds at the cap: arrivals outpace it at times, 
 PAGED_POOL_TOKENS = 500_000  # paged: the live sessions' demand passes it at times, so some are preempted
 POLICIES = ("reserve", "paged")
 DECODE_TOKENS_PER_S = 50.0
+PAGED_BLOCK = 16  # paged: decode takes a block every 16 tokens (one event each in both models)
 
 
 @dataclass
@@ -138,7 +139,9 @@ def simulator_config(policy: str = "reserve") -> SimConfig:
 
     pool = SLOTS * CAP_TOKENS if policy == "reserve" else PAGED_POOL_TOKENS
     return SimConfig(
-        memory=MemoryModel.linear(pool, 1, CAP_TOKENS, share_prefix=False),
+        memory=MemoryModel.linear(
+            pool, 1, CAP_TOKENS, block_size=1 if policy == "reserve" else PAGED_BLOCK, share_prefix=False
+        ),
         policy=MemoryPolicy(policy="reserve" if policy == "reserve" else "paged"),
         time=TimeModel(prefill_tokens_per_s=0.0, decode_tokens_per_s=DECODE_TOKENS_PER_S),
     )
@@ -149,7 +152,9 @@ def run_simpy(policy: str, sessions: Iterable[SessionPlan]) -> Outcome | PagedOu
         return simpy_reserve(
             sessions, pool_bytes=SLOTS * CAP_TOKENS, slot_bytes=CAP_TOKENS, decode_tokens_per_s=DECODE_TOKENS_PER_S
         )
-    return simpy_paged(sessions, pool_tokens=PAGED_POOL_TOKENS, decode_tokens_per_s=DECODE_TOKENS_PER_S)
+    return simpy_paged(
+        sessions, pool_tokens=PAGED_POOL_TOKENS, decode_tokens_per_s=DECODE_TOKENS_PER_S, block=PAGED_BLOCK
+    )
 
 
 def counts(run: SimResult | Outcome | PagedOutcome) -> tuple[int, int, int, int, int]:

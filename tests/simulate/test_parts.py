@@ -169,7 +169,8 @@ def test_the_virtual_decode_clock_does_not_drift_over_a_long_run() -> None:
         batch.join(a, now, 0, 0)
         batch.join(b, now, 0, 0)
         now = batch.next_t
-        assert batch.pop_done(now) is a
+        assert batch.pop(now) is a
+        batch.finish(a, now)
         wrong += batch.leave(b, now) != b.output - a.output
         now += (i * 7919 % 1000) / 997.0  # an irregular gap before the next pair
         batch.advance(now)

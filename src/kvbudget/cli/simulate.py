@@ -154,6 +154,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     g.add_argument("--search-probes", help="runs in the sustained-sessions search (default 8)")
     g.add_argument("--plot", help="write a time-series plot (PNG/SVG/PDF; extra: plot)")
     g.add_argument("--check", action="store_true", help="assert the pool invariants at every allocation")
+    g.add_argument("--jobs", help="processes for the search's probes (default: every core; 1: serial)")
     g.add_argument(
         "--time-series", action="store_true", help="--json: include the sampled time series (the plot's data)"
     )

@@ -81,6 +81,8 @@ class EngineRules:
     # the KV pool is sized from the memory free after the engine's profile; False: the engine allocates the cache
     # cells it is given whatever is free (llama.cpp's -c), so a start-up log's pool cannot be solved for
     pool_from_free_memory: ClassVar[bool] = True
+    # whom it preempts when a running request's next block cannot be had (simulate/policies.py VICTIMS)
+    sim_victim: ClassVar[str] = "newest"
 
     def __init__(self, version: str) -> None:
         self.version = version

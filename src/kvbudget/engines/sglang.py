@@ -576,6 +576,10 @@ class Rules(EngineRules):
     quantizes_at_load = ("fp8",)  # --quantization fp8 on a 16-bit checkpoint
     # SGLang 0.5 mem_cache/radix_cache.py: a finished request's KV stays in the radix tree, evicted LRU when needed
     sim_pause = "evictable"
+    # SGLang python/sglang/srt/managers/schedule_batch.py ScheduleBatch.retract_decode (0.3-0.5): the running
+    # requests sorted by (len(output_ids), -len(origin_input_ids)), reverse, and popped from the end until the
+    # next decode fits: the request with the fewest generated tokens goes first, the longest prompt among equals
+    sim_victim = "fewest-decoded"
     sim_basis = (
         "SGLang keeps a finished step's KV in its radix cache (evictable, LRU) and the next step reuses it if still "
         "cached; retraction recomputes"

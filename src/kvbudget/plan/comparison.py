@@ -13,8 +13,10 @@ from kvbudget.plan.compare import Choice, Row, compare, sort_rows
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
+    from kvbudget.plan.compare import Simulated
     from kvbudget.plan.plan import Plan
     from kvbudget.requests.compare import CompareRequest
+    from kvbudget.requests.simulate import SimulateRequest
     from kvbudget.workload.little import SessionTime
 
 SCHEMA_VERSION = 1
@@ -160,12 +162,10 @@ def compare_deployments(request: CompareRequest) -> Comparison:
 def _simulated(request: CompareRequest, rows: list[Row]) -> list[Row]:
     """Each served row with the simulator's sustained sessions, run as `kvbudget simulate` runs it (the same plan
     options, the engine's own memory policy, the workload), with a shorter search."""
-    from kvbudget.plan.compare import Simulated
     from kvbudget.requests.base import narrowed
     from kvbudget.requests.compare import MAX_SIMULATED_ROWS
     from kvbudget.requests.simulate import SimulateRequest
-    from kvbudget.simulate.deployment import simulate_deployment
-    from kvbudget.simulate.study import sustained_basis
+    from kvbudget.simulate.parallel import run_all
 
     if not request.workload:
         raise InputError("--simulate needs --workload FILE: the simulator runs the workload's sessions")
@@ -175,10 +175,9 @@ def _simulated(request: CompareRequest, rows: list[Row]) -> list[Row]:
             f"--simulate: {served} served deployments to simulate; it takes at most {MAX_SIMULATED_ROWS} "
             "(each is a search of several simulator runs): narrow the lists"
         )
-    out = []
+    asks: list[SimulateRequest] = []
     for row in rows:
         if row.plan is None or row.plan.sessions < 1:  # nothing served: nothing to simulate
-            out.append(row)
             continue
         c = row.choice
         simulation = narrowed(
@@ -194,8 +193,19 @@ def _simulated(request: CompareRequest, rows: list[Row]) -> list[Row]:
             sessions=request.search_sessions,
             search_sessions=request.search_sessions,
             search_probes=request.search_probes,
+            jobs=1,  # the rows are the parallel tasks
         )
-        study = simulate_deployment(simulation)
-        sim = Simulated(study.sustained_sessions, sustained_basis(study), study.target.describe())
-        out.append(replace(row, simulated=sim))
-    return out
+        asks.append(simulation)
+    # One process per row (a row's search is serial inside it); the answer is the serial one, in row order.
+    answers = iter(run_all(_sustained, asks, request.jobs))
+    return [row if row.plan is None or row.plan.sessions < 1 else replace(row, simulated=next(answers)) for row in rows]
+
+
+def _sustained(simulation: SimulateRequest) -> Simulated:
+    """A row's simulator answer (a plain record: it crosses the process boundary)."""
+    from kvbudget.plan.compare import Simulated
+    from kvbudget.simulate.deployment import simulate_deployment
+    from kvbudget.simulate.study import sustained_basis
+
+    study = simulate_deployment(simulation)
+    return Simulated(study.sustained_sessions, sustained_basis(study), study.target.describe())

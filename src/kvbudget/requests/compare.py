@@ -43,3 +43,4 @@ class CompareRequest(EngineSettings, DeploymentSettings):
     simulate: bool = option(False, "switch")
     search_sessions: int = option(1000, "count")
     search_probes: int = option(6, "count")
+    jobs: int | None = option(None, "count")  # processes for the simulated rows (None: every core)

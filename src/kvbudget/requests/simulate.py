@@ -45,4 +45,5 @@ class SimulateRequest(Deployment):
     search_sessions: int = option(2000, "index")
     search_probes: int = option(8, "count")
     check: bool = option(False, "switch")
+    jobs: int | None = option(None, "count")  # processes for the search's probes (None: every core)
     allow_long: bool = option(False, "switch")

@@ -12,12 +12,22 @@ iterations): prefills queue back to back and the decode clock stands still while
 lasts (``busy_until``). The GPU is one resource: total time = prefill time + decode iterations.
 A session joins the batch at admission; since the clock is frozen until its own prefill is done,
 it cannot decode before it.
+
+Decode memory grows as it is generated: a session's heap entry is keyed on its *next event* on the
+virtual clock, the iteration that needs a new block (``s.gnext``, the token count whose bytes exceed
+what it holds; it then takes the bytes of ``s.gtop`` tokens, the block's end or at least
+``GROWTH_TOKENS`` on) or, when no boundary is left in the step, its completion. Decode iteration ``k`` of a
+step with prompt ``P`` writes the KV of token ``P + k`` (vLLM V1 ``allocate_slots`` reserves the slots
+of the tokens an iteration computes before it runs, vllm/v1/core/sched/scheduler.py), so the block for
+token ``g`` is taken at virtual time ``v_join + (g - P) - 1``. Between boundaries nothing happens: a
+step costs one heap operation per block it fills, never one per token.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from heapq import heapify, heappop, heappush
 
 from kvbudget.simulate.policies import TimeModel
@@ -30,15 +40,23 @@ INF = math.inf
 REBASE_TOKENS = 65536.0
 # A preempted session within this share of a token of its next token boundary has reached it.
 TOKEN_TOLERANCE = 1e-6
+# Growth is taken at least this many tokens at a time: with 16-token blocks (vLLM's default) exactly the
+# engine's blocks; with 1-token pages (SGLang's default page_size 1) a session takes its next 16 tokens
+# when it crosses a 16-token boundary, at most 15 tokens per running session early (SGLang itself keeps
+# headroom for several decode steps before retracting: schedule_batch.py retract_decode_steps), and one
+# event per 16 tokens instead of one per token.
+GROWTH_TOKENS = 16
 
 
 class DecodeBatch:
     __slots__ = (
         "busy_until",
         "fixed_iteration",
+        "growth",
         "heap",
         "kv_read",
         "next_t",
+        "peak",
         "prefill_rate",
         "running",
         "seq",
@@ -48,13 +66,15 @@ class DecodeBatch:
         "v",
     )
 
-    def __init__(self, time: TimeModel) -> None:
+    def __init__(self, time: TimeModel, growth: Callable[[int], int] | None = None) -> None:
         self.time = time
+        self.growth = growth  # tokens -> the next token count that takes more bytes (None: reserved, no growth)
         self.v = 0.0
         self.t_last = 0.0
         self.busy_until = 0.0
         self.kv_read = 0
         self.running = 0
+        self.peak = 0  # the most sessions ever in the batch at once (running requests)
         self.heap: list[tuple[float, int, int, Session]] = []
         self.seq = itertools.count()
         self.prefill_rate = time.prefill_tokens_per_s
@@ -89,9 +109,23 @@ class DecodeBatch:
         s.kv = kv_bytes
         self.kv_read += kv_bytes
         self.running += 1
+        if self.running > self.peak:  # noqa: PLR1730 - hot path
+            self.peak = self.running
         s.vfinish = vfinish = self.v + s.output
+        key = vfinish
+        growth = self.growth
+        if growth is not None:
+            prompt = s.prompt
+            g = growth(prompt)
+            end = prompt + s.output
+            if g <= end:
+                chunk = -(-g // GROWTH_TOKENS) * GROWTH_TOKENS
+                s.gnext, s.gtop = g, (chunk if chunk < end else end)
+                key = vfinish - s.output + (g - prompt - 1)
+            else:
+                s.gnext = 0
         heap = self.heap
-        heappush(heap, (vfinish, next(self.seq), s.dver, s))
+        heappush(heap, (key, next(self.seq), s.dver, s))
         if not self.fixed_iteration:
             self.t_iter = (self.time.weights_bytes + self.kv_read) / self.time.bandwidth_bytes_per_s
         top = heap[0]
@@ -118,45 +152,72 @@ class DecodeBatch:
             self.t_iter = self._iteration()
         self.refresh()
 
-    def pop_done(self, now: float) -> Session:
-        """The session whose decode completes at ``now`` (== ``next_t``)."""
+    def pop(self, now: float) -> Session:
+        """The session whose next event (a block boundary or its completion) falls at ``now``
+        (== ``next_t``); the caller then calls ``finish`` or ``regrow``."""
         busy = self.busy_until
         start = self.t_last if self.t_last > busy else busy
         v = self.v
-        if now > start:  # advance(now), inlined: this runs once per step
+        if now > start:  # advance(now), inlined: this runs once per event
             v += (now - start) / self.t_iter
         self.t_last = now
         heap = self.heap
-        vfinish, _, _, s = heappop(heap)
-        if v < vfinish:  # noqa: PLR1730 - snap: float drift must not delay the completion
-            v = vfinish
+        key = heap[0][0]
+        if v < key:  # noqa: PLR1730 - snap: float drift must not delay the event
+            v = key
         self.v = v
         if v > REBASE_TOKENS:
-            v = self._rebase()
+            self._rebase()
             heap = self.heap
+        return heappop(heap)[3]
+
+    def finish(self, s: Session, now: float) -> None:
+        """``s`` (just popped) completed its step: it leaves the batch."""
         self.kv_read -= s.kv
         self.running -= 1
         s.kv = 0
         if not self.fixed_iteration:
             self.t_iter = (self.time.weights_bytes + self.kv_read) / self.time.bandwidth_bytes_per_s
+        self._next(now)
+
+    def regrow(self, s: Session, now: float) -> None:
+        """``s`` (just popped) took the block for ``s.gnext`` tokens: key it on its next event."""
+        growth = self.growth
+        assert growth is not None
+        end = s.prompt + s.output
+        g = growth(s.gtop)
+        vstart = s.vfinish - s.output
+        if g <= end:
+            top = -(-g // GROWTH_TOKENS) * GROWTH_TOKENS
+            s.gnext, s.gtop = g, (top if top < end else end)
+            key = vstart + (g - s.prompt - 1)
+        else:
+            s.gnext = 0
+            key = s.vfinish
+        heappush(self.heap, (key, next(self.seq), s.dver, s))
+        self._next(now)
+
+    def _next(self, now: float) -> None:
+        heap = self.heap
         while heap and heap[0][2] != heap[0][3].dver:  # refresh(), inlined (t_last is now)
             heappop(heap)
         if heap:
-            ahead = heap[0][0] - v
+            busy = self.busy_until
+            ahead = heap[0][0] - self.v
             self.next_t = (now if now > busy else busy) + (ahead * self.t_iter if ahead > 0 else 0.0)
         else:
             self.next_t = INF
-        return s
 
     def _rebase(self) -> float:
-        """Shift the virtual clock and every live finish back by ``v`` (stale entries dropped): the
-        same order and gaps, small numbers. Returns the new ``v`` (0)."""
+        """Shift the virtual clock, every live key and finish back by ``v`` (stale entries dropped):
+        the same order and gaps, small numbers. Every running session has one live entry (the one
+        being popped included: the rebase runs before the pop). Returns the new ``v`` (0)."""
         v = self.v
         live = []
-        for vfinish, seq, dver, s in self.heap:
+        for key, seq, dver, s in self.heap:
             if dver == s.dver:
-                s.vfinish = vfinish - v
-                live.append((s.vfinish, seq, dver, s))
+                s.vfinish -= v
+                live.append((key - v, seq, dver, s))
         heapify(live)
         self.heap = live
         self.v = 0.0

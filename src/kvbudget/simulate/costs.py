@@ -28,13 +28,15 @@ class CostTable:
     per_token: int = 0
     block: int = 1
     memo: dict[int, int] = field(default_factory=dict)
+    cap: int = 0  # the largest context a session reaches (bounds the growth memo)
+    steps: dict[int, int] = field(default_factory=dict)
 
     @classmethod
     def for_memory(cls, memory: MemoryModel) -> CostTable:
         """The table of ``memory``'s per-sequence bytes. Its search hint is the per-token bytes the
         prefix rule uses, or when the prefix is not shared (0) the slope over the second block."""
         b = memory.block_size
-        table = cls(memory.sequence_bytes, memory.prefix_bytes_per_token, b)
+        table = cls(memory.sequence_bytes, memory.prefix_bytes_per_token, b, cap=memory.cap_tokens)
         if not table.per_token:
             table.per_token = max(0, table.bytes(2 * b) - table.bytes(b)) // b
         return table
@@ -44,6 +46,16 @@ class CostTable:
         if value is None:
             value = self.sequence_bytes(tokens) if tokens > 0 else 0
             self.memo[tokens] = value
+        return value
+
+    def next_growth(self, tokens: int) -> int:
+        """The smallest token count above ``tokens`` that takes more bytes (the first token of the next
+        block; a sliding window or a fixed state may stop growth: then past the cap). Memoized."""
+        value = self.steps.get(tokens)
+        if value is None:
+            top = max(self.cap, tokens + 1)
+            value = self.tokens_within(self.bytes(tokens), tokens, top) + 1
+            self.steps[tokens] = value
         return value
 
     def tokens_within(self, budget: int, low: int, high: int) -> int:

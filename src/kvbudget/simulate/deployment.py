@@ -148,6 +148,7 @@ def simulate_deployment(request: SimulateRequest, progress: ProgressHooks | None
         admission=r.admission,  # type: ignore[arg-type]
         watermark=r.watermark,
         cap=cap,
+        victim=rules.sim_victim,  # type: ignore[arg-type]  # one of policies.VICTIMS
     )
     replicas = r.replicas or plan.replicas
     config = SimConfig(
@@ -188,6 +189,7 @@ def simulate_deployment(request: SimulateRequest, progress: ProgressHooks | None
         search_probes=r.search_probes,
         progress=progress,
         about=about,
+        jobs=r.jobs,
     )
 
 

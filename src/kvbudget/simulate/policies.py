@@ -14,6 +14,12 @@ PauseMode = Literal["hold", "evictable"]
 AdmissionMode = Literal["queue", "refuse"]
 CapMode = Literal["refuse", "compact", "summarize"]
 RouterName = Literal["least-loaded", "round-robin"]
+# Whom a replica preempts when a running session's next block cannot be had. "newest": vLLM V1
+# (vllm/v1/core/sched/scheduler.py, ``self.running.pop()``: the most recently scheduled request);
+# "fewest-decoded": SGLang's retraction (schedule_batch.py ``retract_decode``: fewest generated tokens,
+# then the longest prompt). llama.cpp and Ollama reserve fixed slots and never preempt (policy reserve).
+VictimRule = Literal["newest", "fewest-decoded"]
+VICTIMS: tuple[VictimRule, ...] = ("newest", "fewest-decoded")
 
 POLICIES: tuple[PolicyName, ...] = ("reserve", "paged", "watermark")
 DEFAULT_WATERMARK = 0.05  # vLLM V0 BlockSpaceManager used 1%; 5% leaves room for a step's growth
@@ -54,6 +60,7 @@ class MemoryPolicy:
     admission: AdmissionMode = "queue"
     watermark: float = DEFAULT_WATERMARK
     cap: CapPolicy = CapPolicy()
+    victim: VictimRule = "newest"
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,7 @@ class SimResult:
     mean_concurrency: float
     concurrency_window_s: tuple[float, float]
     peak_concurrency: int
+    peak_running: int  # the most sessions in one replica's batch at once (running requests)
     sim_time_s: float
     replicas: int
     samples: tuple[Sample, ...]
@@ -232,6 +233,7 @@ def _result(stats: Counters, replicas: list[Replica], series: TimeSeries, now: f
         mean_concurrency=mean,
         concurrency_window_s=(start, end),
         peak_concurrency=stats.concurrency.peak,
+        peak_running=max(r.batch.peak for r in replicas),
         sim_time_s=now,
         replicas=len(replicas),
         samples=tuple(series.samples),

@@ -7,11 +7,12 @@ The rules, each after the engine behaviour it follows (docs/simulate.md):
   head-of-line blocking: vLLM's scheduler stops at the first waiting request it cannot allocate
   (vllm/v1/core/sched/scheduler.py, ``if new_blocks is None: break``). Admission takes the prompt's
   blocks from free plus evictable (cached) blocks and never preempts.
-* ``paged``: a running session's new blocks are taken on demand; the blocks a step's decode filled
-  are charged when its decode completes (growth at step granularity, so the pool's in-step peak is
-  under-stated by at most one step's output per running session). When they do not fit, the most
-  recently admitted session holding blocks is preempted, or the requester itself when it is the
-  most recent (vLLM: ``self.running.pop()`` until ``allocate_slots`` succeeds).
+* ``paged``: a running session takes its next block when its decode crosses a block boundary (an
+  event on the batch's token clock, batch.py; vLLM V1 ``allocate_slots`` before each iteration).
+  When it does not fit, the most recently admitted session holding blocks is preempted, or the
+  requester itself when it is the most recent (vLLM V1: ``self.running.pop()`` until
+  ``allocate_slots`` succeeds); under SGLang's rule (``victim = "fewest-decoded"``) the running
+  session with the fewest tokens generated in its step (schedule_batch.py ``retract_decode``).
   ``recompute`` frees the victim's blocks into the prefix cache (vLLM V1 keeps their hashes) and
   sends it to the *front* of the waiting queue; ``swap`` moves them to the host tier (vLLM V0
   ``PreemptionMode.SWAP``) and charges out + in transfer time over the link on resumption.
@@ -60,7 +61,7 @@ class Replica:
         self.events = events.heap  # the run's one event heap, pushed to directly on the hot path
         self.seq = events.seq
         self.pool = Pool(memory.pool_bytes, check)
-        self.batch = DecodeBatch(time)
+        self.batch = DecodeBatch(time, None if policy.policy == "reserve" else costs.next_growth)
         self.waiting: deque[Session] = deque()
         self.holders: OrderedDict[Session, None] = OrderedDict()  # admission order: last = newest
         self.prefixes: dict[int, SharedPrefix] = {}
@@ -68,6 +69,7 @@ class Replica:
         self.evictable = policy.pause == "evictable" and not self.reserve
         self.watermark = int(policy.watermark * memory.pool_bytes) if policy.policy == "watermark" else 0
         self.limit = policy.cap.limit(memory.cap_tokens)
+        self.fewest_decoded = policy.victim == "fewest-decoded"
         # private + prefix bytes = bytes(tokens): the largest context one session can ever hold here
         room = memory.pool_bytes - self.watermark
         self.fit_tokens = costs.tokens_within(room, 0, memory.cap_tokens) if costs.bytes(1) <= room else 0
@@ -140,8 +142,19 @@ class Replica:
         self._start(s, now, s.hits, max(0, s.context - s.hits))
 
     def decode_done(self, now: float) -> None:
-        """The next decode completion of this replica's batch (at ``batch.next_t``)."""
-        s = self.batch.pop_done(now)
+        """The next decode event of this replica's batch (at ``batch.next_t``): a running session
+        crossing a block boundary, or a step's completion."""
+        batch = self.batch
+        s = batch.pop(now)
+        if s.gnext:
+            if self._grow(s, s.gtop, now):
+                s.resident = s.gnext  # the tokens written by now (the bytes may reach further)
+                batch.regrow(s, now)
+            # else it was the victim itself: it left the batch and waits at the front. No drain here:
+            # its blocks went to the cache and would re-admit it at once; vLLM V1 schedules waiting
+            # requests only in a step without preemptions (scheduler.py, ``if not preempted_reqs``).
+            return
+        batch.finish(s, now)
         s.context = context = s.prompt + s.output
         self.stats.decode_tokens += s.output
         nxt = next(s.steps, None)
@@ -291,7 +304,7 @@ class Replica:
             s.resident = tokens
             return True
         while pool.capacity - pool.used < need:
-            victim = next(reversed(self.holders))
+            victim = self._victim() if self.fewest_decoded else next(reversed(self.holders))
             self._preempt(victim, now)
             if victim is s:
                 return False
@@ -300,10 +313,20 @@ class Replica:
         s.resident = tokens
         return True
 
+    def _victim(self) -> Session:
+        """SGLang's retraction order (schedule_batch.py ``retract_decode``): the running session with the fewest
+        tokens generated in its step, the longest prompt among equals; the newest holder if none runs."""
+        v = self.batch.v
+        running = [s for s in self.holders if s.state == RUNNING]
+        if not running:
+            return next(reversed(self.holders))
+        return min(running, key=lambda s: (s.output - (s.vfinish - v), -s.prompt, -s.order))
+
     def _preempt(self, v: Session, now: float) -> None:
         self.stats.preemptions += 1
         if v.state == RUNNING:
             remaining = self.batch.leave(v, now)
+            self.stats.decode_tokens += v.output - remaining  # generated tokens are kept (and recomputed)
             v.context = v.prompt + v.output - remaining
             v.append, v.output = 0, remaining
             v.state = WAITING

@@ -8,15 +8,17 @@ factor ``k`` (arrival rate x ``k``; each session's own steps and pauses are unch
 The search: a run at ``k = 1``; then doubling ``k`` while the target holds (or halving until it
 does), then bisection in log ``k`` between the last scale that held and the first that failed, for
 ``probes`` runs in all. Each probe replays the first ``probe_sessions`` sessions of the source.
-The trail of every probe is kept, so the answer shows its evidence.
+The trail of every probe is kept, so the answer shows its evidence. With ``jobs`` processes the probes
+the serial search may need next are run together (``ahead``); the trail is the serial one.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from kvbudget.simulate.parallel import default_jobs, run_all
 from kvbudget.simulate.policies import Target
 from kvbudget.simulate.runner import Progress, SimConfig, SimResult, simulate
 from kvbudget.workload.record import SessionPlan
@@ -67,6 +69,67 @@ def scaled(sessions: Iterable[SessionPlan], scale: float) -> Iterator[SessionPla
         yield replace(plan, arrival_s=plan.arrival_s / scale)
 
 
+def _scales(probes: int) -> Generator[float, bool, None]:
+    """The search's scales in order; each ``send`` is whether the last one met the target."""
+    good: float | None = None
+    bad: float | None = None
+    scale = 1.0
+    done = 0
+    for _ in range(min(probes, MAX_DOUBLINGS)):
+        holds = yield scale
+        done += 1
+        if holds:
+            good = scale
+            if bad is not None:
+                break
+            scale *= 2
+        else:
+            bad = scale
+            if good is not None:
+                break
+            scale /= 2
+    while done < probes and good is not None and bad is not None:
+        mid = math.sqrt(good * bad)
+        holds = yield mid
+        done += 1
+        if holds:
+            good = mid
+        else:
+            bad = mid
+
+
+def next_scale(history: Sequence[tuple[float, bool]], probes: int) -> float | None:
+    """The next scale the serial search probes after ``history`` ((scale, met) pairs), None when it is done."""
+    plan = _scales(probes)
+    try:
+        scale = next(plan)
+        for _, holds in history:
+            scale = plan.send(holds)
+    except StopIteration:
+        return None
+    return scale
+
+
+def ahead(history: list[tuple[float, bool]], probes: int, known: Mapping[float, bool], jobs: int) -> list[float]:
+    """Up to ``jobs`` scales the serial search may probe next, nearest first: the next one, then those after
+    either outcome of each unknown probe (breadth first). Run together, they are speculation; only the scales
+    on the serial path enter the trail, so the answer is the serial one."""
+    out: list[float] = []
+    frontier = [history]
+    while frontier and len(out) < jobs:
+        hist = frontier.pop(0)
+        scale = next_scale(hist, probes)
+        if scale is None:
+            continue
+        if scale in known:
+            frontier.append([*hist, (scale, known[scale])])
+            continue
+        if scale not in out:
+            out.append(scale)
+        frontier.extend(([*hist, (scale, True)], [*hist, (scale, False)]))
+    return out
+
+
 def find_sustained(
     source: Callable[[], Iterable[SessionPlan]],
     config: SimConfig,
@@ -76,19 +139,30 @@ def find_sustained(
     probes: int = 8,
     progress: Callable[[int], Progress | None] | None = None,
     first: SimResult | None = None,
+    jobs: int | None = 1,
 ) -> Sustained:
     """Search the arrival scale for the largest mean concurrency that meets ``target``. ``first``:
-    an identical run at scale 1 already made (it is used instead of running it again)."""
+    an identical run at scale 1 already made (it is used instead of running it again). ``jobs``: processes
+    for probes run ahead of the serial search (None: every core; 1: serial); the trail and answer are the
+    serial ones either way."""
     run_config = replace(config, max_sessions=probe_sessions, duration_s=None)
-    trail: list[Probe] = []
+    results: dict[float, SimResult] = {} if first is None else {1.0: first}
+    workers = default_jobs() if jobs is None else jobs
 
-    def run(scale: float) -> bool:
-        if scale == 1.0 and first is not None:
-            result = first
-        else:
-            hook = progress(len(trail) + 1) if progress else None
-            result = simulate(scaled(source(), scale), run_config, hook)
+    def probe(scale: float) -> SimResult:
+        hook = progress(len(trail) + 1) if progress and workers <= 1 else None
+        return simulate(scaled(source(), scale), run_config, hook)
+
+    trail: list[Probe] = []
+    history: list[tuple[float, bool]] = []
+    while (scale := next_scale(history, probes)) is not None:
+        if scale not in results:
+            known = {s: meets(r, target) for s, r in results.items()}
+            batch = ahead(history, probes, known, max(1, workers))
+            results.update(zip(batch, run_all(probe, batch, workers), strict=True))
+        result = results[scale]
         holds = meets(result, target)
+        history.append((scale, holds))
         trail.append(
             Probe(
                 scale,
@@ -99,28 +173,6 @@ def find_sustained(
                 holds,
             )
         )
-        return holds
-
-    good: float | None = None
-    bad: float | None = None
-    scale = 1.0
-    for _ in range(min(probes, MAX_DOUBLINGS)):
-        if run(scale):
-            good = scale
-            if bad is not None:
-                break
-            scale *= 2
-        else:
-            bad = scale
-            if good is not None:
-                break
-            scale /= 2
-    while len(trail) < probes and good is not None and bad is not None:
-        mid = math.sqrt(good * bad)
-        if run(mid):
-            good = mid
-        else:
-            bad = mid
     held = [p for p in trail if p.holds]
     if not held:
         return Sustained(0.0, None, probe_sessions, tuple(trail))

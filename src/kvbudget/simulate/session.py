@@ -25,6 +25,8 @@ class Session:
         "compact_to",
         "context",
         "dver",
+        "gnext",
+        "gtop",
         "held",
         "hits",
         "holder",
@@ -69,6 +71,8 @@ class Session:
         self.order = 0
         self.vfinish = 0.0
         self.dver = 0
+        self.gnext = 0  # running: the token count of its next block boundary in this step (0: none left)
+        self.gtop = 0  # the tokens whose bytes it takes there
         self.ready_at = arrival
 
     def private(self, costs: CostTable, tokens: int) -> int:

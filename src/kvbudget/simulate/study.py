@@ -58,6 +58,7 @@ def run_study(
     search_probes: int = 8,
     progress: Callable[[str], Progress | None] | None = None,
     about: dict[str, object] | None = None,
+    jobs: int | None = 1,
 ) -> Study:
     """Run ``config`` on the sessions ``source()`` yields, then (``search_sessions`` > 0) the search."""
     result = simulate(source(), config, progress("run") if progress else None)
@@ -76,6 +77,7 @@ def run_study(
             probes=search_probes,
             progress=(lambda i: progress(f"search probe {i}/{search_probes}")) if progress else None,
             first=result if same else None,
+            jobs=jobs,
         )
     return Study(result, config, target, static_plan_sessions, sustained, static_prefix_sessions, about or {})
 
