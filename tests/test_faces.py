@@ -315,3 +315,11 @@ def test_the_library_answers_many_threads_as_it_answers_one() -> None:
     with ThreadPoolExecutor(max_workers=8) as pool:
         parallel = list(pool.map(document, requests * 2))
     assert parallel == serial * 2
+
+
+def test_import_kvbudget_offers_exactly_the_python_api() -> None:
+    import kvbudget.api
+
+    assert sorted(set(kvbudget.__all__) - {"__version__"}) == sorted(kvbudget.api.__all__)
+    for name in kvbudget.api.__all__:
+        assert getattr(kvbudget, name) is getattr(kvbudget.api, name)

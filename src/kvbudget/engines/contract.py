@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     # the contract: a one-answer cost asks an engine only for its layout (tests/test_startup.py).
     from kvbudget.engines.base import EngineOptions, Layout
     from kvbudget.engines.overhead import Overhead
-    from kvbudget.engines.records import Deployment, LoggedMemory, ServeSettings, Share, StartUp
+    from kvbudget.engines.records import Deployment, LoggedMemory, PoolShape, ServeSettings, Share, StartUp
     from kvbudget.measure.logs.record import EngineLog  # a plain record (kvbudget.measure imports engines)
     from kvbudget.model.spec import ModelSpec
     from kvbudget.precision import CacheDType
@@ -94,16 +94,7 @@ class EngineRules:
     # --- what a start-up log prints ---
 
     def printed_capacity(
-        self,
-        spec: ModelSpec,
-        k: CacheDType,
-        v: CacheDType,
-        tp: int,
-        options: EngineOptions,
-        context: int,
-        pool_bytes: int,
-        token_budget: Callable[[], int],
-        generation: str | None,
+        self, shape: PoolShape, pool_bytes: int, token_budget: Callable[[], int], generation: str | None
     ) -> dict[str, int]:
         """The capacity figures the engine's start-up log prints for a KV pool of ``pool_bytes`` bytes per GPU
         (``token_budget()``: the tokens the plan's rules give that pool): by default its tokens."""

@@ -46,6 +46,19 @@ class Deployment:
 
 
 @dataclass(frozen=True)
+class PoolShape:
+    """What an engine needs to count the blocks and tokens of a KV pool: the model as served, its cache dtypes,
+    tensor parallelism, the engine settings as derived for the GPU, and the context cap."""
+
+    spec: ModelSpec
+    k: CacheDType
+    v: CacheDType
+    tp: int
+    options: EngineOptions
+    context: int
+
+
+@dataclass(frozen=True)
 class StartUp:
     """What the engine prints at start-up for a deployment, and the token budget its scheduler allocates."""
 

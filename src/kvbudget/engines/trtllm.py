@@ -55,6 +55,7 @@ from kvbudget.precision import CacheDType
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from kvbudget.engines.records import PoolShape
     from kvbudget.measure.logs.record import EngineLog
 
 NAME = "trtllm"
@@ -340,16 +341,7 @@ class Rules(EngineRules):
         )
 
     def printed_capacity(
-        self,
-        spec: ModelSpec,
-        k: CacheDType,
-        v: CacheDType,
-        tp: int,
-        options: EngineOptions,
-        context: int,
-        pool_bytes: int,
-        token_budget: Callable[[], int],
-        generation: str | None,
+        self, shape: PoolShape, pool_bytes: int, token_budget: Callable[[], int], generation: str | None
     ) -> dict[str, int]:
         """The tokens of the pool, and its primary blocks x tokens_per_block (KVCacheManager)."""
         tokens = token_budget() if pool_bytes > 0 else 0

@@ -82,6 +82,7 @@ from kvbudget.precision import CacheDType, parse_cache_dtype
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from kvbudget.engines.records import PoolShape
     from kvbudget.measure.logs.record import EngineLog
 
 __all__ = [
@@ -626,24 +627,15 @@ class Rules(EngineRules):
         )
 
     def printed_capacity(
-        self,
-        spec: ModelSpec,
-        k: CacheDType,
-        v: CacheDType,
-        tp: int,
-        options: EngineOptions,
-        context: int,
-        pool_bytes: int,
-        token_budget: Callable[[], int],
-        generation: str | None,
+        self, shape: PoolShape, pool_bytes: int, token_budget: Callable[[], int], generation: str | None
     ) -> dict[str, int]:
         """vLLM get_num_blocks and _report_kv_cache_config (kv_cache_utils.py), before any admission check; V0
         (worker.py) states tokens only in its refusal: num_gpu_blocks x block_size."""
-        vpool = pool(spec, k, v, tp, options, self.version)
+        vpool = pool(shape.spec, shape.k, shape.v, shape.tp, shape.options, self.version)
         blocks = num_blocks(vpool, pool_bytes)
         if generation == "V0":
             return {"kv_blocks": blocks, "kv_tokens": blocks * vpool.min_block_size}
-        return {"kv_blocks": blocks, "kv_tokens": kv_cache_size_tokens(vpool, max(pool_bytes, 0), context)}
+        return {"kv_blocks": blocks, "kv_tokens": kv_cache_size_tokens(vpool, max(pool_bytes, 0), shape.context)}
 
     def logged_memory(self, log: EngineLog) -> LoggedMemory:
         """total_gpu_memory; overhead = activation peak + non-torch memory, + CUDA graphs where V1 >= 0.21

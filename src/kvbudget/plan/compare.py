@@ -33,6 +33,18 @@ class Choice:
     weights: str | None = None  # a serving precision; None: the checkpoint's own
     tp: int = 1
 
+    def options(self) -> dict[str, object]:
+        """The choice as a plan's named options (what differs between the rows of one comparison)."""
+        return {
+            "model": self.model,
+            "gpu": self.gpu,
+            "engine": self.engine,
+            "context": self.context,
+            "kv_dtype": self.kv_dtype,
+            "weights": self.weights,
+            "tp": self.tp,
+        }
+
 
 @dataclass(frozen=True)
 class Simulated:

@@ -121,20 +121,7 @@ def plan_choice(request: CompareRequest, choice: Choice) -> Plan:
     from kvbudget.requests.base import narrowed
     from kvbudget.requests.plan import PlanRequest
 
-    c = choice
-    return plan_deployment(
-        narrowed(
-            PlanRequest,
-            request,
-            model=c.model,
-            gpu=c.gpu,
-            engine=c.engine,
-            context=c.context,
-            kv_dtype=c.kv_dtype,
-            weights=c.weights,
-            tp=c.tp,
-        )
-    )
+    return plan_deployment(narrowed(PlanRequest, request, **choice.options()))
 
 
 def compare_deployments(request: CompareRequest) -> Comparison:
@@ -179,17 +166,10 @@ def _simulated(request: CompareRequest, rows: list[Row]) -> list[Row]:
     for row in rows:
         if row.plan is None or row.plan.sessions < 1:  # nothing served: nothing to simulate
             continue
-        c = row.choice
         simulation = narrowed(
             SimulateRequest,
             request,
-            model=c.model,
-            gpu=c.gpu,
-            engine=c.engine,
-            context=c.context,
-            kv_dtype=c.kv_dtype,
-            weights=c.weights,
-            tp=c.tp,
+            **row.choice.options(),
             sessions=request.search_sessions,
             search_sessions=request.search_sessions,
             search_probes=request.search_probes,

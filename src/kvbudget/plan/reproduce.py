@@ -141,21 +141,14 @@ def _per_gpu_weights(inputs: PlanInputs, logged: LogInputs) -> PlanInputs:
 def _counter(log_i: PlanInputs, generation: str | None) -> Callable[[int], dict[str, int]]:
     """The engine's printed capacity figures for a pool of ``bytes`` per GPU at the log's deployment (each engine's
     ``printed_capacity``: the figures its start-up log prints)."""
+    from kvbudget.engines.records import PoolShape
+
     _, _, options, _ = sized(log_i)
     rules = log_i.engine.rules
+    shape = PoolShape(log_i.spec, log_i.k, log_i.v, log_i.tp, options, log_i.context)
 
     def count(pool: int) -> dict[str, int]:
-        return rules.printed_capacity(
-            log_i.spec,
-            log_i.k,
-            log_i.v,
-            log_i.tp,
-            options,
-            log_i.context,
-            pool,
-            lambda: engine_start_up(log_i, pool).token_budget,
-            generation,
-        )
+        return rules.printed_capacity(shape, pool, lambda: engine_start_up(log_i, pool).token_budget, generation)
 
     return count
 
