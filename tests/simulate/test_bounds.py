@@ -17,7 +17,8 @@ WORKLOAD = ("--workload", "examples/coding-agent.toml")
     [
         (("--sessions", "1000000000"), "about 30,000,480,000 model calls to simulate"),
         (("--sessions", "100", "--search-sessions", "5000000"), "pass --allow-long"),
-        (("--sessions", "100", "--replicas", "1000000"), "--replicas 1,000,000: each replica keeps its own pool"),
+        (("--sessions", "100", "--replicas", "20000"), "--replicas 20,000: each replica keeps its own pool"),
+        (("--sessions", "100", "--replicas", "1000000"), "--replicas: 1,000,000 is outside 1..65,536 GPUs"),
         (("--sessions", "100", "--search-sessions", "lots"), "--search-sessions: cannot read 'lots'"),
     ],
 )

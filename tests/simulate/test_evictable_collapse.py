@@ -29,7 +29,10 @@ SESSIONS = 300
 
 
 def _run(rate: float, policy: str, pause: str, count: int = SESSIONS) -> SimResult:
-    plan = plan_deployment(PlanRequest(model="llama-3.1-8b", gpu="h100-80gb", engine="vllm", context=Tokens("96k")))
+    # the runtime overhead given (the memory model's figure when these were pinned): the pins follow the simulator
+    plan = plan_deployment(
+        PlanRequest(model="llama-3.1-8b", gpu="h100-80gb", engine="vllm", context=Tokens("96k"), overhead=2_523_765_144)
+    )
     raw = _parse_toml(EXAMPLE.read_text(), str(EXAMPLE))
     raw["arrival"] = {"rate_per_s": rate}
     workload = workload_from_dict(raw, where="test")

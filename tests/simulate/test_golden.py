@@ -67,8 +67,24 @@ def documents() -> dict[str, object]:
     return out
 
 
+OVERHEAD = "2523765144"  # bytes per GPU
+
+
 def _plan() -> Plan:
-    argv = ["plan", "llama-3.1-8b", "--gpu", "h100-80gb", "--engine", "vllm", "--context", "32k"]
+    # the runtime overhead given (the memory model's figure when the output was pinned), so the simulator's pins
+    # move with the simulator only, not with the model of the memory before the pool (issue 23)
+    argv = [
+        "plan",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100-80gb",
+        "--engine",
+        "vllm",
+        "--context",
+        "32k",
+        "--overhead",
+        OVERHEAD,
+    ]
     return plan_from_argv(argv)
 
 

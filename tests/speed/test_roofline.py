@@ -96,5 +96,5 @@ def test_max_runs_what_the_kv_pool_holds() -> None:
 
 
 def test_more_in_flight_than_the_pool_holds_queue() -> None:
-    doc = _speed(model="llama-3.1-70b", gpu="h100-sxm", weights="fp8", concurrency="100000")
+    doc = _speed(model="llama-3.1-70b", gpu="h200", weights="fp8", concurrency="100000")
     assert doc["queued"] > 0 and doc["warnings"]
