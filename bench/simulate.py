@@ -1,9 +1,12 @@
 """Simulator benchmark: 100,000 agent sessions (about 5 million steps) on one H100 replica.
 
 Target: under 60 s on the development machine (2 cores) with memory bounded by live sessions
-(peak RSS stays flat as the session count grows: no per-step history is kept). ``--smoke`` (used
-by scripts/check) runs 2,000 sessions and fails only on a gross regression (3x the per-step
-budget the full target implies, at least 5 s). Results are printed as one JSON line.
+(peak RSS stays flat as the session count grows: no per-step history is kept). Since decode memory
+grows block by block (issue 20: every 16-token block a running request takes is an event), a step
+costs about 52 us where it cost about 4 us, so the full run is far over that target until block
+boundaries are aggregated (docs/simulate.md, "speed"). ``--smoke`` (used by scripts/check) runs
+2,000 sessions and fails only on a gross regression: 3x the per-step cost measured for the
+block-by-block model, at least 5 s. Results are printed as one JSON line.
 
 The workload: Poisson arrivals, a 3,000-token shared prefix, 50 steps per session on average
 (geometric), lognormal prompt/append/output sizes, 2 s mean tool latency, compaction at the cap;
@@ -21,6 +24,8 @@ import sys
 import time
 
 TARGET_S = 60.0
+# the block-by-block model's cost per step, measured in the clean-clone CI run of 2026-12-01 (52.6 us on 2 cores)
+PER_STEP_S = 52.6e-6
 FULL_SESSIONS = 100_000
 SMOKE_SESSIONS = 2_000
 
@@ -81,8 +86,7 @@ def main() -> int:
     sessions = args.sessions or (SMOKE_SESSIONS if args.smoke else FULL_SESSIONS)
     out = run(sessions)
     steps = int(str(out["steps"]))
-    per_step_budget = TARGET_S / 5_000_000
-    bound = max(5.0, 3 * per_step_budget * steps) if args.smoke else TARGET_S * sessions / FULL_SESSIONS
+    bound = max(5.0, 3 * PER_STEP_S * steps) if args.smoke else TARGET_S * sessions / FULL_SESSIONS
     out["bound_s"] = round(bound, 3)
     print(json.dumps(out))
     seconds = float(str(out["seconds"]))
