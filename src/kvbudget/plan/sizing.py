@@ -219,7 +219,7 @@ def _candidate(
         )
         return Candidate(choice, plan, None, why, price)
     try:
-        roof = _roofline(request, choice, plan)
+        roof = size_roofline(request, choice, plan)
     except KvBudgetError as exc:
         if request.ttft is None and request.itl is None and request.rate is None:
             roof = None
@@ -228,7 +228,7 @@ def _candidate(
     return _sized(request, choice, plan, roof, shape, workload, price)
 
 
-def _roofline(request: SizeRequest, choice: Choice, plan: Plan) -> Roofline:
+def size_roofline(request: SizeRequest, choice: Choice, plan: Plan) -> Roofline:
     from kvbudget.requests.base import narrowed
     from kvbudget.requests.speed import SpeedRequest
     from kvbudget.speed.answer import roofline_of, speed_gpu
