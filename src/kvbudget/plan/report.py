@@ -5,7 +5,7 @@ from __future__ import annotations
 from kvbudget.plan.flags import all_engine_commands, all_engine_flags
 from kvbudget.plan.levers import Lever
 from kvbudget.plan.offload import Offload
-from kvbudget.plan.plan import SCHEMA_VERSION, Plan
+from kvbudget.plan.plan import SCHEMA_VERSION, Plan, sessions_per_replica
 
 
 def plan_json(plan: Plan, offload: Offload | None = None) -> dict[str, object]:
@@ -47,6 +47,7 @@ def plan_json(plan: Plan, offload: Offload | None = None) -> dict[str, object]:
     if plan.max_context_for_sessions is not None:
         out["max_context_for_sessions"] = plan.max_context_for_sessions
         out["sessions_requested"] = i.sessions
+        out["sessions_requested_per_replica"] = sessions_per_replica(i.sessions or 0, plan.replicas)
     if plan.prefix is not None:
         out["prefix"] = {
             "prefix_tokens": plan.prefix.prefix_tokens,

@@ -47,7 +47,14 @@ def render_plan(plan: Plan, units: UnitSystem, offload: Offload | None = None) -
         f"Token budget: {format_int(plan.token_budget)} ({plan.token_budget_basis})",
     ]
     if plan.max_context_for_sessions is not None:
-        lines.append(f"Largest cap for {i.sessions} sessions: {format_int(plan.max_context_for_sessions)} tokens")
+        share = ""
+        if plan.replicas > 1 and i.sessions is not None:
+            from kvbudget.plan.plan import sessions_per_replica
+
+            share = f" over {plan.replicas} replicas ({sessions_per_replica(i.sessions, plan.replicas)} per replica)"
+        lines.append(
+            f"Largest cap for {i.sessions} sessions{share}: {format_int(plan.max_context_for_sessions)} tokens"
+        )
     if plan.prefix is not None:
         lines.append(
             f"With a shared {format_int(plan.prefix.prefix_tokens)}-token prefix: {plan.prefix.sessions} "
