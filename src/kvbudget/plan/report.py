@@ -76,6 +76,8 @@ def levers_json(plan: Plan, levers: list[Lever]) -> dict[str, object]:
         "context": plan.inputs.context,
         "baseline_sessions": plan.sessions,
         "baseline_total_sessions": plan.total_sessions,
+        "baseline_gpus": plan.inputs.gpus,
+        "baseline_sessions_per_gpu": round(plan.total_sessions / plan.inputs.gpus, 6),
         "levers": [
             {
                 "lever": lv.name,
@@ -85,6 +87,11 @@ def levers_json(plan: Plan, levers: list[Lever]) -> dict[str, object]:
                 "delta": lv.delta,
                 "memory_effect": lv.memory_effect,
                 "refused": lv.refused or None,
+                "gpus": lv.gpus,
+                "sessions_per_gpu": None if lv.per_gpu is None else round(lv.per_gpu, 6),
+                "gain_per_gpu": None if lv.gain_per_gpu is None else round(lv.gain_per_gpu, 6),
+                "ranked": lv.per_gpu is not None and not lv.not_ranked,
+                "not_ranked": lv.not_ranked or None,
             }
             for lv in levers
         ],

@@ -100,19 +100,30 @@ def _log_check(check: LogCheck) -> list[str]:
 
 
 def render_levers(plan: Plan, levers: list[Lever]) -> str:
+    gpus = plan.inputs.gpus
     head = (
         f"{plan.inputs.spec.name} on {plan.inputs.engine.label}: {plan.total_sessions} sessions at "
-        f"{format_tokens(plan.inputs.context)} today. What each lever buys (best first):"
+        f"{format_tokens(plan.inputs.context)} on {counted(gpus, 'GPU')} today "
+        f"({plan.total_sessions / gpus:,.2f} per GPU). What each lever buys per GPU at the same cap (best first):"
     )
-    rows = []
+    rows, aside = [], []
     for lv in levers:
-        if lv.total_sessions is None:
-            rows.append([lv.name, lv.change, "-", "-", f"not possible: {lv.refused}"])
-        else:
-            delta = f"{lv.delta:+d}" if lv.delta is not None else ""
-            rows.append([lv.name, lv.change, str(lv.total_sessions), delta, lv.memory_effect])
-    return (
-        head
-        + "\n"
-        + table(["lever", "change", "sessions", "delta", "memory effect"], rows, [False, False, True, True, False])
+        if lv.total_sessions is None or lv.per_gpu is None or lv.gain_per_gpu is None:
+            aside.append([lv.name, lv.change, "-", "-", "-", f"not possible: {lv.refused}"])
+            continue
+        row = [
+            lv.name,
+            lv.change,
+            str(lv.gpus),
+            str(lv.total_sessions),
+            f"{lv.per_gpu:,.2f} ({lv.gain_per_gpu:+,.2f})",
+            lv.memory_effect if not lv.not_ranked else f"not ranked: {lv.not_ranked}; {lv.memory_effect}",
+        ]
+        (aside if lv.not_ranked else rows).append(row)
+    header = ["lever", "change", "GPUs", "sessions", "per GPU (gain)", "memory effect"]
+    note = (
+        "per GPU: sessions over the deployment / its GPUs, at the same cap (the same GPU: per dollar ranks the "
+        "same); levers that change or clamp the cap are listed after, not ranked as capacity"
     )
+    lines = [*wrap(head, indent="  "), table(header, rows + aside, [False, False, True, True, True, False]), ""]
+    return "\n".join([*lines, *wrap(note, indent="  ")])
