@@ -34,7 +34,7 @@ def _cap(tokens: int) -> str:
 
 
 def _seconds(x: float) -> str:
-    return "under 0.1 s" if x < 0.1 else f"about {x:.1f} s"
+    return "in under 0.1 s" if x < 0.1 else f"within about {x:.1f} s"
 
 
 def _money(x: float) -> str:
@@ -65,7 +65,7 @@ def _latency(c: Candidate, s: Sizing) -> str:
     ]
     within = f", inside the {' and '.join(targets)} target{'s' if len(targets) > 1 else ''}" if targets else ""
     return (
-        f" At {lat.sessions:,} sessions each, a reply should start within {_seconds(lat.ttft_s)} and stream at "
+        f" At {lat.sessions:,} sessions each, a reply should start {_seconds(lat.ttft_s)} and stream at "
         f"about {1 / lat.itl_s:.0f} tokens/s{within} (computed from the speed model, not measured)."
     )
 
@@ -119,4 +119,9 @@ def recommendation(s: Sizing) -> str:
         text += " No prices were given, so the pick is the one with the fewest GPUs; add --price to rank by cost."
     if s.unmet:
         text += f" {len(s.unmet)} other combination{'s' if len(s.unmet) != 1 else ''} cannot meet it (listed above)."
+    if pick.plan is not None and any(w.startswith("near the edge") for w in pick.plan.warnings):
+        text += (
+            " Boot one replica and measure it before buying: its memory is within the model's error margin of "
+            "one session fewer per GPU."
+        )
     return text + _change(pick, s)
