@@ -4,11 +4,23 @@ window), is listed after the capacity gains, not ranked as one."""
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from kvbudget.api import LeversRequest, rank_levers
+from kvbudget.requests.base import Request
+
+R = TypeVar("R", bound=Request)
+
+
+def ask(cls: type[R], **options: object) -> R:
+    """The request as a face hands it over: named options, text read by each field's kind."""
+    return cls.from_options(options)
 
 
 def test_tp_x2_is_compared_per_gpu() -> None:
-    ranking = rank_levers(LeversRequest(model="qwen3-32b", gpu="h100-sxm", engine="vllm", context="32k", weights="fp8"))
+    ranking = rank_levers(
+        ask(LeversRequest, model="qwen3-32b", gpu="h100-sxm", engine="vllm", context="32k", weights="fp8")
+    )
     doc = ranking.to_dict()
     levers = {lv["lever"]: lv for lv in doc["levers"]}  # type: ignore[attr-defined]
     tp2, fp8 = levers["tp x2"], levers["KV fp8"]
@@ -27,7 +39,7 @@ def test_tp_x2_is_compared_per_gpu() -> None:
 
 def test_cap_changes_and_an_engines_clamp_are_not_capacity_gains() -> None:
     # Gemma 3 27B at 256K on llama.cpp: Ollama clamps num_ctx to the trained 131,072 (Ollama llm/server.go)
-    ranking = rank_levers(LeversRequest(model="gemma-3-27b", gpu="h100-sxm", engine="llamacpp", context="256k"))
+    ranking = rank_levers(ask(LeversRequest, model="gemma-3-27b", gpu="h100-sxm", engine="llamacpp", context="256k"))
     levers = {lv.name: lv for lv in ranking.levers}
     ollama = levers["engine ollama"]
     assert ollama.gain_per_gpu is not None and ollama.gain_per_gpu > 0  # it "buys" sessions...

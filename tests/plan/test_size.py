@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import TypeVar
 
 import pytest
 
@@ -21,6 +22,7 @@ from kvbudget.api import (
 from kvbudget.errors import InputError
 from kvbudget.plan.sizing import Candidate, size_roofline
 from kvbudget.plan.sizing_load import Shape, latency_at, workload_shape
+from kvbudget.requests.base import Request
 from kvbudget.speed.roofline import Roofline
 from kvbudget.workload.little import ServiceRates, session_time
 from kvbudget.workload.loader import load_workload
@@ -30,12 +32,20 @@ AGENTS = "examples/coding-agent.toml"
 CHAT = "examples/chat.toml"
 
 
+R = TypeVar("R", bound=Request)
+
+
+def ask(cls: type[R], **options: object) -> R:
+    """The request as a face hands it over: named options, text read by each field's kind."""
+    return cls.from_options(options)
+
+
 def test_memory_sessions_are_the_plans_and_replicas_cover_the_load() -> None:
     sizing = size_deployments(
-        SizeRequest(model="qwen3-32b,gpt-oss-120b", gpu="h200", engine="vllm", context="32k", sessions=60)
+        ask(SizeRequest, model="qwen3-32b,gpt-oss-120b", gpu="h200", engine="vllm", context="32k", sessions=60)
     )
     for c in sizing.met:
-        plan = plan_deployment(PlanRequest(model=c.choice.model, gpu="h200", engine="vllm", context="32k"))
+        plan = plan_deployment(ask(PlanRequest, model=c.choice.model, gpu="h200", engine="vllm", context="32k"))
         assert c.memory_sessions == plan.sessions
         assert c.binding == "memory"  # no latency targets: memory alone
         assert c.replicas == math.ceil(60 / plan.sessions)
@@ -47,13 +57,13 @@ def test_memory_sessions_are_the_plans_and_replicas_cover_the_load() -> None:
 def test_latency_is_speeds_at_the_load_each_replica_runs() -> None:
     """The TTFT and inter-token latency size reports are `kvbudget speed`'s at that concurrency on one replica."""
     sizing = size_deployments(
-        SizeRequest(model="llama-3.1-8b", gpu="h100-sxm", engine="vllm", context="16k", sessions=100, isl=2000,
+        ask(SizeRequest, model="llama-3.1-8b", gpu="h100-sxm", engine="vllm", context="16k", sessions=100, isl=2000,
                     osl=500, ttft="1s", itl="30ms")
     )  # fmt: skip
     (c,) = sizing.met
     assert c.latency is not None
     speed = estimate_speed(
-        SpeedRequest(model="llama-3.1-8b", gpu="h100-sxm", engine="vllm", isl=2000, osl=500,
+        ask(SpeedRequest, model="llama-3.1-8b", gpu="h100-sxm", engine="vllm", isl=2000, osl=500,
                      concurrency=str(c.latency.sessions))
     )  # fmt: skip
     # the same roofline at the same batch; speed plans at isl + osl, size at the cap: the same pool either way
@@ -64,10 +74,10 @@ def test_latency_is_speeds_at_the_load_each_replica_runs() -> None:
 
 def test_a_tight_inter_token_target_binds_before_memory() -> None:
     loose = size_deployments(
-        SizeRequest(model="qwen3-32b", gpu="h200", engine="vllm", context="32k", sessions=60, workload=AGENTS)
+        ask(SizeRequest, model="qwen3-32b", gpu="h200", engine="vllm", context="32k", sessions=60, workload=AGENTS)
     ).met[0]
     tight = size_deployments(
-        SizeRequest(model="qwen3-32b", gpu="h200", engine="vllm", context="32k", sessions=60, workload=AGENTS,
+        ask(SizeRequest, model="qwen3-32b", gpu="h200", engine="vllm", context="32k", sessions=60, workload=AGENTS,
                     itl="30ms")
     ).met[0]  # fmt: skip
     assert loose.binding == "memory" and loose.memory_sessions == 7  # Qwen3-32B bf16 on an H200 at 32K
@@ -84,14 +94,14 @@ def test_a_tight_inter_token_target_binds_before_memory() -> None:
 def _roof_and_shape(c: Candidate, workload: str, context: str) -> tuple[Roofline, Shape]:
     """The roofline and request shape size held the candidate to."""
     assert c.plan is not None
-    request = SizeRequest(model=c.choice.model, gpu=c.choice.gpu, engine=c.choice.engine, context=context,
+    request = ask(SizeRequest, model=c.choice.model, gpu=c.choice.gpu, engine=c.choice.engine, context=context,
                           sessions=1, workload=workload)  # fmt: skip
     return size_roofline(request, c.choice, c.plan), workload_shape(load_workload(workload), request.context)
 
 
 def test_a_target_one_session_alone_misses_is_unmet_with_its_reason() -> None:
     sizing = size_deployments(
-        SizeRequest(model="qwen3-32b", gpu="h200", engine="vllm", context="32k", sessions=60, workload=AGENTS,
+        ask(SizeRequest, model="qwen3-32b", gpu="h200", engine="vllm", context="32k", sessions=60, workload=AGENTS,
                     ttft="10ms")
     )  # fmt: skip
     assert not sizing.met
@@ -102,7 +112,7 @@ def test_a_target_one_session_alone_misses_is_unmet_with_its_reason() -> None:
 
 def test_weights_that_do_not_fit_are_unmet_not_an_error() -> None:
     sizing = size_deployments(
-        SizeRequest(model="llama-3.1-70b", gpu="h100-sxm,h200", engine="vllm", weights="fp8", context="32k",
+        ask(SizeRequest, model="llama-3.1-70b", gpu="h100-sxm,h200", engine="vllm", weights="fp8", context="32k",
                     sessions=20)
     )  # fmt: skip
     assert [c.choice.gpu for c in sizing.met] == ["h200"]
@@ -111,7 +121,7 @@ def test_weights_that_do_not_fit_are_unmet_not_an_error() -> None:
 
 def test_cheapest_first_with_prices() -> None:
     sizing = size_deployments(
-        SizeRequest(model="qwen3-32b,gpt-oss-120b", gpu="h100-sxm,h200", engine="vllm,sglang", tp="1,2",
+        ask(SizeRequest, model="qwen3-32b,gpt-oss-120b", gpu="h100-sxm,h200", engine="vllm,sglang", tp="1,2",
                     context="32k", sessions=60, workload=AGENTS, ttft="2s", itl="50ms",
                     price="h100-sxm=2.49/h,h200=3.59/h")
     )  # fmt: skip
@@ -129,7 +139,7 @@ def test_cheapest_first_with_prices() -> None:
 
 def test_a_rate_is_littles_law_with_the_workloads_session_time() -> None:
     sizing = size_deployments(
-        SizeRequest(model="llama-3.1-8b", gpu="l40s", engine="vllm", context="8k", rate="0.5/s", workload=CHAT,
+        ask(SizeRequest, model="llama-3.1-8b", gpu="l40s", engine="vllm", context="8k", rate="0.5/s", workload=CHAT,
                     ttft="1s", itl="40ms")
     )  # fmt: skip
     (c,) = sizing.met
@@ -148,12 +158,12 @@ def test_the_chosen_deployment_meets_the_simulators_target() -> None:
     """size's answer for the chat workload's own arrival rate (0.5/s), simulated as `kvbudget simulate` runs it:
     the replicas it picks meet the simulator's target (no preemption, p99 queue delay <= 1 s)."""
     sizing = size_deployments(
-        SizeRequest(model="llama-3.1-8b", gpu="l40s", engine="vllm", context="8k", rate="0.5/s", workload=CHAT,
+        ask(SizeRequest, model="llama-3.1-8b", gpu="l40s", engine="vllm", context="8k", rate="0.5/s", workload=CHAT,
                     ttft="1s", itl="40ms")
     )  # fmt: skip
     pick = sizing.met[0]
     study = simulate_deployment(
-        SimulateRequest(model="llama-3.1-8b", gpu="l40s", engine="vllm", context="8k", workload=CHAT,
+        ask(SimulateRequest, model="llama-3.1-8b", gpu="l40s", engine="vllm", context="8k", workload=CHAT,
                         replicas=pick.replicas, sessions=1000, search_sessions=0)
     )  # fmt: skip
     assert study.result.replicas == pick.replicas == 3
@@ -181,8 +191,8 @@ def test_the_faces_agree(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ("llama-3.1-8b", "--gpu", "l40s,h100-sxm", "--context", "8k", "--sessions", "50", "--itl", "50ms")
     code, out, _ = run_cli(capsys, "size", *argv, "--json")
     assert code == 0
-    api = size_deployments(SizeRequest(model="llama-3.1-8b", gpu="l40s,h100-sxm", context="8k", sessions=50,
+    api = size_deployments(ask(SizeRequest, model="llama-3.1-8b", gpu="l40s,h100-sxm", context="8k", sessions=50,
                                        itl=0.05)).to_dict()  # fmt: skip
     assert json.loads(out) == json.loads(json.dumps(api))
     with pytest.raises(InputError, match="--itl"):
-        SizeRequest(model="x", gpu="h200", context="8k", sessions=1, itl="-1ms")
+        ask(SizeRequest, model="x", gpu="h200", context="8k", sessions=1, itl="-1ms")

@@ -10,7 +10,7 @@ target, no price to rank it by is not one: it is ranked by GPUs) is listed with 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvbudget.errors import InputError, KvBudgetError
 from kvbudget.plan.compare import Choice
@@ -187,7 +187,7 @@ def size_deployments(request: SizeRequest) -> Sizing:
     answer = Sizing(
         request.context, request.sessions, request.rate, request.ttft, request.itl, shape, tuple(ordered), ""
     )
-    return Sizing(**{**answer.__dict__, "recommendation": recommendation(answer)})
+    return replace(answer, recommendation=recommendation(answer))
 
 
 def _rank(c: Candidate) -> tuple[object, ...]:

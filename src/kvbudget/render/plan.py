@@ -106,7 +106,8 @@ def render_levers(plan: Plan, levers: list[Lever]) -> str:
         f"{format_tokens(plan.inputs.context)} on {counted(gpus, 'GPU')} today "
         f"({plan.total_sessions / gpus:,.2f} per GPU). What each lever buys per GPU at the same cap (best first):"
     )
-    rows, aside = [], []
+    rows: list[list[str]] = []
+    aside: list[list[str]] = []
     for lv in levers:
         if lv.total_sessions is None or lv.per_gpu is None or lv.gain_per_gpu is None:
             aside.append([lv.name, lv.change, "-", "-", "-", f"not possible: {lv.refused}"])
