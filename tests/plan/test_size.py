@@ -196,3 +196,11 @@ def test_the_faces_agree(capsys: pytest.CaptureFixture[str]) -> None:
     assert json.loads(out) == json.loads(json.dumps(api))
     with pytest.raises(InputError, match="--itl"):
         ask(SizeRequest, model="x", gpu="h200", context="8k", sessions=1, itl="-1ms")
+
+
+def test_the_paragraph_names_the_engines_own_cheaper_cache() -> None:
+    """What would change a memory-bound answer is said in the engine's vocabulary (llama.cpp: q8_0, vLLM: fp8)."""
+    llama = ask(SizeRequest, model="llama-3.1-8b", gpu="rtx-4090", engine="llamacpp", context="16k", sessions=10)
+    vllm = ask(SizeRequest, model="llama-3.1-8b", gpu="h200", engine="vllm", context="16k", sessions=10)
+    assert "a q8_0 KV cache" in size_deployments(llama).recommendation
+    assert "an fp8 KV cache" in size_deployments(vllm).recommendation

@@ -72,7 +72,10 @@ def _latency(c: Candidate, s: Sizing) -> str:
 
 def _change(c: Candidate, s: Sizing) -> str:
     if c.binding == "memory":
-        lever = "a shorter context cap or an fp8 KV cache would fit more sessions per GPU and could save a GPU"
+        cheaper = c.plan.inputs.engine.rules.cheaper_kv_dtypes if c.plan is not None else ()
+        article = "an" if cheaper and cheaper[0][0] in "aefhilmnorsx" else "a"  # spoken: an fp8, an int8, a q8_0
+        cache = f" or {article} {cheaper[0]} KV cache" if cheaper and c.choice.kv_dtype == "auto" else ""
+        lever = f"a shorter context cap{cache} would fit more sessions per GPU and could save a GPU"
     elif c.binding == "prefill":
         lever = "a looser time-to-first-token target, or shorter prompts per step, would let each GPU take more"
     else:

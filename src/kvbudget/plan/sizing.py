@@ -3,8 +3,9 @@ engines, cache dtypes, weights precisions, tensor-parallel sizes) is planned as 
 cap; a replica holds the fewer of the sessions its KV pool serves at the cap (memory, the worst case reserved)
 and the sessions it runs within the latency targets (plan/sizing_load.py: ``kvbudget speed``'s roofline at that
 concurrency). The replicas are the load over that, rounded up; the binding constraint is whichever set the
-sessions per replica. A combination no replica count serves (the weights do not fit, one session alone misses a
-target, no price to rank it by is not one: it is ranked by GPUs) is listed with its reason.
+sessions per replica. A combination no replica count serves (the weights do not fit, no session fits at the cap,
+one session alone misses a target) is listed with its reason; one without a price is ranked by its GPUs, after
+the priced ones.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/ar
 if TYPE_CHECKING:
     from kvbudget.plan.plan import Plan
     from kvbudget.requests.size import SizeRequest
+    from kvbudget.speed.roofline import Roofline
     from kvbudget.workload.model import Workload
 
 SCHEMA_VERSION = 1
@@ -236,10 +238,6 @@ def size_roofline(request: SizeRequest, choice: Choice, plan: Plan) -> Roofline:
 
     speed = narrowed(SpeedRequest, request, **{k: v for k, v in choice.options().items() if k != "context"})
     return roofline_of(speed, plan, speed_gpu(speed), efficiency_for(plan.inputs.engine.name))[0]
-
-
-if TYPE_CHECKING:
-    from kvbudget.speed.roofline import Roofline
 
 
 def _sized(
