@@ -63,6 +63,12 @@ COMMANDS = [
     *(["calibrate", log] for log in LOGS),
     ["speed", "qwen3-30b-a3b", "--gpu", "h200", "--engine", "vllm", "--concurrency", "300", "--prefix", "500"],
     ["speed", "llama-3.1-70b", "--gpu", "h100-sxm", "--gpus", "8", "--tp", "4", "--engine", "trtllm", "--weights", "fp8"],  # noqa: E501
+    [
+        "size", "qwen3-32b,gpt-oss-120b", "--gpu", "h100-sxm,h200", "--engine", "vllm,sglang", "--tp", "1,2",
+        "--price", "h100-sxm=2.49/h,h200=3.59/h", "--sessions", "60", "--workload", WORKLOAD, "--context", "32k",
+        "--ttft", "2s", "--itl", "50ms",
+    ],
+    ["size", "llama-3.1-70b", "--gpu", "h100-sxm", "--weights", "fp8", "--sessions", "60", "--context", "32k"],
 ]  # fmt: skip
 
 # The CLI modules that render in place (cli/compare.py) call render.text.fit once the lead ports it (issue 24).

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
         Plan,
         PlanRequest,
         SimulateRequest,
+        SizeRequest,
+        Sizing,
         Speed,
         SpeedRequest,
         Study,
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
         plan_deployment,
         rank_levers,
         simulate_deployment,
+        size_deployments,
         trace_report,
     )
 
@@ -64,6 +67,8 @@ __all__ = [
     "Plan",
     "PlanRequest",
     "SimulateRequest",
+    "SizeRequest",
+    "Sizing",
     "Speed",
     "SpeedRequest",
     "Study",
@@ -81,6 +86,7 @@ __all__ = [
     "plan_deployment",
     "rank_levers",
     "simulate_deployment",
+    "size_deployments",
     "trace_report",
 ]
 

@@ -25,12 +25,14 @@ from kvbudget.plan.build import plan_deployment, rank_levers
 from kvbudget.plan.comparison import Comparison, compare_deployments
 from kvbudget.plan.levers import LeverRanking
 from kvbudget.plan.plan import Plan
+from kvbudget.plan.sizing import Sizing, size_deployments
 from kvbudget.plan.trace_report import TraceReport, trace_report
 from kvbudget.requests.calibrate import CalibrateRequest
 from kvbudget.requests.compare import CompareRequest
 from kvbudget.requests.cost import CostRequest, ModelsRequest, TableRequest
 from kvbudget.requests.plan import LeversRequest, PlanRequest
 from kvbudget.requests.simulate import SimulateRequest
+from kvbudget.requests.size import SizeRequest
 from kvbudget.requests.speed import SpeedRequest
 from kvbudget.requests.trace import TraceStatsRequest
 from kvbudget.requests.values import Memory, Tokens
@@ -55,6 +57,8 @@ __all__ = [
     "Plan",
     "PlanRequest",
     "SimulateRequest",
+    "SizeRequest",
+    "Sizing",
     "Speed",
     "SpeedRequest",
     "Study",
@@ -71,5 +75,6 @@ __all__ = [
     "plan_deployment",
     "rank_levers",
     "simulate_deployment",
+    "size_deployments",
     "trace_report",
 ]

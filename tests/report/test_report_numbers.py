@@ -34,7 +34,10 @@ def test_plan_and_levers_are_the_cli_documents() -> None:
         "engine": "vllm",
         "setting": "--max-model-len 32768",
     }
-    assert [lv["lever"] for lv in doc["levers"]["levers"]][:2] == ["tp x2", "KV fp8"]
+    # ranked per GPU at the same cap: fp8 doubles one GPU's 4 sessions to 8; tp x2 holds 12 on two GPUs, 6 each
+    assert [lv["lever"] for lv in doc["levers"]["levers"]][:2] == ["KV fp8", "tp x2"]
+    first, second = doc["levers"]["levers"][:2]
+    assert (first["sessions_per_gpu"], second["sessions_per_gpu"], second["gpus"]) == (8, 6, 2)
 
 
 def test_layer_groups_are_cost_json_at_the_cap() -> None:

@@ -49,6 +49,19 @@ CASES = [
     ("cost", {"model": "llama-3.1-8b", "engine": "llamacpp", "tokens": "128k", "kv_dtype": "q8_0"}),
     ("table", {"model": "llama-3.1-8b", "tokens": "8k,32k", "sequences": "1,4"}),
     ("compare", {"model": "llama-3.1-8b,qwen3-32b", "gpu": "h100-sxm,h200", "engine": "vllm", "context": "8k,32k"}),
+    (
+        "size",
+        {
+            "model": "llama-3.1-8b,qwen3-32b",
+            "gpu": "h100-sxm,h200",
+            "engine": "vllm,sglang",
+            "context": "32k",
+            "sessions": "60",
+            "ttft": "2s",
+            "itl": "50ms",
+            "price": "h100-sxm=2.49/h,h200=3.59/h",
+        },
+    ),
     ("models", {}),
     ("gpus", {}),
 ]
@@ -124,7 +137,7 @@ def test_a_missing_or_unknown_option_is_the_requests_one_line(
     status, body = api(server, "serve")
     assert status == 400
     assert json.loads(body)["error"]["message"] == (
-        "/api/serve: no such command; the API serves compare, cost, gpus, levers, models, plan, table"
+        "/api/serve: no such command; the API serves compare, cost, gpus, levers, models, plan, size, table"
     )
 
 

@@ -83,6 +83,7 @@ EXTENSIONS = (
     "kvbudget.cli.gateway",
     "kvbudget.cli.coverage",
     "kvbudget.cli.speed",
+    "kvbudget.cli.size",
 )
 
 Handler = Callable[[argparse.Namespace], str]

@@ -193,6 +193,11 @@ class EngineRules:
         """A step the serve command needs first that no flag of the engine performs (shown as a shell comment)."""
         return None
 
+    def served_cap(self, spec: ModelSpec, context: int) -> int:
+        """The cap the engine actually gives a session asked ``context`` tokens (an engine that clamps a cap past the
+        trained window says so here); the asked cap by default."""
+        return context
+
     def past_window(self, context: int, native: int) -> str:
         """What this engine needs to serve ``context`` tokens past the model's ``native`` trained window (its
         override switches and the rope scaling), or why it cannot; said wherever a cap passes the window."""

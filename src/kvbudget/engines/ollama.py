@@ -259,6 +259,11 @@ class Rules(llamacpp.Rules):
             env.append("OLLAMA_FLASH_ATTENTION=0")
         return (*env, "ollama", "serve")
 
+    def served_cap(self, spec: ModelSpec, context: int) -> int:
+        # Ollama 0.32 llm/server.go: num_ctx past the training context is clamped to it
+        limit = _clamped(spec)
+        return min(context, limit) if limit else context
+
     def past_window(self, context: int, native: int) -> str:
         # Ollama 0.32 llm/server.go: num_ctx past the training context is clamped to it
         return (

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kvbudget.errors import KvBudgetError
-from kvbudget.plan.plan import Plan
+from kvbudget.plan.plan import Plan, sessions_per_replica
 from kvbudget.workload.little import SessionTime
 
 
@@ -168,6 +168,7 @@ class Row:
             if self.plan.max_context_for_sessions is not None:
                 out["max_context_for_sessions"] = self.plan.max_context_for_sessions
                 out["sessions_requested"] = i.sessions
+                out["sessions_requested_per_replica"] = sessions_per_replica(i.sessions or 0, self.plan.replicas)
         out |= {
             "price_per_gpu_hour": self.price_per_gpu_hour,
             "cost_per_hour": _round(self.cost_per_hour),

@@ -3,6 +3,12 @@ quantization saves memory once while context costs per session.
 
 Each lever is the same plan with one input changed. A lever the engine cannot take (a cache dtype
 it refuses, weights that no longer fit) is listed with its reason instead of a number.
+
+Levers are ranked in comparable units: sessions per GPU at the same cap (the GPU is the same, so per GPU is
+also per dollar). "tp x2" doubles the GPUs, so it is ranked by what each of them holds, not by twice the GPUs
+against one. A lever that changes the cap (cap x1/2, cap x2) or whose gain is an engine clamping the cap (Ollama
+clamps num_ctx to the trained window) buys sessions by serving less context: it is listed, with its figures,
+after the ranked ones and not counted as a capacity gain.
 """
 
 from __future__ import annotations
@@ -29,6 +35,10 @@ class Lever:
     delta: int | None
     memory_effect: str
     refused: str = ""
+    gpus: int | None = None
+    per_gpu: float | None = None  # total sessions / GPUs: the ranked figure
+    gain_per_gpu: float | None = None  # per_gpu minus the deployment's own
+    not_ranked: str = ""  # why the lever is not a capacity gain at the same cap (it changes or clamps the cap)
 
 
 @dataclass(frozen=True)
@@ -101,8 +111,21 @@ def _effect(base: Plan, plan: Plan) -> str:
     return "; ".join(parts) or "same bytes per session and per GPU"
 
 
+def _not_ranked(base: Plan, name: str, plan: Plan) -> str:
+    """Why a lever's sessions are not a capacity gain at the same cap ("" when they are)."""
+    if plan.inputs.context != base.inputs.context:
+        return f"changes the cap to {plan.inputs.context:,} tokens"
+    i = plan.inputs
+    served = i.engine.rules.served_cap(i.spec, i.context)
+    if served < i.context:
+        return f"{i.engine.rules.title} clamps the cap to {served:,} tokens: the gain is the clamp, not capacity"
+    return ""
+
+
 def levers(base: Plan, weight_bits: int | None = None, reweigh: Reweigh | None = None) -> list[Lever]:
-    """Every lever, best first (most sessions over the whole deployment)."""
+    """Every lever: capacity gains first, most sessions per GPU at the same cap first; then the levers that change
+    or clamp the cap; then those the engine refuses."""
+    base_per_gpu = base.total_sessions / base.inputs.gpus
     out = []
     for name, change, inputs in _variants(base.inputs, weight_bits, reweigh):
         try:
@@ -112,5 +135,24 @@ def levers(base: Plan, weight_bits: int | None = None, reweigh: Reweigh | None =
             continue
         sessions = plan.prefix.sessions if plan.prefix is not None else plan.sessions
         total = sessions * plan.replicas
-        out.append(Lever(name, change, sessions, total, total - base.total_sessions, _effect(base, plan)))
-    return sorted(out, key=lambda lv: (lv.total_sessions is None, -(lv.total_sessions or 0), lv.name))
+        per_gpu = total / plan.inputs.gpus
+        out.append(
+            Lever(
+                name,
+                change,
+                sessions,
+                total,
+                total - base.total_sessions,
+                _effect(base, plan),
+                gpus=plan.inputs.gpus,
+                per_gpu=per_gpu,
+                gain_per_gpu=per_gpu - base_per_gpu,
+                not_ranked=_not_ranked(base, name, plan),
+            )
+        )
+
+    def rank(lv: Lever) -> tuple[int, float, str]:
+        group = 2 if lv.per_gpu is None else 1 if lv.not_ranked else 0
+        return (group, -(lv.per_gpu or 0.0), lv.name)
+
+    return sorted(out, key=rank)

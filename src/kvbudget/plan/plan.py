@@ -192,6 +192,11 @@ def statement(spec: ModelSpec, context: int, sessions: int, advertised_sessions:
     return text[0].upper() + text[1:] + "."
 
 
+def sessions_per_replica(sessions: int, replicas: int) -> int:
+    """A deployment's ``sessions`` spread over its ``replicas``: the share the busiest replica holds."""
+    return -(-sessions // max(1, replicas))
+
+
 def _check_parallel(i: PlanInputs) -> tuple[int, list[str]]:
     warnings: list[str] = []
     per_replica = i.tp * i.pp
@@ -261,7 +266,8 @@ def make_plan(i: PlanInputs) -> Plan:
     if edge:
         warnings.append(edge)
     advertised = _capacity(i, layout, options, pool, window, [])[0] if window and window > i.context else None
-    max_ctx = max_context_for(layout, pool, i.sessions, window) if i.sessions else None
+    # --sessions is the whole deployment: with --gpus spanning replicas each holds its share, rounded up
+    max_ctx = max_context_for(layout, pool, sessions_per_replica(i.sessions, replicas), window) if i.sessions else None
     sharing = prefix_sharing(layout, i.engine, pool, i.context, i.prefix) if i.prefix else None
     return Plan(
         inputs=i,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from kvbudget.plan.flags import all_engine_commands, all_engine_flags
 from kvbudget.plan.levers import Lever
 from kvbudget.plan.offload import Offload
-from kvbudget.plan.plan import SCHEMA_VERSION, Plan
+from kvbudget.plan.plan import SCHEMA_VERSION, Plan, sessions_per_replica
 
 
 def plan_json(plan: Plan, offload: Offload | None = None) -> dict[str, object]:
@@ -47,6 +47,7 @@ def plan_json(plan: Plan, offload: Offload | None = None) -> dict[str, object]:
     if plan.max_context_for_sessions is not None:
         out["max_context_for_sessions"] = plan.max_context_for_sessions
         out["sessions_requested"] = i.sessions
+        out["sessions_requested_per_replica"] = sessions_per_replica(i.sessions or 0, plan.replicas)
     if plan.prefix is not None:
         out["prefix"] = {
             "prefix_tokens": plan.prefix.prefix_tokens,
@@ -75,6 +76,8 @@ def levers_json(plan: Plan, levers: list[Lever]) -> dict[str, object]:
         "context": plan.inputs.context,
         "baseline_sessions": plan.sessions,
         "baseline_total_sessions": plan.total_sessions,
+        "baseline_gpus": plan.inputs.gpus,
+        "baseline_sessions_per_gpu": round(plan.total_sessions / plan.inputs.gpus, 6),
         "levers": [
             {
                 "lever": lv.name,
@@ -84,6 +87,11 @@ def levers_json(plan: Plan, levers: list[Lever]) -> dict[str, object]:
                 "delta": lv.delta,
                 "memory_effect": lv.memory_effect,
                 "refused": lv.refused or None,
+                "gpus": lv.gpus,
+                "sessions_per_gpu": None if lv.per_gpu is None else round(lv.per_gpu, 6),
+                "gain_per_gpu": None if lv.gain_per_gpu is None else round(lv.gain_per_gpu, 6),
+                "ranked": lv.per_gpu is not None and not lv.not_ranked,
+                "not_ranked": lv.not_ranked or None,
             }
             for lv in levers
         ],

@@ -20,8 +20,11 @@ def render_comparison(comparison: Comparison) -> str:
     rows = list(comparison.rows)
     with_rate, with_workload = comparison.rate_per_s is not None, comparison.with_workload
     with_sim = comparison.simulated
+    asked = next((r.plan.inputs.sessions for r in rows if r.plan is not None and r.plan.inputs.sessions), None)
 
     head = ["model", "gpu x n", "engine", "cap", "kv", "sessions", "per session", "$/h", "$/session-h"]
+    if asked:
+        head.append(f"cap for {asked:,}")
     if with_workload:
         head.append("$/M out tok")
     if with_rate:
@@ -56,6 +59,8 @@ def render_comparison(comparison: Comparison) -> str:
             money(row.cost_per_hour),
             money(row.cost_per_session_hour),
         ]
+        if asked:
+            line.append("-" if p.max_context_for_sessions is None else format_tokens(p.max_context_for_sessions))
         if with_workload:
             line.append(money(row.cost_per_million_output_tokens))
         if with_rate:
@@ -76,6 +81,11 @@ def render_comparison(comparison: Comparison) -> str:
         "",
         "sessions: at the cap, worst case reserved (plan); $/session-h: the deployment's price / those sessions",
     ]
+    if asked:
+        notes.append(
+            f"cap for {asked:,}: the largest cap at which the deployment holds {asked:,} sessions in all "
+            "(--sessions is the whole deployment; each replica holds its share, rounded up)"
+        )
     if with_workload:
         notes.append("$/M out tok: every session slot busy, sessions / E[T] x the workload's output tokens per session")
     if with_rate:

@@ -47,7 +47,14 @@ def render_plan(plan: Plan, units: UnitSystem, offload: Offload | None = None) -
         f"Token budget: {format_int(plan.token_budget)} ({plan.token_budget_basis})",
     ]
     if plan.max_context_for_sessions is not None:
-        lines.append(f"Largest cap for {i.sessions} sessions: {format_int(plan.max_context_for_sessions)} tokens")
+        share = ""
+        if plan.replicas > 1 and i.sessions is not None:
+            from kvbudget.plan.plan import sessions_per_replica
+
+            share = f" over {plan.replicas} replicas ({sessions_per_replica(i.sessions, plan.replicas)} per replica)"
+        lines.append(
+            f"Largest cap for {i.sessions} sessions{share}: {format_int(plan.max_context_for_sessions)} tokens"
+        )
     if plan.prefix is not None:
         lines.append(
             f"With a shared {format_int(plan.prefix.prefix_tokens)}-token prefix: {plan.prefix.sessions} "
@@ -93,19 +100,31 @@ def _log_check(check: LogCheck) -> list[str]:
 
 
 def render_levers(plan: Plan, levers: list[Lever]) -> str:
+    gpus = plan.inputs.gpus
     head = (
         f"{plan.inputs.spec.name} on {plan.inputs.engine.label}: {plan.total_sessions} sessions at "
-        f"{format_tokens(plan.inputs.context)} today. What each lever buys (best first):"
+        f"{format_tokens(plan.inputs.context)} on {counted(gpus, 'GPU')} today "
+        f"({plan.total_sessions / gpus:,.2f} per GPU). What each lever buys per GPU at the same cap (best first):"
     )
-    rows = []
+    rows: list[list[str]] = []
+    aside: list[list[str]] = []
     for lv in levers:
-        if lv.total_sessions is None:
-            rows.append([lv.name, lv.change, "-", "-", f"not possible: {lv.refused}"])
-        else:
-            delta = f"{lv.delta:+d}" if lv.delta is not None else ""
-            rows.append([lv.name, lv.change, str(lv.total_sessions), delta, lv.memory_effect])
-    return (
-        head
-        + "\n"
-        + table(["lever", "change", "sessions", "delta", "memory effect"], rows, [False, False, True, True, False])
+        if lv.total_sessions is None or lv.per_gpu is None or lv.gain_per_gpu is None:
+            aside.append([lv.name, lv.change, "-", "-", "-", f"not possible: {lv.refused}"])
+            continue
+        row = [
+            lv.name,
+            lv.change,
+            str(lv.gpus),
+            str(lv.total_sessions),
+            f"{lv.per_gpu:,.2f} ({lv.gain_per_gpu:+,.2f})",
+            lv.memory_effect if not lv.not_ranked else f"not ranked: {lv.not_ranked}; {lv.memory_effect}",
+        ]
+        (aside if lv.not_ranked else rows).append(row)
+    header = ["lever", "change", "GPUs", "sessions", "per GPU (gain)", "memory effect"]
+    note = (
+        "per GPU: sessions over the deployment / its GPUs, at the same cap (the same GPU: per dollar ranks the "
+        "same); levers that change or clamp the cap are listed after, not ranked as capacity"
     )
+    lines = [*wrap(head, indent="  "), table(header, rows + aside, [False, False, True, True, True, False]), ""]
+    return "\n".join([*lines, *wrap(note, indent="  ")])

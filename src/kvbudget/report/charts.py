@@ -254,7 +254,9 @@ def levers(report: Report) -> str:
         Bar(
             f"{lv.name}: {lv.change}",
             lv.total_sessions,
-            f"{lv.total_sessions:,} ({lv.delta:+,})" if lv.delta is not None else f"{lv.total_sessions:,}",
+            (f"{lv.total_sessions:,} ({lv.delta:+,})" if lv.delta is not None else f"{lv.total_sessions:,}")
+            + (f", {lv.per_gpu:,.2f}/GPU" if lv.per_gpu is not None else "")
+            + (" (changes the cap)" if lv.not_ranked else ""),
             {"lever": lv.name, "total_sessions": lv.total_sessions, "delta": lv.delta},
             PALETTE[2] if (lv.delta or 0) > 0 else (PALETTE[4] if (lv.delta or 0) < 0 else PALETTE[5]),
         )
@@ -263,7 +265,7 @@ def levers(report: Report) -> str:
     ]
     return bar_chart(
         "levers",
-        "Sessions with each lever (all replicas), best first",
+        "Sessions with each lever (all replicas), best first per GPU at the same cap; cap changes last",
         bars,
         f"sessions (all replicas); dashed: today's {report.plan.total_sessions:,}",
         baseline=report.plan.total_sessions,

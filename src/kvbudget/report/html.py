@@ -264,10 +264,12 @@ def _levers(report: Report) -> str:
     rows = []
     for lv in report.levers:
         if lv.total_sessions is None:
-            rows.append([lv.name, lv.change, "-", "-", f"refused: {lv.refused}"])
+            rows.append([lv.name, lv.change, "-", "-", "-", f"refused: {lv.refused}"])
         else:
-            rows.append([lv.name, lv.change, format_int(lv.total_sessions), f"{lv.delta:+,}", lv.memory_effect])
-    table = _table(["lever", "change", "sessions", "delta", "memory effect"], rows, {2, 3}, {4})
+            effect = f"not ranked: {lv.not_ranked}; {lv.memory_effect}" if lv.not_ranked else lv.memory_effect
+            per_gpu = "-" if lv.per_gpu is None else f"{lv.per_gpu:,.2f}"
+            rows.append([lv.name, lv.change, format_int(lv.total_sessions), f"{lv.delta:+,}", per_gpu, effect])
+    table = _table(["lever", "change", "sessions", "delta", "per GPU", "memory effect"], rows, {2, 3, 4}, {5})
     return (
         f"<figure>{charts.levers(report)}</figure><details><summary>what each lever changes</summary>{table}</details>"
     )

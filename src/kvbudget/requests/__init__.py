@@ -17,6 +17,7 @@ def by_command() -> dict[str, type[Request]]:
     from kvbudget.requests.plan import LeversRequest, PlanRequest
     from kvbudget.requests.report import ReportRequest
     from kvbudget.requests.simulate import SimulateRequest
+    from kvbudget.requests.size import SizeRequest
     from kvbudget.requests.speed import SpeedRequest
     from kvbudget.requests.trace import TraceStatsRequest
 
@@ -33,6 +34,7 @@ def by_command() -> dict[str, type[Request]]:
         CalibrateRequest,
         ReportRequest,
         SpeedRequest,
+        SizeRequest,
         GatewayRequest,
     ]
     return {cls.command: cls for cls in classes}

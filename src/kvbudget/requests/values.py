@@ -149,18 +149,23 @@ def read_share(value: object, what: str) -> float:
 
 
 _SECONDS = {None: 1, "s": 1, "m": 60, "min": 60, "h": 3600}
+_MILLI = "ms"  # a latency target: 50ms
 
 
 def read_seconds(value: object, what: str) -> float:
-    """Seconds from ``600``, ``90s``, ``10m`` or ``2h`` (or a number of seconds), above 0 and at most a year."""
+    """Seconds from ``600``, ``90s``, ``10m``, ``2h`` or ``50ms`` (or a number of seconds), above 0 and at most a
+    year."""
     if isinstance(value, str):
         import re
 
-        match = re.match(r"^\s*([0-9.]{1,40})\s*(s|m|min|h)?\s*$", value, re.ASCII) if len(value) <= 64 else None
+        match = re.match(r"^\s*([0-9.]{1,40})\s*(ms|s|m|min|h)?\s*$", value, re.ASCII) if len(value) <= 64 else None
         if match is None:
             raise InputError(f"{what}: cannot read {shown(value)} as a positive time; write e.g. 600, 90s, 10m or 2h")
         num, den = parse_decimal(match.group(1), what=what, example="600, 90s, 10m or 2h")
-        num *= _SECONDS[match.group(2)]
+        if match.group(2) == _MILLI:
+            den *= 1000
+        else:
+            num *= _SECONDS[match.group(2)]
         if not 0 < num <= MAX_SECONDS * den:
             raise InputError(f"{what}: {shown(value)} is outside 0..{MAX_SECONDS:,} seconds (one year)")
         return num / den

@@ -26,6 +26,7 @@ NAMES = (
     "loadtest",
     "report",
     "speed",
+    "size",
     "error",
 )
 

@@ -174,7 +174,8 @@ def roofline_of(request: SpeedRequest, plan: Plan, gpu: Gpu, efficiency: Efficie
     return roof, precision, f"{why}; tensor-parallel link {link.id} {link.bytes_per_s / 1e9:g} GB/s per direction"
 
 
-def _gpu(request: SpeedRequest) -> Gpu:
+def speed_gpu(request: SpeedRequest) -> Gpu:
+    """The catalog GPU of ``request``, with the datasheet figures the roofline needs (else an InputError)."""
     from kvbudget import hardware
 
     if not request.gpu:
@@ -198,7 +199,7 @@ def estimate_speed(request: SpeedRequest) -> Speed:
     if request.pp != 1:
         raise InputError("--pp: the speed model covers tensor parallelism only (no pipeline bubbles); give --pp 1")
     asked = read_concurrency(request.concurrency)
-    gpu = _gpu(request)
+    gpu = speed_gpu(request)
     if request.prefix and request.prefix >= request.isl:
         raise InputError(f"--prefix {request.prefix:,}: give fewer than --isl {request.isl:,} (one token is computed)")
     plan = plan_deployment(narrowed(PlanRequest, request, context=request.isl + request.osl, prefix=None))

@@ -84,14 +84,14 @@ def prepare(figures: list[Figure]) -> list[Prepared]:
     from kvbudget.plan.build import plan_deployment
     from kvbudget.requests.base import narrowed
     from kvbudget.requests.plan import PlanRequest
-    from kvbudget.speed.answer import _gpu, roofline_of
+    from kvbudget.speed.answer import roofline_of, speed_gpu
     from kvbudget.speed.efficiency import FITTED
 
     out = []
     for f in figures:
         r = f.request
         plan = plan_deployment(narrowed(PlanRequest, r, context=r.isl + r.osl, prefix=None))
-        gpu = _gpu(r)
+        gpu = speed_gpu(r)
         out.append(Prepared(f, plan, gpu, *roofline_of(r, plan, gpu, FITTED)))
     return out
 

@@ -49,12 +49,13 @@ def served() -> dict[str, tuple[type[Request], Callable[[Any], Any]]]:
         "plan": (api.PlanRequest, api.plan_deployment),
         "levers": (api.LeversRequest, api.rank_levers),
         "compare": (api.CompareRequest, api.compare_deployments),
+        "size": (api.SizeRequest, api.size_deployments),
         "models": (api.ModelsRequest, api.catalog_costs),
         "gpus": (GpusRequest, gpu_catalog),
     }
 
 
-SERVED = ("cost", "table", "plan", "levers", "compare", "models", "gpus")
+SERVED = ("cost", "table", "plan", "levers", "compare", "size", "models", "gpus")
 
 
 def error_document(exc: KvBudgetError) -> str:

@@ -1,0 +1,130 @@
+"""The paragraph ``kvbudget size`` ends with: the pick, why, what it costs, and what would change it, written for a
+reader who signs off the purchase rather than for one who reads the ledger."""
+
+from __future__ import annotations
+
+from kvbudget.units import format_tokens
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
+if TYPE_CHECKING:
+    from kvbudget.plan.sizing import Candidate, Sizing
+
+
+def _gpus(c: Candidate) -> str:
+    many = "s" if c.gpus != 1 else ""
+    layout = f" ({c.replicas} replicas of {c.choice.tp} GPUs each)" if c.choice.tp > 1 else ""
+    return f"{c.gpus} {c.choice.gpu.upper()}{many}{layout}"
+
+
+def _name(c: Candidate) -> str:
+    if c.plan is None:
+        return f"{c.choice.model} on {c.choice.gpu} with {c.choice.engine}"
+    i = c.plan.inputs
+    weights = f" at {c.choice.weights} weights" if c.choice.weights else ""
+    cache = f", {i.kv_dtype_label} cache" if c.choice.kv_dtype != "auto" else ""
+    return f"{i.spec.name}{weights} with {i.engine.rules.title}{cache}"
+
+
+def _cap(tokens: int) -> str:
+    """'a 32K' / 'an 8K'."""
+    from kvbudget.plan.plan import _article
+
+    label = format_tokens(tokens)
+    return f"{_article(label)} {label}"
+
+
+def _seconds(x: float) -> str:
+    return "in under 0.1 s" if x < 0.1 else f"within about {x:.1f} s"
+
+
+def _money(x: float) -> str:
+    return f"${x:,.2f}"
+
+
+def _why(c: Candidate, s: Sizing) -> str:
+    per = c.sessions_per_replica
+    unit = "GPU" if c.choice.tp == 1 else f"{c.choice.tp}-GPU replica"
+    if c.binding == "memory":
+        return (
+            f"Memory sets the count: each {unit} keeps the cache of {per:,} sessions at the full "
+            f"{format_tokens(s.context)} cap"
+        )
+    target = "time to first token" if c.binding == "prefill" else "streaming speed (inter-token latency)"
+    return (
+        f"Speed sets the count, not memory: each {unit} could hold {c.memory_sessions:,} sessions' caches, but "
+        f"past {per:,} the {target} would miss the target"
+    )
+
+
+def _latency(c: Candidate, s: Sizing) -> str:
+    if c.latency is None:
+        return ""
+    lat = c.latency
+    targets = [f"{t:g} s" for t in (s.ttft_s,) if t is not None] + [
+        f"{t * 1000:g} ms" for t in (s.itl_s,) if t is not None
+    ]
+    within = f", inside the {' and '.join(targets)} target{'s' if len(targets) > 1 else ''}" if targets else ""
+    return (
+        f" At {lat.sessions:,} sessions each, a reply should start {_seconds(lat.ttft_s)} and stream at "
+        f"about {1 / lat.itl_s:.0f} tokens/s{within} (computed from the speed model, not measured)."
+    )
+
+
+def _change(c: Candidate, s: Sizing) -> str:
+    if c.binding == "memory":
+        cheaper = c.plan.inputs.engine.rules.cheaper_kv_dtypes if c.plan is not None else ()
+        article = "an" if cheaper and cheaper[0][0] in "aefhilmnorsx" else "a"  # spoken: an fp8, an int8, a q8_0
+        cache = f" or {article} {cheaper[0]} KV cache" if cheaper and c.choice.kv_dtype == "auto" else ""
+        lever = f"a shorter context cap{cache} would fit more sessions per GPU and could save a GPU"
+    elif c.binding == "prefill":
+        lever = "a looser time-to-first-token target, or shorter prompts per step, would let each GPU take more"
+    else:
+        lever = "a looser inter-token target, or a GPU with more memory bandwidth, would let each GPU take more"
+    grow = f"; past {c.capacity:,} concurrent sessions it needs another {'GPU' if c.choice.tp == 1 else 'replica'}"
+    return f" What would change the answer: {lever}{grow}."
+
+
+def recommendation(s: Sizing) -> str:
+    """The pick, why, what it costs and what would change it; or why nothing meets the load."""
+    met = s.met
+    load = f"{met[0].load.sessions:,} concurrent sessions" if met and met[0].load else "the load"
+    if not met:
+        first = s.unmet[0]
+        lead = "The only combination" if len(s.unmet) == 1 else f"None of the {len(s.unmet)} combinations meets it;"
+        what = f"{_name(first)} on {first.choice.gpu}"
+        return (
+            f"{lead} {'' if len(s.unmet) == 1 else 'the first, '}{what}, cannot serve the load at "
+            f"{_cap(s.context)} cap: {first.unmet}. Loosen the latency targets, lower the cap, or add "
+            "larger GPUs, lower-precision weights or tensor parallelism to the candidates."
+        )
+    pick = met[0]
+    by_rate = f" ({s.rate_per_s:g} new sessions/s by Little's law)" if s.rate_per_s is not None else ""
+    cost = ""
+    if pick.cost_per_hour is not None and pick.cost_per_session_hour is not None:
+        cost = (
+            f" for {_money(pick.cost_per_hour)} an hour, about {_money(pick.cost_per_session_hour)} per session-hour"
+            f" at the peak"
+        )
+    text = (
+        f"For {load}{by_rate} at {_cap(s.context)} cap, run {_name(pick)} on {_gpus(pick)}{cost}. "
+        f"{_why(pick, s)}, so {pick.replicas:,} {'holds' if pick.replicas == 1 else 'hold'} {pick.capacity:,}, "
+        f"{pick.headroom:,} more than the peak."
+        f"{_latency(pick, s)}"
+    )
+    others = [c for c in met[1:] if c.cost_per_hour is not None and pick.cost_per_hour is not None]
+    if others:
+        nxt = others[0]
+        assert nxt.cost_per_hour is not None and pick.cost_per_hour is not None
+        more = nxt.cost_per_hour - pick.cost_per_hour
+        price = f"costs {_money(more)} more an hour" if more >= 0.005 else "costs the same, with less spare room"
+        text += f" The next cheapest, {_name(nxt)} on {_gpus(nxt)}, {price}."
+    elif len(met) > 1 and pick.cost_per_hour is None:
+        text += " No prices were given, so the pick is the one with the fewest GPUs; add --price to rank by cost."
+    if s.unmet:
+        text += f" {len(s.unmet)} other combination{'s' if len(s.unmet) != 1 else ''} cannot meet it (listed above)."
+    if pick.plan is not None and any(w.startswith("near the edge") for w in pick.plan.warnings):
+        text += (
+            " Boot one replica and measure it before buying: its memory is within the model's error margin of "
+            "one session fewer per GPU."
+        )
+    return text + _change(pick, s)

@@ -1,0 +1,300 @@
+"""``kvbudget size``: how many of which GPU a load needs. Every combination of the request's lists (models, GPUs,
+engines, cache dtypes, weights precisions, tensor-parallel sizes) is planned as ``plan`` plans one replica at the
+cap; a replica holds the fewer of the sessions its KV pool serves at the cap (memory, the worst case reserved)
+and the sessions it runs within the latency targets (plan/sizing_load.py: ``kvbudget speed``'s roofline at that
+concurrency). The replicas are the load over that, rounded up; the binding constraint is whichever set the
+sessions per replica. A combination no replica count serves (the weights do not fit, no session fits at the cap,
+one session alone misses a target) is listed with its reason; one without a price is ranked by its GPUs, after
+the priced ones.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from kvbudget.errors import InputError, KvBudgetError
+from kvbudget.plan.compare import Choice
+from kvbudget.plan.sizing_load import Latency, Load, Shape
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
+if TYPE_CHECKING:
+    from kvbudget.plan.plan import Plan
+    from kvbudget.requests.size import SizeRequest
+    from kvbudget.speed.roofline import Roofline
+    from kvbudget.workload.model import Workload
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One combination sized for the load, or why it cannot serve it (``unmet``)."""
+
+    choice: Choice
+    plan: Plan | None
+    load: Load | None
+    unmet: str = ""
+    price_per_gpu_hour: float | None = None
+    memory_sessions: int = 0  # per replica at the cap (plan)
+    latency_sessions: int = 0  # per replica within the targets
+    replicas: int = 0
+    binding: str = ""  # memory, prefill (TTFT) or decode (inter-token latency)
+    latency: Latency | None = None  # at the load each replica runs (ceil(load / replicas))
+
+    @property
+    def sessions_per_replica(self) -> int:
+        return min(self.memory_sessions, self.latency_sessions)
+
+    @property
+    def gpus(self) -> int:
+        return self.replicas * self.choice.tp
+
+    @property
+    def capacity(self) -> int:
+        """Sessions the deployment holds within memory and the targets."""
+        return self.sessions_per_replica * self.replicas
+
+    @property
+    def headroom(self) -> int:
+        return self.capacity - (self.load.sessions if self.load else 0)
+
+    @property
+    def cost_per_hour(self) -> float | None:
+        return None if self.price_per_gpu_hour is None or self.unmet else self.price_per_gpu_hour * self.gpus
+
+    @property
+    def cost_per_session_hour(self) -> float | None:
+        cost = self.cost_per_hour
+        return None if cost is None or self.load is None else cost / self.load.sessions
+
+    def to_dict(self) -> dict[str, object]:
+        c = self.choice
+        out: dict[str, object] = {
+            "model": self.plan.inputs.spec.name if self.plan else c.model,
+            "gpu": c.gpu,
+            "engine": self.plan.inputs.engine.label if self.plan else c.engine,
+            "context": c.context,
+            "kv_dtype": self.plan.inputs.kv_dtype_label if self.plan else c.kv_dtype,
+            "weights": c.weights,
+            "tp": c.tp,
+            "met": not self.unmet,
+            "unmet": self.unmet or None,
+            "load": self.load.to_dict() if self.load else None,
+            "sessions_per_replica_memory": self.memory_sessions,
+            "sessions_per_replica_latency": self.latency_sessions,
+            "replicas": self.replicas,
+            "gpus": self.gpus,
+            "capacity_sessions": self.capacity,
+            "headroom_sessions": self.headroom if not self.unmet else None,
+            "binding": self.binding or None,
+            "latency": self.latency.to_dict() if self.latency else None,
+            "price_per_gpu_hour": self.price_per_gpu_hour,
+            "cost_per_hour": _round(self.cost_per_hour),
+            "cost_per_session_hour": _round(self.cost_per_session_hour),
+            "warnings": list(self.plan.warnings) if self.plan else [],
+        }
+        return out
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 6)
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """The answer of ``kvbudget size``: deployments that meet the load and targets, cheapest first, then the rest."""
+
+    context: int
+    sessions: int | None  # as asked (None: from the rate, per deployment)
+    rate_per_s: float | None
+    ttft_s: float | None
+    itl_s: float | None
+    shape: Shape
+    candidates: tuple[Candidate, ...]
+    recommendation: str
+
+    @property
+    def met(self) -> tuple[Candidate, ...]:
+        return tuple(c for c in self.candidates if not c.unmet)
+
+    @property
+    def unmet(self) -> tuple[Candidate, ...]:
+        return tuple(c for c in self.candidates if c.unmet)
+
+    def to_dict(self) -> dict[str, object]:
+        """The ``kvbudget size --json`` document."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "context": self.context,
+            "sessions": self.sessions,
+            "rate_per_s": self.rate_per_s,
+            "targets": {"ttft_s": self.ttft_s, "itl_s": self.itl_s},
+            "shape": {
+                "isl": self.shape.isl,
+                "cached": self.shape.cached,
+                "osl": self.shape.osl,
+                "basis": self.shape.basis,
+            },
+            "deployments": [c.to_dict() for c in self.met],
+            "unmet": [c.to_dict() for c in self.unmet],
+            "recommendation": self.recommendation,
+        }
+
+
+def _choices(request: SizeRequest) -> list[Choice]:
+    from kvbudget.plan.comparison import choices_of
+    from kvbudget.requests.base import narrowed
+    from kvbudget.requests.compare import CompareRequest
+
+    return choices_of(narrowed(CompareRequest, request, context=(request.context,)))
+
+
+def _prices(request: SizeRequest) -> dict[str, float]:
+    from kvbudget.plan.comparison import prices_of
+    from kvbudget.requests.base import narrowed
+    from kvbudget.requests.compare import CompareRequest
+
+    return prices_of(narrowed(CompareRequest, request, context=(request.context,), rate=None, workload=None))
+
+
+def _workload(request: SizeRequest) -> Workload | None:
+    if not request.workload:
+        if request.rate is not None:
+            raise InputError("--rate needs --workload FILE: Little's law needs the workload's mean session time")
+        return None
+    from kvbudget.workload.loader import load_workload
+
+    return load_workload(request.workload)
+
+
+def size_deployments(request: SizeRequest) -> Sizing:
+    """Every combination sized for the load (``kvbudget size``); ``.to_dict()`` is ``size --json``."""
+    from kvbudget.plan.recommend import recommendation
+    from kvbudget.plan.sizing_load import given_shape, workload_shape
+
+    if (request.sessions is None) == (request.rate is None):
+        raise InputError(
+            "give the load as --sessions N (peak concurrent, whole deployment) or --rate R with --workload"
+        )
+    workload = _workload(request)
+    shape = (
+        workload_shape(workload, request.context)
+        if workload
+        else given_shape(request.isl, request.osl, request.context)
+    )
+    prices = _prices(request)
+    sized = [_candidate(request, choice, shape, workload, prices.get(choice.gpu)) for choice in _choices(request)]
+    ordered = sorted(sized, key=_rank)
+    answer = Sizing(
+        request.context, request.sessions, request.rate, request.ttft, request.itl, shape, tuple(ordered), ""
+    )
+    return replace(answer, recommendation=recommendation(answer))
+
+
+def _rank(c: Candidate) -> tuple[object, ...]:
+    """Met first; priced by cost per hour, then by GPUs, then the most headroom."""
+    if c.unmet:
+        return (2, 0.0, 0, 0)
+    cost = c.cost_per_hour
+    return (0 if cost is not None else 1, cost or 0.0, c.gpus, -c.headroom)
+
+
+def _candidate(
+    request: SizeRequest, choice: Choice, shape: Shape, workload: Workload | None, price: float | None
+) -> Candidate:
+    from kvbudget.plan.build import plan_deployment
+    from kvbudget.requests.base import narrowed
+    from kvbudget.requests.plan import PlanRequest
+
+    try:
+        plan = plan_deployment(narrowed(PlanRequest, request, **choice.options(), sessions=None))
+    except KvBudgetError as exc:
+        return Candidate(choice, None, None, str(exc), price)
+    if plan.sessions < 1:
+        from kvbudget.units import format_bytes
+
+        why = (
+            f"no session at the {request.context:,}-token cap fits one replica: it needs "
+            f"{format_bytes(plan.per_session_bytes)} of cache, the KV pool is {format_bytes(plan.kv_pool_bytes)} per "
+            "GPU; add a larger --tp, a larger GPU, an fp8 --kv-dtype or a lower cap"
+        )
+        return Candidate(choice, plan, None, why, price)
+    try:
+        roof = size_roofline(request, choice, plan)
+    except KvBudgetError as exc:
+        if request.ttft is None and request.itl is None and request.rate is None:
+            roof = None
+        else:
+            return Candidate(choice, plan, None, str(exc), price, plan.sessions)
+    return _sized(request, choice, plan, roof, shape, workload, price)
+
+
+def size_roofline(request: SizeRequest, choice: Choice, plan: Plan) -> Roofline:
+    from kvbudget.requests.base import narrowed
+    from kvbudget.requests.speed import SpeedRequest
+    from kvbudget.speed.answer import roofline_of, speed_gpu
+    from kvbudget.speed.efficiency import efficiency_for
+
+    speed = narrowed(SpeedRequest, request, **{k: v for k, v in choice.options().items() if k != "context"})
+    return roofline_of(speed, plan, speed_gpu(speed), efficiency_for(plan.inputs.engine.name))[0]
+
+
+def _sized(
+    request: SizeRequest,
+    choice: Choice,
+    plan: Plan,
+    roof: Roofline | None,
+    shape: Shape,
+    workload: Workload | None,
+    price: float | None,
+) -> Candidate:
+    from kvbudget.plan.sizing_load import latency_at, most_sessions
+
+    memory = plan.sessions
+    if roof is None:  # no targets and no compute figures: memory alone
+        load = Load(request.sessions or 0, f"--sessions {request.sessions:,} at peak, whole deployment")
+        replicas = math.ceil(load.sessions / memory)
+        return Candidate(choice, plan, load, "", price, memory, memory, replicas, "memory")
+    alone = latency_at(roof, shape, 1)
+    missed = alone.misses(request.ttft, request.itl)
+    if missed:
+        what = (
+            f"TTFT {alone.ttft_s:.2f} s > --ttft {request.ttft:g} s"
+            if missed == "prefill"
+            else f"inter-token latency {alone.itl_s * 1000:.1f} ms > --itl {request.itl * 1000:g} ms"  # type: ignore[operator]
+        )
+        return Candidate(
+            choice,
+            plan,
+            None,
+            f"one session alone misses the target ({what}): no replica count meets it",
+            price,
+            memory,
+        )
+    fits = most_sessions(roof, shape, memory, request.ttft, request.itl)
+    if request.rate is not None and workload is not None:
+        load = _rate_load(request.rate, workload, shape, latency_at(roof, shape, fits))
+    else:
+        load = Load(request.sessions or 0, f"--sessions {request.sessions:,} at peak, whole deployment")
+    per = min(memory, fits)
+    replicas = math.ceil(load.sessions / per)
+    running = math.ceil(load.sessions / replicas)
+    binding = "memory" if memory <= fits else latency_at(roof, shape, fits + 1).misses(request.ttft, request.itl)
+    return Candidate(choice, plan, load, "", price, memory, fits, replicas, binding, latency_at(roof, shape, running))
+
+
+def _rate_load(rate: float, workload: Workload, shape: Shape, slowest: Latency) -> Load:
+    """The concurrency a rate brings, with E[T] at the slowest speed a replica may run (its latency-limited load):
+    an upper bound, since fewer sessions per replica only run faster."""
+    from kvbudget.plan.sizing_load import load_from_rate
+    from kvbudget.workload.little import ServiceRates, session_time
+
+    prefill_s = max(slowest.ttft_s, 1e-9)
+    rates = ServiceRates(prefill_tokens_per_s=shape.new / prefill_s, decode_tokens_per_s=1 / slowest.itl_s)
+    session = session_time(workload, rates)
+    speeds = (
+        f"at {slowest.sessions:,} sessions per replica: prefill {rates.prefill_tokens_per_s:,.0f} tokens/s, "
+        f"decode {rates.decode_tokens_per_s:,.1f} tokens/s per session (computed, roofline)"
+    )
+    return load_from_rate(rate, session, speeds)

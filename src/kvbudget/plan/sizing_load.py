@@ -1,0 +1,142 @@
+"""What ``kvbudget size`` holds a deployment to: the request shape its sessions send, the latency one replica gives
+at each number of sessions it runs, and the concurrency an arrival rate brings (Little's law).
+
+The latency at ``B`` sessions per replica is ``kvbudget speed``'s at concurrency ``B`` on one replica (the same
+roofline and fitted efficiencies, speed/answer.py ``run_shape``): time to first token = the prompt's own prefill
++ one decode iteration at batch ``B``; inter-token latency = the cycle of ``B`` prefills and ``osl`` decode
+iterations / ``osl`` (others' prefills included). Every one of the ``B`` sessions is counted as generating at
+once (tool pauses not subtracted): the worst case of the concurrency, as the memory plan reserves the worst case
+of the cap. Both grow with ``B``, so the largest ``B`` meeting the targets is found by bisection.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
+if TYPE_CHECKING:
+    from kvbudget.speed.roofline import Roofline
+    from kvbudget.workload.little import SessionTime
+    from kvbudget.workload.model import Workload
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One request as the latency model sees it: ``isl`` prompt tokens of which ``cached`` hit the prefix cache,
+    ``osl`` output tokens; ``basis`` says where they come from."""
+
+    isl: int
+    cached: int
+    osl: int
+    basis: str
+
+    @property
+    def new(self) -> int:
+        return self.isl - self.cached
+
+
+def given_shape(isl: int, osl: int, cap: int) -> Shape:
+    """``--isl``/``--osl`` as given (no prefix cache), the prompt kept under the cap."""
+    prompt = max(1, min(isl, cap - min(osl, cap - 1)))
+    return Shape(prompt, 0, osl, f"--isl {isl:,} / --osl {osl:,} per request, no prefix-cache hits")
+
+
+def workload_shape(workload: Workload, cap: int) -> Shape:
+    """A workload's mean step: the mean prompt over a session's steps (shared prefix + first prompt + half the
+    session's growth, kept under the cap), the mean tokens each step prefills (the first prompt once, then what
+    each step appends; the shared prefix and a session's own history are prefix-cache hits) and its output."""
+    n = workload.steps.mean()
+    prefix = workload.prefix_tokens
+    first, append, out = (
+        workload.first_prompt_tokens.mean(),
+        workload.append_tokens.mean(),
+        workload.output_tokens.mean(),
+    )
+    osl = max(1, min(round(out), cap - 1))
+    prompt = max(1, min(round(prefix + first + (n - 1) / 2 * (append + out)), cap - osl))
+    new = max(1, min(prompt, round((first + (n - 1) * append) / n)))
+    basis = (
+        f"workload {workload.name}: mean step prefills {new:,} new tokens of a {prompt:,}-token prompt (prefix "
+        f"{prefix:,} + first {first:,.0f} + half of {n:,.4g} steps x ({append:,.0f} appended + {out:,.0f} out)), "
+        f"generates {osl:,}"
+    )
+    return Shape(prompt, prompt - new, osl, basis)
+
+
+@dataclass(frozen=True)
+class Latency:
+    """One replica running ``sessions`` sessions of the shape: time to first token and inter-token latency."""
+
+    sessions: int
+    ttft_s: float
+    itl_s: float
+    decode_bound: str  # what bounds a decode iteration: memory bandwidth or compute
+
+    def misses(self, ttft: float | None, itl: float | None) -> str:
+        """The constraint the latency misses ("prefill": TTFT, "decode": ITL), or "" when both are met."""
+        if ttft is not None and self.ttft_s > ttft:
+            return "prefill"
+        if itl is not None and self.itl_s > itl:
+            return "decode"
+        return ""
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "sessions_per_replica": self.sessions,
+            "ttft_s": round(self.ttft_s, 6),
+            "itl_s": round(self.itl_s, 6),
+            "decode_tokens_per_s_per_session": round(1 / self.itl_s, 3) if self.itl_s else None,
+            "decode_bound": self.decode_bound,
+            "provenance": "computed",
+        }
+
+
+def latency_at(roof: Roofline, shape: Shape, sessions: int) -> Latency:
+    """``kvbudget speed``'s TTFT and inter-token latency at ``sessions`` in flight on one replica."""
+    from kvbudget.speed.answer import run_shape
+
+    _, step, cycle = run_shape(roof, shape.isl, shape.osl, shape.cached, sessions)
+    ttft = roof.prefill_seconds(shape.new, shape.cached, 1) + step.seconds
+    return Latency(sessions, ttft, cycle / shape.osl, step.bound)
+
+
+def most_sessions(roof: Roofline, shape: Shape, top: int, ttft: float | None, itl: float | None) -> int:
+    """The most sessions (up to ``top``) one replica runs within the targets; 0 when one session alone misses."""
+    if ttft is None and itl is None:
+        return top
+    lo, hi = 0, top
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if latency_at(roof, shape, mid).misses(ttft, itl):
+            hi = mid - 1
+        else:
+            lo = mid
+    return lo
+
+
+@dataclass(frozen=True)
+class Load:
+    """The peak concurrent sessions to hold over the whole deployment, and where the number comes from."""
+
+    sessions: int
+    basis: str
+    rate_per_s: float | None = None
+    mean_session_s: float | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "sessions": self.sessions,
+            "basis": self.basis,
+            "rate_per_s": self.rate_per_s,
+            "mean_session_s": None if self.mean_session_s is None else round(self.mean_session_s, 3),
+        }
+
+
+def load_from_rate(rate_per_s: float, session: SessionTime, speeds: str) -> Load:
+    """Little's law: L = rate x E[T] sessions in flight, rounded up (a fraction of a session still holds a cache)."""
+    from kvbudget.workload.little import littles_law
+
+    little = littles_law(rate_per_s, session.mean_s)
+    sessions = max(1, math.ceil(little.concurrency - 1e-9))
+    return Load(sessions, f"{little.lines[0]}; E[T] {speeds}", rate_per_s, session.mean_s)

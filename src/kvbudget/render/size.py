@@ -1,0 +1,81 @@
+"""Text of ``kvbudget size``: the deployments that meet the load, cheapest first, what the columns mean, the ones
+that cannot with their reason, and the recommendation."""
+
+from __future__ import annotations
+
+from kvbudget.render.compare import money
+from kvbudget.render.text import table, wrap
+from kvbudget.units import format_tokens
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
+if TYPE_CHECKING:
+    from kvbudget.plan.sizing import Candidate, Sizing
+
+
+def _what(c: Candidate) -> str:
+    weights = f" {c.choice.weights}" if c.choice.weights else ""
+    name = c.plan.inputs.spec.name if c.plan else c.choice.model
+    kv = f" kv {c.choice.kv_dtype}" if c.choice.kv_dtype != "auto" else ""
+    return f"{name}{weights} {c.choice.engine}{kv}"
+
+
+def _latency(c: Candidate) -> list[str]:
+    if c.latency is None:
+        return ["-", "-"]
+    return [f"{c.latency.ttft_s:,.2f}", f"{c.latency.itl_s * 1000:,.1f}"]
+
+
+def render_size(s: Sizing) -> str:
+    targets = [f"TTFT <= {s.ttft_s:g} s" for _ in [0] if s.ttft_s is not None] + [
+        f"inter-token <= {s.itl_s * 1000:g} ms" for _ in [0] if s.itl_s is not None
+    ]
+    load = f"{s.sessions:,} concurrent sessions at peak" if s.sessions else f"{s.rate_per_s:g} new sessions/s"
+    lines = [
+        *wrap(
+            f"Sizing for {load} (whole deployment), cap {format_tokens(s.context)}"
+            + (f", {', '.join(targets)}" if targets else ", no latency targets"),
+            indent="  ",
+        ),
+        *wrap(f"request shape: {s.shape.basis}", indent="  "),
+        "",
+    ]
+    head = ["deployment", "GPUs", "mem/lat", "repl.", "binds", "spare", "TTFT s", "ITL ms", "$/h", "$/sess-h"]
+    body = []
+    for c in s.met:
+        body.append(
+            [
+                _what(c),
+                f"{c.choice.gpu} x {c.gpus}" + (f" tp{c.choice.tp}" if c.choice.tp > 1 else ""),
+                f"{c.memory_sessions:,}/{c.latency_sessions:,}",
+                f"{c.replicas:,}",
+                c.binding,
+                f"+{c.headroom:,}",
+                *_latency(c),
+                money(c.cost_per_hour),
+                money(c.cost_per_session_hour),
+            ]
+        )
+    if body:
+        lines.append(table(head, body, [False, False, True, True, False, True, True, True, True, True]))
+        lines += [
+            "",
+            "mem/lat: sessions one replica holds in memory at the cap (plan, worst case reserved) / runs within",
+            "  the latency targets (speed's roofline, computed; every session generating at once); repl.:",
+            "  replicas (GPUs / tp); binds: what set the replicas (memory; prefill: TTFT; decode: inter-token",
+            "  latency); spare: sessions held beyond the peak; TTFT, ITL: at the load each replica runs",
+            "  (computed); $/sess-h: $/h over the peak sessions",
+        ]
+        rate_bases = {c.load.basis for c in s.met if c.load is not None and c.load.rate_per_s is not None}
+        for basis in sorted(rate_bases)[:3]:
+            lines += wrap(f"load: {basis}", indent="  ")
+    else:
+        lines.append("No combination meets the load.")
+    if s.unmet:
+        lines += ["", "cannot meet it:"]
+        for c in s.unmet:
+            lines += wrap(f"  {_what(c)} on {c.choice.gpu}, tp {c.choice.tp}: {c.unmet}", indent="    ")
+    warned = sorted({w for c in s.met[:1] for w in (c.plan.warnings if c.plan else ())})
+    if warned:
+        lines += ["", "warnings (the pick):"] + [line for w in warned for line in wrap(f"  {w}", indent="    ")]
+    lines += ["", "Recommendation", *wrap(s.recommendation)]
+    return "\n".join(lines)

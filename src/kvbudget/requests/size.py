@@ -1,0 +1,42 @@
+"""The sizing question: ``kvbudget size``, how many of which GPU a load needs, over lists of models, GPUs,
+engines, cache dtypes, weights precisions and tensor-parallel sizes, at one cap and latency targets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvbudget.requests.base import option, required
+from kvbudget.requests.cost import EngineSettings
+
+
+@dataclass(frozen=True, kw_only=True)
+class SizeRequest(EngineSettings):
+    """The replicas every combination needs to hold ``sessions`` concurrent sessions over the whole deployment
+    (or the concurrency an arrival ``rate`` gives by Little's law with ``workload``'s session time) at the
+    ``context`` cap, with time to first token at most ``ttft`` and inter-token latency at most ``itl``.
+
+    ``price``: ``GPU=PRICE`` per GPU-hour (``h100-sxm=2.49/h``); ``prices``: a TOML or JSON file of them;
+    ``workload``: the request shape (tokens appended and generated per step, the shared prefix) for the latency;
+    without one every request is ``isl`` prompt and ``osl`` output tokens.
+    """
+
+    command = "size"
+    model: tuple[str, ...] = required("model", many=True, name="model")
+    gpu: tuple[str, ...] = required("text", many=True)
+    engine: tuple[str, ...] = option(("vllm",), "text", many=True)
+    context: int = required("tokens")
+    kv_dtype: tuple[str, ...] = option(("auto",), "text", many=True)
+    weights: tuple[str, ...] = option(("checkpoint",), "text", many=True)
+    tp: tuple[int, ...] = option((1,), "gpus", many=True)
+    sessions: int | None = option(None, "sessions")
+    rate: float | None = option(None, "per_second")
+    workload: str | None = option(None, "text")
+    ttft: float | None = option(None, "seconds")
+    itl: float | None = option(None, "seconds")
+    isl: int = option(1000, "tokens")
+    osl: int = option(1000, "tokens")
+    price: tuple[str, ...] | None = option(None, "text", many=True)
+    prices: str | None = option(None, "text")
+    utilization: float | None = option(None, "fraction")
+    overhead: int | None = option(None, "memory")
+    group_size: int = option(128, "count")

@@ -1,0 +1,206 @@
+"""``kvbudget size``: the replicas a load needs, held to the plan's sessions per replica, speed's latency at that
+concurrency, Little's law, and the simulator (the chosen deployment meets the simulator's target)."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import TypeVar
+
+import pytest
+
+from kvbudget.api import (
+    PlanRequest,
+    SimulateRequest,
+    SizeRequest,
+    SpeedRequest,
+    estimate_speed,
+    plan_deployment,
+    simulate_deployment,
+    size_deployments,
+)
+from kvbudget.errors import InputError
+from kvbudget.plan.sizing import Candidate, size_roofline
+from kvbudget.plan.sizing_load import Shape, latency_at, workload_shape
+from kvbudget.requests.base import Request
+from kvbudget.speed.roofline import Roofline
+from kvbudget.workload.little import ServiceRates, session_time
+from kvbudget.workload.loader import load_workload
+from tests.helpers import run_cli
+
+AGENTS = "examples/coding-agent.toml"
+CHAT = "examples/chat.toml"
+
+
+R = TypeVar("R", bound=Request)
+
+
+def ask(cls: type[R], **options: object) -> R:
+    """The request as a face hands it over: named options, text read by each field's kind."""
+    return cls.from_options(options)
+
+
+def test_memory_sessions_are_the_plans_and_replicas_cover_the_load() -> None:
+    sizing = size_deployments(
+        ask(SizeRequest, model="qwen3-32b,gpt-oss-120b", gpu="h200", engine="vllm", context="32k", sessions=60)
+    )
+    for c in sizing.met:
+        plan = plan_deployment(ask(PlanRequest, model=c.choice.model, gpu="h200", engine="vllm", context="32k"))
+        assert c.memory_sessions == plan.sessions
+        assert c.binding == "memory"  # no latency targets: memory alone
+        assert c.replicas == math.ceil(60 / plan.sessions)
+        assert c.capacity >= 60 > (c.replicas - 1) * c.sessions_per_replica  # enough, and one fewer is not
+    # gpt-oss-120b (5.1B active, sliding-window layers) holds far more 32K sessions on an H200 than dense Qwen3-32B
+    assert [c.plan.inputs.spec.name for c in sizing.met if c.plan] == ["gpt-oss-120b", "Qwen3-32B"]
+
+
+def test_latency_is_speeds_at_the_load_each_replica_runs() -> None:
+    """The TTFT and inter-token latency size reports are `kvbudget speed`'s at that concurrency on one replica."""
+    sizing = size_deployments(
+        ask(SizeRequest, model="llama-3.1-8b", gpu="h100-sxm", engine="vllm", context="16k", sessions=100, isl=2000,
+                    osl=500, ttft="1s", itl="30ms")
+    )  # fmt: skip
+    (c,) = sizing.met
+    assert c.latency is not None
+    speed = estimate_speed(
+        ask(SpeedRequest, model="llama-3.1-8b", gpu="h100-sxm", engine="vllm", isl=2000, osl=500,
+                     concurrency=str(c.latency.sessions))
+    )  # fmt: skip
+    # the same roofline at the same batch; speed plans at isl + osl, size at the cap: the same pool either way
+    assert c.latency.itl_s == pytest.approx(speed.itl_s, rel=1e-9)
+    assert c.latency.ttft_s == pytest.approx(speed.ttft_s, rel=1e-9)
+    assert c.latency.sessions == math.ceil(100 / c.replicas)
+
+
+def test_a_tight_inter_token_target_binds_before_memory() -> None:
+    loose = size_deployments(
+        ask(SizeRequest, model="qwen3-32b", gpu="h200", engine="vllm", context="32k", sessions=60, workload=AGENTS)
+    ).met[0]
+    tight = size_deployments(
+        ask(SizeRequest, model="qwen3-32b", gpu="h200", engine="vllm", context="32k", sessions=60, workload=AGENTS,
+                    itl="30ms")
+    ).met[0]  # fmt: skip
+    assert loose.binding == "memory" and loose.memory_sessions == 7  # Qwen3-32B bf16 on an H200 at 32K
+    assert tight.binding == "decode"
+    assert tight.latency_sessions < tight.memory_sessions == 7
+    assert tight.replicas > loose.replicas
+    assert tight.latency is not None and tight.latency.itl_s <= 0.030
+    # one more session per replica would miss the target: the bound is tight
+    assert tight.plan is not None
+    roof, shape = _roof_and_shape(tight, AGENTS, "32k")
+    assert latency_at(roof, shape, tight.latency_sessions + 1).itl_s > 0.030
+
+
+def _roof_and_shape(c: Candidate, workload: str, context: str) -> tuple[Roofline, Shape]:
+    """The roofline and request shape size held the candidate to."""
+    assert c.plan is not None
+    request = ask(SizeRequest, model=c.choice.model, gpu=c.choice.gpu, engine=c.choice.engine, context=context,
+                          sessions=1, workload=workload)  # fmt: skip
+    return size_roofline(request, c.choice, c.plan), workload_shape(load_workload(workload), request.context)
+
+
+def test_a_target_one_session_alone_misses_is_unmet_with_its_reason() -> None:
+    sizing = size_deployments(
+        ask(SizeRequest, model="qwen3-32b", gpu="h200", engine="vllm", context="32k", sessions=60, workload=AGENTS,
+                    ttft="10ms")
+    )  # fmt: skip
+    assert not sizing.met
+    (c,) = sizing.unmet
+    assert "one session alone misses the target (TTFT" in c.unmet and "no replica count meets it" in c.unmet
+    assert "cannot serve the load" in sizing.recommendation
+
+
+def test_weights_that_do_not_fit_are_unmet_not_an_error() -> None:
+    sizing = size_deployments(
+        ask(SizeRequest, model="llama-3.1-70b", gpu="h100-sxm,h200", engine="vllm", weights="fp8", context="32k",
+                    sessions=20)
+    )  # fmt: skip
+    assert [c.choice.gpu for c in sizing.met] == ["h200"]
+    assert "exceed" in sizing.unmet[0].unmet and "--tp 2" in sizing.unmet[0].unmet
+
+
+def test_cheapest_first_with_prices() -> None:
+    sizing = size_deployments(
+        ask(SizeRequest, model="qwen3-32b,gpt-oss-120b", gpu="h100-sxm,h200", engine="vllm,sglang", tp="1,2",
+                    context="32k", sessions=60, workload=AGENTS, ttft="2s", itl="50ms",
+                    price="h100-sxm=2.49/h,h200=3.59/h")
+    )  # fmt: skip
+    costs = [c.cost_per_hour for c in sizing.met]
+    assert all(x is not None for x in costs)
+    assert costs == sorted(costs)  # type: ignore[type-var]
+    pick = sizing.met[0]
+    assert pick.cost_per_hour == pytest.approx(3.59 * pick.gpus)
+    assert pick.cost_per_session_hour == pytest.approx(3.59 * pick.gpus / 60)
+    assert pick.latency is not None and pick.latency.ttft_s <= 2 and pick.latency.itl_s <= 0.05
+    text = sizing.recommendation
+    assert text.startswith(f"For 60 concurrent sessions at a 32K cap, run {pick.plan.inputs.spec.name}")  # type: ignore[union-attr]
+    assert f"${pick.cost_per_hour:,.2f} an hour" in text and "What would change the answer" in text
+
+
+def test_a_rate_is_littles_law_with_the_workloads_session_time() -> None:
+    sizing = size_deployments(
+        ask(SizeRequest, model="llama-3.1-8b", gpu="l40s", engine="vllm", context="8k", rate="0.5/s", workload=CHAT,
+                    ttft="1s", itl="40ms")
+    )  # fmt: skip
+    (c,) = sizing.met
+    assert c.load is not None and c.load.mean_session_s is not None
+    # E[T] of the chat workload (4 turns, 3 x 20 s of think time) at the speeds one replica runs at its limit
+    roof, shape = _roof_and_shape(c, CHAT, "8k")
+    slowest = latency_at(roof, shape, c.latency_sessions)
+    rates = ServiceRates(prefill_tokens_per_s=shape.new / slowest.ttft_s, decode_tokens_per_s=1 / slowest.itl_s)
+    expected = session_time(load_workload(CHAT), rates)
+    assert c.load.mean_session_s == pytest.approx(expected.mean_s)
+    assert expected.paused_s == pytest.approx(60.0)
+    assert c.load.sessions == math.ceil(0.5 * expected.mean_s)
+
+
+def test_the_chosen_deployment_meets_the_simulators_target() -> None:
+    """size's answer for the chat workload's own arrival rate (0.5/s), simulated as `kvbudget simulate` runs it:
+    the replicas it picks meet the simulator's target (no preemption, p99 queue delay <= 1 s)."""
+    sizing = size_deployments(
+        ask(SizeRequest, model="llama-3.1-8b", gpu="l40s", engine="vllm", context="8k", rate="0.5/s", workload=CHAT,
+                    ttft="1s", itl="40ms")
+    )  # fmt: skip
+    pick = sizing.met[0]
+    study = simulate_deployment(
+        ask(SimulateRequest, model="llama-3.1-8b", gpu="l40s", engine="vllm", context="8k", workload=CHAT,
+                        replicas=pick.replicas, sessions=1000, search_sessions=0)
+    )  # fmt: skip
+    assert study.result.replicas == pick.replicas == 3
+    assert study.target_met
+    # the static sizing reserves the cap for every session: what the simulator holds live stays within it
+    assert study.result.mean_concurrency <= pick.capacity
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("--context", "32k"), "give the load as --sessions N"),
+        (("--context", "32k", "--sessions", "6", "--rate", "1/s"), "give the load as --sessions N"),
+        (("--context", "32k", "--rate", "1/s"), "--rate needs --workload"),
+        (("--context", "32k", "--sessions", "6", "--itl", "fast"), "--itl"),
+        (("--sessions", "6",), "--context is required"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_line(capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], message: str) -> None:
+    code, _, err = run_cli(capsys, "size", "qwen3-32b", "--gpu", "h200", *argv)
+    assert code == 1 and err.count("\n") == 1 and message in err, err
+
+
+def test_the_faces_agree(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ("llama-3.1-8b", "--gpu", "l40s,h100-sxm", "--context", "8k", "--sessions", "50", "--itl", "50ms")
+    code, out, _ = run_cli(capsys, "size", *argv, "--json")
+    assert code == 0
+    api = size_deployments(ask(SizeRequest, model="llama-3.1-8b", gpu="l40s,h100-sxm", context="8k", sessions=50,
+                                       itl=0.05)).to_dict()  # fmt: skip
+    assert json.loads(out) == json.loads(json.dumps(api))
+    with pytest.raises(InputError, match="--itl"):
+        ask(SizeRequest, model="x", gpu="h200", context="8k", sessions=1, itl="-1ms")
+
+
+def test_the_paragraph_names_the_engines_own_cheaper_cache() -> None:
+    """What would change a memory-bound answer is said in the engine's vocabulary (llama.cpp: q8_0, vLLM: fp8)."""
+    llama = ask(SizeRequest, model="llama-3.1-8b", gpu="rtx-4090", engine="llamacpp", context="16k", sessions=10)
+    vllm = ask(SizeRequest, model="llama-3.1-8b", gpu="h200", engine="vllm", context="16k", sessions=10)
+    assert "a q8_0 KV cache" in size_deployments(llama).recommendation
+    assert "an fp8 KV cache" in size_deployments(vllm).recommendation
