@@ -326,3 +326,35 @@ def test_hostile_input_is_a_clean_4xx_and_a_flood_stays_bounded(server: Server) 
         assert peak["queued"] <= 4
         assert gw.metric("kvbudget_gateway_sessions_queued") == 0
         assert gw.metric("kvbudget_gateway_sessions_resident") == 1
+
+
+# -- shared state: two gateway replicas on one real Redis ------------------------------------------------------
+
+
+def test_two_replicas_on_redis_admit_the_last_slot_once_and_a_restart_keeps_the_session(
+    server: Server, tmp_path: Path
+) -> None:
+    from tests.gateway.redis_server import redis_server
+
+    with redis_server(tmp_path) as redis:
+        args = ("--cap", "128", "--sessions", "1", "--queue-timeout", "0.5", "--state", redis.url)
+        with gateway(server.url, *args) as one, gateway(server.url, *args) as two:
+            answers: dict[str, int] = {}
+            racers = [threading.Thread(target=lambda g=g, n=n: answers.setdefault(n, g.call(chat("abc"), n)[0]))
+                      for g, n in ((one, "a"), (two, "b"))]  # fmt: skip
+            for thread in racers:
+                thread.start()
+            for thread in racers:
+                thread.join(30)
+            assert sorted(answers.values()) == [200, 429]  # the last slot went to exactly one of them
+            winner = next(name for name, status in answers.items() if status == 200)
+            assert one.metric("kvbudget_gateway_sessions_resident") == two.metric("kvbudget_gateway_sessions_resident")
+            assert two.metric("kvbudget_gateway_sessions_resident") == 1
+            assert two.call(chat("abc"), winner)[0] == 200  # its session goes through either replica
+        with gateway(server.url, *args) as restarted:
+            assert restarted.metric("kvbudget_gateway_sessions_resident") == 1
+            assert restarted.call(chat("abc"), winner)[0] == 200  # still resident: straight in
+            status, headers, _ = restarted.call(chat("abc"), "newcomer")
+            assert status == 429 and headers["x-kvbudget-refused"] == "queue-timeout"
+            assert restarted.call(None, path=f"/v1/sessions/{winner}", method="DELETE")[0] == 204
+            assert restarted.call(chat("abc"), "newcomer")[0] == 200

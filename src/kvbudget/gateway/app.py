@@ -25,11 +25,12 @@ from starlette.types import Receive, Scope, Send
 
 from kvbudget.gateway import cap as caps
 from kvbudget.gateway import sessions
-from kvbudget.gateway.admission import Admission, Refused, Session
+from kvbudget.gateway.admission import Admission, Refused, Session, State
 from kvbudget.gateway.metrics import Metrics
 from kvbudget.gateway.records import Recorder
 from kvbudget.gateway.replies import error
 from kvbudget.gateway.settings import Settings
+from kvbudget.gateway.shared import FORGOTTEN, StateUnavailable
 from kvbudget.gateway.stream import Outcome, Relay
 
 COMPLETIONS = ("/v1/chat/completions", "/v1/completions")
@@ -58,15 +59,11 @@ class Gateway:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.recorder = None if settings.record is None else Recorder(settings.record)
-        self.admission = Admission(
-            settings.sessions,
-            queue_timeout_s=settings.queue_timeout_s,
-            max_queue=settings.max_queue,
-            idle_timeout_s=settings.idle_timeout_s,
-            on_end=self._ended,
-        )
-        self.metrics = Metrics(self.admission, settings.upstream, settings.cap)
-        self.counter = caps.Counter(settings.engine, self._post_json)
+        self.admission = state(settings, self._ended)
+        self.metrics = Metrics(settings.upstreams, settings.sessions, settings.cap)
+        self.counters = {
+            upstream: caps.Counter(settings.engine, self._poster(upstream)) for upstream in settings.upstreams
+        }
         self.client: aiohttp.ClientSession | None = None
 
     # -- life ---------------------------------------------------------------------------------------------------
@@ -77,7 +74,7 @@ class Gateway:
         self.client = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0), timeout=timeout, auto_decompress=False
         )
-        reaper = asyncio.create_task(self.admission.reap())
+        reaper = asyncio.create_task(self.admission.run())
         try:
             yield
         finally:
@@ -85,22 +82,27 @@ class Gateway:
             await asyncio.gather(reaper, return_exceptions=True)
             await self.client.close()
             if self.recorder is not None:
-                for session in list(self.admission.resident.values()):
+                for session in self.admission.local():
                     self.recorder.end(session)
                 self.recorder.close()
+            await self.admission.close()
 
     def _ended(self, session: Session, why: str) -> None:
-        self.metrics.ended.labels(why).inc()
+        if why != FORGOTTEN:  # a session another replica ended: that replica counts it
+            self.metrics.ended.labels(why).inc()
         if self.recorder is not None:
             self.recorder.end(session)
 
-    async def _post_json(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
-        assert self.client is not None
-        async with self.client.post(self.settings.upstream + path, json=body) as reply:
-            try:
-                return reply.status, await reply.json(content_type=None)
-            except ValueError:
-                return reply.status, None
+    def _poster(self, upstream: str) -> caps.Post:
+        async def post(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+            assert self.client is not None
+            async with self.client.post(upstream + path, json=body) as reply:
+                try:
+                    return reply.status, await reply.json(content_type=None)
+                except ValueError:
+                    return reply.status, None
+
+        return post
 
     # -- requests -----------------------------------------------------------------------------------------------
 
@@ -142,8 +144,14 @@ class Gateway:
         except Refused as exc:
             self.metrics.refused.labels(exc.reason).inc()
             headers = {**ours, "retry-after": str(exc.retry_after_s), "x-kvbudget-refused": exc.reason}
-            message = f"no session slot free ({exc.reason}): {self.settings.sessions} sessions are resident"
+            per = f"{self.settings.sessions} sessions are resident" + (
+                f" on each of {len(self.settings.upstreams)} upstreams" if len(self.settings.upstreams) > 1 else ""
+            )
+            message = f"no session slot free ({exc.reason}): {per}"
             return error(429, message, type_="rate_limit_error", code="session_limit", headers=headers)
+        except StateUnavailable as exc:
+            self.metrics.refused.labels("state-unavailable").inc()
+            return error(503, str(exc), type_="service_unavailable", code="state_unavailable", headers=ours)
         except ClientGone:
             self.metrics.refused.labels("client-gone").inc()
             return error(499, "client disconnected while queued", code="client_gone")
@@ -156,14 +164,14 @@ class Gateway:
             return reply
         finally:
             if not handed_over:
-                self.admission.leave(session)
+                await self.admission.release(session)
 
     async def _admit(self, request: Request, session_id: str) -> Session:
         """Admission, given up (the queue place freed) when the client goes away while it waits."""
-        now = self.admission.enter_now(session_id)
+        now = await self.admission.admit_now(session_id)
         if now is not None:
             return now
-        entering = asyncio.ensure_future(self.admission.enter(session_id))
+        entering = asyncio.ensure_future(self.admission.wait(session_id))
         watching = asyncio.ensure_future(_client_gone(request))
         try:
             await asyncio.wait({entering, watching}, return_when=asyncio.FIRST_COMPLETED)
@@ -181,8 +189,9 @@ class Gateway:
         arrived: float, ours: dict[str, str],
     ) -> Response | Relay:  # fmt: skip
         path, cap = request.url.path, self.settings.cap
+        counter = self.counters[session.upstream]
         try:
-            count = await self.counter.count(path, body)
+            count = await counter.count(path, body)
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             self.metrics.upstream_errors.labels("count").inc()
             return error(502, f"upstream unreachable while counting tokens: {type(exc).__name__}",
@@ -194,7 +203,7 @@ class Gateway:
             cut = None
             if self.settings.on_cap == "truncate":
                 room = cap - (budget or 1)
-                cut = await caps.truncate(self.counter, path, body, lambda tokens: tokens <= room)
+                cut = await caps.truncate(counter, path, body, lambda tokens: tokens <= room)
             if cut is None:
                 self.metrics.cap_events.labels("refused").inc()
                 self._record(session, arrived, count.prompt_tokens, 0, None, "refused", 0)
@@ -217,15 +226,15 @@ class Gateway:
         started = time.monotonic()
         try:
             upstream = await self.client.post(
-                self.settings.upstream + path, data=json.dumps(body).encode(), headers=self._forwarded(request)
+                session.upstream + path, data=json.dumps(body).encode(), headers=self._forwarded(request)
             )
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             self.metrics.upstream_errors.labels("connect").inc()
             return error(502, f"upstream failed: {type(exc).__name__}", type_="upstream_error",
                          code="upstream_failed", headers=ours)  # fmt: skip
-        self.metrics.upstream_latency.labels(self.settings.upstream).observe(time.monotonic() - started)
+        self.metrics.upstream_latency.labels(session.upstream).observe(time.monotonic() - started)
 
-        def done(outcome: Outcome) -> None:
+        async def done(outcome: Outcome) -> None:
             try:
                 if outcome.upstream_error is not None:
                     self.metrics.upstream_errors.labels("stream").inc()
@@ -235,7 +244,7 @@ class Gateway:
                     usage = outcome.usage or {}
                     prompt = usage.get("prompt_tokens")
                     if isinstance(prompt, int):
-                        self.metrics.count_error.inc(abs(self.counter.reconcile(count, prompt)))
+                        self.metrics.count_error.inc(abs(counter.reconcile(count, prompt)))
                     else:
                         prompt = count.prompt_tokens
                     output = usage.get("completion_tokens")
@@ -246,7 +255,7 @@ class Gateway:
                     self._record(session, arrived, prompt, output, cached if isinstance(cached, int) else None,
                                  cap_event, dropped)  # fmt: skip
             finally:
-                self.admission.leave(session)
+                await self.admission.release(session)
 
         return Relay(upstream, ours, done, hide_usage=hide_usage)
 
@@ -258,13 +267,21 @@ class Gateway:
 
     async def end_session(self, request: Request) -> Response:
         session_id = request.path_params["session_id"]
-        if not self.admission.end(session_id):
+        try:
+            ended = await self.admission.finish(session_id)
+        except StateUnavailable as exc:
+            return error(503, str(exc), type_="service_unavailable", code="state_unavailable")
+        if not ended:
             return error(404, f"session {session_id} is not resident", code="session_not_found")
         return Response(status_code=204, headers={"x-session-id": session_id})
 
     async def metrics_page(self, request: Request) -> Response:
         from prometheus_client import CONTENT_TYPE_LATEST
 
+        try:
+            self.metrics.update(await self.admission.counts())
+        except StateUnavailable:
+            self.metrics.state_errors.inc()  # the gauges keep their last values; this counter says they are stale
         return Response(self.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     async def other(self, request: Request) -> Response | Relay:
@@ -281,7 +298,11 @@ class Gateway:
             )  # fmt: skip
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             return error(502, f"upstream failed: {type(exc).__name__}", type_="upstream_error", code="upstream_failed")
-        return Relay(upstream, {}, lambda outcome: None, hide_usage=False)
+
+        async def nothing(outcome: Outcome) -> None:
+            return None
+
+        return Relay(upstream, {}, nothing, hide_usage=False)
 
 
 class _Endpoint:
@@ -293,6 +314,17 @@ class _Endpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         response = await self.handler(Request(scope, receive))
         await response(scope, receive, send)
+
+
+def state(settings: Settings, on_end: Any) -> State:
+    """Admission in memory, or shared in Redis with ``--state redis://...``."""
+    common = {"queue_timeout_s": settings.queue_timeout_s, "max_queue": settings.max_queue,
+              "idle_timeout_s": settings.idle_timeout_s, "on_end": on_end}  # fmt: skip
+    if settings.state is None:
+        return Admission(settings.sessions, settings.upstreams, **common)
+    from kvbudget.gateway.shared import SharedAdmission
+
+    return SharedAdmission(settings.state, settings.sessions, settings.upstreams, **common)
 
 
 def create_app(settings: Settings) -> Starlette:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,7 +67,7 @@ class Relay:
         self,
         upstream: aiohttp.ClientResponse,
         headers: dict[str, str],
-        on_done: Callable[[Outcome], None],
+        on_done: Callable[[Outcome], Awaitable[None]],
         *,
         hide_usage: bool,
     ) -> None:
@@ -101,7 +101,7 @@ class Relay:
                 task.cancel()
             await asyncio.gather(pump, watch, return_exceptions=True)
             self.upstream.close()  # releases the connection; mid-answer it aborts it (the engine stops)
-            self.on_done(self.outcome)
+            await self.on_done(self.outcome)
 
     async def _whole(self, send: Send) -> None:
         try:

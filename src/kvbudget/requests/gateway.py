@@ -1,4 +1,4 @@
-"""The gateway question: ``kvbudget gateway``, a session gateway in front of one serving engine that admits the
+"""The gateway question: ``kvbudget gateway``, a session gateway in front of serving engines that admits the
 planned sessions and holds the planned cap (docs/gateway.md). Its defaults live here, as every command's do."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ class GatewayRequest(Request):
     ``from_plan`` (a ``kvbudget plan --json`` document), cap, sessions and engine default to the plan's."""
 
     command = "gateway"
-    upstream: str = required("text")
+    upstream: tuple[str, ...] = required("text", many=True)  # each engine's base URL; a session sticks to one
     from_plan: str | None = option(None, "text")
     cap: int | None = option(None, "tokens")
     sessions: int | None = option(None, "count")
@@ -36,3 +36,4 @@ class GatewayRequest(Request):
     max_body: int = option(8 * 2**20, "memory")  # bytes of one request body; past it a 413
     upstream_timeout: float = option(600.0, "seconds")  # one upstream response, first byte to last
     record: str | None = option(None, "text")
+    state: str | None = option(None, "text")  # memory (default), or redis://HOST:PORT/DB shared by replicas
