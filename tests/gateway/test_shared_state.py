@@ -185,3 +185,23 @@ def test_an_explicit_end_waits_for_the_requests_in_flight(redis: Redis) -> None:
         await closing(gateway)
 
     asyncio.run(scenario())
+
+
+def test_upstreams_out_of_health_take_no_new_sessions_and_theirs_move_when_a_slot_is_free(redis: Redis) -> None:
+    async def scenario() -> None:
+        gateway = replica(redis, slots=1, upstreams=UP, queue_timeout_s=0.2)
+        a, b = await gateway.wait("a"), await gateway.wait("b")
+        assert (a.upstream, b.upstream) == UP
+        gateway.healthy.discard(UP[1])
+        assert await gateway.rehome(b) is None  # no free healthy slot: b stays where it is
+        await gateway.release(a)
+        assert await gateway.finish("a")
+        assert await gateway.rehome(b) == UP[1] and b.upstream == UP[0]
+        assert (await gateway.counts()).resident == {UP[0]: 1, UP[1]: 0}
+        with pytest.raises(Refused, match="queue-timeout"):  # UP[1] is free but out of health
+            await gateway.wait("c")
+        gateway.healthy.add(UP[1])
+        assert (await gateway.wait("c")).upstream == UP[1]
+        await closing(gateway)
+
+    asyncio.run(scenario())

@@ -12,7 +12,8 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -358,3 +359,63 @@ def test_two_replicas_on_redis_admit_the_last_slot_once_and_a_restart_keeps_the_
             assert status == 429 and headers["x-kvbudget-refused"] == "queue-timeout"
             assert restarted.call(None, path=f"/v1/sessions/{winner}", method="DELETE")[0] == 204
             assert restarted.call(chat("abc"), "newcomer")[0] == 200
+
+
+# -- several upstreams: two real llama-servers -----------------------------------------------------------------
+
+
+def prompt_tokens(server: Server) -> float:
+    """llama-server's own count of prompt tokens processed (its /metrics, --metrics)."""
+    with urllib.request.urlopen(server.url + "/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("llamacpp:prompt_tokens_total"))  # fmt: skip
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float) -> float:
+    start = time.monotonic()
+    while not condition():
+        assert time.monotonic() - start < timeout_s, "not within the time"
+        time.sleep(0.05)
+    return time.monotonic() - start
+
+
+def test_sessions_stick_to_their_upstream_and_a_stalled_one_takes_no_new_sessions(
+    server: Server, model: Path, tmp_path: Path
+) -> None:
+    with llama_server(model, tmp_path / "second.log", "-c", "512", "-np", "2") as second:
+        servers = {server.url: server, second.url: second}
+        args = ("--upstream", second.url, "--cap", "128", "--sessions", "1", "--queue-timeout", "1",
+                "--health-interval", "0.3")  # fmt: skip
+        with gateway(server.url, *args) as gw:
+            where: dict[str, str] = {}
+            for name in ("a", "b"):  # least loaded: one session on each
+                before = {url: prompt_tokens(s) for url, s in servers.items()}
+                assert gw.call(chat(f"first {name}"), name)[0] == 200
+                grew = [url for url, s in servers.items() if prompt_tokens(s) > before[url]]
+                assert len(grew) == 1
+                where[name] = grew[0]
+            assert set(where.values()) == set(servers)
+            for url in servers:
+                assert gw.metric("kvbudget_gateway_sessions_resident", upstream=url) == 1
+            before = {url: prompt_tokens(s) for url, s in servers.items()}
+            assert gw.call(chat("second a"), "a")[0] == 200  # sticks: only its own server works
+            assert [url for url, s in servers.items() if prompt_tokens(s) > before[url]] == [where["a"]]
+
+            stalled = servers[where["b"]]
+            os.kill(stalled.process.pid, signal.SIGSTOP)  # accepts connections, answers nothing
+            try:
+                took = wait_for(lambda: gw.metric("kvbudget_gateway_upstream_healthy", upstream=where["b"]) == 0, 5)
+                assert took < 3  # two failed checks 0.3 s apart, each given 0.3 s
+                for name in ("a", "b"):
+                    assert gw.call(None, path=f"/v1/sessions/{name}", method="DELETE")[0] == 204
+                assert gw.call(chat("c"), "c")[0] == 200  # the healthy server
+                status, headers, _ = gw.call(chat("d"), "d")  # a free slot, but on the stalled server
+                assert status == 429 and headers["x-kvbudget-refused"] == "queue-timeout"
+            finally:
+                os.kill(stalled.process.pid, signal.SIGCONT)
+            wait_for(lambda: gw.metric("kvbudget_gateway_upstream_healthy", upstream=where["b"]) == 1, 5)
+            before_b = prompt_tokens(stalled)
+            assert gw.call(chat("d"), "d")[0] == 200  # back in health: the new session goes there
+            assert prompt_tokens(stalled) > before_b
+            assert gw.metric("kvbudget_gateway_upstream_health_changes_total", upstream=where["b"]) == 2

@@ -34,6 +34,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     p.add_argument("--max-body", help="largest request body (default 8MiB); past it 413")
     p.add_argument("--upstream-timeout", help="longest silence of the upstream while answering (default 10m)")
     p.add_argument("--record", help="append one kvbudget trace row per step to this JSONL file")
+    p.add_argument("--health-interval", help="check each upstream's /health this often (default 5s); 2 failures "
+                   "in a row stop its new sessions until it answers again")  # fmt: skip
     p.add_argument("--state", help="memory (default), or redis://HOST:PORT/DB: sessions shared by several replicas")
     return {"gateway": _cmd_gateway}
 
@@ -50,7 +52,8 @@ def _cmd_gateway(args: argparse.Namespace) -> str:
     from kvbudget.requests.gateway import GatewayRequest
 
     names = ("upstream", "from_plan", "cap", "sessions", "engine", "on_cap", "host", "port", "idle_timeout",
-             "queue_timeout", "max_queue", "max_body", "upstream_timeout", "record", "state")  # fmt: skip
+             "queue_timeout", "max_queue", "max_body", "upstream_timeout", "record", "state",
+             "health_interval")  # fmt: skip
     request = GatewayRequest.from_options({name: getattr(args, name) for name in names})
     settings = resolve(request)
     if settings.state is not None:

@@ -60,6 +60,7 @@ class State(Protocol):
     async def admit_now(self, session_id: str) -> Session | None: ...
     async def wait(self, session_id: str) -> Session: ...
     async def release(self, session: Session) -> None: ...
+    async def rehome(self, session: Session) -> str | None: ...
     async def finish(self, session_id: str) -> bool: ...
     async def counts(self) -> Counts: ...
     async def run(self) -> None: ...
@@ -236,6 +237,17 @@ class Admission:
 
     async def release(self, session: Session) -> None:
         self.leave(session)
+
+    async def rehome(self, session: Session) -> str | None:
+        """Move a session off an upstream out of health to a healthy one with a free slot (its cache there is
+        lost anyway); returns the upstream it left, or None when it stays."""
+        old, new = session.upstream, self._pick()
+        if old in self.healthy or new is None or self.resident.get(session.id) is not session:
+            return None
+        self.load[old] -= 1
+        self.load[new] += 1
+        session.upstream = new
+        return old
 
     async def finish(self, session_id: str) -> bool:
         return self.end(session_id)

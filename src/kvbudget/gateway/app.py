@@ -26,6 +26,7 @@ from starlette.types import Receive, Scope, Send
 from kvbudget.gateway import cap as caps
 from kvbudget.gateway import sessions
 from kvbudget.gateway.admission import Admission, Refused, Session, State
+from kvbudget.gateway.health import Health
 from kvbudget.gateway.metrics import Metrics
 from kvbudget.gateway.records import Recorder
 from kvbudget.gateway.replies import error
@@ -49,6 +50,10 @@ class ClientGone(Exception):
     """The client disconnected before its request was admitted."""
 
 
+class NoUpstream(Exception):
+    """A new session while no upstream passes its health check."""
+
+
 async def _client_gone(request: Request) -> None:
     """Return when the client disconnects (the body has been read: the next message is the disconnect)."""
     while (await request.receive())["type"] != "http.disconnect":
@@ -64,6 +69,8 @@ class Gateway:
         self.counters = {
             upstream: caps.Counter(settings.engine, self._poster(upstream)) for upstream in settings.upstreams
         }
+        self.health = Health(settings.upstreams, self.admission.healthy, self._status,
+                             interval_s=settings.health_interval_s, on_change=self.metrics.set_healthy)  # fmt: skip
         self.client: aiohttp.ClientSession | None = None
 
     # -- life ---------------------------------------------------------------------------------------------------
@@ -74,12 +81,13 @@ class Gateway:
         self.client = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0), timeout=timeout, auto_decompress=False
         )
-        reaper = asyncio.create_task(self.admission.run())
+        background = [asyncio.create_task(self.admission.run()), asyncio.create_task(self.health.run())]
         try:
             yield
         finally:
-            reaper.cancel()
-            await asyncio.gather(reaper, return_exceptions=True)
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
             await self.client.close()
             if self.recorder is not None:
                 for session in self.admission.local():
@@ -92,6 +100,15 @@ class Gateway:
             self.metrics.ended.labels(why).inc()
         if self.recorder is not None:
             self.recorder.end(session)
+
+    async def _status(self, url: str) -> int:
+        assert self.client is not None
+        try:
+            async with self.client.get(url, headers={"accept-encoding": "identity"}) as reply:
+                await reply.read()
+                return reply.status
+        except aiohttp.ClientError:
+            return 0
 
     def _poster(self, upstream: str) -> caps.Post:
         async def post(path: str, body: dict[str, Any]) -> tuple[int, Any]:
@@ -152,6 +169,12 @@ class Gateway:
         except StateUnavailable as exc:
             self.metrics.refused.labels("state-unavailable").inc()
             return error(503, str(exc), type_="service_unavailable", code="state_unavailable", headers=ours)
+        except NoUpstream:
+            self.metrics.refused.labels("no-healthy-upstream").inc()
+            retry = max(1, round(self.settings.health_interval_s))
+            headers = {**ours, "retry-after": str(retry), "x-kvbudget-refused": "no-healthy-upstream"}
+            return error(503, "no upstream passes its health check: new sessions wait for one to recover",
+                         type_="service_unavailable", code="no_healthy_upstream", headers=headers)  # fmt: skip
         except ClientGone:
             self.metrics.refused.labels("client-gone").inc()
             return error(499, "client disconnected while queued", code="client_gone")
@@ -159,6 +182,8 @@ class Gateway:
             session.ending = True
         handed_over = False
         try:
+            if session.upstream not in self.admission.healthy:
+                await self._rehome(session)
             reply = await self._forward(request, body, session, identity, arrived, ours)
             handed_over = isinstance(reply, Relay)
             return reply
@@ -166,11 +191,20 @@ class Gateway:
             if not handed_over:
                 await self.admission.release(session)
 
+    async def _rehome(self, session: Session) -> None:
+        """A session whose upstream is out of health moves to a healthy one with a free slot, if any."""
+        with contextlib.suppress(StateUnavailable):
+            left = await self.admission.rehome(session)
+            if left is not None:
+                self.metrics.moved.labels(left).inc()
+
     async def _admit(self, request: Request, session_id: str) -> Session:
         """Admission, given up (the queue place freed) when the client goes away while it waits."""
         now = await self.admission.admit_now(session_id)
         if now is not None:
             return now
+        if not self.admission.healthy:
+            raise NoUpstream
         entering = asyncio.ensure_future(self.admission.wait(session_id))
         watching = asyncio.ensure_future(_client_gone(request))
         try:
@@ -193,7 +227,7 @@ class Gateway:
         try:
             count = await counter.count(path, body)
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            self.metrics.upstream_errors.labels("count").inc()
+            self.metrics.upstream_errors.labels(session.upstream, "count").inc()
             return error(502, f"upstream unreachable while counting tokens: {type(exc).__name__}",
                          type_="upstream_error", code="upstream_failed", headers=ours)  # fmt: skip
         budget = caps.generation_budget(body)
@@ -229,7 +263,7 @@ class Gateway:
                 session.upstream + path, data=json.dumps(body).encode(), headers=self._forwarded(request)
             )
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            self.metrics.upstream_errors.labels("connect").inc()
+            self.metrics.upstream_errors.labels(session.upstream, "connect").inc()
             return error(502, f"upstream failed: {type(exc).__name__}", type_="upstream_error",
                          code="upstream_failed", headers=ours)  # fmt: skip
         self.metrics.upstream_latency.labels(session.upstream).observe(time.monotonic() - started)
@@ -237,9 +271,9 @@ class Gateway:
         async def done(outcome: Outcome) -> None:
             try:
                 if outcome.upstream_error is not None:
-                    self.metrics.upstream_errors.labels("stream").inc()
+                    self.metrics.upstream_errors.labels(session.upstream, "stream").inc()
                 if outcome.disconnected:
-                    self.metrics.upstream_errors.labels("client-disconnect").inc()
+                    self.metrics.upstream_errors.labels(session.upstream, "client-disconnect").inc()
                 if upstream.status == 200:
                     usage = outcome.usage or {}
                     prompt = usage.get("prompt_tokens")
@@ -291,9 +325,10 @@ class Gateway:
             raw = await self._body(request)
         except TooLarge:
             return error(413, f"request body larger than {self.settings.max_body} bytes (--max-body)")
+        target = next((u for u in self.settings.upstreams if u in self.admission.healthy), self.settings.upstream)
         try:
             upstream = await self.client.request(
-                request.method, self.settings.upstream + request.url.path, params=request.query_params,
+                request.method, target + request.url.path, params=request.query_params,
                 data=raw or None, headers=self._forwarded(request),
             )  # fmt: skip
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:

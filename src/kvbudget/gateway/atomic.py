@@ -3,9 +3,10 @@
 Redis runs a script atomically, so each operation below reads and writes the state in one step: ``enter`` /
 ``queue`` (a request's session: resident, admitted to the least-loaded healthy upstream with a free slot, or
 queued behind the sessions already waiting), ``poll`` (a replica's waiters: heartbeat, grant the queue's head
-the free slots, which of them got one), ``touch`` (sessions seen now), ``end``, ``give_up`` (a waiter leaves the
-queue), ``reap`` (end the sessions idle past the timeout), ``counts`` and ``retry`` (ms until the soonest idle
-expiry). The time is Redis's own ``TIME`` (scripts replicate their effects, Redis >= 5).
+the free slots, which of them got one), ``move`` (a session off an upstream out of health), ``touch``
+(sessions seen now), ``end``, ``give_up`` (a waiter leaves the queue), ``reap`` (end the sessions idle past
+the timeout), ``counts`` and ``retry`` (ms until the soonest idle expiry). The time is Redis's own ``TIME``
+(scripts replicate their effects, Redis >= 5).
 """
 
 from __future__ import annotations
@@ -100,6 +101,16 @@ elseif op == 'poll' then
     found[i] = up
   end
   return found
+elseif op == 'move' then
+  local up = redis.call('HGET', where, sid)
+  if not up then return '' end
+  for _, h in ipairs(healthy) do if h == up then return up end end
+  local new = pick()
+  if not new then return up end
+  redis.call('HSET', where, sid, new)
+  redis.call('HINCRBY', load, up, -1)
+  redis.call('HINCRBY', load, new, 1)
+  return new
 elseif op == 'touch' then
   for _, s in ipairs(ids) do redis.call('ZADD', seen, 'XX', now, s) end
   return 0

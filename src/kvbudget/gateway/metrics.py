@@ -24,9 +24,12 @@ class Metrics:
         self.resident = Gauge(PREFIX + "sessions_resident", "Sessions holding a slot", ["upstream"], registry=r)
         self.queued = Gauge(PREFIX + "sessions_queued", "New sessions waiting for a slot (any upstream)", registry=r)
         planned = Gauge(PREFIX + "sessions_planned", "Resident sessions admitted at most", ["upstream"], registry=r)
+        self.healthy = Gauge(PREFIX + "upstream_healthy", "1 while the upstream takes new sessions", ["upstream"],
+                             registry=r)  # fmt: skip
         for upstream in upstreams:
             planned.labels(upstream).set(slots)
             self.resident.labels(upstream).set(0)
+            self.healthy.labels(upstream).set(1)
         Gauge(PREFIX + "cap_tokens", "The context cap held per request", registry=r).set(cap)
         self.refused = Counter(PREFIX + "admissions_refused", "New sessions refused, by reason", ["reason"], registry=r)
         self.cap_events = Counter(PREFIX + "cap_events", "Requests past the cap", ["behaviour"], registry=r)
@@ -38,7 +41,8 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
-        self.upstream_errors = Counter(PREFIX + "upstream_errors", "Upstream failures, by kind", ["kind"], registry=r)
+        self.upstream_errors = Counter(PREFIX + "upstream_errors", "Upstream failures, by kind", ["upstream", "kind"],
+                                       registry=r)  # fmt: skip
         self.session_tokens = Histogram(
             PREFIX + "step_context_tokens", "Prompt + output tokens of a step", buckets=TOKEN_BUCKETS, registry=r
         )
@@ -46,9 +50,17 @@ class Metrics:
             PREFIX + "count_error_tokens", "Tokens the engine reported minus those counted (absolute)", registry=r
         )
 
+        self.health_changes = Counter(PREFIX + "upstream_health_changes", "Upstreams taken out (down) or back (up)",
+                                      ["upstream", "to"], registry=r)  # fmt: skip
+        self.moved = Counter(PREFIX + "sessions_moved", "Resident sessions moved off an upstream out of health",
+                             ["upstream"], registry=r)  # fmt: skip
         self.state_errors = Counter(
             PREFIX + "state_errors", "Scrapes that could not read the shared state (gauges stale)", registry=r
         )
+
+    def set_healthy(self, upstream: str, up: bool) -> None:
+        self.healthy.labels(upstream).set(1 if up else 0)
+        self.health_changes.labels(upstream, "up" if up else "down").inc()
 
     def update(self, counts: Counts) -> None:
         for upstream, resident in counts.resident.items():

@@ -29,6 +29,7 @@ class Settings:
     max_body: int
     upstream_timeout_s: float
     record: Path | None
+    health_interval_s: float  # how often each upstream's /health is checked
     state: str | None  # None: in memory; else a redis:// or rediss:// URL shared by the replicas
 
     @property
@@ -117,5 +118,6 @@ def resolve(request: GatewayRequest) -> Settings:
         max_body=request.max_body,
         upstream_timeout_s=request.upstream_timeout,
         record=None if request.record is None else Path(request.record),
+        health_interval_s=request.health_interval,
         state=_state(request.state),
     )

@@ -182,6 +182,15 @@ class SharedAdmission:
                 await self._call("touch", ids=[session.id])
         self._poll_soon()
 
+    async def rehome(self, session: Session) -> str | None:
+        """As Admission.rehome, in one script: the move and the two counts change together."""
+        old = session.upstream
+        new = await self._call("move", session.id)
+        if not new or new == old:
+            return None
+        session.upstream = new
+        return old
+
     async def finish(self, session_id: str) -> bool:
         session = self.sessions.get(session_id)
         if session is not None and session.in_flight > 0:

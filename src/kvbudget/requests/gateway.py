@@ -36,4 +36,5 @@ class GatewayRequest(Request):
     max_body: int = option(8 * 2**20, "memory")  # bytes of one request body; past it a 413
     upstream_timeout: float = option(600.0, "seconds")  # one upstream response, first byte to last
     record: str | None = option(None, "text")
+    health_interval: float = option(5.0, "seconds")  # each upstream's /health this often; 2 failures take it out
     state: str | None = option(None, "text")  # memory (default), or redis://HOST:PORT/DB shared by replicas
