@@ -205,3 +205,22 @@ def test_upstreams_out_of_health_take_no_new_sessions_and_theirs_move_when_a_slo
         await closing(gateway)
 
     asyncio.run(scenario())
+
+
+def test_replicas_racing_hold_each_key_to_its_quota(redis: Redis) -> None:
+    async def scenario() -> None:
+        quotas = {"team-a": 2, "team-b": 1}
+        replicas = [replica(redis, slots=10, quotas=quotas, queue_timeout_s=0.2) for _ in range(3)]
+        tries = [r.wait(f"{team}/s{i}-{j}") for i, r in enumerate(replicas) for j in range(4) for team in quotas]
+        answers = await asyncio.gather(*tries, return_exceptions=True)
+        admitted = sorted(a.id.split("/")[0] for a in answers if isinstance(a, Session))
+        assert admitted == ["team-a", "team-a", "team-b"]
+        assert {a.reason for a in answers if isinstance(a, Refused)} == {"key-quota"}
+        owner = next(r for r in replicas if any(s.startswith("team-b/") for s in r.sessions))
+        session = next(s for s in owner.sessions.values() if s.id.startswith("team-b/"))
+        await owner.release(session)
+        assert await owner.finish(session.id)
+        assert (await replicas[0].wait("team-b/again")).id == "team-b/again"  # its quota place came back
+        await closing(*replicas)
+
+    asyncio.run(scenario())

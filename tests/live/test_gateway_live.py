@@ -419,3 +419,39 @@ def test_sessions_stick_to_their_upstream_and_a_stalled_one_takes_no_new_session
             assert gw.call(chat("d"), "d")[0] == 200  # back in health: the new session goes there
             assert prompt_tokens(stalled) > before_b
             assert gw.metric("kvbudget_gateway_upstream_health_changes_total", upstream=where["b"]) == 2
+
+
+# -- gateway API keys ------------------------------------------------------------------------------------------
+
+
+def test_keys_hold_each_team_to_its_quota_and_the_engine_gets_only_its_own_key(
+    model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({"team-a": {"key": "sk-team-a-0001", "sessions": 1},
+                                "team-b": {"key": "sk-team-b-0001", "sessions": 2}}))  # fmt: skip
+    monkeypatch.setenv("KVBUDGET_LIVE_UPSTREAM_KEY", "upstream-secret")
+    team_a, team_b = {"authorization": "Bearer sk-team-a-0001"}, {"x-api-key": "sk-team-b-0001"}
+    args = ("--cap", "128", "--sessions", "2", "--keys", str(keys), "--upstream-key-env", "KVBUDGET_LIVE_UPSTREAM_KEY")
+    with (  # llama-server answers 401 to a call without its --api-key (its /health excepted)
+        llama_server(
+            model, tmp_path / "guarded.log", "-c", "512", "-np", "2", "--api-key", "upstream-secret"
+        ) as guarded,
+        gateway(guarded.url, *args) as gw,
+    ):
+        for headers in ({}, {"authorization": "Bearer upstream-secret"}):  # the engine's key is not a gateway key
+            status, got, body = gw.call(chat("abc"), "s", headers=headers)
+            assert status == 401 and got["www-authenticate"] == "Bearer"
+            assert (body["error"]["type"], body["error"]["code"]) == ("invalid_request_error", "invalid_api_key")
+        status, got, body = gw.call(chat("abc"), "s", headers=team_a)
+        assert status == 200, body  # the gateway sent the engine its own key: counting and completion went through
+        assert int(got["x-kvbudget-prompt-tokens"]) == body["usage"]["prompt_tokens"] == CHAT_OVERHEAD + 3
+        status, got, body = gw.call(chat("abc"), "s2", headers=team_a)
+        assert status == 429 and got["x-kvbudget-refused"] == "key-quota" and body["error"]["code"] == "session_quota"
+        assert gw.call(chat("abc"), "s", headers=team_b)[0] == 200  # the same id under team-b: team-b's own session
+        assert gw.metric("kvbudget_gateway_sessions_resident") == 2
+        assert gw.call(None, path="/v1/sessions/s", method="DELETE")[0] == 401
+        assert gw.call(None, path="/v1/sessions/s", method="DELETE", headers=team_b)[0] == 204
+        assert gw.call(chat("abc"), "s2", headers=team_a)[0] == 429  # team-b ended its own s, not team-a's
+        assert gw.metric("kvbudget_gateway_sessions_resident") == 1
+        assert gw.metric("kvbudget_gateway_admissions_refused_total", reason="unauthorized") == 3

@@ -36,6 +36,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     p.add_argument("--record", help="append one kvbudget trace row per step to this JSONL file")
     p.add_argument("--health-interval", help="check each upstream's /health this often (default 5s); 2 failures "
                    "in a row stop its new sessions until it answers again")  # fmt: skip
+    p.add_argument("--keys", help='API keys with session quotas, a JSON file: {"team-a": {"key": "sk-...", '
+                   '"sessions": 4}}; requests then need one (401), each key its own sessions')  # fmt: skip
+    p.add_argument("--upstream-key-env", help="an environment variable holding the engines' API key (their "
+                   "--api-key), sent on every call to them")  # fmt: skip
     p.add_argument("--state", help="memory (default), or redis://HOST:PORT/DB: sessions shared by several replicas")
     return {"gateway": _cmd_gateway}
 
@@ -53,7 +57,7 @@ def _cmd_gateway(args: argparse.Namespace) -> str:
 
     names = ("upstream", "from_plan", "cap", "sessions", "engine", "on_cap", "host", "port", "idle_timeout",
              "queue_timeout", "max_queue", "max_body", "upstream_timeout", "record", "state",
-             "health_interval")  # fmt: skip
+             "health_interval", "keys", "upstream_key_env")  # fmt: skip
     request = GatewayRequest.from_options({name: getattr(args, name) for name in names})
     settings = resolve(request)
     if settings.state is not None:

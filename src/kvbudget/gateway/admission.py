@@ -24,7 +24,8 @@ from typing import Protocol
 
 
 class Refused(Exception):
-    """A new session not admitted: ``reason`` ("queue-timeout", "queue-full"), ``retry_after_s`` (whole >= 1)."""
+    """A new session not admitted: ``reason`` ("queue-timeout", "queue-full", "key-quota"), ``retry_after_s``
+    (whole >= 1)."""
 
     def __init__(self, reason: str, retry_after_s: int) -> None:
         super().__init__(reason)
@@ -93,8 +94,11 @@ class Admission:
         idle_timeout_s: float,
         on_end: Callable[[Session, str], None] = lambda session, why: None,
         clock: Callable[[], float] = time.monotonic,
+        quotas: dict[str, int] | None = None,
     ) -> None:
         self.slots = slots  # per upstream
+        self.quotas = quotas  # key name -> sessions (resident or waiting) at most; session ids are "name/id"
+        self.held: dict[str, int] = {}  # key name -> its sessions resident or waiting
         self.upstreams = tuple(upstreams)
         self.healthy = set(self.upstreams)
         self.load = dict.fromkeys(self.upstreams, 0)
@@ -118,8 +122,10 @@ class Admission:
         if waiter is None:
             if len(self.queue) >= self.max_queue:
                 raise Refused("queue-full", self.retry_after_s())
+            self._check_quota(session_id)
             waiter = _Waiter(asyncio.get_running_loop().create_future())
             self.queue[session_id] = waiter
+            self._hold(session_id, 1)
         waiter.requests += 1
         try:
             session = await asyncio.wait_for(asyncio.shield(waiter.future), self.queue_timeout_s)
@@ -142,8 +148,21 @@ class Admission:
         if not self.queue:
             upstream = self._pick()
             if upstream is not None:
+                self._check_quota(session_id)
+                self._hold(session_id, 1)
                 return self._take(self._admit(session_id, upstream))
         return None
+
+    def _check_quota(self, session_id: str) -> None:
+        if self.quotas is not None:
+            name = session_id.split("/", 1)[0]
+            if self.held.get(name, 0) >= self.quotas.get(name, 0):
+                raise Refused("key-quota", self.retry_after_s())
+
+    def _hold(self, session_id: str, change: int) -> None:
+        if self.quotas is not None:
+            name = session_id.split("/", 1)[0]
+            self.held[name] = self.held.get(name, 0) + change
 
     def _pick(self) -> str | None:
         return pick(self.load, self.healthy, self.slots, self.upstreams)
@@ -153,6 +172,7 @@ class Admission:
         if waiter.requests == 0 and self.queue.get(session_id) is waiter and not waiter.future.done():
             del self.queue[session_id]
             waiter.future.cancel()
+            self._hold(session_id, -1)
 
     def _take(self, session: Session) -> Session:
         session.in_flight += 1
@@ -187,6 +207,7 @@ class Admission:
         if self.resident.get(session.id) is session:
             del self.resident[session.id]
             self.load[session.upstream] -= 1
+            self._hold(session.id, -1)
             self.on_end(session, why)
         self._grant()
 
@@ -197,6 +218,7 @@ class Admission:
                 return
             session_id, waiter = self.queue.popitem(last=False)
             if waiter.future.done():
+                self._hold(session_id, -1)
                 continue
             session = self._admit(session_id, upstream)
             session.in_flight = waiter.requests

@@ -27,6 +27,7 @@ from kvbudget.gateway import cap as caps
 from kvbudget.gateway import sessions
 from kvbudget.gateway.admission import Admission, Refused, Session, State
 from kvbudget.gateway.health import Health
+from kvbudget.gateway.keys import Keys, Unauthorized
 from kvbudget.gateway.metrics import Metrics
 from kvbudget.gateway.records import Recorder
 from kvbudget.gateway.replies import error
@@ -40,6 +41,7 @@ NOT_FORWARDED = frozenset(
     ("host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
      "proxy-authorization", "proxy-connection", "accept-encoding")
 )  # fmt: skip
+CREDENTIALS = frozenset(("authorization", "x-api-key"))  # with --keys: the gateway's own, never the engine's
 
 
 class TooLarge(Exception):
@@ -64,6 +66,11 @@ class Gateway:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.recorder = None if settings.record is None else Recorder(settings.record)
+        self.keys: Keys | None = settings.keys
+        # --upstream-key-env: the engines' own key, sent on every call to them (the clients' is not, with --keys)
+        self.upstream_auth = (
+            {} if settings.upstream_key is None else {"authorization": f"Bearer {settings.upstream_key}"}
+        )
         self.admission = state(settings, self._ended)
         self.metrics = Metrics(settings.upstreams, settings.sessions, settings.cap)
         self.counters = {
@@ -104,7 +111,7 @@ class Gateway:
     async def _status(self, url: str) -> int:
         assert self.client is not None
         try:
-            async with self.client.get(url, headers={"accept-encoding": "identity"}) as reply:
+            async with self.client.get(url, headers={"accept-encoding": "identity", **self.upstream_auth}) as reply:
                 await reply.read()
                 return reply.status
         except aiohttp.ClientError:
@@ -113,7 +120,7 @@ class Gateway:
     def _poster(self, upstream: str) -> caps.Post:
         async def post(path: str, body: dict[str, Any]) -> tuple[int, Any]:
             assert self.client is not None
-            async with self.client.post(upstream + path, json=body) as reply:
+            async with self.client.post(upstream + path, json=body, headers=self.upstream_auth) as reply:
                 try:
                     return reply.status, await reply.json(content_type=None)
                 except ValueError:
@@ -135,12 +142,22 @@ class Gateway:
         return bytes(body)
 
     def _forwarded(self, request: Request) -> dict[str, str]:
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in NOT_FORWARDED}
+        dropped = NOT_FORWARDED if self.keys is None else NOT_FORWARDED | CREDENTIALS
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in dropped}
         headers["accept-encoding"] = "identity"
+        headers.update(self.upstream_auth)
         return headers
+
+    def _namespace(self, request: Request) -> str:
+        """``name/`` of the request's gateway key ("" without --keys); Unauthorized without a known key."""
+        return "" if self.keys is None else self.keys.identify(request.headers) + "/"
 
     async def completion(self, request: Request) -> Response | Relay:
         arrived = time.time()
+        try:
+            namespace = self._namespace(request)
+        except Unauthorized as exc:
+            return self._unauthorized(exc)
         try:
             raw = await self._body(request)
         except TooLarge:
@@ -157,10 +174,15 @@ class Gateway:
             return error(400, str(exc), param="session")
         ours = {"x-session-id": identity.session, "x-kvbudget-session-source": identity.source}
         try:
-            session = await self._admit(request, identity.session)
+            session = await self._admit(request, namespace + identity.session)
         except Refused as exc:
             self.metrics.refused.labels(exc.reason).inc()
             headers = {**ours, "retry-after": str(exc.retry_after_s), "x-kvbudget-refused": exc.reason}
+            if exc.reason == "key-quota":
+                assert self.keys is not None
+                quota = self.keys.quota[namespace[:-1]]
+                message = f"this API key holds its quota of {quota} sessions: end one (DELETE /v1/sessions/ID) first"
+                return error(429, message, type_="rate_limit_error", code="session_quota", headers=headers)
             per = f"{self.settings.sessions} sessions are resident" + (
                 f" on each of {len(self.settings.upstreams)} upstreams" if len(self.settings.upstreams) > 1 else ""
             )
@@ -299,10 +321,18 @@ class Gateway:
             self.recorder.step(session, start_s=arrived, end_s=time.time(), prompt_tokens=prompt,
                                output_tokens=output, cached_tokens=cached, cap=cap, dropped_tokens=dropped)  # fmt: skip
 
+    def _unauthorized(self, exc: Unauthorized) -> Response:
+        self.metrics.refused.labels("unauthorized").inc()
+        return error(401, str(exc), code="invalid_api_key", headers={"www-authenticate": "Bearer"})
+
     async def end_session(self, request: Request) -> Response:
         session_id = request.path_params["session_id"]
         try:
-            ended = await self.admission.finish(session_id)
+            namespace = self._namespace(request)
+        except Unauthorized as exc:
+            return self._unauthorized(exc)
+        try:
+            ended = await self.admission.finish(namespace + session_id)
         except StateUnavailable as exc:
             return error(503, str(exc), type_="service_unavailable", code="state_unavailable")
         if not ended:
@@ -321,6 +351,10 @@ class Gateway:
     async def other(self, request: Request) -> Response | Relay:
         """Any other path (models, health, embeddings...): relayed without session accounting."""
         assert self.client is not None
+        try:
+            self._namespace(request)
+        except Unauthorized as exc:
+            return self._unauthorized(exc)
         try:
             raw = await self._body(request)
         except TooLarge:
@@ -354,7 +388,8 @@ class _Endpoint:
 def state(settings: Settings, on_end: Any) -> State:
     """Admission in memory, or shared in Redis with ``--state redis://...``."""
     common = {"queue_timeout_s": settings.queue_timeout_s, "max_queue": settings.max_queue,
-              "idle_timeout_s": settings.idle_timeout_s, "on_end": on_end}  # fmt: skip
+              "idle_timeout_s": settings.idle_timeout_s, "on_end": on_end,
+              "quotas": None if settings.keys is None else settings.keys.quota}  # fmt: skip
     if settings.state is None:
         return Admission(settings.sessions, settings.upstreams, **common)
     from kvbudget.gateway.shared import SharedAdmission

@@ -11,16 +11,25 @@ the timeout), ``counts`` and ``retry`` (ms until the soonest idle expiry). The t
 
 from __future__ import annotations
 
-# ARGV: op, slots per upstream, idle ms, stale ms, max queue, session, n healthy, healthy upstreams..., ids...
+# ARGV: op, slots per upstream, idle ms, stale ms, max queue, session, keyed ("1": ids are "key/id" and each key's
+# sessions are counted in ``held``), the session's key quota, n healthy, healthy upstreams..., ids...
 SCRIPT = """
-local where, seen, load, queue, beat, ticket = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local where, seen, load, queue, beat, ticket, held = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local op, slots, idle, stale = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local max_queue, sid, nh = tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
+local max_queue, sid = tonumber(ARGV[5]), ARGV[6]
+local keyed, quota, nh = ARGV[7] == '1', tonumber(ARGV[8]), tonumber(ARGV[9])
 local healthy, ids = {}, {}
-for i = 1, nh do healthy[i] = ARGV[7 + i] end
-for i = 8 + nh, #ARGV do ids[#ids + 1] = ARGV[i] end
+for i = 1, nh do healthy[i] = ARGV[9 + i] end
+for i = 10 + nh, #ARGV do ids[#ids + 1] = ARGV[i] end
+
+local function hold(s, change)  -- a key's sessions, resident or waiting
+  if keyed then redis.call('HINCRBY', held, string.match(s, '^[^/]*'), change) end
+end
+local function over_quota(s)
+  return keyed and tonumber(redis.call('HGET', held, string.match(s, '^[^/]*')) or '0') >= quota
+end
 
 local function pick()
   local best, least = false, nil
@@ -43,11 +52,12 @@ local function remove(s)
   redis.call('HDEL', where, s)
   redis.call('ZREM', seen, s)
   redis.call('HINCRBY', load, up, -1)
+  hold(s, -1)
   return true
 end
 local function prune()
   for _, s in ipairs(redis.call('ZRANGEBYSCORE', beat, '-inf', now - stale)) do
-    redis.call('ZREM', queue, s)
+    if redis.call('ZREM', queue, s) == 1 then hold(s, -1) end
     redis.call('ZREM', beat, s)
   end
 end
@@ -77,12 +87,19 @@ if op == 'enter' or op == 'queue' then
   end
   if redis.call('ZCARD', queue) == 0 then
     up = pick()
-    if up then admit(sid, up) return {'admitted', up} end
+    if up then
+      if over_quota(sid) then return {'quota'} end
+      admit(sid, up)
+      hold(sid, 1)
+      return {'admitted', up}
+    end
   end
   if op == 'enter' then return {'wait'} end
   if redis.call('ZCARD', queue) >= max_queue then return {'full'} end
+  if over_quota(sid) then return {'quota'} end
   redis.call('ZADD', queue, redis.call('INCR', ticket), sid)
   redis.call('ZADD', beat, now, sid)
+  hold(sid, 1)
   return {'queued'}
 elseif op == 'poll' then
   for _, s in ipairs(ids) do redis.call('ZADD', beat, 'XX', now, s) end
@@ -96,6 +113,7 @@ elseif op == 'poll' then
       if not redis.call('ZSCORE', queue, s) then  -- pruned while its replica stalled: back in the queue
         redis.call('ZADD', queue, redis.call('INCR', ticket), s)
         redis.call('ZADD', beat, now, s)
+        hold(s, 1)
       end
     end
     found[i] = up
@@ -119,7 +137,7 @@ elseif op == 'end' then
   grant()
   return removed and 1 or 0
 elseif op == 'give_up' then
-  redis.call('ZREM', queue, sid)
+  if redis.call('ZREM', queue, sid) == 1 then hold(sid, -1) end
   redis.call('ZREM', beat, sid)
   return 0
 elseif op == 'reap' then

@@ -5,11 +5,14 @@ the sessions per engine instance, ``engine.name`` the engine); an option given o
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from kvbudget.errors import InputError
+from kvbudget.gateway.keys import Keys
+from kvbudget.gateway.keys import load as load_keys
 from kvbudget.requests.gateway import GatewayRequest
 
 # kvbudget's engine names (plan --json engine.name) -> how the gateway counts tokens
@@ -30,6 +33,8 @@ class Settings:
     upstream_timeout_s: float
     record: Path | None
     health_interval_s: float  # how often each upstream's /health is checked
+    upstream_key: str | None  # the engines' API key (from the environment variable --upstream-key-env names)
+    keys: Keys | None  # --keys: API keys with session quotas; None: no keys (Authorization passed through)
     state: str | None  # None: in memory; else a redis:// or rediss:// URL shared by the replicas
 
     @property
@@ -91,6 +96,17 @@ def _state(url: str | None) -> str | None:
     return url
 
 
+def _secret(variable: str) -> str:
+    value = os.environ.get(variable, "").strip()
+    if not value:
+        raise InputError(
+            f"--upstream-key-env {variable}: the variable is not set; export {variable}=<the engine's key>"
+        )
+    if not value.isprintable() or " " in value:
+        raise InputError(f"--upstream-key-env {variable}: the key must be printable characters without spaces")
+    return value
+
+
 def resolve(request: GatewayRequest) -> Settings:
     """The settings the gateway runs with; a missing cap or session count is one InputError naming the fix."""
     cap, sessions, engine = request.cap, request.sessions, request.engine
@@ -120,4 +136,6 @@ def resolve(request: GatewayRequest) -> Settings:
         record=None if request.record is None else Path(request.record),
         health_interval_s=request.health_interval,
         state=_state(request.state),
+        keys=None if request.keys is None else load_keys(Path(request.keys)),
+        upstream_key=None if request.upstream_key_env is None else _secret(request.upstream_key_env),
     )

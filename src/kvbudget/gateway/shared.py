@@ -32,7 +32,7 @@ from kvbudget.gateway.admission import Counts, Refused, Session
 from kvbudget.gateway.atomic import SCRIPT
 
 PREFIX = "kvbudget:gateway:{sessions}:"  # the braces keep every key in one Redis Cluster hash slot
-KEYS = ("where", "seen", "load", "queue", "beat", "ticket")
+KEYS = ("where", "seen", "load", "queue", "beat", "ticket", "held")
 POLL_S = 0.05  # a replica with waiting sessions asks for free slots this often (and at once when one frees)
 STALE_S = 5.0  # a waiter whose replica has not polled for this long has gone
 FORGOTTEN = "forgotten"  # on_end's reason for a session another replica ended (no metric: that replica counts it)
@@ -91,6 +91,7 @@ class SharedAdmission:
         on_end: Callable[[Session, str], None] = lambda session, why: None,
         prefix: str = PREFIX,
         stale_s: float = STALE_S,
+        quotas: dict[str, int] | None = None,
     ) -> None:
         import redis.asyncio
 
@@ -103,6 +104,7 @@ class SharedAdmission:
         self.idle_timeout_s = idle_timeout_s
         self.on_end = on_end
         self.stale_s = stale_s
+        self.quotas = quotas  # key name -> sessions at most (session ids are "name/id"); None: no keys
         self.redis = redis.asyncio.Redis.from_url(url, decode_responses=True, socket_timeout=5,
                                                   socket_connect_timeout=5)  # fmt: skip
         self.script = self.redis.register_script(SCRIPT)
@@ -118,7 +120,9 @@ class SharedAdmission:
 
         healthy = [u for u in self.upstreams if u in self.healthy]
         timing = [round(self.idle_timeout_s * 1000), round(self.stale_s * 1000)]
-        args: list[str | int] = [op, self.slots, *timing, self.max_queue, session_id, len(healthy), *healthy, *ids]
+        keyed = [0, 0] if self.quotas is None else [1, self.quotas.get(session_id.split("/", 1)[0], 0)]
+        args: list[str | int] = [op, self.slots, *timing, self.max_queue, session_id, *keyed, len(healthy)]
+        args += [*healthy, *ids]
         try:
             return await self.script(keys=self.keys, args=args)
         except (redis.exceptions.RedisError, OSError) as exc:
@@ -138,6 +142,8 @@ class SharedAdmission:
 
     async def admit_now(self, session_id: str) -> Session | None:
         reply = await self._call("enter", session_id)
+        if reply[0] == "quota":
+            raise Refused("key-quota", await self.retry_after_s())
         return self._take(session_id, reply[1]) if reply[0] in ("resident", "admitted") else None
 
     async def wait(self, session_id: str) -> Session:
@@ -146,8 +152,8 @@ class SharedAdmission:
             reply = await self._call("queue", session_id)
             if reply[0] in ("resident", "admitted"):
                 return self._take(session_id, reply[1])
-            if reply[0] == "full":
-                raise Refused("queue-full", await self.retry_after_s())
+            if reply[0] in ("full", "quota"):
+                raise Refused("queue-full" if reply[0] == "full" else "key-quota", await self.retry_after_s())
             waiter = self.waiters.get(session_id)  # another request of the session may have queued meanwhile
             if waiter is None:
                 waiter = self.waiters[session_id] = _Waiter(asyncio.get_running_loop().create_future())

@@ -38,3 +38,5 @@ class GatewayRequest(Request):
     record: str | None = option(None, "text")
     health_interval: float = option(5.0, "seconds")  # each upstream's /health this often; 2 failures take it out
     state: str | None = option(None, "text")  # memory (default), or redis://HOST:PORT/DB shared by replicas
+    upstream_key_env: str | None = option(None, "text")  # the variable holding the engines' own API key
+    keys: str | None = option(None, "text")  # a JSON file: team -> {"key" or "sha256", "sessions": quota}
