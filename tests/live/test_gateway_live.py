@@ -455,3 +455,29 @@ def test_keys_hold_each_team_to_its_quota_and_the_engine_gets_only_its_own_key(
         assert gw.call(chat("abc"), "s2", headers=team_a)[0] == 429  # team-b ended its own s, not team-a's
         assert gw.metric("kvbudget_gateway_sessions_resident") == 1
         assert gw.metric("kvbudget_gateway_admissions_refused_total", reason="unauthorized") == 3
+
+
+def test_an_upstream_that_stalls_is_a_clean_504_and_the_slot_is_freed(model: Path, tmp_path: Path) -> None:
+    args = ("--cap", "256", "--sessions", "1", "--upstream-timeout", "1", "--health-interval", "1h")
+    with (
+        llama_server(model, tmp_path / "stalls.log", "-c", "512", "-np", "2") as stalling,
+        gateway(stalling.url, *args) as gw,
+    ):
+        conn, reply = stream(gw, chat("abc", max_tokens=200), "mid", {"x-session-end": "1"})
+        assert reply.readline().startswith(b"data:")
+        os.kill(stalling.process.pid, signal.SIGSTOP)  # alive, connected, silent
+        try:
+            started = time.monotonic()
+            rest = [data for _, data in events(reply)]
+            silent = time.monotonic() - started
+            conn.close()
+            assert json.loads(rest[-1])["error"]["code"] == "upstream_timeout"
+            assert 0.9 < silent < 5  # --upstream-timeout 1, not the engine's 200 tokens
+            wait_for(lambda: gw.metric("kvbudget_gateway_sessions_resident") == 0, 5)
+            started = time.monotonic()  # a request whose very first call (the token count) meets the silence
+            status, _, body = gw.call(chat("abc"), "before", headers={"x-session-end": "1"})
+            assert status == 504 and body["error"]["code"] == "upstream_timeout" and time.monotonic() - started < 5
+            assert gw.metric("kvbudget_gateway_sessions_resident") == 0
+        finally:
+            os.kill(stalling.process.pid, signal.SIGCONT)
+        assert gw.call(chat("abc"), "after")[0] == 200  # back: nothing was left behind

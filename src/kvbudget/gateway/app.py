@@ -30,7 +30,7 @@ from kvbudget.gateway.health import Health
 from kvbudget.gateway.keys import Keys, Unauthorized
 from kvbudget.gateway.metrics import Metrics
 from kvbudget.gateway.records import Recorder
-from kvbudget.gateway.replies import error
+from kvbudget.gateway.replies import error, upstream_error
 from kvbudget.gateway.settings import Settings
 from kvbudget.gateway.shared import FORGOTTEN, StateUnavailable
 from kvbudget.gateway.stream import Outcome, Relay
@@ -250,8 +250,7 @@ class Gateway:
             count = await counter.count(path, body)
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             self.metrics.upstream_errors.labels(session.upstream, "count").inc()
-            return error(502, f"upstream unreachable while counting tokens: {type(exc).__name__}",
-                         type_="upstream_error", code="upstream_failed", headers=ours)  # fmt: skip
+            return upstream_error(exc, "while counting tokens", ours)
         budget = caps.generation_budget(body)
         ours["x-kvbudget-prompt-tokens"] = str(count.prompt_tokens)
         cap_event, dropped = None, 0
@@ -286,8 +285,7 @@ class Gateway:
             )
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             self.metrics.upstream_errors.labels(session.upstream, "connect").inc()
-            return error(502, f"upstream failed: {type(exc).__name__}", type_="upstream_error",
-                         code="upstream_failed", headers=ours)  # fmt: skip
+            return upstream_error(exc, "before its answer", ours)
         self.metrics.upstream_latency.labels(session.upstream).observe(time.monotonic() - started)
 
         async def done(outcome: Outcome) -> None:
@@ -366,7 +364,7 @@ class Gateway:
                 data=raw or None, headers=self._forwarded(request),
             )  # fmt: skip
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            return error(502, f"upstream failed: {type(exc).__name__}", type_="upstream_error", code="upstream_failed")
+            return upstream_error(exc, "before its answer")
 
         async def nothing(outcome: Outcome) -> None:
             return None
