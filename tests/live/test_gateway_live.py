@@ -481,3 +481,28 @@ def test_an_upstream_that_stalls_is_a_clean_504_and_the_slot_is_freed(model: Pat
         finally:
             os.kill(stalling.process.pid, signal.SIGCONT)
         assert gw.call(chat("abc"), "after")[0] == 200  # back: nothing was left behind
+
+
+def test_compact_summarises_through_the_server_and_a_retry_reuses_the_summary(model: Path, tmp_path: Path) -> None:
+    # ChatML in a bytes vocabulary: ~40 tokens a message here, 315 in all; the summarising call is ~370 tokens
+    turns = [{"role": role, "content": f"{role[0]}{i} " + "z" * 8} for i in range(3) for role in ("user", "assistant")]
+    messages = [{"role": "system", "content": "s" * 10}, *turns, {"role": "user", "content": "last"}]
+    body = {"messages": messages, "max_tokens": 4, "ignore_eos": True}
+    # one slot of 1024 cells: the summarising call (instruction + dropped turns) fits the engine, not the cap
+    with (
+        llama_server(model, tmp_path / "compact.log", "-c", "1024", "-np", "1") as roomy,
+        gateway(roomy.url, "--cap", "256", "--sessions", "1", "--on-cap", "compact") as gw,
+    ):
+        status, headers, answer = gw.call(body, "long")
+        assert status == 200, answer  # the server accepted the compacted conversation
+        assert "x-kvbudget-compact-failed" not in headers, headers["x-kvbudget-compact-failed"]
+        assert headers["x-kvbudget-cap"].startswith("compacted dropped_turns=")
+        first = answer["usage"]["prompt_tokens"]
+        assert first == int(headers["x-kvbudget-prompt-tokens"]) and first + 4 <= 256
+        covered = headers["x-kvbudget-summary"]
+
+        status, headers, answer = gw.call(body, "long")  # the client retries with its whole history
+        assert status == 200 and "x-kvbudget-cap" not in headers and headers["x-kvbudget-summary"] == covered
+        assert answer["usage"]["prompt_tokens"] == first  # the same rewritten prefix: no second summary
+        assert answer["usage"]["prompt_tokens_details"]["cached_tokens"] >= first - 1  # and the cache hits it
+        assert gw.metric("kvbudget_gateway_cap_events_total", behaviour="compacted") == 1

@@ -25,7 +25,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     p.add_argument("--cap", help="tokens a request may hold, prompt + max_tokens (32768, 32k)")
     p.add_argument("--sessions", help="resident sessions admitted at most per upstream; new ones queue")
     p.add_argument("--engine", choices=ENGINES, help="how tokens are counted (default auto: probe the upstream)")
-    p.add_argument("--on-cap", choices=ON_CAP, help="past the cap: refuse (OpenAI's 400, default) or truncate")
+    p.add_argument("--on-cap", choices=ON_CAP, help="past the cap: refuse (OpenAI's 400, default), truncate, "
+                   "or compact (summarise the dropped turns through the upstream)")  # fmt: skip
     p.add_argument("--host", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", help=f"port (default {DEFAULT_PORT}; 0 = a free one)")
     p.add_argument("--idle-timeout", help="a session idle this long leaves its slot (default 10m)")

@@ -24,7 +24,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from kvbudget.gateway import cap as caps
-from kvbudget.gateway import sessions
+from kvbudget.gateway import compact, sessions
 from kvbudget.gateway.admission import Admission, Refused, Session, State
 from kvbudget.gateway.health import Health
 from kvbudget.gateway.keys import Keys, Unauthorized
@@ -246,6 +246,13 @@ class Gateway:
     ) -> Response | Relay:  # fmt: skip
         path, cap = request.url.path, self.settings.cap
         counter = self.counters[session.upstream]
+        original, memory = body, None
+        if self.settings.on_cap == "compact":
+            kept = session.state.get(compact.KEY)
+            body, covered = compact.recall(body, kept if isinstance(kept, compact.Memory) else None)
+            if covered:
+                memory = kept if isinstance(kept, compact.Memory) else None
+                ours["x-kvbudget-summary"] = f"covers_messages={covered}"
         try:
             count = await counter.count(path, body)
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
@@ -255,20 +262,10 @@ class Gateway:
         ours["x-kvbudget-prompt-tokens"] = str(count.prompt_tokens)
         cap_event, dropped = None, 0
         if count.prompt_tokens + (budget or 0) > cap or (budget is None and count.prompt_tokens >= cap):
-            cut = None
-            if self.settings.on_cap == "truncate":
-                room = cap - (budget or 1)
-                cut = await caps.truncate(counter, path, body, lambda tokens: tokens <= room)
-            if cut is None:
-                self.metrics.cap_events.labels("refused").inc()
-                self._record(session, arrived, count.prompt_tokens, 0, None, "refused", 0)
-                refusal = caps.refusal(cap, count.prompt_tokens, budget or 0)
-                return Response(json.dumps(refusal), 400, {**ours, "x-kvbudget-cap": "refused"}, "application/json")
-            self.metrics.cap_events.labels("truncated").inc()
-            dropped = count.prompt_tokens - cut.count.prompt_tokens
-            body, count, cap_event = cut.body, cut.count, "truncated"
-            ours["x-kvbudget-cap"] = f"truncated dropped_turns={cut.dropped_turns} dropped_tokens={dropped}"
-            ours["x-kvbudget-prompt-tokens"] = str(count.prompt_tokens)
+            held = await self._hold_cap(path, session, counter, original, body, memory, count, budget, ours, arrived)
+            if isinstance(held, Response):
+                return held
+            body, count, cap_event, dropped = held
         if budget is None:
             body = {**body, "max_tokens": cap - count.prompt_tokens}
         hide_usage = False
@@ -312,6 +309,40 @@ class Gateway:
                 await self.admission.release(session)
 
         return Relay(upstream, ours, done, hide_usage=hide_usage)
+
+    async def _hold_cap(
+        self, path: str, session: Session, counter: caps.Counter, original: dict[str, Any], body: dict[str, Any],
+        memory: compact.Memory | None, count: caps.Count, budget: int | None, ours: dict[str, str], arrived: float,
+    ) -> Response | tuple[dict[str, Any], caps.Count, str, int]:  # fmt: skip
+        """A request past the cap: compacted, truncated, or refused (--on-cap; compact falls back to truncate)."""
+        cap = self.settings.cap
+        room = cap - (budget or 1)
+        if self.settings.on_cap == "compact":
+            try:
+                done = await compact.compact(counter, path, original, body, memory, room, compact.summary_tokens(cap))
+            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                done = f"the upstream failed: {type(exc).__name__}"
+            if isinstance(done, compact.Compaction):
+                session.state[compact.KEY] = done.memory
+                ours["x-kvbudget-summary"] = f"covers_messages={done.memory.covered}"
+                return self._cut(ours, "compacted", count, done.body, done.count, done.dropped_turns)
+            ours["x-kvbudget-compact-failed"] = done
+        if self.settings.on_cap != "refuse":
+            cut = await caps.truncate(counter, path, body, lambda tokens: tokens <= room)
+            if cut is not None:
+                return self._cut(ours, "truncated", count, cut.body, cut.count, cut.dropped_turns)
+        self.metrics.cap_events.labels("refused").inc()
+        self._record(session, arrived, count.prompt_tokens, 0, None, "refused", 0)
+        refusal = caps.refusal(cap, count.prompt_tokens, budget or 0)
+        return Response(json.dumps(refusal), 400, {**ours, "x-kvbudget-cap": "refused"}, "application/json")
+
+    def _cut(self, ours: dict[str, str], event: str, before: caps.Count, body: dict[str, Any], after: caps.Count,
+             turns: int) -> tuple[dict[str, Any], caps.Count, str, int]:  # fmt: skip
+        self.metrics.cap_events.labels(event).inc()
+        dropped = before.prompt_tokens - after.prompt_tokens
+        ours["x-kvbudget-cap"] = f"{event} dropped_turns={turns} dropped_tokens={dropped}"
+        ours["x-kvbudget-prompt-tokens"] = str(after.prompt_tokens)
+        return body, after, event, dropped
 
     def _record(self, session: Session, arrived: float, prompt: int, output: int, cached: int | None,
                 cap: str | None, dropped: int) -> None:  # fmt: skip

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from kvbudget.requests.base import Request, option, required
 
-ON_CAP = ("refuse", "truncate")
+ON_CAP = ("refuse", "truncate", "compact")
 # how the gateway counts a request's tokens: through the engine's own endpoints (llama-server: /apply-template
 # then /tokenize; vLLM: /tokenize with the messages), or, for an engine without one, from the text's bytes
 # (a heuristic, reconciled with the usage the engine returns)
