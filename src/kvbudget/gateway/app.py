@@ -1,10 +1,14 @@
-"""The gateway application: each completion request is named to its session, admitted, held to the cap, and
-relayed; ``/metrics`` and ``DELETE /v1/sessions/{id}`` are the gateway's own; any other path is relayed as is.
+"""The gateway application: each completion request is named to its session (in its key's namespace with
+``--keys``), admitted to an upstream, held to the cap, and relayed; ``/metrics`` and ``DELETE /v1/sessions/{id}``
+are the gateway's own; any other path is relayed as is to the first healthy upstream.
 
 Response headers the gateway adds: ``x-session-id`` (the resolved session), ``x-kvbudget-session-source`` (which
 link of the chain named it), ``x-kvbudget-prompt-tokens`` (as counted before forwarding) and, where the cap
-acted, ``x-kvbudget-cap`` (``truncated dropped_turns=N dropped_tokens=M``). A refused new session gets 429 with
-``Retry-After`` and ``x-kvbudget-refused`` (``queue-timeout`` or ``queue-full``).
+acted, ``x-kvbudget-cap`` (``truncated|compacted dropped_turns=N dropped_tokens=M``), ``x-kvbudget-summary``
+(``covers_messages=K``: a kept summary replaced them) and ``x-kvbudget-compact-failed`` (why compact fell back to
+truncate). A refused new session gets 429 with ``Retry-After`` and ``x-kvbudget-refused`` (``queue-timeout``,
+``queue-full``, ``key-quota``), or 503 (``no-healthy-upstream``, or Redis unavailable); a request without a
+known key, 401.
 """
 
 from __future__ import annotations
@@ -34,14 +38,9 @@ from kvbudget.gateway.replies import error, upstream_error
 from kvbudget.gateway.settings import Settings
 from kvbudget.gateway.shared import FORGOTTEN, StateUnavailable
 from kvbudget.gateway.stream import Outcome, Relay
+from kvbudget.gateway.upstreams import Upstreams
 
 COMPLETIONS = ("/v1/chat/completions", "/v1/completions")
-# request headers not forwarded: hop-by-hop ones (RFC 9110 7.6.1) and those the client library sets again
-NOT_FORWARDED = frozenset(
-    ("host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
-     "proxy-authorization", "proxy-connection", "accept-encoding")
-)  # fmt: skip
-CREDENTIALS = frozenset(("authorization", "x-api-key"))  # with --keys: the gateway's own, never the engine's
 
 
 class TooLarge(Exception):
@@ -67,27 +66,22 @@ class Gateway:
         self.settings = settings
         self.recorder = None if settings.record is None else Recorder(settings.record)
         self.keys: Keys | None = settings.keys
-        # --upstream-key-env: the engines' own key, sent on every call to them (the clients' is not, with --keys)
-        self.upstream_auth = (
-            {} if settings.upstream_key is None else {"authorization": f"Bearer {settings.upstream_key}"}
+        self.upstreams = Upstreams(
+            timeout_s=settings.upstream_timeout_s, key=settings.upstream_key, keyed=settings.keys is not None
         )
         self.admission = state(settings, self._ended)
         self.metrics = Metrics(settings.upstreams, settings.sessions, settings.cap)
         self.counters = {
-            upstream: caps.Counter(settings.engine, self._poster(upstream)) for upstream in settings.upstreams
+            upstream: caps.Counter(settings.engine, self.upstreams.poster(upstream)) for upstream in settings.upstreams
         }
-        self.health = Health(settings.upstreams, self.admission.healthy, self._status,
+        self.health = Health(settings.upstreams, self.admission.healthy, self.upstreams.status,
                              interval_s=settings.health_interval_s, on_change=self.metrics.set_healthy)  # fmt: skip
-        self.client: aiohttp.ClientSession | None = None
 
     # -- life ---------------------------------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=self.settings.upstream_timeout_s)
-        self.client = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0), timeout=timeout, auto_decompress=False
-        )
+        self.upstreams.open()
         background = [asyncio.create_task(self.admission.run()), asyncio.create_task(self.health.run())]
         try:
             yield
@@ -95,7 +89,7 @@ class Gateway:
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
-            await self.client.close()
+            await self.upstreams.close()
             if self.recorder is not None:
                 for session in self.admission.local():
                     self.recorder.end(session)
@@ -107,26 +101,6 @@ class Gateway:
             self.metrics.ended.labels(why).inc()
         if self.recorder is not None:
             self.recorder.end(session)
-
-    async def _status(self, url: str) -> int:
-        assert self.client is not None
-        try:
-            async with self.client.get(url, headers={"accept-encoding": "identity", **self.upstream_auth}) as reply:
-                await reply.read()
-                return reply.status
-        except aiohttp.ClientError:
-            return 0
-
-    def _poster(self, upstream: str) -> caps.Post:
-        async def post(path: str, body: dict[str, Any]) -> tuple[int, Any]:
-            assert self.client is not None
-            async with self.client.post(upstream + path, json=body, headers=self.upstream_auth) as reply:
-                try:
-                    return reply.status, await reply.json(content_type=None)
-                except ValueError:
-                    return reply.status, None
-
-        return post
 
     # -- requests -----------------------------------------------------------------------------------------------
 
@@ -140,13 +114,6 @@ class Gateway:
             if len(body) > self.settings.max_body:
                 raise TooLarge
         return bytes(body)
-
-    def _forwarded(self, request: Request) -> dict[str, str]:
-        dropped = NOT_FORWARDED if self.keys is None else NOT_FORWARDED | CREDENTIALS
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in dropped}
-        headers["accept-encoding"] = "identity"
-        headers.update(self.upstream_auth)
-        return headers
 
     def _namespace(self, request: Request) -> str:
         """``name/`` of the request's gateway key ("" without --keys); Unauthorized without a known key."""
@@ -274,11 +241,12 @@ class Gateway:
             asked = isinstance(options, dict) and options.get("include_usage") is True
             hide_usage = not asked
             body = {**body, "stream_options": {**(options if isinstance(options, dict) else {}), "include_usage": True}}
-        assert self.client is not None
         started = time.monotonic()
         try:
-            upstream = await self.client.post(
-                session.upstream + path, data=json.dumps(body).encode(), headers=self._forwarded(request)
+            upstream = await self.upstreams.client.post(
+                session.upstream + path,
+                data=json.dumps(body).encode(),
+                headers=self.upstreams.forwarded(request.headers),
             )
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             self.metrics.upstream_errors.labels(session.upstream, "connect").inc()
@@ -379,7 +347,6 @@ class Gateway:
 
     async def other(self, request: Request) -> Response | Relay:
         """Any other path (models, health, embeddings...): relayed without session accounting."""
-        assert self.client is not None
         try:
             self._namespace(request)
         except Unauthorized as exc:
@@ -390,9 +357,9 @@ class Gateway:
             return error(413, f"request body larger than {self.settings.max_body} bytes (--max-body)")
         target = next((u for u in self.settings.upstreams if u in self.admission.healthy), self.settings.upstream)
         try:
-            upstream = await self.client.request(
+            upstream = await self.upstreams.client.request(
                 request.method, target + request.url.path, params=request.query_params,
-                data=raw or None, headers=self._forwarded(request),
+                data=raw or None, headers=self.upstreams.forwarded(request.headers),
             )  # fmt: skip
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             return upstream_error(exc, "before its answer")
