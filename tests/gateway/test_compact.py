@@ -57,9 +57,10 @@ def test_the_oldest_turns_are_summarised_into_the_system_prompt_and_kept_for_the
         "tool: " + "t" * 40,
     ]
 
-    grown = {**body, "messages": [*HISTORY, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "y"}]}
+    more = [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "y"}]
+    grown: dict[str, Any] = {**body, "messages": [*HISTORY, *more]}
     recalled, covered = compact.recall(grown, done.memory)  # the client sends its whole history again
-    assert covered == 3 and recalled["messages"] == [*sent, *grown["messages"][7:]]
+    assert covered == 3 and recalled["messages"] == [*sent, *more]
     edited = {**body, "messages": [SYSTEM, {"role": "user", "content": "changed"}, *HISTORY[2:]]}
     assert compact.recall(edited, done.memory) == (edited, 0)  # a different history: the summary does not apply
 
