@@ -7,6 +7,7 @@ the live test (tests/live/test_gateway_live.py) runs two gateway processes in fr
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -224,3 +225,20 @@ def test_replicas_racing_hold_each_key_to_its_quota(redis: Redis) -> None:
         await closing(*replicas)
 
     asyncio.run(scenario())
+
+
+def test_an_unreachable_redis_at_start_is_one_line_without_the_password(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.helpers import run_cli
+
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    url = f"redis://:hunter2@127.0.0.1:{port}/0"
+    code, out, err = run_cli(capsys, "gateway", "--upstream", "http://h:1", "--cap", "1k", "--sessions", "1",
+                             "--state", url)  # fmt: skip
+    assert (code, out) == (1, "") and err.count("\n") == 1
+    assert err.startswith(f"Error: --state redis://:***@127.0.0.1:{port}/0: cannot reach Redis (ConnectionError")
+    assert "hunter2" not in err
+    code, _, err = run_cli(capsys, "gateway", "--upstream", "http://h:1", "--cap", "1k", "--sessions", "1",
+                           "--state", "redis://127.0.0.1:6379/zero")  # fmt: skip
+    assert code == 1 and "the path is the database number" in err

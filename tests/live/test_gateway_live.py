@@ -506,3 +506,24 @@ def test_compact_summarises_through_the_server_and_a_retry_reuses_the_summary(mo
         assert answer["usage"]["prompt_tokens"] == first  # the same rewritten prefix: no second summary
         assert answer["usage"]["prompt_tokens_details"]["cached_tokens"] >= first - 1  # and the cache hits it
         assert gw.metric("kvbudget_gateway_cap_events_total", behaviour="compacted") == 1
+
+
+def test_redis_going_down_is_a_clean_503_and_the_gateway_carries_on_when_it_is_back(
+    server: Server, tmp_path: Path
+) -> None:
+    from tests.gateway.redis_server import redis_server
+
+    with (
+        redis_server(tmp_path) as redis,
+        gateway(server.url, "--cap", "128", "--sessions", "2", "--state", redis.url) as gw,
+    ):
+        assert gw.call(chat("abc"), "before")[0] == 200
+        redis.stop()
+        status, headers, body = gw.call(chat("abc"), "during")
+        assert status == 503 and body["error"]["code"] == "state_unavailable"
+        assert headers["x-session-id"] == "during"
+        assert gw.call(None, path="/metrics", method="GET")[0] == 200  # stale gauges, still served
+        assert gw.metric("kvbudget_gateway_state_errors_total") >= 1
+        redis.start()  # empty: Redis kept no state
+        assert gw.call(chat("abc"), "after")[0] == 200
+        assert gw.metric("kvbudget_gateway_sessions_resident") == 1
