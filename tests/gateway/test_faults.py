@@ -10,6 +10,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -83,3 +84,21 @@ def test_an_answer_that_arrives_in_pieces_is_relayed_whole() -> None:
     with garbage(first.encode() + pieces[0], *pieces[1:]) as upstream, gateway(upstream, *ARGS) as gw:
         status, _, answer = gw.call(body, "s")
         assert status == 200 and answer == json.loads(content)  # (it was cut at the first piece before)
+
+
+def test_sessions_left_in_redis_on_an_upstream_no_longer_configured_move_or_get_a_clean_503(tmp_path: Path) -> None:
+    from tests.gateway.redis_server import redis_server
+
+    pytest.importorskip("redis")
+    content = json.dumps({"choices": [{"message": {"content": "ok"}}], "usage": {"prompt_tokens": 3}})
+    answer = f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(content)}\r\n\r\n{content}"
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    with redis_server(tmp_path) as redis, garbage(answer.encode()) as upstream:
+        state = ("--state", redis.url)
+        with gateway("http://127.0.0.1:9", *ARGS, *state, "--sessions", "2") as before:  # nothing on port 9
+            for name in ("a", "b"):
+                assert before.call(body, name)[0] == 502  # admitted (resident), then the upstream failed
+        with gateway(upstream, *ARGS, *state) as after:  # the next deploy: another upstream, one slot
+            assert after.call(body, "a")[0] == 200  # moved to the new upstream's free slot
+            status, headers, answer_ = after.call(body, "b")
+            assert status == 503 and answer_["error"]["code"] == "upstream_unknown" and headers["retry-after"] == "1"

@@ -242,3 +242,19 @@ def test_an_unreachable_redis_at_start_is_one_line_without_the_password(capsys: 
     code, _, err = run_cli(capsys, "gateway", "--upstream", "http://h:1", "--cap", "1k", "--sessions", "1",
                            "--state", "redis://127.0.0.1:6379/zero")  # fmt: skip
     assert code == 1 and "the path is the database number" in err
+
+
+def test_a_session_on_an_upstream_this_replica_lacks_moves_to_one_of_its_own(redis: Redis) -> None:
+    async def scenario() -> None:  # the upstream list changed between deploys: the old sessions are still in Redis
+        old = replica(redis, slots=1, upstreams=UP[:1])
+        stale = await old.wait("stale")
+        await old.release(stale)
+        await old.close()
+        new = replica(redis, slots=1, upstreams=UP[1:])
+        again = await new.admit_now("stale")
+        assert again is not None and again.upstream == UP[0] and UP[0] not in new.healthy
+        assert await new.rehome(again) == UP[0] and again.upstream == UP[1]
+        assert (await new.counts()).resident == {UP[0]: 0, UP[1]: 1}
+        await closing(new)
+
+    asyncio.run(scenario())

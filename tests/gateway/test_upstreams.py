@@ -70,7 +70,7 @@ def test_pick_prefers_the_least_loaded_then_the_order_given() -> None:
 
 
 def test_two_failures_in_a_row_take_an_upstream_out_and_one_answer_brings_it_back() -> None:
-    answers = {A: [200, 503, 200, 503, 0, 200], B: [404, 200]}  # B: no /health, so /v1/models
+    answers = {A: [200, 503, 200, 503, 0, 200], B: [404, 401, 503, 500]}  # B: no /health, so /v1/models
     asked: list[str] = []
 
     async def get(url: str) -> int:  # the statuses a real engine answers (llama-server: 503 while loading)
@@ -85,6 +85,7 @@ def test_two_failures_in_a_row_take_an_upstream_out_and_one_answer_brings_it_bac
     assert changes == [(A, False), (A, True)]  # one 503 between answers is a blip, two in a row are out
     assert asyncio.run(checker.check(B)) and asked[-2:] == [B + "/health", B + "/v1/models"]
     assert checker.path[B] == "/v1/models" and healthy == {A, B}
+    assert [asyncio.run(checker.check(B)) for _ in range(2)] == [False, False] and healthy == {A}  # 5xx: down
 
 
 def test_a_stalled_upstream_fails_its_check_within_the_interval() -> None:

@@ -173,6 +173,10 @@ class Gateway:
         try:
             if session.upstream not in self.admission.healthy:
                 await self._rehome(session)
+            if session.upstream not in self.counters:  # resident (in Redis) on an upstream this gateway lacks
+                return error(503, "the session is on an upstream this gateway does not have, and no upstream of "
+                             "its own has a slot free to take it", type_="service_unavailable",
+                             code="upstream_unknown", headers={**ours, "retry-after": "1"})  # fmt: skip
             reply = await self._forward(request, body, session, identity, arrived, ours)
             handed_over = isinstance(reply, Relay)
             return reply

@@ -2,8 +2,10 @@
 
 Every ``interval_s`` each upstream is asked ``GET /health`` (llama-server answers 503 while it loads the model
 and 200 when ready: tools/server/server.cpp; vLLM: vllm/entrypoints/openai/api_server.py; SGLang likewise);
-an upstream without it (404: Ollama, some proxies) is asked ``GET /v1/models`` from then on. An answer other
-than 200 within the interval (at most ``TIMEOUT_S``), a refused connection or a stalled one is a failure;
+an upstream without it (404: Ollama, some proxies) is asked ``GET /v1/models`` from then on, where any answer
+short of a 5xx counts as alive (a 401 for want of a key, a 404 from a server without the route). Another answer
+(a 503 from /health), none within the interval (at most ``TIMEOUT_S``), a refused connection or a stalled one is
+a failure;
 ``FAILS`` failures in a row take the upstream out of ``healthy`` (one blip does not), one success brings it back.
 ``healthy`` is the admission's own set, so the next admission decision sees the change; with ``--state redis``
 each replica checks for itself and admits by its own view.
@@ -73,4 +75,6 @@ class Health:
                     status = await self.get(upstream + PATHS[1])
         except TimeoutError:  # stalled: connected (the kernel accepts) but no answer in time
             return False
-        return status == 200
+        if self.path[upstream] == PATHS[0]:
+            return status == 200  # /health: 503 while loading
+        return 200 <= status < 500  # the fallback: any answer short of a server error (401 without a key) is life
