@@ -12,7 +12,8 @@ shared 2-core machine makes the 64-stream figures mostly queueing on the CPU. Re
 Also measured: the memory of 10,000 resident sessions in the gateway's own structures (admission state with a
 pending trace row each, as under ``--record``), by tracemalloc, in this process.
 
-``--smoke``: fewer requests (for a quick check); ``--json``: only the document.
+``--smoke``: fewer requests (for a quick check); ``--json``: only the document; ``--state redis://...``: the
+gateway keeps its sessions in that Redis (each request a new session: one admission script and one release).
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def _summary(times: list[tuple[float, float]]) -> dict[str, float]:
     }
 
 
-async def _bench(smoke: bool, engine: str) -> dict[str, Any]:
+async def _bench(smoke: bool, engine: str, state: str | None = None) -> dict[str, Any]:
     runner = web.AppRunner(_upstream_app(), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -110,11 +111,14 @@ async def _bench(smoke: bool, engine: str) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     command = [sys.executable, "-m", "kvbudget", "gateway", "--upstream", upstream, "--port", "0",
                "--cap", "1M", "--sessions", "100000", "--engine", engine]  # fmt: skip
+    if state is not None:
+        command += ["--state", state]
     gateway = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
     assert gateway.stdout is not None
     line = await asyncio.to_thread(gateway.stdout.readline)
     url = line.split()[2].rstrip("/")
-    out: dict[str, Any] = {"events_per_stream": EVENTS, "engine": engine, "concurrency": {}}
+    out: dict[str, Any] = {"events_per_stream": EVENTS, "engine": engine, "state": "redis" if state else "memory",
+                           "concurrency": {}}  # fmt: skip
     try:
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as client:
             await _round(client, url, 4, 5, "warm")
@@ -171,8 +175,9 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print only the JSON document")
     counting = "llamacpp: through the upstream's /apply-template and /tokenize; other: from bytes, no extra call"
     parser.add_argument("--engine", default="llamacpp", help=f"the gateway's --engine ({counting})")
+    parser.add_argument("--state", help="the gateway's --state (redis://HOST:PORT/DB: two Redis calls a request)")
     args = parser.parse_args()
-    result = asyncio.run(_bench(args.smoke, args.engine))
+    result = asyncio.run(_bench(args.smoke, args.engine, args.state))
     result["memory"] = _session_memory()
     if not args.json:
         for streams, row in result["concurrency"].items():

@@ -186,15 +186,15 @@ def test_a_client_gone_while_queued_leaves_no_trace() -> None:
 def test_a_plans_cap_sessions_and_engine_apply_unless_given(tmp_path: Path) -> None:
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"context": 32768, "sessions": 10, "engine": {"name": "vllm", "version": "0.11"}}))
-    settings = resolve(GatewayRequest(upstream="http://127.0.0.1:8000/v1/", from_plan=str(plan)))
+    settings = resolve(GatewayRequest(upstream=("http://127.0.0.1:8000/v1/",), from_plan=str(plan)))
     assert (settings.cap, settings.sessions, settings.engine, settings.upstream) == (
         32768, 10, "vllm", "http://127.0.0.1:8000",
     )  # fmt: skip
-    given_ = resolve(GatewayRequest(upstream="http://h:1", from_plan=str(plan), cap=16384, sessions=4))
+    given_ = resolve(GatewayRequest(upstream=("http://h:1",), from_plan=str(plan), cap=16384, sessions=4))
     assert (given_.cap, given_.sessions) == (16384, 4)
     plan.write_text(json.dumps({"context": 32768, "sessions": 0, "engine": {"name": "vllm"}}))
     with pytest.raises(InputError, match=r"--from-plan .*'sessions'"):
-        resolve(GatewayRequest(upstream="http://h:1", from_plan=str(plan)))
+        resolve(GatewayRequest(upstream=("http://h:1",), from_plan=str(plan)))
 
 
 @pytest.mark.parametrize(
@@ -229,7 +229,7 @@ def test_a_real_plan_document_gives_its_cap_sessions_and_engine(
     assert code == 0
     plan = json.loads(out)
     (tmp_path / "plan.json").write_text(out, encoding="utf-8")
-    settings = resolve(GatewayRequest(upstream="http://127.0.0.1:8080", from_plan=str(tmp_path / "plan.json")))
+    settings = resolve(GatewayRequest(upstream=("http://127.0.0.1:8080",), from_plan=str(tmp_path / "plan.json")))
     assert (settings.cap, settings.sessions, settings.engine) == (32768, plan["sessions"], "llamacpp")
     assert plan["sessions"] >= 1
 

@@ -58,13 +58,15 @@ class Gateway:
         except ValueError:
             return reply.status, got, text
 
-    def metric(self, name: str) -> float:
-        """The sum of a /metrics sample's values over its labels (0 when absent)."""
+    def metric(self, name: str, **labels: str) -> float:
+        """The sum of a /metrics sample's values over its labels, or those with ``labels`` (0 when absent)."""
         status, _, text = self.call(None, path="/metrics", method="GET")
         assert status == 200
         total = 0.0
+        wanted = [f'{key}="{value}"' for key, value in labels.items()]
         for line in str(text).splitlines():
-            if line.startswith(name + "{") or line.startswith(name + " "):
+            named = line.startswith(name + "{") or line.startswith(name + " ")
+            if named and all(label in line.split("}", 1)[0] for label in wanted):
                 total += float(line.rsplit(" ", 1)[1])
         return total
 

@@ -12,7 +12,8 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -325,4 +326,204 @@ def test_hostile_input_is_a_clean_4xx_and_a_flood_stays_bounded(server: Server) 
         assert {reason for _, reason in answers} <= {"queue-full", "queue-timeout"}
         assert peak["queued"] <= 4
         assert gw.metric("kvbudget_gateway_sessions_queued") == 0
+        assert gw.metric("kvbudget_gateway_sessions_resident") == 1
+
+
+# -- shared state: two gateway replicas on one real Redis ------------------------------------------------------
+
+
+def test_two_replicas_on_redis_admit_the_last_slot_once_and_a_restart_keeps_the_session(
+    server: Server, tmp_path: Path
+) -> None:
+    from tests.gateway.redis_server import redis_server
+
+    with redis_server(tmp_path) as redis:
+        args = ("--cap", "128", "--sessions", "1", "--queue-timeout", "0.5", "--state", redis.url)
+        with gateway(server.url, *args) as one, gateway(server.url, *args) as two:
+            answers: dict[str, int] = {}
+            racers = [threading.Thread(target=lambda g=g, n=n: answers.setdefault(n, g.call(chat("abc"), n)[0]))
+                      for g, n in ((one, "a"), (two, "b"))]  # fmt: skip
+            for thread in racers:
+                thread.start()
+            for thread in racers:
+                thread.join(30)
+            assert sorted(answers.values()) == [200, 429]  # the last slot went to exactly one of them
+            winner = next(name for name, status in answers.items() if status == 200)
+            assert one.metric("kvbudget_gateway_sessions_resident") == two.metric("kvbudget_gateway_sessions_resident")
+            assert two.metric("kvbudget_gateway_sessions_resident") == 1
+            assert two.call(chat("abc"), winner)[0] == 200  # its session goes through either replica
+        with gateway(server.url, *args) as restarted:
+            assert restarted.metric("kvbudget_gateway_sessions_resident") == 1
+            assert restarted.call(chat("abc"), winner)[0] == 200  # still resident: straight in
+            status, headers, _ = restarted.call(chat("abc"), "newcomer")
+            assert status == 429 and headers["x-kvbudget-refused"] == "queue-timeout"
+            assert restarted.call(None, path=f"/v1/sessions/{winner}", method="DELETE")[0] == 204
+            assert restarted.call(chat("abc"), "newcomer")[0] == 200
+
+
+# -- several upstreams: two real llama-servers -----------------------------------------------------------------
+
+
+def prompt_tokens(server: Server) -> float:
+    """llama-server's own count of prompt tokens processed (its /metrics, --metrics)."""
+    with urllib.request.urlopen(server.url + "/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("llamacpp:prompt_tokens_total"))  # fmt: skip
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float) -> float:
+    start = time.monotonic()
+    while not condition():
+        assert time.monotonic() - start < timeout_s, "not within the time"
+        time.sleep(0.05)
+    return time.monotonic() - start
+
+
+def test_sessions_stick_to_their_upstream_and_a_stalled_one_takes_no_new_sessions(
+    server: Server, model: Path, tmp_path: Path
+) -> None:
+    with llama_server(model, tmp_path / "second.log", "-c", "512", "-np", "2") as second:
+        servers = {server.url: server, second.url: second}
+        args = ("--upstream", second.url, "--cap", "128", "--sessions", "1", "--queue-timeout", "1",
+                "--health-interval", "0.3")  # fmt: skip
+        with gateway(server.url, *args) as gw:
+            where: dict[str, str] = {}
+            for name in ("a", "b"):  # least loaded: one session on each
+                before = {url: prompt_tokens(s) for url, s in servers.items()}
+                assert gw.call(chat(f"first {name}"), name)[0] == 200
+                grew = [url for url, s in servers.items() if prompt_tokens(s) > before[url]]
+                assert len(grew) == 1
+                where[name] = grew[0]
+            assert set(where.values()) == set(servers)
+            for url in servers:
+                assert gw.metric("kvbudget_gateway_sessions_resident", upstream=url) == 1
+            before = {url: prompt_tokens(s) for url, s in servers.items()}
+            assert gw.call(chat("second a"), "a")[0] == 200  # sticks: only its own server works
+            assert [url for url, s in servers.items() if prompt_tokens(s) > before[url]] == [where["a"]]
+
+            stalled = servers[where["b"]]
+            os.kill(stalled.process.pid, signal.SIGSTOP)  # accepts connections, answers nothing
+            try:
+                took = wait_for(lambda: gw.metric("kvbudget_gateway_upstream_healthy", upstream=where["b"]) == 0, 5)
+                assert took < 3  # two failed checks 0.3 s apart, each given 0.3 s
+                for name in ("a", "b"):
+                    assert gw.call(None, path=f"/v1/sessions/{name}", method="DELETE")[0] == 204
+                assert gw.call(chat("c"), "c")[0] == 200  # the healthy server
+                status, headers, _ = gw.call(chat("d"), "d")  # a free slot, but on the stalled server
+                assert status == 429 and headers["x-kvbudget-refused"] == "queue-timeout"
+            finally:
+                os.kill(stalled.process.pid, signal.SIGCONT)
+            wait_for(lambda: gw.metric("kvbudget_gateway_upstream_healthy", upstream=where["b"]) == 1, 5)
+            before_b = prompt_tokens(stalled)
+            assert gw.call(chat("d"), "d")[0] == 200  # back in health: the new session goes there
+            assert prompt_tokens(stalled) > before_b
+            assert gw.metric("kvbudget_gateway_upstream_health_changes_total", upstream=where["b"]) == 2
+
+
+# -- gateway API keys ------------------------------------------------------------------------------------------
+
+
+def test_keys_hold_each_team_to_its_quota_and_the_engine_gets_only_its_own_key(
+    model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({"team-a": {"key": "sk-team-a-0001", "sessions": 1},
+                                "team-b": {"key": "sk-team-b-0001", "sessions": 2}}))  # fmt: skip
+    monkeypatch.setenv("KVBUDGET_LIVE_UPSTREAM_KEY", "upstream-secret")
+    team_a, team_b = {"authorization": "Bearer sk-team-a-0001"}, {"x-api-key": "sk-team-b-0001"}
+    args = ("--cap", "128", "--sessions", "2", "--keys", str(keys), "--upstream-key-env", "KVBUDGET_LIVE_UPSTREAM_KEY")
+    with (  # llama-server answers 401 to a call without its --api-key (its /health excepted)
+        llama_server(
+            model, tmp_path / "guarded.log", "-c", "512", "-np", "2", "--api-key", "upstream-secret"
+        ) as guarded,
+        gateway(guarded.url, *args) as gw,
+    ):
+        for headers in ({}, {"authorization": "Bearer upstream-secret"}):  # the engine's key is not a gateway key
+            status, got, body = gw.call(chat("abc"), "s", headers=headers)
+            assert status == 401 and got["www-authenticate"] == "Bearer"
+            assert (body["error"]["type"], body["error"]["code"]) == ("invalid_request_error", "invalid_api_key")
+        status, got, body = gw.call(chat("abc"), "s", headers=team_a)
+        assert status == 200, body  # the gateway sent the engine its own key: counting and completion went through
+        assert int(got["x-kvbudget-prompt-tokens"]) == body["usage"]["prompt_tokens"] == CHAT_OVERHEAD + 3
+        status, got, body = gw.call(chat("abc"), "s2", headers=team_a)
+        assert status == 429 and got["x-kvbudget-refused"] == "key-quota" and body["error"]["code"] == "session_quota"
+        assert gw.call(chat("abc"), "s", headers=team_b)[0] == 200  # the same id under team-b: team-b's own session
+        assert gw.metric("kvbudget_gateway_sessions_resident") == 2
+        assert gw.call(None, path="/v1/sessions/s", method="DELETE")[0] == 401
+        assert gw.call(None, path="/v1/sessions/s", method="DELETE", headers=team_b)[0] == 204
+        assert gw.call(chat("abc"), "s2", headers=team_a)[0] == 429  # team-b ended its own s, not team-a's
+        assert gw.metric("kvbudget_gateway_sessions_resident") == 1
+        assert gw.metric("kvbudget_gateway_admissions_refused_total", reason="unauthorized") == 3
+
+
+def test_an_upstream_that_stalls_is_a_clean_504_and_the_slot_is_freed(model: Path, tmp_path: Path) -> None:
+    args = ("--cap", "256", "--sessions", "1", "--upstream-timeout", "1", "--health-interval", "1h")
+    with (
+        llama_server(model, tmp_path / "stalls.log", "-c", "512", "-np", "2") as stalling,
+        gateway(stalling.url, *args) as gw,
+    ):
+        conn, reply = stream(gw, chat("abc", max_tokens=200), "mid", {"x-session-end": "1"})
+        assert reply.readline().startswith(b"data:")
+        os.kill(stalling.process.pid, signal.SIGSTOP)  # alive, connected, silent
+        try:
+            started = time.monotonic()
+            rest = [data for _, data in events(reply)]
+            silent = time.monotonic() - started
+            conn.close()
+            assert json.loads(rest[-1])["error"]["code"] == "upstream_timeout"
+            assert 0.9 < silent < 5  # --upstream-timeout 1, not the engine's 200 tokens
+            wait_for(lambda: gw.metric("kvbudget_gateway_sessions_resident") == 0, 5)
+            started = time.monotonic()  # a request whose very first call (the token count) meets the silence
+            status, _, body = gw.call(chat("abc"), "before", headers={"x-session-end": "1"})
+            assert status == 504 and body["error"]["code"] == "upstream_timeout" and time.monotonic() - started < 5
+            assert gw.metric("kvbudget_gateway_sessions_resident") == 0
+        finally:
+            os.kill(stalling.process.pid, signal.SIGCONT)
+        assert gw.call(chat("abc"), "after")[0] == 200  # back: nothing was left behind
+
+
+def test_compact_summarises_through_the_server_and_a_retry_reuses_the_summary(model: Path, tmp_path: Path) -> None:
+    # ChatML in a bytes vocabulary: ~40 tokens a message here, 315 in all; the summarising call is ~370 tokens
+    turns = [{"role": role, "content": f"{role[0]}{i} " + "z" * 8} for i in range(3) for role in ("user", "assistant")]
+    messages = [{"role": "system", "content": "s" * 10}, *turns, {"role": "user", "content": "last"}]
+    body = {"messages": messages, "max_tokens": 4, "ignore_eos": True}
+    # one slot of 1024 cells: the summarising call (instruction + dropped turns) fits the engine, not the cap
+    with (
+        llama_server(model, tmp_path / "compact.log", "-c", "1024", "-np", "1") as roomy,
+        gateway(roomy.url, "--cap", "256", "--sessions", "1", "--on-cap", "compact") as gw,
+    ):
+        status, headers, answer = gw.call(body, "long")
+        assert status == 200, answer  # the server accepted the compacted conversation
+        assert "x-kvbudget-compact-failed" not in headers, headers["x-kvbudget-compact-failed"]
+        assert headers["x-kvbudget-cap"].startswith("compacted dropped_turns=")
+        first = answer["usage"]["prompt_tokens"]
+        assert first == int(headers["x-kvbudget-prompt-tokens"]) and first + 4 <= 256
+        covered = headers["x-kvbudget-summary"]
+
+        status, headers, answer = gw.call(body, "long")  # the client retries with its whole history
+        assert status == 200 and "x-kvbudget-cap" not in headers and headers["x-kvbudget-summary"] == covered
+        assert answer["usage"]["prompt_tokens"] == first  # the same rewritten prefix: no second summary
+        assert answer["usage"]["prompt_tokens_details"]["cached_tokens"] >= first - 1  # and the cache hits it
+        assert gw.metric("kvbudget_gateway_cap_events_total", behaviour="compacted") == 1
+
+
+def test_redis_going_down_is_a_clean_503_and_the_gateway_carries_on_when_it_is_back(
+    server: Server, tmp_path: Path
+) -> None:
+    from tests.gateway.redis_server import redis_server
+
+    with (
+        redis_server(tmp_path) as redis,
+        gateway(server.url, "--cap", "128", "--sessions", "2", "--state", redis.url) as gw,
+    ):
+        assert gw.call(chat("abc"), "before")[0] == 200
+        redis.stop()
+        status, headers, body = gw.call(chat("abc"), "during")
+        assert status == 503 and body["error"]["code"] == "state_unavailable"
+        assert headers["x-session-id"] == "during"
+        assert gw.call(None, path="/metrics", method="GET")[0] == 200  # stale gauges, still served
+        assert gw.metric("kvbudget_gateway_state_errors_total") >= 1
+        redis.start()  # empty: Redis kept no state
+        assert gw.call(chat("abc"), "after")[0] == 200
         assert gw.metric("kvbudget_gateway_sessions_resident") == 1

@@ -1,10 +1,14 @@
-"""The gateway application: each completion request is named to its session, admitted, held to the cap, and
-relayed; ``/metrics`` and ``DELETE /v1/sessions/{id}`` are the gateway's own; any other path is relayed as is.
+"""The gateway application: each completion request is named to its session (in its key's namespace with
+``--keys``), admitted to an upstream, held to the cap, and relayed; ``/metrics`` and ``DELETE /v1/sessions/{id}``
+are the gateway's own; any other path is relayed as is to the first healthy upstream.
 
 Response headers the gateway adds: ``x-session-id`` (the resolved session), ``x-kvbudget-session-source`` (which
 link of the chain named it), ``x-kvbudget-prompt-tokens`` (as counted before forwarding) and, where the cap
-acted, ``x-kvbudget-cap`` (``truncated dropped_turns=N dropped_tokens=M``). A refused new session gets 429 with
-``Retry-After`` and ``x-kvbudget-refused`` (``queue-timeout`` or ``queue-full``).
+acted, ``x-kvbudget-cap`` (``truncated|compacted dropped_turns=N dropped_tokens=M``), ``x-kvbudget-summary``
+(``covers_messages=K``: a kept summary replaced them) and ``x-kvbudget-compact-failed`` (why compact fell back to
+truncate). A refused new session gets 429 with ``Retry-After`` and ``x-kvbudget-refused`` (``queue-timeout``,
+``queue-full``, ``key-quota``), or 503 (``no-healthy-upstream``, or Redis unavailable); a request without a
+known key, 401.
 """
 
 from __future__ import annotations
@@ -24,20 +28,19 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from kvbudget.gateway import cap as caps
-from kvbudget.gateway import sessions
-from kvbudget.gateway.admission import Admission, Refused, Session
+from kvbudget.gateway import compact, sessions
+from kvbudget.gateway.admission import Admission, Refused, Session, State
+from kvbudget.gateway.health import Health
+from kvbudget.gateway.keys import Keys, Unauthorized
 from kvbudget.gateway.metrics import Metrics
 from kvbudget.gateway.records import Recorder
-from kvbudget.gateway.replies import error
+from kvbudget.gateway.replies import error, upstream_error
 from kvbudget.gateway.settings import Settings
+from kvbudget.gateway.shared import FORGOTTEN, StateUnavailable
 from kvbudget.gateway.stream import Outcome, Relay
+from kvbudget.gateway.upstreams import Upstreams
 
 COMPLETIONS = ("/v1/chat/completions", "/v1/completions")
-# request headers not forwarded: hop-by-hop ones (RFC 9110 7.6.1) and those the client library sets again
-NOT_FORWARDED = frozenset(
-    ("host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
-     "proxy-authorization", "proxy-connection", "accept-encoding")
-)  # fmt: skip
 
 
 class TooLarge(Exception):
@@ -46,6 +49,10 @@ class TooLarge(Exception):
 
 class ClientGone(Exception):
     """The client disconnected before its request was admitted."""
+
+
+class NoUpstream(Exception):
+    """A new session while no upstream passes its health check."""
 
 
 async def _client_gone(request: Request) -> None:
@@ -58,49 +65,42 @@ class Gateway:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.recorder = None if settings.record is None else Recorder(settings.record)
-        self.admission = Admission(
-            settings.sessions,
-            queue_timeout_s=settings.queue_timeout_s,
-            max_queue=settings.max_queue,
-            idle_timeout_s=settings.idle_timeout_s,
-            on_end=self._ended,
+        self.keys: Keys | None = settings.keys
+        self.upstreams = Upstreams(
+            timeout_s=settings.upstream_timeout_s, key=settings.upstream_key, keyed=settings.keys is not None
         )
-        self.metrics = Metrics(self.admission, settings.upstream, settings.cap)
-        self.counter = caps.Counter(settings.engine, self._post_json)
-        self.client: aiohttp.ClientSession | None = None
+        self.admission = state(settings, self._ended)
+        self.metrics = Metrics(settings.upstreams, settings.sessions, settings.cap)
+        self.counters = {
+            upstream: caps.Counter(settings.engine, self.upstreams.poster(upstream)) for upstream in settings.upstreams
+        }
+        self.health = Health(settings.upstreams, self.admission.healthy, self.upstreams.status,
+                             interval_s=settings.health_interval_s, on_change=self.metrics.set_healthy)  # fmt: skip
 
     # -- life ---------------------------------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=self.settings.upstream_timeout_s)
-        self.client = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0), timeout=timeout, auto_decompress=False
-        )
-        reaper = asyncio.create_task(self.admission.reap())
+        self.upstreams.open()
+        background = [asyncio.create_task(self.admission.run()), asyncio.create_task(self.health.run())]
         try:
             yield
         finally:
-            reaper.cancel()
-            await asyncio.gather(reaper, return_exceptions=True)
-            await self.client.close()
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+            await self.upstreams.close()
             if self.recorder is not None:
-                for session in list(self.admission.resident.values()):
+                for session in self.admission.local():
                     self.recorder.end(session)
                 self.recorder.close()
+            await self.admission.close()
 
     def _ended(self, session: Session, why: str) -> None:
-        self.metrics.ended.labels(why).inc()
+        if why != FORGOTTEN:  # a session another replica ended: that replica counts it
+            self.metrics.ended.labels(why).inc()
         if self.recorder is not None:
             self.recorder.end(session)
-
-    async def _post_json(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
-        assert self.client is not None
-        async with self.client.post(self.settings.upstream + path, json=body) as reply:
-            try:
-                return reply.status, await reply.json(content_type=None)
-            except ValueError:
-                return reply.status, None
 
     # -- requests -----------------------------------------------------------------------------------------------
 
@@ -115,13 +115,16 @@ class Gateway:
                 raise TooLarge
         return bytes(body)
 
-    def _forwarded(self, request: Request) -> dict[str, str]:
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in NOT_FORWARDED}
-        headers["accept-encoding"] = "identity"
-        return headers
+    def _namespace(self, request: Request) -> str:
+        """``name/`` of the request's gateway key ("" without --keys); Unauthorized without a known key."""
+        return "" if self.keys is None else self.keys.identify(request.headers) + "/"
 
     async def completion(self, request: Request) -> Response | Relay:
         arrived = time.time()
+        try:
+            namespace = self._namespace(request)
+        except Unauthorized as exc:
+            return self._unauthorized(exc)
         try:
             raw = await self._body(request)
         except TooLarge:
@@ -138,12 +141,29 @@ class Gateway:
             return error(400, str(exc), param="session")
         ours = {"x-session-id": identity.session, "x-kvbudget-session-source": identity.source}
         try:
-            session = await self._admit(request, identity.session)
+            session = await self._admit(request, namespace + identity.session)
         except Refused as exc:
             self.metrics.refused.labels(exc.reason).inc()
             headers = {**ours, "retry-after": str(exc.retry_after_s), "x-kvbudget-refused": exc.reason}
-            message = f"no session slot free ({exc.reason}): {self.settings.sessions} sessions are resident"
+            if exc.reason == "key-quota":
+                assert self.keys is not None
+                quota = self.keys.quota[namespace[:-1]]
+                message = f"this API key holds its quota of {quota} sessions: end one (DELETE /v1/sessions/ID) first"
+                return error(429, message, type_="rate_limit_error", code="session_quota", headers=headers)
+            per = f"{self.settings.sessions} sessions are resident" + (
+                f" on each of {len(self.settings.upstreams)} upstreams" if len(self.settings.upstreams) > 1 else ""
+            )
+            message = f"no session slot free ({exc.reason}): {per}"
             return error(429, message, type_="rate_limit_error", code="session_limit", headers=headers)
+        except StateUnavailable as exc:
+            self.metrics.refused.labels("state-unavailable").inc()
+            return error(503, str(exc), type_="service_unavailable", code="state_unavailable", headers=ours)
+        except NoUpstream:
+            self.metrics.refused.labels("no-healthy-upstream").inc()
+            retry = max(1, round(self.settings.health_interval_s))
+            headers = {**ours, "retry-after": str(retry), "x-kvbudget-refused": "no-healthy-upstream"}
+            return error(503, "no upstream passes its health check: new sessions wait for one to recover",
+                         type_="service_unavailable", code="no_healthy_upstream", headers=headers)  # fmt: skip
         except ClientGone:
             self.metrics.refused.labels("client-gone").inc()
             return error(499, "client disconnected while queued", code="client_gone")
@@ -151,19 +171,34 @@ class Gateway:
             session.ending = True
         handed_over = False
         try:
+            if session.upstream not in self.admission.healthy:
+                await self._rehome(session)
+            if session.upstream not in self.counters:  # resident (in Redis) on an upstream this gateway lacks
+                return error(503, "the session is on an upstream this gateway does not have, and no upstream of "
+                             "its own has a slot free to take it", type_="service_unavailable",
+                             code="upstream_unknown", headers={**ours, "retry-after": "1"})  # fmt: skip
             reply = await self._forward(request, body, session, identity, arrived, ours)
             handed_over = isinstance(reply, Relay)
             return reply
         finally:
             if not handed_over:
-                self.admission.leave(session)
+                await self.admission.release(session)
+
+    async def _rehome(self, session: Session) -> None:
+        """A session whose upstream is out of health moves to a healthy one with a free slot, if any."""
+        with contextlib.suppress(StateUnavailable):
+            left = await self.admission.rehome(session)
+            if left is not None:
+                self.metrics.moved.labels(left).inc()
 
     async def _admit(self, request: Request, session_id: str) -> Session:
         """Admission, given up (the queue place freed) when the client goes away while it waits."""
-        now = self.admission.enter_now(session_id)
+        now = await self.admission.admit_now(session_id)
         if now is not None:
             return now
-        entering = asyncio.ensure_future(self.admission.enter(session_id))
+        if not self.admission.healthy:
+            raise NoUpstream
+        entering = asyncio.ensure_future(self.admission.wait(session_id))
         watching = asyncio.ensure_future(_client_gone(request))
         try:
             await asyncio.wait({entering, watching}, return_when=asyncio.FIRST_COMPLETED)
@@ -181,30 +216,27 @@ class Gateway:
         arrived: float, ours: dict[str, str],
     ) -> Response | Relay:  # fmt: skip
         path, cap = request.url.path, self.settings.cap
+        counter = self.counters[session.upstream]
+        original, memory = body, None
+        if self.settings.on_cap == "compact":
+            kept = session.state.get(compact.KEY)
+            body, covered = compact.recall(body, kept if isinstance(kept, compact.Memory) else None)
+            if covered:
+                memory = kept if isinstance(kept, compact.Memory) else None
+                ours["x-kvbudget-summary"] = f"covers_messages={covered}"
         try:
-            count = await self.counter.count(path, body)
+            count = await counter.count(path, body)
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            self.metrics.upstream_errors.labels("count").inc()
-            return error(502, f"upstream unreachable while counting tokens: {type(exc).__name__}",
-                         type_="upstream_error", code="upstream_failed", headers=ours)  # fmt: skip
+            self.metrics.upstream_errors.labels(session.upstream, "count").inc()
+            return upstream_error(exc, "while counting tokens", ours)
         budget = caps.generation_budget(body)
         ours["x-kvbudget-prompt-tokens"] = str(count.prompt_tokens)
         cap_event, dropped = None, 0
         if count.prompt_tokens + (budget or 0) > cap or (budget is None and count.prompt_tokens >= cap):
-            cut = None
-            if self.settings.on_cap == "truncate":
-                room = cap - (budget or 1)
-                cut = await caps.truncate(self.counter, path, body, lambda tokens: tokens <= room)
-            if cut is None:
-                self.metrics.cap_events.labels("refused").inc()
-                self._record(session, arrived, count.prompt_tokens, 0, None, "refused", 0)
-                refusal = caps.refusal(cap, count.prompt_tokens, budget or 0)
-                return Response(json.dumps(refusal), 400, {**ours, "x-kvbudget-cap": "refused"}, "application/json")
-            self.metrics.cap_events.labels("truncated").inc()
-            dropped = count.prompt_tokens - cut.count.prompt_tokens
-            body, count, cap_event = cut.body, cut.count, "truncated"
-            ours["x-kvbudget-cap"] = f"truncated dropped_turns={cut.dropped_turns} dropped_tokens={dropped}"
-            ours["x-kvbudget-prompt-tokens"] = str(count.prompt_tokens)
+            held = await self._hold_cap(path, session, counter, original, body, memory, count, budget, ours, arrived)
+            if isinstance(held, Response):
+                return held
+            body, count, cap_event, dropped = held
         if budget is None:
             body = {**body, "max_tokens": cap - count.prompt_tokens}
         hide_usage = False
@@ -213,29 +245,29 @@ class Gateway:
             asked = isinstance(options, dict) and options.get("include_usage") is True
             hide_usage = not asked
             body = {**body, "stream_options": {**(options if isinstance(options, dict) else {}), "include_usage": True}}
-        assert self.client is not None
         started = time.monotonic()
         try:
-            upstream = await self.client.post(
-                self.settings.upstream + path, data=json.dumps(body).encode(), headers=self._forwarded(request)
+            upstream = await self.upstreams.client.post(
+                session.upstream + path,
+                data=json.dumps(body).encode(),
+                headers=self.upstreams.forwarded(request.headers),
             )
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            self.metrics.upstream_errors.labels("connect").inc()
-            return error(502, f"upstream failed: {type(exc).__name__}", type_="upstream_error",
-                         code="upstream_failed", headers=ours)  # fmt: skip
-        self.metrics.upstream_latency.labels(self.settings.upstream).observe(time.monotonic() - started)
+            self.metrics.upstream_errors.labels(session.upstream, "connect").inc()
+            return upstream_error(exc, "before its answer", ours)
+        self.metrics.upstream_latency.labels(session.upstream).observe(time.monotonic() - started)
 
-        def done(outcome: Outcome) -> None:
+        async def done(outcome: Outcome) -> None:
             try:
                 if outcome.upstream_error is not None:
-                    self.metrics.upstream_errors.labels("stream").inc()
+                    self.metrics.upstream_errors.labels(session.upstream, "stream").inc()
                 if outcome.disconnected:
-                    self.metrics.upstream_errors.labels("client-disconnect").inc()
+                    self.metrics.upstream_errors.labels(session.upstream, "client-disconnect").inc()
                 if upstream.status == 200:
                     usage = outcome.usage or {}
                     prompt = usage.get("prompt_tokens")
                     if isinstance(prompt, int):
-                        self.metrics.count_error.inc(abs(self.counter.reconcile(count, prompt)))
+                        self.metrics.count_error.inc(abs(counter.reconcile(count, prompt)))
                     else:
                         prompt = count.prompt_tokens
                     output = usage.get("completion_tokens")
@@ -246,9 +278,43 @@ class Gateway:
                     self._record(session, arrived, prompt, output, cached if isinstance(cached, int) else None,
                                  cap_event, dropped)  # fmt: skip
             finally:
-                self.admission.leave(session)
+                await self.admission.release(session)
 
         return Relay(upstream, ours, done, hide_usage=hide_usage)
+
+    async def _hold_cap(
+        self, path: str, session: Session, counter: caps.Counter, original: dict[str, Any], body: dict[str, Any],
+        memory: compact.Memory | None, count: caps.Count, budget: int | None, ours: dict[str, str], arrived: float,
+    ) -> Response | tuple[dict[str, Any], caps.Count, str, int]:  # fmt: skip
+        """A request past the cap: compacted, truncated, or refused (--on-cap; compact falls back to truncate)."""
+        cap = self.settings.cap
+        room = cap - (budget or 1)
+        if self.settings.on_cap == "compact":
+            try:
+                done = await compact.compact(counter, path, original, body, memory, room, compact.summary_tokens(cap))
+            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                done = f"the upstream failed: {type(exc).__name__}"
+            if isinstance(done, compact.Compaction):
+                session.state[compact.KEY] = done.memory
+                ours["x-kvbudget-summary"] = f"covers_messages={done.memory.covered}"
+                return self._cut(ours, "compacted", count, done.body, done.count, done.dropped_turns)
+            ours["x-kvbudget-compact-failed"] = done
+        if self.settings.on_cap != "refuse":
+            cut = await caps.truncate(counter, path, body, lambda tokens: tokens <= room)
+            if cut is not None:
+                return self._cut(ours, "truncated", count, cut.body, cut.count, cut.dropped_turns)
+        self.metrics.cap_events.labels("refused").inc()
+        self._record(session, arrived, count.prompt_tokens, 0, None, "refused", 0)
+        refusal = caps.refusal(cap, count.prompt_tokens, budget or 0)
+        return Response(json.dumps(refusal), 400, {**ours, "x-kvbudget-cap": "refused"}, "application/json")
+
+    def _cut(self, ours: dict[str, str], event: str, before: caps.Count, body: dict[str, Any], after: caps.Count,
+             turns: int) -> tuple[dict[str, Any], caps.Count, str, int]:  # fmt: skip
+        self.metrics.cap_events.labels(event).inc()
+        dropped = before.prompt_tokens - after.prompt_tokens
+        ours["x-kvbudget-cap"] = f"{event} dropped_turns={turns} dropped_tokens={dropped}"
+        ours["x-kvbudget-prompt-tokens"] = str(after.prompt_tokens)
+        return body, after, event, dropped
 
     def _record(self, session: Session, arrived: float, prompt: int, output: int, cached: int | None,
                 cap: str | None, dropped: int) -> None:  # fmt: skip
@@ -256,32 +322,56 @@ class Gateway:
             self.recorder.step(session, start_s=arrived, end_s=time.time(), prompt_tokens=prompt,
                                output_tokens=output, cached_tokens=cached, cap=cap, dropped_tokens=dropped)  # fmt: skip
 
+    def _unauthorized(self, exc: Unauthorized) -> Response:
+        self.metrics.refused.labels("unauthorized").inc()
+        return error(401, str(exc), code="invalid_api_key", headers={"www-authenticate": "Bearer"})
+
     async def end_session(self, request: Request) -> Response:
         session_id = request.path_params["session_id"]
-        if not self.admission.end(session_id):
+        try:
+            namespace = self._namespace(request)
+        except Unauthorized as exc:
+            return self._unauthorized(exc)
+        try:
+            ended = await self.admission.finish(namespace + session_id)
+        except StateUnavailable as exc:
+            return error(503, str(exc), type_="service_unavailable", code="state_unavailable")
+        if not ended:
             return error(404, f"session {session_id} is not resident", code="session_not_found")
         return Response(status_code=204, headers={"x-session-id": session_id})
 
     async def metrics_page(self, request: Request) -> Response:
         from prometheus_client import CONTENT_TYPE_LATEST
 
+        try:
+            self.metrics.update(await self.admission.counts())
+        except StateUnavailable:
+            self.metrics.state_errors.inc()  # the gauges keep their last values; this counter says they are stale
         return Response(self.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     async def other(self, request: Request) -> Response | Relay:
         """Any other path (models, health, embeddings...): relayed without session accounting."""
-        assert self.client is not None
+        try:
+            self._namespace(request)
+        except Unauthorized as exc:
+            return self._unauthorized(exc)
         try:
             raw = await self._body(request)
         except TooLarge:
             return error(413, f"request body larger than {self.settings.max_body} bytes (--max-body)")
+        target = next((u for u in self.settings.upstreams if u in self.admission.healthy), self.settings.upstream)
         try:
-            upstream = await self.client.request(
-                request.method, self.settings.upstream + request.url.path, params=request.query_params,
-                data=raw or None, headers=self._forwarded(request),
+            upstream = await self.upstreams.client.request(
+                request.method, target + request.url.path, params=request.query_params,
+                data=raw or None, headers=self.upstreams.forwarded(request.headers),
             )  # fmt: skip
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            return error(502, f"upstream failed: {type(exc).__name__}", type_="upstream_error", code="upstream_failed")
-        return Relay(upstream, {}, lambda outcome: None, hide_usage=False)
+            return upstream_error(exc, "before its answer")
+
+        async def nothing(outcome: Outcome) -> None:
+            return None
+
+        return Relay(upstream, {}, nothing, hide_usage=False)
 
 
 class _Endpoint:
@@ -293,6 +383,18 @@ class _Endpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         response = await self.handler(Request(scope, receive))
         await response(scope, receive, send)
+
+
+def state(settings: Settings, on_end: Any) -> State:
+    """Admission in memory, or shared in Redis with ``--state redis://...``."""
+    common = {"queue_timeout_s": settings.queue_timeout_s, "max_queue": settings.max_queue,
+              "idle_timeout_s": settings.idle_timeout_s, "on_end": on_end,
+              "quotas": None if settings.keys is None else settings.keys.quota}  # fmt: skip
+    if settings.state is None:
+        return Admission(settings.sessions, settings.upstreams, **common)
+    from kvbudget.gateway.shared import SharedAdmission
+
+    return SharedAdmission(settings.state, settings.sessions, settings.upstreams, **common)
 
 
 def create_app(settings: Settings) -> Starlette:

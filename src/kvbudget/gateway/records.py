@@ -4,9 +4,9 @@ A row is written when the session's next step starts (its ``pause_s`` is known t
 arrival minus this step's end) or when the session ends (no pause). Rows carry the session id hashed with a
 salt of this gateway process (one id, one hash, within a recording; ids cannot be recovered), ``start_s`` on
 the Unix clock, ``prompt_tokens`` (as the engine reported them, else as counted), ``output_tokens``,
-``cached_tokens`` (the engine's prefix-cache hits), ``new_tokens``, and, where the cap acted, ``cap`` ("refused"
-or "truncated") with ``dropped_tokens``; ``kvbudget trace stats`` reads the file unchanged (it ignores the two
-extra keys). A refused step is recorded too (0 output tokens): it is the demand the cap turned away.
+``cached_tokens`` (the engine's prefix-cache hits), ``new_tokens``, and, where the cap acted, ``cap`` ("refused",
+"truncated" or "compacted") with ``dropped_tokens``; ``kvbudget trace stats`` reads the file unchanged (it
+ignores the two extra keys). A refused step is recorded too (0 output tokens): it is the demand the cap turned away.
 """
 
 from __future__ import annotations

@@ -5,11 +5,14 @@ the sessions per engine instance, ``engine.name`` the engine); an option given o
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from kvbudget.errors import InputError
+from kvbudget.gateway.keys import Keys
+from kvbudget.gateway.keys import load as load_keys
 from kvbudget.requests.gateway import GatewayRequest
 
 # kvbudget's engine names (plan --json engine.name) -> how the gateway counts tokens
@@ -18,7 +21,7 @@ _COUNTERS = {"llamacpp": "llamacpp", "llama.cpp": "llamacpp", "vllm": "vllm"}
 
 @dataclass(frozen=True)
 class Settings:
-    upstream: str  # scheme://host:port, no trailing slash
+    upstreams: tuple[str, ...]  # scheme://host:port, no trailing slash; a session sticks to one
     cap: int
     sessions: int
     engine: str  # auto, llamacpp, vllm or other
@@ -29,6 +32,15 @@ class Settings:
     max_body: int
     upstream_timeout_s: float
     record: Path | None
+    health_interval_s: float  # how often each upstream's /health is checked
+    upstream_key: str | None  # the engines' API key (from the environment variable --upstream-key-env names)
+    keys: Keys | None  # --keys: API keys with session quotas; None: no keys (Authorization passed through)
+    state: str | None  # None: in memory; else a redis:// or rediss:// URL shared by the replicas
+
+    @property
+    def upstream(self) -> str:
+        """The first upstream (the one of a single-upstream gateway)."""
+        return self.upstreams[0]
 
 
 def _plan(path: str) -> tuple[int, int, str]:
@@ -64,6 +76,37 @@ def _upstream(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{path}"
 
 
+def _upstreams(urls: tuple[str, ...]) -> tuple[str, ...]:
+    read = tuple(_upstream(url) for url in urls)
+    twice = sorted({url for url in read if read.count(url) > 1})
+    if twice:
+        raise InputError(f"--upstream {twice[0]}: given twice; give each engine once")
+    return read
+
+
+def _state(url: str | None) -> str | None:
+    if url is None or url == "memory":
+        return None
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss", "unix") or not (parts.hostname or parts.path):
+        raise InputError(f"--state {url}: give memory, or Redis's URL, e.g. redis://127.0.0.1:6379/0")
+    db = parts.path.strip("/")
+    if parts.scheme != "unix" and db and not db.isdigit():
+        raise InputError(f"--state {url}: the path is the database number, e.g. redis://127.0.0.1:6379/0")
+    return url
+
+
+def _secret(variable: str) -> str:
+    value = os.environ.get(variable, "").strip()
+    if not value:
+        raise InputError(
+            f"--upstream-key-env {variable}: the variable is not set; export {variable}=<the engine's key>"
+        )
+    if not value.isprintable() or " " in value:
+        raise InputError(f"--upstream-key-env {variable}: the key must be printable characters without spaces")
+    return value
+
+
 def resolve(request: GatewayRequest) -> Settings:
     """The settings the gateway runs with; a missing cap or session count is one InputError naming the fix."""
     cap, sessions, engine = request.cap, request.sessions, request.engine
@@ -80,7 +123,7 @@ def resolve(request: GatewayRequest) -> Settings:
         raise InputError(f"--port {request.port}: must be 0 (a free port) to 65535")
     engine = engine or "auto"
     return Settings(
-        upstream=_upstream(request.upstream),
+        upstreams=_upstreams(request.upstream),
         cap=cap,
         sessions=sessions,
         engine=_COUNTERS.get(engine, engine),
@@ -91,4 +134,8 @@ def resolve(request: GatewayRequest) -> Settings:
         max_body=request.max_body,
         upstream_timeout_s=request.upstream_timeout,
         record=None if request.record is None else Path(request.record),
+        health_interval_s=request.health_interval,
+        state=_state(request.state),
+        keys=None if request.keys is None else load_keys(Path(request.keys)),
+        upstream_key=None if request.upstream_key_env is None else _secret(request.upstream_key_env),
     )

@@ -4,7 +4,8 @@ A streamed answer (``text/event-stream``) is relayed event by event (an SSE even
 partial event is held only until its end arrives), so the client sees each token as the engine sends it. The
 gateway reads ``usage`` from the stream's last event (it asks the engine for it with
 ``stream_options.include_usage``; when the client did not ask, that event is not relayed). Any other answer is
-read whole (bounded) and then sent, so an upstream that fails half-way is a clean 502, not a cut body.
+read whole (bounded) and then sent, so an upstream that fails half-way is a clean 502 (504 when it went silent
+past ``--upstream-timeout``), not a cut body.
 
 While relaying, the client's connection is watched: when it goes away the upstream connection is closed at
 once (llama-server and vLLM stop generating for a closed connection) and the outcome says so. An upstream that
@@ -16,12 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 from starlette.types import Message, Receive, Scope, Send
+
+from kvbudget.gateway.replies import upstream_failure
 
 # response headers not relayed: hop-by-hop ones (RFC 9110 7.6.1), and the length and encoding the gateway sets
 DROPPED = frozenset(
@@ -55,8 +58,8 @@ def _usage(event: bytes) -> dict[str, Any] | None:
     return usage if isinstance(usage, dict) else None
 
 
-def error_event(message: str) -> bytes:
-    body = {"error": {"message": message, "type": "upstream_error", "code": "upstream_failed"}}
+def error_event(message: str, code: str = "upstream_failed") -> bytes:
+    body = {"error": {"message": message, "type": "upstream_error", "code": code}}
     return b"data: " + json.dumps(body).encode() + b"\n\n"
 
 
@@ -67,7 +70,7 @@ class Relay:
         self,
         upstream: aiohttp.ClientResponse,
         headers: dict[str, str],
-        on_done: Callable[[Outcome], None],
+        on_done: Callable[[Outcome], Awaitable[None]],
         *,
         hide_usage: bool,
     ) -> None:
@@ -101,19 +104,25 @@ class Relay:
                 task.cancel()
             await asyncio.gather(pump, watch, return_exceptions=True)
             self.upstream.close()  # releases the connection; mid-answer it aborts it (the engine stops)
-            self.on_done(self.outcome)
+            await self.on_done(self.outcome)
 
     async def _whole(self, send: Send) -> None:
         try:
-            body = await self.upstream.content.read(MAX_ANSWER + 1)
-            if len(body) > MAX_ANSWER:
-                raise aiohttp.ClientPayloadError(f"answer larger than {MAX_ANSWER} bytes")
+            whole = bytearray()  # read to the end: one read() returns as soon as the first bytes are there
+            async for chunk in self.upstream.content.iter_any():
+                whole += chunk
+                if len(whole) > MAX_ANSWER:
+                    raise aiohttp.ClientPayloadError(f"answer larger than {MAX_ANSWER} bytes")
+            declared = self.upstream.content_length
+            if declared is not None and len(whole) != declared:
+                raise aiohttp.ClientPayloadError(f"answer cut short: {len(whole)} of {declared} bytes")
+            body = bytes(whole)
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             self.outcome.upstream_error = type(exc).__name__
-            self.outcome.status = 502
-            body = json.dumps({"error": {"message": f"upstream failed: {type(exc).__name__}", "type":
-                               "upstream_error", "code": "upstream_failed"}}).encode()  # fmt: skip
-            await send({"type": "http.response.start", "status": 502,
+            self.outcome.status, code = upstream_failure(exc)
+            body = json.dumps({"error": {"message": f"upstream failed mid-answer: {type(exc).__name__}", "type":
+                               "upstream_error", "code": code}}).encode()  # fmt: skip
+            await send({"type": "http.response.start", "status": self.outcome.status,
                         "headers": [(b"content-type", b"application/json"), (b"content-length",
                                     str(len(body)).encode())] + [(k.encode(), v.encode()) for k, v in
                                                                  self.headers.items()]})  # fmt: skip
@@ -140,7 +149,7 @@ class Relay:
                 await send({"type": "http.response.body", "body": self._screen(ready), "more_body": True})
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             self.outcome.upstream_error = type(exc).__name__
-            held += error_event(f"upstream failed mid-stream: {type(exc).__name__}")
+            held += error_event(f"upstream failed mid-stream: {type(exc).__name__}", upstream_failure(exc)[1])
         await send({"type": "http.response.body", "body": held, "more_body": False})
 
     def _screen(self, events: bytes) -> bytes:

@@ -1,4 +1,4 @@
-"""The gateway question: ``kvbudget gateway``, a session gateway in front of one serving engine that admits the
+"""The gateway question: ``kvbudget gateway``, a session gateway in front of serving engines that admits the
 planned sessions and holds the planned cap (docs/gateway.md). Its defaults live here, as every command's do."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from kvbudget.requests.base import Request, option, required
 
-ON_CAP = ("refuse", "truncate")
+ON_CAP = ("refuse", "truncate", "compact")
 # how the gateway counts a request's tokens: through the engine's own endpoints (llama-server: /apply-template
 # then /tokenize; vLLM: /tokenize with the messages), or, for an engine without one, from the text's bytes
 # (a heuristic, reconciled with the usage the engine returns)
@@ -22,7 +22,7 @@ class GatewayRequest(Request):
     ``from_plan`` (a ``kvbudget plan --json`` document), cap, sessions and engine default to the plan's."""
 
     command = "gateway"
-    upstream: str = required("text")
+    upstream: tuple[str, ...] = required("text", many=True)  # each engine's base URL; a session sticks to one
     from_plan: str | None = option(None, "text")
     cap: int | None = option(None, "tokens")
     sessions: int | None = option(None, "count")
@@ -36,3 +36,7 @@ class GatewayRequest(Request):
     max_body: int = option(8 * 2**20, "memory")  # bytes of one request body; past it a 413
     upstream_timeout: float = option(600.0, "seconds")  # one upstream response, first byte to last
     record: str | None = option(None, "text")
+    health_interval: float = option(5.0, "seconds")  # each upstream's /health this often; 2 failures take it out
+    state: str | None = option(None, "text")  # memory (default), or redis://HOST:PORT/DB shared by replicas
+    upstream_key_env: str | None = option(None, "text")  # the variable holding the engines' own API key
+    keys: str | None = option(None, "text")  # a JSON file: team -> {"key" or "sha256", "sessions": quota}

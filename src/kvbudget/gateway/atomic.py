@@ -1,0 +1,161 @@
+"""The Lua script through which every replica changes the shared admission state (gateway/shared.py).
+
+Redis runs a script atomically, so each operation below reads and writes the state in one step: ``enter`` /
+``queue`` (a request's session: resident, admitted to the least-loaded healthy upstream with a free slot, or
+queued behind the sessions already waiting), ``poll`` (a replica's waiters: heartbeat, grant the queue's head
+the free slots, which of them got one), ``move`` (a session off an upstream out of health), ``touch``
+(sessions seen now), ``end``, ``give_up`` (a waiter leaves the queue), ``reap`` (end the sessions idle past
+the timeout), ``counts`` and ``retry`` (ms until the soonest idle expiry). The time is Redis's own ``TIME``
+(scripts replicate their effects, Redis >= 5).
+"""
+
+from __future__ import annotations
+
+# ARGV: op, slots per upstream, idle ms, stale ms, max queue, session, keyed ("1": ids are "key/id" and each key's
+# sessions are counted in ``held``), the session's key quota, n healthy, healthy upstreams..., ids...
+SCRIPT = """
+local where, seen, load, queue, beat, ticket, held = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local op, slots, idle, stale = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local max_queue, sid = tonumber(ARGV[5]), ARGV[6]
+local keyed, quota, nh = ARGV[7] == '1', tonumber(ARGV[8]), tonumber(ARGV[9])
+local healthy, ids = {}, {}
+for i = 1, nh do healthy[i] = ARGV[9 + i] end
+for i = 10 + nh, #ARGV do ids[#ids + 1] = ARGV[i] end
+
+local function hold(s, change)  -- a key's sessions, resident or waiting
+  if keyed then redis.call('HINCRBY', held, string.match(s, '^[^/]*'), change) end
+end
+local function over_quota(s)
+  return keyed and tonumber(redis.call('HGET', held, string.match(s, '^[^/]*')) or '0') >= quota
+end
+
+local function pick()
+  local best, least = false, nil
+  for _, up in ipairs(healthy) do
+    local n = tonumber(redis.call('HGET', load, up) or '0')
+    if n < slots and (least == nil or n < least) then best, least = up, n end
+  end
+  return best
+end
+local function admit(s, up)
+  redis.call('HSET', where, s, up)
+  redis.call('ZADD', seen, now, s)
+  redis.call('HINCRBY', load, up, 1)
+  redis.call('ZREM', queue, s)
+  redis.call('ZREM', beat, s)
+end
+local function remove(s)
+  local up = redis.call('HGET', where, s)
+  if not up then return false end
+  redis.call('HDEL', where, s)
+  redis.call('ZREM', seen, s)
+  redis.call('HINCRBY', load, up, -1)
+  hold(s, -1)
+  return true
+end
+local function prune()
+  for _, s in ipairs(redis.call('ZRANGEBYSCORE', beat, '-inf', now - stale)) do
+    if redis.call('ZREM', queue, s) == 1 then hold(s, -1) end
+    redis.call('ZREM', beat, s)
+  end
+end
+local function grant()
+  while true do
+    local head = redis.call('ZRANGE', queue, 0, 0)
+    if #head == 0 then return end
+    local up = pick()
+    if not up then return end
+    admit(head[1], up)
+  end
+end
+
+if op == 'enter' or op == 'queue' then
+  local up = redis.call('HGET', where, sid)
+  if up then
+    redis.call('ZADD', seen, 'XX', now, sid)
+    return {'resident', up}
+  end
+  prune()
+  grant()
+  up = redis.call('HGET', where, sid)
+  if up then return {'resident', up} end
+  if redis.call('ZSCORE', queue, sid) then
+    if op == 'queue' then redis.call('ZADD', beat, now, sid) return {'queued'} end
+    return {'wait'}
+  end
+  if redis.call('ZCARD', queue) == 0 then
+    up = pick()
+    if up then
+      if over_quota(sid) then return {'quota'} end
+      admit(sid, up)
+      hold(sid, 1)
+      return {'admitted', up}
+    end
+  end
+  if op == 'enter' then return {'wait'} end
+  if redis.call('ZCARD', queue) >= max_queue then return {'full'} end
+  if over_quota(sid) then return {'quota'} end
+  redis.call('ZADD', queue, redis.call('INCR', ticket), sid)
+  redis.call('ZADD', beat, now, sid)
+  hold(sid, 1)
+  return {'queued'}
+elseif op == 'poll' then
+  for _, s in ipairs(ids) do redis.call('ZADD', beat, 'XX', now, s) end
+  prune()
+  grant()
+  local found = {}
+  for i, s in ipairs(ids) do
+    local up = redis.call('HGET', where, s)
+    if not up then
+      up = ''
+      if not redis.call('ZSCORE', queue, s) then  -- pruned while its replica stalled: back in the queue
+        redis.call('ZADD', queue, redis.call('INCR', ticket), s)
+        redis.call('ZADD', beat, now, s)
+        hold(s, 1)
+      end
+    end
+    found[i] = up
+  end
+  return found
+elseif op == 'move' then
+  local up = redis.call('HGET', where, sid)
+  if not up then return '' end
+  for _, h in ipairs(healthy) do if h == up then return up end end
+  local new = pick()
+  if not new then return up end
+  redis.call('HSET', where, sid, new)
+  redis.call('HINCRBY', load, up, -1)
+  redis.call('HINCRBY', load, new, 1)
+  return new
+elseif op == 'touch' then
+  for _, s in ipairs(ids) do redis.call('ZADD', seen, 'XX', now, s) end
+  return 0
+elseif op == 'end' then
+  local removed = remove(sid)
+  grant()
+  return removed and 1 or 0
+elseif op == 'give_up' then
+  if redis.call('ZREM', queue, sid) == 1 then hold(sid, -1) end
+  redis.call('ZREM', beat, sid)
+  return 0
+elseif op == 'reap' then
+  local expired = redis.call('ZRANGEBYSCORE', seen, '-inf', now - idle)
+  for _, s in ipairs(expired) do remove(s) end
+  prune()
+  grant()
+  local gone = {}
+  for _, s in ipairs(ids) do
+    if redis.call('HEXISTS', where, s) == 0 then gone[#gone + 1] = s end
+  end
+  return {expired, gone}
+elseif op == 'counts' then
+  return {redis.call('HGETALL', load), redis.call('ZCARD', queue)}
+elseif op == 'retry' then
+  local oldest = redis.call('ZRANGE', seen, 0, 0, 'WITHSCORES')
+  if #oldest == 0 then return idle end
+  return tonumber(oldest[2]) + idle - now
+end
+return redis.error_reply('unknown op ' .. op)
+"""

@@ -1,0 +1,298 @@
+"""``--state redis://HOST:PORT/DB``: sessions and admission counts shared by several gateway replicas in Redis.
+
+Every change of the shared state is one Lua script, which Redis runs atomically: a replica reads the counts and
+admits in the same step, so two replicas cannot both admit the last slot. Time is Redis's own (``TIME``), so
+replicas on hosts with skewed clocks agree on idleness. The keys (one deployment per Redis database):
+
+* ``where``: session -> its upstream (the resident sessions); ``load``: upstream -> resident sessions;
+* ``seen``: session -> when it was last seen (ms). A request's end sets it, and every replica refreshes the
+  sessions it has in flight once a period, so a session idle past the timeout is one not seen for that long,
+  and the sessions of a replica that died leave their slots after the idle timeout, as paused ones do;
+* ``queue``: new sessions waiting, in arrival order (a ticket from ``ticket``); ``beat``: each waiter's last
+  heartbeat. A replica polls for its waiters (every ``POLL_S``, at once after a local slot frees); a waiter not
+  polled for ``STALE_S`` (its replica died) leaves the queue, so it cannot block the ones behind it.
+
+What stays in each replica's memory: the in-flight count of the requests it relays, and the recorder's state
+of the sessions it has served (``local``). A session stays resident across a gateway restart; requests of one
+session may go through any replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from kvbudget.gateway.admission import Counts, Refused, Session
+from kvbudget.gateway.atomic import SCRIPT
+
+PREFIX = "kvbudget:gateway:{sessions}:"  # the braces keep every key in one Redis Cluster hash slot
+KEYS = ("where", "seen", "load", "queue", "beat", "ticket", "held")
+POLL_S = 0.05  # a replica with waiting sessions asks for free slots this often (and at once when one frees)
+STALE_S = 5.0  # a waiter whose replica has not polled for this long has gone
+FORGOTTEN = "forgotten"  # on_end's reason for a session another replica ended (no metric: that replica counts it)
+
+
+def redacted(url: str) -> str:
+    """The URL without its password (for messages)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username or ''}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return parts._replace(netloc=netloc).geturl()
+
+
+def check(url: str) -> None:
+    """At start-up: one line naming the fix when the redis package is missing or Redis cannot be reached."""
+    import importlib.util
+
+    from kvbudget.errors import InputError, MissingExtraError
+
+    if importlib.util.find_spec("redis") is None:
+        raise MissingExtraError("kvbudget gateway --state redis://... needs redis: pip install 'kvbudget[gateway]'")
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+    try:
+        client.ping()
+    except (redis.exceptions.RedisError, OSError) as exc:
+        raise InputError(f"--state {redacted(url)}: cannot reach Redis ({type(exc).__name__}: {exc})") from None
+    finally:
+        client.close()
+
+
+class StateUnavailable(Exception):
+    """Redis could not be reached or answered with an error (the message names which)."""
+
+
+@dataclass(eq=False)
+class _Waiter:
+    future: asyncio.Future[Session]
+    requests: int = 0
+
+
+class SharedAdmission:
+    """The State interface (admission.State) over Redis; one instance per gateway replica."""
+
+    def __init__(
+        self,
+        url: str,
+        slots: int,
+        upstreams: Sequence[str],
+        *,
+        queue_timeout_s: float,
+        max_queue: int,
+        idle_timeout_s: float,
+        on_end: Callable[[Session, str], None] = lambda session, why: None,
+        prefix: str = PREFIX,
+        stale_s: float = STALE_S,
+        quotas: dict[str, int] | None = None,
+    ) -> None:
+        import redis.asyncio
+
+        self.url = url
+        self.slots = slots
+        self.upstreams = tuple(upstreams)
+        self.healthy = set(self.upstreams)
+        self.queue_timeout_s = queue_timeout_s
+        self.max_queue = max_queue
+        self.idle_timeout_s = idle_timeout_s
+        self.on_end = on_end
+        self.stale_s = stale_s
+        self.quotas = quotas  # key name -> sessions at most (session ids are "name/id"); None: no keys
+        self.redis = redis.asyncio.Redis.from_url(url, decode_responses=True, socket_timeout=5,
+                                                  socket_connect_timeout=5)  # fmt: skip
+        self.script = self.redis.register_script(SCRIPT)
+        self.keys = [prefix + key for key in KEYS]
+        self.sessions: dict[str, Session] = {}  # the sessions this replica has served, still resident
+        self.waiters: dict[str, _Waiter] = {}
+        self._poller: asyncio.Task[None] | None = None
+        self._wake: asyncio.Event | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    async def _call(self, op: str, session_id: str = "", ids: Iterable[str] = ()) -> Any:
+        import redis.exceptions
+
+        healthy = [u for u in self.upstreams if u in self.healthy]
+        timing = [round(self.idle_timeout_s * 1000), round(self.stale_s * 1000)]
+        keyed = [0, 0] if self.quotas is None else [1, self.quotas.get(session_id.split("/", 1)[0], 0)]
+        args: list[str | int] = [op, self.slots, *timing, self.max_queue, session_id, *keyed, len(healthy)]
+        args += [*healthy, *ids]
+        try:
+            return await self.script(keys=self.keys, args=args)
+        except (redis.exceptions.RedisError, OSError) as exc:
+            raise StateUnavailable(f"session state in Redis unavailable: {type(exc).__name__}: {exc}") from None
+
+    def _take(self, session_id: str, upstream: str, requests: int = 1) -> Session:
+        now = time.monotonic()
+        session = self.sessions.get(session_id)
+        if session is None:
+            session = self.sessions[session_id] = Session(session_id, upstream, now, now)
+        session.upstream = upstream
+        session.in_flight += requests
+        session.last_seen_s = now
+        return session
+
+    # -- State ----------------------------------------------------------------------------------------------------
+
+    async def admit_now(self, session_id: str) -> Session | None:
+        reply = await self._call("enter", session_id)
+        if reply[0] == "quota":
+            raise Refused("key-quota", await self.retry_after_s())
+        return self._take(session_id, reply[1]) if reply[0] in ("resident", "admitted") else None
+
+    async def wait(self, session_id: str) -> Session:
+        waiter = self.waiters.get(session_id)
+        if waiter is None:
+            reply = await self._call("queue", session_id)
+            if reply[0] in ("resident", "admitted"):
+                return self._take(session_id, reply[1])
+            if reply[0] in ("full", "quota"):
+                raise Refused("queue-full" if reply[0] == "full" else "key-quota", await self.retry_after_s())
+            waiter = self.waiters.get(session_id)  # another request of the session may have queued meanwhile
+            if waiter is None:
+                waiter = self.waiters[session_id] = _Waiter(asyncio.get_running_loop().create_future())
+            self._poll_soon()
+        waiter.requests += 1
+        try:
+            return await asyncio.wait_for(asyncio.shield(waiter.future), self.queue_timeout_s)
+        except asyncio.TimeoutError:
+            self._give_up(session_id, waiter)
+            raise Refused("queue-timeout", await self.retry_after_s()) from None
+        except asyncio.CancelledError:  # the client went away while waiting
+            if waiter.future.done() and not waiter.future.cancelled() and waiter.future.exception() is None:
+                self._background(self.release(waiter.future.result()))
+            else:
+                self._give_up(session_id, waiter)
+            raise
+
+    def _give_up(self, session_id: str, waiter: _Waiter) -> None:
+        waiter.requests -= 1
+        if waiter.requests == 0 and self.waiters.get(session_id) is waiter and not waiter.future.done():
+            del self.waiters[session_id]
+            waiter.future.cancel()
+            self._background(self._call("give_up", session_id))
+
+    async def release(self, session: Session) -> None:
+        session.in_flight -= 1
+        session.last_seen_s = time.monotonic()
+        with contextlib.suppress(StateUnavailable):  # the slot is Redis's: it idles out if this write is lost
+            if session.ending and session.in_flight == 0:
+                await self._end(session.id, "ended")
+            else:
+                await self._call("touch", ids=[session.id])
+        self._poll_soon()
+
+    async def rehome(self, session: Session) -> str | None:
+        """As Admission.rehome, in one script: the move and the two counts change together."""
+        old = session.upstream
+        new = await self._call("move", session.id)
+        if not new or new == old:
+            return None
+        session.upstream = new
+        return old
+
+    async def finish(self, session_id: str) -> bool:
+        session = self.sessions.get(session_id)
+        if session is not None and session.in_flight > 0:
+            session.ending = True
+            return True
+        return await self._end(session_id, "ended")
+
+    async def _end(self, session_id: str, why: str) -> bool:
+        removed = bool(await self._call("end", session_id))
+        session = self.sessions.pop(session_id, None)
+        if removed or session is not None:
+            self.on_end(session or Session(session_id, "", 0.0, 0.0), why if removed else FORGOTTEN)
+        self._poll_soon()
+        return removed
+
+    async def counts(self) -> Counts:
+        load, queued = await self._call("counts")
+        resident = dict.fromkeys(self.upstreams, 0)
+        resident.update({up: int(n) for up, n in zip(load[::2], load[1::2], strict=True)})
+        return Counts(resident, int(queued))
+
+    async def retry_after_s(self) -> int:
+        """Seconds until a slot may free: the soonest idle expiry of a resident session (any replica's)."""
+        try:
+            wait_ms = float(await self._call("retry"))
+        except StateUnavailable:
+            wait_ms = self.idle_timeout_s * 1000
+        return max(1, math.ceil(wait_ms / 1000))
+
+    async def run(self) -> None:
+        """Until cancelled: keep this replica's in-flight sessions seen, end the idle ones, forget ended ones."""
+        period = min(1.0, self.idle_timeout_s / 4)
+        while True:
+            await asyncio.sleep(period)
+            with contextlib.suppress(StateUnavailable):
+                await self.reap()
+
+    async def reap(self) -> int:
+        """One round of ``run``; returns how many sessions this replica found idle and ended."""
+        busy = [s.id for s in self.sessions.values() if s.in_flight > 0]
+        if busy:
+            await self._call("touch", ids=busy)
+        expired, gone = await self._call("reap", ids=list(self.sessions))
+        for session_id in expired:
+            session = self.sessions.pop(session_id, None)
+            self.on_end(session or Session(session_id, "", 0.0, 0.0), "idle")
+        for session_id in gone:
+            session = self.sessions.get(session_id)
+            if session is not None and session.in_flight == 0:
+                del self.sessions[session_id]
+                self.on_end(session, FORGOTTEN)
+        if expired:
+            self._poll_soon()
+        return len(expired)
+
+    def local(self) -> Iterable[Session]:
+        return list(self.sessions.values())
+
+    async def close(self) -> None:
+        if self._poller is not None:
+            self._poller.cancel()
+        await asyncio.gather(*self._tasks, *([self._poller] if self._poller else []), return_exceptions=True)
+        await self.redis.aclose()
+
+    # -- the waiters' poll ------------------------------------------------------------------------------------------
+
+    def _background(self, work: Any) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _poll_soon(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+        if self.waiters and (self._poller is None or self._poller.done()):
+            self._wake = asyncio.Event()
+            self._poller = asyncio.ensure_future(self._poll())
+
+    async def _poll(self) -> None:
+        assert self._wake is not None
+        while self.waiters:
+            self._wake.clear()
+            ids = list(self.waiters)
+            try:
+                found = await self._call("poll", ids=ids)
+            except StateUnavailable as exc:
+                for waiter in self.waiters.values():
+                    if not waiter.future.done():
+                        waiter.future.set_exception(exc)
+                self.waiters.clear()
+                return
+            for session_id, upstream in zip(ids, found, strict=True):
+                granted = self.waiters.get(session_id)
+                if upstream and granted is not None:
+                    del self.waiters[session_id]
+                    if not granted.future.done():
+                        granted.future.set_result(self._take(session_id, upstream, granted.requests))
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), POLL_S)

@@ -1,0 +1,73 @@
+"""The gateway's calls to its upstreams: one HTTP client, the headers forwarded, the engines' own key.
+
+Request headers forwarded are the client's, less the hop-by-hop ones (RFC 9110 7.6.1) and those the HTTP
+client sets again, and, with ``--keys``, less the client's credentials (they are the gateway's). With
+``--upstream-key-env``, every call (completions, the counting calls, the health checks) carries the engines'
+own key as ``Authorization: Bearer``. Bodies are never decompressed (``accept-encoding: identity`` upstream).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+
+from kvbudget.gateway import cap as caps
+
+NOT_FORWARDED = frozenset(
+    ("host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
+     "proxy-authorization", "proxy-connection", "accept-encoding")
+)  # fmt: skip
+CREDENTIALS = frozenset(("authorization", "x-api-key"))  # with --keys: the gateway's own, never the engine's
+
+
+class Upstreams:
+    def __init__(self, *, timeout_s: float, key: str | None, keyed: bool) -> None:
+        self.timeout_s = timeout_s
+        self.auth = {} if key is None else {"authorization": f"Bearer {key}"}
+        self.dropped = NOT_FORWARDED | CREDENTIALS if keyed else NOT_FORWARDED
+        self._client: aiohttp.ClientSession | None = None
+
+    @property
+    def client(self) -> aiohttp.ClientSession:
+        assert self._client is not None, "open() first (the application's lifespan does)"
+        return self._client
+
+    def open(self) -> None:
+        """The HTTP client (in the running event loop); ``timeout_s`` bounds each silence of an upstream."""
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=self.timeout_s)
+        self._client = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0), timeout=timeout, auto_decompress=False
+        )
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+
+    def forwarded(self, headers: Mapping[str, str]) -> dict[str, str]:
+        sent = {k: v for k, v in headers.items() if k.lower() not in self.dropped}
+        sent["accept-encoding"] = "identity"
+        sent.update(self.auth)
+        return sent
+
+    async def status(self, url: str) -> int:
+        """GET ``url``'s status, 0 when there was no answer (for the health checks)."""
+        try:
+            async with self.client.get(url, headers={"accept-encoding": "identity", **self.auth}) as reply:
+                await reply.read()
+                return reply.status
+        except aiohttp.ClientError:
+            return 0
+
+    def poster(self, upstream: str) -> caps.Post:
+        """POST a JSON body to ``upstream`` (the counting and summarising calls): the status and JSON answer."""
+
+        async def post(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+            async with self.client.post(upstream + path, json=body, headers=self.auth) as reply:
+                try:
+                    return reply.status, await reply.json(content_type=None)
+                except ValueError:
+                    return reply.status, None
+
+        return post
