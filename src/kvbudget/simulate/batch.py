@@ -291,7 +291,7 @@ class DecodeBatch:
         ledger = self.ledger
         if ledger is not None:
             self.short_v = ledger.short()[0] if ledger.keys else INF
-            if self.short_v < key:
+            if self.short_v < key:  # noqa: PLR1730 - hot path: a compare, not a call
                 key = self.short_v
         if key < INF:
             busy = self.busy_until
@@ -332,7 +332,7 @@ class DecodeBatch:
         ledger = self.ledger
         if ledger is not None:
             self.short_v = ledger.short()[0] if ledger.keys else INF
-            if self.short_v < key:
+            if self.short_v < key:  # noqa: PLR1730 - hot path: a compare, not a call
                 key = self.short_v
         if key == INF:
             self.next_t = INF

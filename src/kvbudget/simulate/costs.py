@@ -75,6 +75,10 @@ class CostTable:
     def tokens_within(self, budget: int, low: int, high: int) -> int:
         """The largest ``t`` in ``[low, high]`` with ``bytes(t) <= budget`` (``low`` if none): bytes
         never fall as tokens grow, so a linear guess from the per-token bytes, then bisection."""
+        if self.linear is not None:  # ceil(t / block) x block_bytes + state <= budget, solved in integers
+            block, block_bytes, state = self.linear
+            top = (budget - state) // block_bytes * block
+            return high if top >= high else (top if top > low else low)
         over = self.bytes(high) - budget
         if over <= 0:
             return high

@@ -215,4 +215,3 @@ class Ledger:
             s.rm -= periods
         self.sm -= periods * len(self.members)
         self.cq -= periods
-
