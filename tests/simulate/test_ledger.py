@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvbudget.simulate import MemoryModel, MemoryPolicy, SimConfig, SimResult, TimeModel, simulate
-from kvbudget.simulate import scheduler as scheduler_module
 from kvbudget.simulate.costs import CostTable
 from kvbudget.simulate.ledger import INF, Ledger, block_linear
 from kvbudget.simulate.pool import Pool
@@ -82,7 +81,7 @@ def test_a_layout_with_a_window_is_not_block_linear() -> None:
     assert block_linear(linear.sequence_bytes, 12, 32_768) is None  # 12-token blocks: no common period
 
 
-def _run(plans: Iterator[SessionPlan], policy: MemoryPolicy, block: int, ledger: bool) -> SimResult:
+def _run(plans: Iterator[SessionPlan], policy: MemoryPolicy, block: int) -> SimResult:
     memory = MemoryModel.linear(180 * 16 * 1_000, 1_000, 16_384, block_size=block)
     config = SimConfig(
         memory=memory,
@@ -90,14 +89,7 @@ def _run(plans: Iterator[SessionPlan], policy: MemoryPolicy, block: int, ledger:
         time=TimeModel(weights_bytes=16 * 10**9, bandwidth_bytes_per_s=3.35e12),
         check=True,
     )
-    if ledger:
-        return simulate(plans, config)
-    original = scheduler_module.block_linear
-    scheduler_module.block_linear = lambda *a: None  # type: ignore[assignment]
-    try:
-        return simulate(plans, config)
-    finally:
-        scheduler_module.block_linear = original
+    return simulate(plans, config)
 
 
 @pytest.mark.parametrize("block", [1, 16, 32])
@@ -110,11 +102,14 @@ def _run(plans: Iterator[SessionPlan], policy: MemoryPolicy, block: int, ledger:
     ],
     ids=["vllm", "sglang", "swap"],
 )
-def test_aggregated_boundaries_give_what_one_event_per_boundary_gave(policy: MemoryPolicy, block: int) -> None:
+def test_aggregated_boundaries_give_what_one_event_per_boundary_gave(
+    policy: MemoryPolicy, block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The same preemptions, steps, prefill, peaks and delays with and without the ledger; only the count of
     eviction passes falls (one per event instead of one per block)."""
-    each = _run(agent_sessions(60, rate=0.4), policy, block, ledger=False)
-    aggregated = _run(agent_sessions(60, rate=0.4), policy, block, ledger=True)
+    aggregated = _run(agent_sessions(60, rate=0.4), policy, block)
+    monkeypatch.setattr("kvbudget.simulate.scheduler.block_linear", lambda *_: None)  # no ledger: each an event
+    each = _run(agent_sessions(60, rate=0.4), policy, block)
     assert each.preemptions > 0  # the pool runs short: the short boundary is exercised
     floats = {"sim_time_s", "mean_concurrency", "concurrency_window_s", "samples", "evictions"}
     exact = [f.name for f in dataclasses.fields(SimResult) if f.name not in floats]
