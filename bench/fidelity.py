@@ -94,7 +94,10 @@ def sessions(traffic: str, count: int, seed: int = 1) -> Iterator[SessionPlan]:
 
 
 def compare(traffic: str, count: int, seed: int = 1) -> dict[str, object]:
-    """One traffic at one size through both models, with their CPU seconds."""
+    """One traffic at one size through both models, with their CPU seconds (after a warm-up that loads
+    the modules and the trace both use, so that neither side pays the other's imports)."""
+    simulate(sessions(traffic, 20, seed), sim_config())
+    run_reference(sessions(traffic, 20, seed), REF)
     cpu = time.process_time()
     ours = simulate(sessions(traffic, count, seed), sim_config())
     ours_s = time.process_time() - cpu

@@ -30,8 +30,12 @@ import math
 from collections.abc import Callable
 from heapq import heapify, heappop, heappush
 
+from kvbudget.simulate.ledger import GROWTH_TOKENS, Ledger
 from kvbudget.simulate.policies import TimeModel
 from kvbudget.simulate.session import Session
+
+# Runs shorter than this many regular boundaries stay heap events (entering the ledger costs about two).
+MIN_RUN = 2
 
 INF = math.inf
 # The virtual clock is shifted back to 0 once it passes this many tokens (``_rebase``): a float sum
@@ -40,12 +44,6 @@ INF = math.inf
 REBASE_TOKENS = 65536.0
 # A preempted session within this share of a token of its next token boundary has reached it.
 TOKEN_TOLERANCE = 1e-6
-# Growth is taken at least this many tokens at a time: with 16-token blocks (vLLM's default) exactly the
-# engine's blocks; with 1-token pages (SGLang's default page_size 1) a session takes its next 16 tokens
-# when it crosses a 16-token boundary, at most 15 tokens per running session early (SGLang itself keeps
-# headroom for several decode steps before retracting: schedule_batch.py retract_decode_steps), and one
-# event per 16 tokens instead of one per token.
-GROWTH_TOKENS = 16
 
 
 class DecodeBatch:
@@ -55,19 +53,27 @@ class DecodeBatch:
         "growth",
         "heap",
         "kv_read",
+        "ledger",
         "next_t",
         "peak",
         "prefill_rate",
         "running",
         "seq",
+        "short_q",
+        "short_v",
         "t_iter",
         "t_last",
         "time",
         "v",
     )
 
-    def __init__(self, time: TimeModel, growth: Callable[[int], int] | None = None) -> None:
+    def __init__(
+        self, time: TimeModel, growth: Callable[[int], int] | None = None, ledger: Ledger | None = None
+    ) -> None:
         self.time = time
+        self.ledger = ledger  # regular block boundaries in aggregate (ledger.py); None: each is an event
+        self.short_v = INF  # V of the first boundary the pool cannot give (the ledger's one event)
+        self.short_q = -1  # the popped event: that boundary's period, or -1 for a heap event
         self.growth = growth  # tokens -> the next token count that takes more bytes (None: reserved, no growth)
         self.v = 0.0
         self.t_last = 0.0
@@ -119,9 +125,7 @@ class DecodeBatch:
             g = growth(prompt)
             end = prompt + s.output
             if g <= end:
-                chunk = -(-g // GROWTH_TOKENS) * GROWTH_TOKENS
-                s.gnext, s.gtop = g, (chunk if chunk < end else end)
-                key = vfinish - s.output + (g - prompt - 1)
+                key = self._key(s, g, end, vfinish - s.output)
             else:
                 s.gnext = 0
         heap = self.heap
@@ -129,18 +133,77 @@ class DecodeBatch:
         if not self.fixed_iteration:
             self.t_iter = (self.time.weights_bytes + self.kv_read) / self.time.bandwidth_bytes_per_s
         top = heap[0]
-        if top[2] == top[3].dver:  # refresh(), inlined for the common case
+        if top[2] == top[3].dver and self.ledger is None:  # refresh(), inlined for the common case
             start = now if now > busy else busy
             ahead = top[0] - self.v
             self.next_t = start + (ahead * self.t_iter if ahead > 0 else 0.0)
         else:
             self.refresh()
 
+    def _key(self, s: Session, g: int, end: int, vstart: float) -> float:
+        """Key ``s`` on its next event from its next boundary, token ``g`` (``g <= end``): the end of a run
+        of regular boundaries in the ledger (``s.gnext`` its last boundary; 0 when the run ends the step and
+        its completion ends the run), or that one boundary (``s.gnext``, ``s.gtop``)."""
+        ledger = self.ledger
+        if ledger is not None:
+            period = ledger.period
+            block = ledger.block
+            # bytes(t) = ceil(t / block) x block_bytes + state (ledger.block_linear), in integers
+            if g % period == 1 and -(-(g - 1) // block) * ledger.block_bytes + ledger.state - s.pbytes == s.held:
+                last = g + (end - g - period + 1) // period * period  # the last whole period in the step
+                if end >= last + 2 * period - block:
+                    last += period  # a partial last period that still takes whole blocks (block >= period)
+                if last >= g + (MIN_RUN - 1) * period and ledger.enter(
+                    s, vstart + (g - s.prompt - 1) - period, (last - g) // period + 1, g
+                ):
+                    chunk = -(-last // GROWTH_TOKENS) * GROWTH_TOKENS
+                    s.gtop = chunk if chunk < end else end
+                    if last + period - 1 > end:  # no boundary after the run, and the next would fall past
+                        s.gnext = 0  # the completion: its completion ends the run
+                        return s.vfinish
+                    s.gnext = last
+                    return ledger.exit_key(s)
+        chunk = -(-g // GROWTH_TOKENS) * GROWTH_TOKENS
+        s.gnext, s.gtop = g, (chunk if chunk < end else end)
+        return vstart + (g - s.prompt - 1)
+
+    def catch_up(self, now: float) -> None:
+        """Charge the boundaries the batch has crossed by ``now`` (as many as fit) before an event reads the pool."""
+        ledger = self.ledger
+        if ledger is not None and ledger.keys:
+            v = self._v_before(now)
+            if v >= 0.0:
+                q, r = self._position(v)
+                ledger.charge_to(q, r, INF)
+
+    def pending_bytes(self, now: float) -> int:
+        """Bytes of the boundaries crossed by ``now`` and not yet charged (a sample between events)."""
+        ledger = self.ledger
+        if ledger is None or not ledger.keys:
+            return 0
+        v = self._v_before(now)
+        return ledger.pending(*self._position(v)) if v >= 0.0 else 0
+
+    def _v_before(self, now: float) -> float:
+        """``V`` at ``now``, for the boundaries whose time came strictly before ``now``; -1 when none can have
+        (the clock has not moved since the last event: a boundary at ``V`` itself falls at that time, or at
+        the end of the prefill backlog, as its heap event fell before the ledger)."""
+        start = self.t_last if self.t_last > self.busy_until else self.busy_until
+        return self.v + (now - start) / self.t_iter if now > start else -1.0
+
+    def _position(self, v: float) -> tuple[int, float]:
+        d = self.ledger.d  # type: ignore[union-attr]
+        q = int(v // d)
+        r = v - q * d
+        return (q + 1, 0.0) if r >= d else (q, r if r > 0.0 else 0.0)
+
     def leave(self, s: Session, now: float) -> int:
         """Take ``s`` out mid-step (preemption); return the output tokens it still has to generate."""
         self.advance(now)
         remaining = max(0, min(s.output, math.ceil(s.vfinish - self.v - TOKEN_TOLERANCE)))
         s.dver += 1  # its heap entry is now stale
+        if s.rn:
+            self.ledger.leave(s)  # type: ignore[union-attr]
         self._drop(s)
         return remaining
 
@@ -153,8 +216,10 @@ class DecodeBatch:
         self.refresh()
 
     def pop(self, now: float) -> Session:
-        """The session whose next event (a block boundary or its completion) falls at ``now``
-        (== ``next_t``); the caller then calls ``finish`` or ``regrow``."""
+        """The session whose next event falls at ``now`` (== ``next_t``): a heap event (a boundary taken
+        alone, the end of a ledger run, or a completion; ``short_q`` -1: the caller then calls ``finish``,
+        ``regrow`` or ``exit``), or the ledger's short boundary (``short_q`` its period; every boundary before
+        it is charged, and the caller takes this one, preempting as the engine does)."""
         busy = self.busy_until
         start = self.t_last if self.t_last > busy else busy
         v = self.v
@@ -162,14 +227,38 @@ class DecodeBatch:
             v += (now - start) / self.t_iter
         self.t_last = now
         heap = self.heap
-        key = heap[0][0]
+        key = heap[0][0] if heap else INF
+        short = self.short_v < key  # at an equal V a heap event (a completion freeing blocks) goes first
+        if short:
+            key = self.short_v
         if v < key:  # noqa: PLR1730 - snap: float drift must not delay the event
             v = key
         self.v = v
         if v > REBASE_TOKENS:
             self._rebase()
             heap = self.heap
+        if short:
+            ledger = self.ledger
+            assert ledger is not None
+            _, q, p = ledger.short()
+            ledger.charge_before(q, p)
+            self.short_q = q
+            return ledger.members[p]
+        self.short_q = -1
+        ledger = self.ledger
+        if ledger is not None and ledger.keys:  # the boundaries crossed by now, before the event reads the pool
+            q, r = self._position(self.v)
+            ledger.charge_to(q, r, INF)
         return heappop(heap)[3]
+
+    def exit(self, s: Session, now: float) -> int:
+        """``s`` (just popped) reached the last boundary of its ledger run: charge up to it and take it out
+        of the ledger. Returns the boundaries of its run left to take (0 unless the pool fell short)."""
+        ledger = self.ledger
+        assert ledger is not None
+        ledger.charge_to(s.rm + s.rn, s.rphase, s.rorder)
+        runs = s.rn
+        return runs - ledger.leave(s)
 
     def finish(self, s: Session, now: float) -> None:
         """``s`` (just popped) completed its step: it leaves the batch."""
@@ -186,11 +275,8 @@ class DecodeBatch:
         assert growth is not None
         end = s.prompt + s.output
         g = growth(s.gtop)
-        vstart = s.vfinish - s.output
         if g <= end:
-            top = -(-g // GROWTH_TOKENS) * GROWTH_TOKENS
-            s.gnext, s.gtop = g, (top if top < end else end)
-            key = vstart + (g - s.prompt - 1)
+            key = self._key(s, g, end, s.vfinish - s.output)
         else:
             s.gnext = 0
             key = s.vfinish
@@ -201,9 +287,15 @@ class DecodeBatch:
         heap = self.heap
         while heap and heap[0][2] != heap[0][3].dver:  # refresh(), inlined (t_last is now)
             heappop(heap)
-        if heap:
+        key = heap[0][0] if heap else INF
+        ledger = self.ledger
+        if ledger is not None:
+            self.short_v = ledger.short()[0] if ledger.keys else INF
+            if self.short_v < key:  # noqa: PLR1730 - hot path: a compare, not a call
+                key = self.short_v
+        if key < INF:
             busy = self.busy_until
-            ahead = heap[0][0] - self.v
+            ahead = key - self.v
             self.next_t = (now if now > busy else busy) + (ahead * self.t_iter if ahead > 0 else 0.0)
         else:
             self.next_t = INF
@@ -211,26 +303,40 @@ class DecodeBatch:
     def _rebase(self) -> float:
         """Shift the virtual clock, every live key and finish back by ``v`` (stale entries dropped):
         the same order and gaps, small numbers. Every running session has one live entry (the one
-        being popped included: the rebase runs before the pop). Returns the new ``v`` (0)."""
+        being popped included: the rebase runs before the pop). With a ledger the shift is a whole
+        number of its periods, so that every phase stays what it was. Returns the new ``v``."""
         v = self.v
+        ledger = self.ledger
+        if ledger is not None:
+            periods = int(v // ledger.d)
+            ledger.shift(periods)
+            v = periods * ledger.d
         live = []
         for key, seq, dver, s in self.heap:
             if dver == s.dver:
                 s.vfinish -= v
-                live.append((key - v, seq, dver, s))
+                live.append((ledger.exit_key(s) if s.rn and s.gnext else key - v, seq, dver, s))  # type: ignore[union-attr]
         heapify(live)
         self.heap = live
-        self.v = 0.0
-        return 0.0
+        self.v -= v
+        if ledger is not None:
+            self.short_v = ledger.short()[0] if ledger.keys else INF
+        return self.v
 
     def refresh(self) -> None:
-        """Recompute ``next_t``, the real time of the next decode completion."""
+        """Recompute ``next_t``, the real time of the next decode event."""
         heap = self.heap
         while heap and heap[0][2] != heap[0][3].dver:
             heappop(heap)
-        if not heap:
+        key = heap[0][0] if heap else INF
+        ledger = self.ledger
+        if ledger is not None:
+            self.short_v = ledger.short()[0] if ledger.keys else INF
+            if self.short_v < key:  # noqa: PLR1730 - hot path: a compare, not a call
+                key = self.short_v
+        if key == INF:
             self.next_t = INF
             return
         start = self.t_last if self.t_last > self.busy_until else self.busy_until
-        ahead = heap[0][0] - self.v
+        ahead = key - self.v
         self.next_t = start + (ahead * self.t_iter if ahead > 0 else 0.0)

@@ -30,6 +30,9 @@ class CostTable:
     memo: dict[int, int] = field(default_factory=dict)
     cap: int = 0  # the largest context a session reaches (bounds the growth memo)
     steps: dict[int, int] = field(default_factory=dict)
+    # (block, block_bytes, state_bytes) once ``sequence_bytes`` is checked block-linear (ledger.block_linear):
+    # then bytes and growth are integer arithmetic, the same numbers without calling the layout
+    linear: tuple[int, int, int] | None = None
 
     @classmethod
     def for_memory(cls, memory: MemoryModel) -> CostTable:
@@ -44,7 +47,13 @@ class CostTable:
     def bytes(self, tokens: int) -> int:
         value = self.memo.get(tokens)
         if value is None:
-            value = self.sequence_bytes(tokens) if tokens > 0 else 0
+            if tokens <= 0:
+                value = 0
+            elif self.linear is not None:
+                block, block_bytes, state = self.linear
+                value = -(-tokens // block) * block_bytes + state
+            else:
+                value = self.sequence_bytes(tokens)
             self.memo[tokens] = value
         return value
 
@@ -54,13 +63,22 @@ class CostTable:
         value = self.steps.get(tokens)
         if value is None:
             top = max(self.cap, tokens + 1)
-            value = self.tokens_within(self.bytes(tokens), tokens, top) + 1
+            if self.linear is not None and tokens > 0:  # the block's last token (or the cap), then one more
+                block = self.linear[0]
+                last = -(-tokens // block) * block
+                value = (last if last < top else top) + 1
+            else:
+                value = self.tokens_within(self.bytes(tokens), tokens, top) + 1
             self.steps[tokens] = value
         return value
 
     def tokens_within(self, budget: int, low: int, high: int) -> int:
         """The largest ``t`` in ``[low, high]`` with ``bytes(t) <= budget`` (``low`` if none): bytes
         never fall as tokens grow, so a linear guess from the per-token bytes, then bisection."""
+        if self.linear is not None:  # ceil(t / block) x block_bytes + state <= budget, solved in integers
+            block, block_bytes, state = self.linear
+            top = (budget - state) // block_bytes * block
+            return high if top >= high else (top if top > low else low)
         over = self.bytes(high) - budget
         if over <= 0:
             return high

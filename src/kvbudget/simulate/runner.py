@@ -195,10 +195,16 @@ def _arrive(plan: SessionPlan, now: float, stats: Counters, replicas: list[Repli
 
 
 def _sample(t: float, replicas: list[Replica]) -> Sample:
+    used = cached = 0
+    for r in replicas:
+        pool = r.pool
+        grown = r.batch.pending_bytes(t)  # blocks the batch took since its last event (ledger.py)
+        used += pool.used + grown
+        cached += pool.cached - max(0, grown - (pool.capacity - pool.used - pool.cached))
     return Sample(
         t=t,
-        used_bytes=sum(r.pool.used for r in replicas),
-        cached_bytes=sum(r.pool.cached for r in replicas),
+        used_bytes=used,
+        cached_bytes=cached,
         running=sum(r.batch.running for r in replicas),
         waiting=sum(len(r.waiting) for r in replicas),
         paused=sum(r.paused for r in replicas),

@@ -33,6 +33,7 @@ from heapq import heappush
 from kvbudget.simulate.batch import DecodeBatch
 from kvbudget.simulate.costs import CostTable, MemoryModel
 from kvbudget.simulate.events import PAUSE_END, SWAP_DONE, EventQueue
+from kvbudget.simulate.ledger import GROWTH_TOKENS, Ledger, block_linear
 from kvbudget.simulate.metrics import Counters
 from kvbudget.simulate.policies import MemoryPolicy, TimeModel
 from kvbudget.simulate.pool import Pool, SharedPrefix
@@ -61,7 +62,12 @@ class Replica:
         self.events = events.heap  # the run's one event heap, pushed to directly on the hot path
         self.seq = events.seq
         self.pool = Pool(memory.pool_bytes, check)
-        self.batch = DecodeBatch(time, None if policy.policy == "reserve" else costs.next_growth)
+        growth = None if policy.policy == "reserve" else costs.next_growth
+        linear = None if growth is None else block_linear(costs.bytes, memory.block_size, memory.cap_tokens)
+        ledger = None if linear is None else Ledger(memory.block_size, *linear, self.pool, costs)
+        if linear is not None:
+            costs.linear = (memory.block_size, *linear)
+        self.batch = DecodeBatch(time, growth, ledger)
         self.waiting: deque[Session] = deque()
         self.holders: OrderedDict[Session, None] = OrderedDict()  # admission order: last = newest
         self.prefixes: dict[int, SharedPrefix] = {}
@@ -96,6 +102,16 @@ class Replica:
 
     def step_ready(self, s: Session, now: float) -> None:
         """A step is ready (arrival, or the end of a pause): run it, grow into it, or queue it."""
+        ledger = self.batch.ledger
+        if ledger is None or not ledger.keys:
+            self._step_ready(s, now)
+            return
+        self.batch.catch_up(now)  # the blocks the batch took by now, before this step reads the pool
+        self._step_ready(s, now)
+        if ledger.keys and self.pool.used != ledger.seen:
+            self.batch.refresh()  # the pool changed: the first boundary it cannot give moved
+
+    def _step_ready(self, s: Session, now: float) -> None:
         s.ready_at = now
         if s.compact_to is not None and s.compact_to < s.context:
             self._compact(s, max(s.ptokens, s.compact_to), 0)  # the client compacted (trace replay)
@@ -139,13 +155,33 @@ class Replica:
         self.drain(now)
 
     def swap_done(self, s: Session, now: float) -> None:
-        self._start(s, now, s.hits, max(0, s.context - s.hits))
+        self.batch.catch_up(now)
+        self._start(s, now, s.hits, max(0, s.context - s.hits))  # its join finds the short boundary again
 
     def decode_done(self, now: float) -> None:
-        """The next decode event of this replica's batch (at ``batch.next_t``): a running session
-        crossing a block boundary, or a step's completion."""
+        """The next decode event of this replica's batch (at ``batch.next_t``): the first block boundary
+        the pool cannot give (batch.py's ledger), a boundary taken alone, the end of a ledger run, or a
+        step's completion."""
+        self._decode_done(now)
+        ledger = self.batch.ledger
+        if ledger is not None and ledger.keys and self.pool.used != ledger.seen:
+            self.batch.refresh()
+
+    def _decode_done(self, now: float) -> None:
         batch = self.batch
         s = batch.pop(now)
+        if batch.short_q >= 0:
+            self._short(s, batch.short_q, now)
+            return
+        if s.rn:  # the end of its ledger run: its blocks are charged; on to its next boundary or completion
+            last = s.gnext
+            missing = batch.exit(s, now)
+            if last:
+                if missing and not self._grow(s, s.gtop, now):
+                    return  # the pool fell short on the run's last boundaries and it was the newest
+                s.resident = last
+                batch.regrow(s, now)
+                return
         if s.gnext:
             if self._grow(s, s.gtop, now):
                 s.resident = s.gnext  # the tokens written by now (the bytes may reach further)
@@ -312,6 +348,19 @@ class Replica:
         s.held += need
         s.resident = tokens
         return True
+
+    def _short(self, s: Session, q: int, now: float) -> None:
+        """``s``'s boundary at period ``q`` is the first the pool cannot give: take it as every boundary was
+        taken before the ledger (``_grow``: the engine's preemption), then pass the ledger's cursor over it."""
+        ledger = self.batch.ledger
+        assert ledger is not None
+        c = ledger.charged(s)
+        g = s.rtok + c * ledger.period
+        s.held = s.rheld + c * ledger.nb
+        end = s.prompt + s.output
+        chunk = -(-g // GROWTH_TOKENS) * GROWTH_TOKENS
+        if self._grow(s, chunk if chunk < end else end, now):
+            ledger.took(s, q)
 
     def _victim(self) -> Session:
         """SGLang's retraction order (schedule_batch.py ``retract_decode``): the running session with the fewest

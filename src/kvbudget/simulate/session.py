@@ -41,6 +41,12 @@ class Session:
         "ready_at",
         "replica",
         "resident",
+        "rheld",
+        "rm",
+        "rn",
+        "rorder",
+        "rphase",
+        "rtok",
         "sid",
         "state",
         "steps",
@@ -74,6 +80,14 @@ class Session:
         self.gnext = 0  # running: the token count of its next block boundary in this step (0: none left)
         self.gtop = 0  # the tokens whose bytes it takes there
         self.ready_at = arrival
+        # in a batch's ledger (ledger.py): the run's boundaries (0: not in it), its anchor's period and
+        # phase, its order of entry, the bytes held before the run and the run's first boundary token
+        self.rn = 0
+        self.rm = 0
+        self.rphase = 0.0
+        self.rorder = 0
+        self.rheld = 0
+        self.rtok = 0
 
     def private(self, costs: CostTable, tokens: int) -> int:
         """Private bytes at ``tokens`` tokens (the shared prefix's bytes are the replica's)."""
