@@ -562,7 +562,16 @@ class Rules(EngineRules):
         return layout(spec, k, v, tp, options, self.version)
 
     def usable_share(
-        self, total_bytes: int, *, utilization: float | None, tp: int, pp: int, mla: bool, weights: int, overhead: int
+        self,
+        total_bytes: int,
+        *,
+        utilization: float | None,
+        tp: int,
+        pp: int,
+        mla: bool,
+        weights: int,
+        overhead: int,
+        options: EngineOptions | None = None,
     ) -> Share:
         return vllm_memory.usable_share(total_bytes, utilization, self.version)
 
