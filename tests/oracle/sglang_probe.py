@@ -79,9 +79,34 @@ def _server_args(case: dict[str, Any], folder: str) -> Any:
     return args
 
 
+def _resolved(case: dict[str, Any], args: Any) -> dict[str, Any]:
+    """What SGLang's argument resolution decides: the memory share, the batch, the graphs, the parallel widths."""
+    schedule = get_schedule()
+    view = resolving_view(args)
+    parallel = get_parallel()
+    graphs = view.cuda_graph_config
+    return {
+        "id": case["id"],
+        "mem_fraction_static": schedule.mem_fraction_static,
+        "chunked_prefill_size": schedule.chunked_prefill_size,
+        "page_size": schedule.page_size,
+        "attention_backend": view.attention_backend,
+        "attn_tp_size": parallel.attn_tp_size,
+        "attn_dp_size": parallel.attn_dp_size,
+        "decode_graph_max_bs": graphs.decode.max_bs,
+        "prefill_graph_backend": str(graphs.prefill.backend),
+        "prefill_graph_sizes": len(graphs.prefill.bs or []),
+    }
+
+
 def run_case(case: dict[str, Any], folder: str) -> dict[str, Any]:
     args = _server_args(case, folder)
     publish(args, role="scheduler")
+    out = _resolved(case, args)
+    if case.get("resolution_only"):
+        # pipeline stages: the model runner needs the stage's process groups (world_group) to build its
+        # configurator, which a single process cannot stand in honestly; the resolution is SGLang's own
+        return out
     model_config = ModelConfig.from_server_args(args)
     schedule = get_schedule()
     dtype = model_config.dtype
@@ -90,27 +115,15 @@ def run_case(case: dict[str, Any], folder: str) -> dict[str, Any]:
     layer_info = resolve_layer_indices(
         model=SimpleNamespace(start_layer=0, end_layer=layers), model_config=model_config, is_draft_worker=False
     )
-    view = resolving_view(args)
     parallel = get_parallel()
-    graphs = view.cuda_graph_config
-    out: dict[str, Any] = {
-        "id": case["id"],
-        "mem_fraction_static": schedule.mem_fraction_static,
-        "model_dtype": str(dtype).removeprefix("torch."),
-        "chunked_prefill_size": schedule.chunked_prefill_size,
-        "page_size": schedule.page_size,
-        "context_len": model_config.context_len,
-        "is_hybrid_swa": bool(model_config.is_hybrid_swa),
-        "use_mla": bool(model_config.attention_arch.name == "MLA"),
-        "architectures": list(model_config.hf_config.architectures or []),
-        "attn_tp_size": parallel.attn_tp_size,
-        "attn_dp_size": parallel.attn_dp_size,
-        "decode_graph_max_bs": graphs.decode.max_bs,
-        "prefill_graph_backend": str(graphs.prefill.backend),
-        "prefill_graph_sizes": len(graphs.prefill.bs or []),
-        "max_running_requests_arg": schedule.max_running_requests,
-    }
-    out["attention_backend"] = view.attention_backend
+    out.update(
+        model_dtype=str(dtype).removeprefix("torch."),
+        context_len=model_config.context_len,
+        is_hybrid_swa=bool(model_config.is_hybrid_swa),
+        use_mla=bool(model_config.attention_arch.name == "MLA"),
+        architectures=list(model_config.hf_config.architectures or []),
+        max_running_requests_arg=schedule.max_running_requests,
+    )
     results = []
     for rest in case["budgets"]:
         # a fresh start-up per budget: publishing drops the Mamba pool size the last budget derived

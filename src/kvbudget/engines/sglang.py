@@ -147,10 +147,34 @@ def attention_tp(tp: int, options: EngineOptions) -> int:
     return tp // dp
 
 
-def default_page_size(options: EngineOptions) -> int:
-    """SGLang's page size when --page-size is not given, by the GPU's attention backend."""
+# SGLang 0.5.23 on SM100 runs these hybrids on triton (page 1) unless their override picks trtllm_mha:
+# Falcon-H1 / Jet-Nemotron always (arg_groups/model_overrides/falcon_h1.py)
+SM100_TRITON_ARCHITECTURES = frozenset(
+    {"FalconH1ForCausalLM", "JetNemotronForCausalLM", "JetVLMForConditionalGeneration"}
+)
+# the Qwen3.5 / Qwen3-Next hybrids: trtllm_mha (page 64) only with the Mamba extra buffer, the radix cache off or
+# speculative decoding; by default (radix on, no extra buffer resolved yet) triton, page 1
+# (arg_groups/model_overrides/qwen3_5.py _qwen3_5_hybrid_overrides)
+SM100_QWEN35_HYBRID_ARCHITECTURES = frozenset(
+    {
+        "Qwen3NextForCausalLM",
+        "Qwen3_5MoeForConditionalGeneration",
+        "InternS2PreviewForConditionalGeneration",
+        "InternS2MobiusForConditionalGeneration",
+        "Qwen3_5ForConditionalGeneration",
+    }
+)
+
+
+def default_page_size(options: EngineOptions, spec: ModelSpec | None = None) -> int:
+    """SGLang's page size when --page-size is not given, by the attention backend it picks for the GPU and model."""
     capability = options.gpu_capability or 90
     if capability // 10 == 10:
+        names = set(_architectures(spec)) if spec is not None else set()
+        if names & SM100_TRITON_ARCHITECTURES:
+            return DEFAULT_PAGE_SIZE
+        if names & SM100_QWEN35_HYBRID_ARCHITECTURES and options.prefix_caching is not False:
+            return DEFAULT_PAGE_SIZE
         # SGLang 0.5.23 on SM100 picks trtllm_mha (MHA) or trtllm_mla (MLA), which need pages of 16-128 / 32-64:
         # _mla_backend_page_constraints sets 64 (arg_groups/overrides.py, model_override_base.py)
         return BLACKWELL_PAGE_SIZE
@@ -214,7 +238,7 @@ def layout(
     """SGLang's per-GPU bytes for S sequences of N tokens."""
     _check_dtypes(k, v)
     kinds = {state.kind for _, state in spec.primitives()}
-    page = options.block_size or (DSA_PAGE_SIZE if "indexer" in kinds else default_page_size(options))
+    page = options.block_size or (DSA_PAGE_SIZE if "indexer" in kinds else default_page_size(options, spec))
     windowed = bool(kinds & {"sliding_window", "chunked_local"})
     swa_pool = windowed and _swa_architecture(spec)
     image = options.image_tokens if "cross_attention" in kinds else 0
