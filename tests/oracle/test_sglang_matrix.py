@@ -76,7 +76,7 @@ class Case:
     @property
     def context(self) -> int:
         """32k, or 8k for a model trained on less (SGLang refuses a --context-length past the config's)."""
-        window = _config(self.model).get("max_position_embeddings", CONTEXT)
+        window = _config(self.model).get("max_position_embeddings", 8192)
         return CONTEXT if not isinstance(window, int) or window >= CONTEXT else 8192
 
     def options(self) -> EngineOptions:
