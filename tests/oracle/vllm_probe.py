@@ -35,6 +35,7 @@ oracle_standin.install_kernel_stubs()
 import torch  # noqa: E402
 import vllm.logger  # noqa: E402
 from vllm.config import set_current_vllm_config  # noqa: E402
+from vllm.distributed import parallel_state  # noqa: E402
 from vllm.distributed.kv_transfer.kv_connector.utils import get_current_attn_backends  # noqa: E402
 from vllm.distributed.parallel_state import (  # noqa: E402
     destroy_model_parallel,
@@ -42,7 +43,6 @@ from vllm.distributed.parallel_state import (  # noqa: E402
     init_distributed_environment,
     model_parallel_is_initialized,
 )
-from vllm.distributed import parallel_state  # noqa: E402
 from vllm.engine.arg_utils import EngineArgs  # noqa: E402
 from vllm.model_executor.model_loader import get_model_loader  # noqa: E402
 from vllm.platforms import current_platform  # noqa: E402
