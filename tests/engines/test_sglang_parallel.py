@@ -91,7 +91,7 @@ def test_blackwell_page_size_follows_the_models_backend() -> None:
 def test_dp_attention_serve_command() -> None:
     options = EngineOptions(dp_attention=8, max_running_requests=256)
     settings = ServeSettings("m", 32768, 64, BF16, BF16, 8, 1, 0.765, 10 * GiB, False, 0, options)
-    command = " ".join(EngineRef("sglang", sglang.DEFAULT_VERSION).rules.serve_command(settings))
+    command = " ".join(EngineRef("sglang", sglang.DEFAULT_VERSION).rules.serve_command(settings) or ())
     assert "--tp 8 --enable-dp-attention --dp 8 --max-running-requests 256" in command
 
 

@@ -50,6 +50,7 @@ from kvbudget.engines.records import (
 )
 from kvbudget.engines.vllm_pool import (
     ATTENTION,
+    KERNEL_BLOCK_ALIGNMENT,
     Bucket,
     MambaCacheMode,
     VllmPool,
@@ -316,6 +317,21 @@ def default_prefix_caching(spec: ModelSpec, version: str) -> bool:
     return bool(attention) and "cross_attention" not in kinds
 
 
+# vLLM 0.33 FlashAttention on Blackwell (10.x, 11.x) runs head-256 attention on FA4's hd256 kernel, whose pages are
+# 128 tokens: get_supported_kernel_block_sizes -> [128], get_preferred_block_size -> max(default, 128)
+# (v1/attention/backends/flash_attn.py, fa_utils.py FA4_HD256_PAGE_SIZE, uses_fa4_hd256_kernel)
+FA4_HD256_BLOCK_SIZE = 128
+
+
+def fa4_hd256(spec: ModelSpec, capability: int) -> bool:
+    """Whether vLLM's FlashAttention backend runs this model's attention on FA4's head-256 kernel (128-token
+    blocks): a Blackwell GPU and attention heads of 256 for K and V."""
+    dims = {
+        (s.k_dim, s.v_dim) for _, s in spec.primitives() if isinstance(s, FullAttention | SlidingWindow | ChunkedLocal)
+    }
+    return capability // 10 in (10, 11) and dims == {(256, 256)}
+
+
 def _gdn_flashinfer(spec: ModelSpec, capability: int) -> bool:
     """vLLM 0.33 _resolve_gdn_prefill_backend "auto": FlashInfer on Hopper, or Blackwell (10.x, 12.x) with
     head_k_dim 128 and CUDA 13 (the wheels' runtime) (model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py)."""
@@ -362,7 +378,13 @@ def _plan(
     mode: MambaCacheMode = "align" if prefix and has_state else "none"
     pages, alignment, pages_note = _state_pages(spec, mode, options, version)
     base, block_note, backend = _base_block(buckets, options, k, version)
-    block, padded = align_mamba(buckets, base, notes, alignment)
+    kernel = KERNEL_BLOCK_ALIGNMENT
+    if not has_latent and fa4_hd256(spec, options.gpu_capability or DEFAULT_GPU_CAPABILITY):
+        kernel = FA4_HD256_BLOCK_SIZE
+        if not options.block_size and base < kernel:
+            base = kernel
+            block_note = f"block size {kernel} tokens (FlashAttention 4's head-256 kernel on Blackwell)"
+    block, padded = align_mamba(buckets, base, notes, alignment, kernel)
     if block != base:
         block_note = f"block size {block} tokens (raised from {base} so one attention page holds a Mamba state)"
     buckets = [
