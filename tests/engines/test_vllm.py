@@ -402,3 +402,6 @@ def test_blackwell_fa4_head_256_blocks_follow_tp() -> None:
     assert hopper == [576, 320]
     assert vllm.fa4_hd256(spec, 100) and not vllm.fa4_hd256(spec, 90)
     assert not vllm.fa4_hd256(resolve("llama-3.1-8b"), 100)  # head 128: FA's multiples of 16
+    # Gemma-2 (head 256) soft-caps its logits: FA4 falls back (fa_utils.py), blocks of 16 on a B200 as vLLM gives
+    assert vllm.pool(resolve("gemma-2-9b"), BF16, BF16, 1, EngineOptions(gpu_capability=100)).block_size == 16
+    assert not vllm.fa4_hd256(spec, 100, parse_cache_dtype("fp8"))  # a quantized cache falls back too

@@ -36,6 +36,7 @@ MODELS = (
     "DeepSeek-V3",  # MLA: the latent on every rank; FlashMLA / Triton MLA / Blackwell MLA backends
     "gpt-oss-20b",  # sliding 128 + sinks, alternating with full
     "Qwen3-Next-80B-A3B",  # Gated DeltaNet hybrid: the state split by TP, 2 KV heads replicated; head 256 (FA4)
+    "gemma-2-9b",  # head 256 with logit soft capping: no FA4 hd256 kernel on Blackwell, blocks of 16
 )
 TPS = (1, 2, 4, 8)
 CONTEXT = 8192

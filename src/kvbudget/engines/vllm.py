@@ -323,13 +323,21 @@ def default_prefix_caching(spec: ModelSpec, version: str) -> bool:
 FA4_HD256_BLOCK_SIZE = 128
 
 
-def fa4_hd256(spec: ModelSpec, capability: int) -> bool:
+def fa4_hd256(spec: ModelSpec, capability: int, k: CacheDType | None = None, block_size: int | None = None) -> bool:
     """Whether vLLM's FlashAttention backend runs this model's attention on FA4's head-256 kernel (128-token
-    blocks): a Blackwell GPU and attention heads of 256 for K and V."""
+    blocks): a Blackwell GPU and attention heads of 256 for K and V, unless fa_utils.py
+    _fa4_hd256_fallback_reason falls back (logit soft capping, a quantized cache, a --block-size that is
+    not a multiple of 128; sinks and R-SWA are not on head-256 models of the catalog)."""
     dims = {
         (s.k_dim, s.v_dim) for _, s in spec.primitives() if isinstance(s, FullAttention | SlidingWindow | ChunkedLocal)
     }
-    return capability // 10 in (10, 11) and dims == {(256, 256)}
+    if capability // 10 not in (10, 11) or dims != {(256, 256)}:
+        return False
+    # transformers' Gemma2Config defaults attn_logit_softcapping to 50.0 when a config omits it
+    softcap = spec.config.get("attn_logit_softcapping", 50.0 if spec.model_type == "gemma2" else None)
+    if softcap or (k is not None and k.name.startswith("fp8")):
+        return False
+    return not block_size or block_size % FA4_HD256_BLOCK_SIZE == 0
 
 
 def _gdn_flashinfer(spec: ModelSpec, capability: int) -> bool:
@@ -379,7 +387,7 @@ def _plan(
     pages, alignment, pages_note = _state_pages(spec, mode, options, version)
     base, block_note, backend = _base_block(buckets, options, k, version)
     kernel = KERNEL_BLOCK_ALIGNMENT
-    if not has_latent and fa4_hd256(spec, options.gpu_capability or DEFAULT_GPU_CAPABILITY):
+    if not has_latent and fa4_hd256(spec, options.gpu_capability or DEFAULT_GPU_CAPABILITY, k, options.block_size):
         kernel = FA4_HD256_BLOCK_SIZE
         if not options.block_size and base < kernel:
             base = kernel
