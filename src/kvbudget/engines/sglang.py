@@ -14,8 +14,11 @@ code in tests/oracle/test_sglang_oracle.py): the Mamba state cache first takes
 ``mamba_full_memory_ratio / (1 + ratio)`` (0.9/1.9) of the budget, the token pool the rest; hybrid
 sliding-window models get a full pool and a sliding pool of fixed sizes, and a session needs its
 whole context in the full pool; running requests are capped by ``tokens / context x 512`` within
-[2,048, 4,096], by half the tokens, and for Mamba models by the state slots (5 per request with the
-radix cache's extra buffer, 3 without, 1 with the radix cache off).
+[2,048, 4,096] (or by ``--max-running-requests`` // DP size), by half the tokens, and for Mamba models by
+the state slots (5 per request with the radix cache's extra buffer, 3 without, 1 with the radix cache off).
+With DP attention (``--enable-dp-attention --dp N``) each attention rank splits the KV heads over tp / N
+GPUs and keeps its own pools for its own requests; tests/oracle/test_sglang_matrix.py checks all of this at
+TP 1-8 on five GPU generations.
 """
 
 from __future__ import annotations
