@@ -46,6 +46,11 @@ CASES = [(gpu, model, tp) for gpu in GPUS for model in MODELS for tp in TPS]
 # FLASHINFER_MLA for DeepSeek-V3, whose module queries the CUDA runtime at import; kvbudget's rule (32-token blocks,
 # vllm.mla_backend) is read from vLLM's backend priority list and the backend's supported block sizes.
 READ_NOT_RUN = {("b200", "DeepSeek-V3"): "Torch not compiled with CUDA enabled"}
+# Run in part: on Blackwell vLLM picks FlashInfer's Gated DeltaNet prefill only on a CUDA 13 runtime, which the CPU
+# torch cannot report, so the stand-in takes the Triton prefill (2 state pages per request, not 3 with FlashInfer's
+# checkpoint); the block size and num_blocks are the same either way and are run, the per-request figures are read
+# (vllm._gdn_flashinfer; with the Triton rule kvbudget gives vLLM's 588,530 tokens at TP 1 exactly).
+BLOCKS_ONLY = {("b200", "Qwen3-Next-80B-A3B"): "Gated DeltaNet prefill backend needs CUDA 13 (read)"}
 
 
 def _case_id(gpu: str, model: str, tp: int) -> str:
@@ -111,6 +116,8 @@ def test_vllm_matrix_equals_vllm(gpu: str, name: str, tp: int) -> None:
         vllm.check_admission(pool, available, CONTEXT)
         assert pool.block_size == result["block_size"], (got["attention_backends"], result)
         assert vllm.num_blocks(pool, available) == result["num_blocks"], (available, result)
+        if (gpu, name) in BLOCKS_ONLY:
+            continue
         assert vllm.kv_cache_size_tokens(pool, available, CONTEXT) == result["tokens"], (available, result)
         assert vllm.max_concurrency(pool, available, CONTEXT) == pytest.approx(result["concurrency"], rel=1e-12)
         assert vllm.report_lines(pool, available, CONTEXT) == (result["line"],)
