@@ -212,6 +212,8 @@ def engine_options(request: EngineSettings) -> EngineOptions:
         kv_unified=request.kv_unified,
         prefix_caching=False if request.no_prefix_caching else None,
         max_batch_size=request.max_batch_size,
+        max_running_requests=request.max_running_requests,
+        dp_attention=request.dp_attention,
     )
 
 

@@ -1,4 +1,5 @@
-"""The coverage matrix: every registered architecture x reader (config.json, GGUF) x engine.
+"""The coverage matrix: every registered architecture x reader (config.json, GGUF) x engine, and every engine
+x GPU generation x tensor-parallel size (``kvbudget.coverage_parallel``).
 
 Generated from the code, never written by hand: for each architecture of the model-type registry
 (``kvbudget.model.architectures``) the config reader reads its sample config (a catalog model, or the
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kvbudget.cost import compute_cost
+from kvbudget.coverage_parallel import parallel_matrix, render_parallel
 from kvbudget.engines import engine_names, parse_engine
 from kvbudget.errors import KvBudgetError
 from kvbudget.model import catalog
@@ -45,6 +47,7 @@ class Row:
     gguf_sample: str
     config: tuple[Cell, ...]
     gguf: tuple[Cell, ...]
+    spec: ModelSpec | None = None  # the config sample as read (the GPU x TP axes cost it)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -104,7 +107,14 @@ def matrix() -> list[Row]:
         config_spec, config_label, config_refusal = _config_spec(arch)
         gguf_spec, gguf_label, gguf_refusal = _gguf_spec(arch)
         rows.append(
-            Row(arch, config_label, gguf_label, _cells(config_spec, config_refusal), _cells(gguf_spec, gguf_refusal))
+            Row(
+                arch,
+                config_label,
+                gguf_label,
+                _cells(config_spec, config_refusal),
+                _cells(gguf_spec, gguf_refusal),
+                config_spec,
+            )
         )
     return rows
 
@@ -150,6 +160,8 @@ def render(rows: Sequence[Row]) -> str:
         "",
         f"{len(rows)} architectures; exact cells: {counts['config']} of {total} from config.json, "
         f"{counts['gguf']} of {total} from GGUF.",
+        "",
+        *render_parallel(parallel_matrix([row.spec for row in rows if row.spec is not None]), reasons),
         "",
         "## Reasons",
         "",

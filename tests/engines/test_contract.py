@@ -88,7 +88,7 @@ class Rules(EngineRules):
     def layout(self, spec, k, v, tp, options):
         return ideal.layout(spec, k, v, tp, options)
 
-    def usable_share(self, total_bytes, *, utilization, tp, pp, mla, weights, overhead):
+    def usable_share(self, total_bytes, *, utilization, tp, pp, mla, weights, overhead, options=None):
         fraction = utilization or 0.5
         return Share(int(total_bytes * fraction), f"toy_fraction {fraction}", fraction)
 

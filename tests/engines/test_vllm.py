@@ -389,3 +389,19 @@ def test_capacity_line_is_one_line_since_028() -> None:
         "GPU KV cache size: 163,840 tokens",
         "Maximum concurrency for 8,192 tokens per request: 20.00x",
     )
+
+
+def test_blackwell_fa4_head_256_blocks_follow_tp() -> None:
+    # vLLM 0.33 on Blackwell: FlashAttention 4's head-256 kernel takes 128-token pages, so a hybrid's attention
+    # block (raised to hold a Gated DeltaNet state) is a multiple of 128, not 16 (vLLM's own code gives these in
+    # tests/oracle/test_vllm_matrix.py); the state is split by TP, the 2 KV heads replicated past TP 2
+    spec = resolve("qwen3-next-80b-a3b")
+    blocks = [vllm.pool(spec, BF16, BF16, tp, EngineOptions(gpu_capability=100)).block_size for tp in (1, 2, 4, 8)]
+    assert blocks == [640, 640, 384, 256]
+    hopper = [vllm.pool(spec, BF16, BF16, tp, EngineOptions(gpu_capability=90)).block_size for tp in (1, 4)]
+    assert hopper == [576, 320]
+    assert vllm.fa4_hd256(spec, 100) and not vllm.fa4_hd256(spec, 90)
+    assert not vllm.fa4_hd256(resolve("llama-3.1-8b"), 100)  # head 128: FA's multiples of 16
+    # Gemma-2 (head 256) soft-caps its logits: FA4 falls back (fa_utils.py), blocks of 16 on a B200 as vLLM gives
+    assert vllm.pool(resolve("gemma-2-9b"), BF16, BF16, 1, EngineOptions(gpu_capability=100)).block_size == 16
+    assert not vllm.fa4_hd256(spec, 100, parse_cache_dtype("fp8"))  # a quantized cache falls back too

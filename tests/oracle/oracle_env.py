@@ -100,3 +100,17 @@ def run_probe(
     if done.returncode or len(results) != len(cases):
         raise AssertionError(f"{probe} exited {done.returncode}; stderr tail:\n{done.stderr[-4000:]}")
     return results
+
+
+def run_probes(probe: str, runs: dict[str, tuple[list[dict[str, Any]], int, int, str]]) -> dict[str, dict[str, Any]]:
+    """Run ``probe`` once per stood-in GPU, the runs in parallel processes: ``runs`` maps a GPU key to its
+    (cases, compute capability, memory bytes, name); the results by GPU key, then by case id."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    require_oracle()
+    with ThreadPoolExecutor(max_workers=max(1, min(len(runs), os.cpu_count() or 1, 4))) as pool:
+        futures = {
+            gpu: pool.submit(run_probe, probe, cases, sm=sm, gpu_bytes=memory, gpu_name=name)
+            for gpu, (cases, sm, memory, name) in runs.items()
+        }
+        return {gpu: future.result() for gpu, future in futures.items()}

@@ -7,7 +7,8 @@ subprocesses (model inspection) see the same stand-ins. Every stand-in is listed
 
 * the device: an NVIDIA GPU of compute capability ``KVBUDGET_ORACLE_SM`` (default 90, H100/H200),
   named ``KVBUDGET_ORACLE_GPU_NAME``, with ``KVBUDGET_ORACLE_GPU_BYTES`` of memory and
-  ``KVBUDGET_ORACLE_SMS`` multiprocessors, one device, fully connected; tensors a layer allocates
+  ``KVBUDGET_ORACLE_SMS`` multiprocessors, ``KVBUDGET_ORACLE_DEVICES`` of them in the node (default 8),
+  fully connected; the tensor-parallel group answers as rank 0 of N (vllm_probe.py); tensors a layer allocates
   while it is built go to the meta device;
 * the compiled kernels a CUDA build of the wheel carries, whose import needs a CUDA runtime:
   ``vllm._C_stable_libtorch`` (custom ops, registered but never called: nothing runs a forward pass)
@@ -191,7 +192,8 @@ def _make_platform() -> Any:
 
         @classmethod
         def device_count(cls) -> int:
-            return 1
+            # one node of this many GPUs (default 8): vLLM checks a tensor-parallel world fits the node
+            return int(os.environ.get("KVBUDGET_ORACLE_DEVICES", "8"))
 
         @classmethod
         def num_compute_units(cls, device_id: int = 0) -> int:  # noqa: ARG003

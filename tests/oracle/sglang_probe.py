@@ -43,12 +43,13 @@ from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state imp
     SpecAuxHiddenStateConfig,
 )
 from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator  # noqa: E402
-from sglang.srt.runtime_context import get_schedule, publish  # noqa: E402
+from sglang.srt.runtime_context import get_parallel, get_schedule, publish  # noqa: E402
 from sglang.srt.server_args import ServerArgs  # noqa: E402
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
 
 MARK = "ORACLE "
 GiB = 1 << 30
+SERVER_ARGS = ("tp_size", "pp_size", "dp_size", "enable_dp_attention", "chunked_prefill_size", "max_running_requests")
 KV_DTYPES = {"auto": None, "fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
 
 
@@ -62,14 +63,50 @@ def _server_args(case: dict[str, Any], folder: str) -> Any:
     }
     if case.get("disable_radix_cache"):
         kwargs["disable_radix_cache"] = True
+    # the parallel layout and the memory settings a case sets (SGLang's server arguments, by their own names)
+    for name in (
+        "tp_size",
+        "pp_size",
+        "dp_size",
+        "enable_dp_attention",
+        "chunked_prefill_size",
+        "max_running_requests",
+    ):
+        if case.get(name) is not None:
+            kwargs[name] = case[name]
     args = ServerArgs(**kwargs)
     args.resolve_once()
     return args
 
 
+def _resolved(case: dict[str, Any], args: Any) -> dict[str, Any]:
+    """What SGLang's argument resolution decides: the memory share, the batch, the graphs, the parallel widths."""
+    schedule = get_schedule()
+    view = resolving_view(args)
+    parallel = get_parallel()
+    graphs = view.cuda_graph_config
+    return {
+        "id": case["id"],
+        "mem_fraction_static": schedule.mem_fraction_static,
+        "chunked_prefill_size": schedule.chunked_prefill_size,
+        "page_size": schedule.page_size,
+        "attention_backend": view.attention_backend,
+        "attn_tp_size": parallel.attn_tp_size,
+        "attn_dp_size": parallel.attn_dp_size,
+        "decode_graph_max_bs": graphs.decode.max_bs,
+        "prefill_graph_backend": str(graphs.prefill.backend),
+        "prefill_graph_sizes": len(graphs.prefill.bs or []),
+    }
+
+
 def run_case(case: dict[str, Any], folder: str) -> dict[str, Any]:
     args = _server_args(case, folder)
     publish(args, role="scheduler")
+    out = _resolved(case, args)
+    if case.get("resolution_only"):
+        # pipeline stages: the model runner needs the stage's process groups (world_group) to build its
+        # configurator, which a single process cannot stand in honestly; the resolution is SGLang's own
+        return out
     model_config = ModelConfig.from_server_args(args)
     schedule = get_schedule()
     dtype = model_config.dtype
@@ -78,19 +115,15 @@ def run_case(case: dict[str, Any], folder: str) -> dict[str, Any]:
     layer_info = resolve_layer_indices(
         model=SimpleNamespace(start_layer=0, end_layer=layers), model_config=model_config, is_draft_worker=False
     )
-    view = resolving_view(args)
-    out: dict[str, Any] = {
-        "id": case["id"],
-        "mem_fraction_static": schedule.mem_fraction_static,
-        "model_dtype": str(dtype).removeprefix("torch."),
-        "chunked_prefill_size": schedule.chunked_prefill_size,
-        "page_size": schedule.page_size,
-        "context_len": model_config.context_len,
-        "is_hybrid_swa": bool(model_config.is_hybrid_swa),
-        "use_mla": bool(model_config.attention_arch.name == "MLA"),
-        "architectures": list(model_config.hf_config.architectures or []),
-    }
-    out["attention_backend"] = view.attention_backend
+    parallel = get_parallel()
+    out.update(
+        model_dtype=str(dtype).removeprefix("torch."),
+        context_len=model_config.context_len,
+        is_hybrid_swa=bool(model_config.is_hybrid_swa),
+        use_mla=bool(model_config.attention_arch.name == "MLA"),
+        architectures=list(model_config.hf_config.architectures or []),
+        max_running_requests_arg=schedule.max_running_requests,
+    )
     results = []
     for rest in case["budgets"]:
         # a fresh start-up per budget: publishing drops the Mamba pool size the last budget derived
@@ -98,7 +131,7 @@ def run_case(case: dict[str, Any], folder: str) -> dict[str, Any]:
         kvc = KVCacheConfigurator(
             device="cuda",
             gpu_id=0,
-            attn_dp_size=1,
+            attn_dp_size=parallel.attn_dp_size,
             pp_size=1,
             pp_group=None,
             model=None,

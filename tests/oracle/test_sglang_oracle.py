@@ -20,7 +20,7 @@ from kvbudget import hardware
 from kvbudget.engines import EngineRef, served_spec, sglang
 from kvbudget.engines.base import EngineOptions
 from kvbudget.engines.common import group_primitives
-from kvbudget.engines.sglang_memory import mem_fraction_static
+from kvbudget.engines.sglang_memory import MemorySettings, mem_fraction_static
 from kvbudget.model import catalog
 from kvbudget.model.families import read_spec
 from kvbudget.model.spec import LatentAttention, ModelSpec
@@ -124,7 +124,7 @@ def test_sglang_sizing_equals_sglang(case: tuple[str, str, int, str, bool]) -> N
         assert ours.block_bytes == theirs.block_bytes
     memory = GPUS[gpu][0]
     mla = any(isinstance(state, LatentAttention) for state, _ in group_primitives(spec))
-    assert mem_fraction_static(memory, 1, 1, mla=mla)[0] == got["mem_fraction_static"]
+    assert mem_fraction_static(memory, MemorySettings(mla=mla))[0] == got["mem_fraction_static"]
     assert (
         EngineRef("sglang", sglang.DEFAULT_VERSION).rules.batched_tokens(memory, "", EngineOptions())[0]
         == (got["chunked_prefill_size"])

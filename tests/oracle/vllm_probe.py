@@ -35,6 +35,7 @@ oracle_standin.install_kernel_stubs()
 import torch  # noqa: E402
 import vllm.logger  # noqa: E402
 from vllm.config import set_current_vllm_config  # noqa: E402
+from vllm.distributed import parallel_state  # noqa: E402
 from vllm.distributed.kv_transfer.kv_connector.utils import get_current_attn_backends  # noqa: E402
 from vllm.distributed.parallel_state import (  # noqa: E402
     destroy_model_parallel,
@@ -96,11 +97,25 @@ def _engine_config(case: dict[str, Any], folder: str) -> Any:
         "max_model_len": case["max_model_len"],
         "kv_cache_dtype": case.get("kv_cache_dtype", "auto"),
     }
-    for key in ("enable_prefix_caching", "block_size", "max_num_batched_tokens", "max_num_seqs"):
+    for key in (
+        "enable_prefix_caching",
+        "block_size",
+        "max_num_batched_tokens",
+        "max_num_seqs",
+        "tensor_parallel_size",
+    ):
         if case.get(key) is not None:
             kwargs[key] = case[key]
     # what `vllm serve` builds: the API server's batch defaults
     return EngineArgs(**kwargs).create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
+
+
+def _answer_as_rank_zero(tp: int) -> None:
+    """The tensor-parallel group answers as rank 0 of ``tp``: model classes size their per-rank heads and
+    state from ``get_tensor_model_parallel_world_size()``; no collective ever runs (no forward pass)."""
+    group = parallel_state.get_tp_group()
+    group.world_size = tp
+    group.rank_in_group = 0
 
 
 def _kind(spec: Any) -> str:
@@ -126,6 +141,7 @@ def run_case(case: dict[str, Any], folder: str) -> dict[str, Any]:
             world_size=1, rank=0, local_rank=0, distributed_init_method=f"file://{DIST_DIR}/store", backend="gloo"
         )
         ensure_model_parallel_initialized(1, 1)
+        _answer_as_rank_zero(case.get("tensor_parallel_size") or 1)
     # BaseModelLoader.load_model without the weights: the model's dtype, on the meta device
     loader = get_model_loader(vllm_config.load_config)
     with set_default_torch_dtype(vllm_config.model_config.dtype), torch.device("meta"):

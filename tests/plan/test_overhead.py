@@ -8,7 +8,7 @@ import pytest
 
 from kvbudget.engines import parse_engine
 from kvbudget.engines.base import EngineOptions
-from kvbudget.engines.sglang_memory import mem_fraction_static
+from kvbudget.engines.sglang_memory import MemorySettings, mem_fraction_static
 from kvbudget.measure.logs import read_log
 from kvbudget.model.sources import resolve
 
@@ -50,5 +50,5 @@ def test_sglang_mem_fraction_static_is_sglang_0523s() -> None:
     reserve 512 + 8,192 x 1.5 + 128 + 256 x 2 + 58 prefill graphs x 8 = 13,904 MiB -> 0.83; MLA reserves
     1,536 MiB for prefill graphs instead -> 0.816."""
 
-    assert mem_fraction_static(85_520_809_984, 1, 1)[0] == 0.83
-    assert mem_fraction_static(85_520_809_984, 1, 1, mla=True)[0] == 0.816
+    assert mem_fraction_static(85_520_809_984, MemorySettings())[0] == 0.83
+    assert mem_fraction_static(85_520_809_984, MemorySettings(mla=True))[0] == 0.816

@@ -42,7 +42,10 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the versioned JSON contract")
     g = p.add_argument_group("engine settings")
     g.add_argument("--block-size", help="vLLM/SGLang block (page) size in tokens")
-    g.add_argument("--max-num-batched-tokens", help="vLLM max_num_batched_tokens (window reserve)")
+    g.add_argument(
+        "--max-num-batched-tokens",
+        help="vLLM max_num_batched_tokens (window reserve) / SGLang --chunked-prefill-size",
+    )
     g.add_argument(
         "--no-prefix-caching",
         action="store_true",
@@ -62,6 +65,14 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--max-batch-size",
         help="TensorRT-LLM max_batch_size (default 2048; each slot reserves a hybrid's recurrent state)",
+    )
+    g.add_argument(
+        "--max-running-requests",
+        help="SGLang --max-running-requests (default: from the token pool; lowers its graph reserve)",
+    )
+    g.add_argument(
+        "--dp-attention",
+        help="SGLang --enable-dp-attention --dp N: N attention data-parallel ranks within --tp (default off)",
     )
 
 

@@ -151,3 +151,5 @@ class EngineOptions(FrozenRecord):
     prefix_caching: bool | None = None  # vLLM --[no-]enable-prefix-caching, SGLang radix cache; None: the default
     max_batch_size: int | None = None  # TensorRT-LLM max_batch_size (recurrent slots reserved); None: 2,048
     gpu_capability: int | None = None  # compute capability x 10 (90 = Hopper) of the plan's GPU; None: SM90
+    max_running_requests: int | None = None  # SGLang --max-running-requests; None: derived from the pool
+    dp_attention: int | None = None  # SGLang --enable-dp-attention --dp N (attention data-parallel size); None: off

@@ -134,7 +134,16 @@ class EngineRules:
     # --- memory ---
 
     def usable_share(
-        self, total_bytes: int, *, utilization: float | None, tp: int, pp: int, mla: bool, weights: int, overhead: int
+        self,
+        total_bytes: int,
+        *,
+        utilization: float | None,
+        tp: int,
+        pp: int,
+        mla: bool,
+        weights: int,
+        overhead: int,
+        options: EngineOptions | None = None,
     ) -> Share:
         """The bytes of one GPU the engine's memory rule leaves this instance for weights, overhead and KV (the
         plan's KV pool is this less ``weights`` and ``overhead``, both per GPU)."""

@@ -489,7 +489,16 @@ class Rules(EngineRules):
         return layout(spec, k, v, tp, options, self.version)
 
     def usable_share(
-        self, total_bytes: int, *, utilization: float | None, tp: int, pp: int, mla: bool, weights: int, overhead: int
+        self,
+        total_bytes: int,
+        *,
+        utilization: float | None,
+        tp: int,
+        pp: int,
+        mla: bool,
+        weights: int,
+        overhead: int,
+        options: EngineOptions | None = None,
     ) -> Share:
         # no fraction: the KV size follows -c/-np; the auto-fit keeps a 1,024 MiB margin per device
         return Share(total_bytes - FIT_MARGIN, "total - 1,024 MiB fit margin (llama_params_fit)")

@@ -14,8 +14,11 @@ code in tests/oracle/test_sglang_oracle.py): the Mamba state cache first takes
 ``mamba_full_memory_ratio / (1 + ratio)`` (0.9/1.9) of the budget, the token pool the rest; hybrid
 sliding-window models get a full pool and a sliding pool of fixed sizes, and a session needs its
 whole context in the full pool; running requests are capped by ``tokens / context x 512`` within
-[2,048, 4,096], by half the tokens, and for Mamba models by the state slots (5 per request with the
-radix cache's extra buffer, 3 without, 1 with the radix cache off).
+[2,048, 4,096] (or by ``--max-running-requests`` // DP size), by half the tokens, and for Mamba models by
+the state slots (5 per request with the radix cache's extra buffer, 3 without, 1 with the radix cache off).
+With DP attention (``--enable-dp-attention --dp N``) each attention rank splits the KV heads over tp / N
+GPUs and keeps its own pools for its own requests; tests/oracle/test_sglang_matrix.py checks all of this at
+TP 1-8 on five GPU generations.
 """
 
 from __future__ import annotations
@@ -133,10 +136,48 @@ RUNNING_REQUESTS_MIN, RUNNING_REQUESTS_MAX = 2048, 4096  # SGLang resolve_max_nu
 BLACKWELL_PAGE_SIZE = 64  # SGLang 0.5.23 on SM100: trtllm_mha / trtllm_mla, page_size forced to 64
 
 
-def default_page_size(options: EngineOptions) -> int:
-    """SGLang's page size when --page-size is not given, by the GPU's attention backend."""
+def dp_attention(options: EngineOptions) -> int:
+    """The attention data-parallel size (``--enable-dp-attention --dp N``); 1 when off."""
+    return options.dp_attention or 1
+
+
+def attention_tp(tp: int, options: EngineOptions) -> int:
+    """The ranks one attention layer's heads are split over: tp / dp with DP attention (SGLang 0.5.23
+    arg_groups/parallel_hook.py asserts tp % dp == 0; attn_tp_size = tp / attn_dp_size, runtime_context.py)."""
+    dp = dp_attention(options)
+    if dp < 1 or tp % dp:
+        raise InputError(f"--dp-attention {dp}: SGLang needs it to divide --tp {tp}; use a divisor of {tp}")
+    return tp // dp
+
+
+# SGLang 0.5.23 on SM100 runs these hybrids on triton (page 1) unless their override picks trtllm_mha:
+# Falcon-H1 / Jet-Nemotron always (arg_groups/model_overrides/falcon_h1.py)
+SM100_TRITON_ARCHITECTURES = frozenset(
+    {"FalconH1ForCausalLM", "JetNemotronForCausalLM", "JetVLMForConditionalGeneration"}
+)
+# the Qwen3.5 / Qwen3-Next hybrids: trtllm_mha (page 64) only with the Mamba extra buffer, the radix cache off or
+# speculative decoding; by default (radix on, no extra buffer resolved yet) triton, page 1
+# (arg_groups/model_overrides/qwen3_5.py _qwen3_5_hybrid_overrides)
+SM100_QWEN35_HYBRID_ARCHITECTURES = frozenset(
+    {
+        "Qwen3NextForCausalLM",
+        "Qwen3_5MoeForConditionalGeneration",
+        "InternS2PreviewForConditionalGeneration",
+        "InternS2MobiusForConditionalGeneration",
+        "Qwen3_5ForConditionalGeneration",
+    }
+)
+
+
+def default_page_size(options: EngineOptions, spec: ModelSpec | None = None) -> int:
+    """SGLang's page size when --page-size is not given, by the attention backend it picks for the GPU and model."""
     capability = options.gpu_capability or 90
     if capability // 10 == 10:
+        names = set(_architectures(spec)) if spec is not None else set()
+        if names & SM100_TRITON_ARCHITECTURES:
+            return DEFAULT_PAGE_SIZE
+        if names & SM100_QWEN35_HYBRID_ARCHITECTURES and options.prefix_caching is not False:
+            return DEFAULT_PAGE_SIZE
         # SGLang 0.5.23 on SM100 picks trtllm_mha (MHA) or trtllm_mla (MLA), which need pages of 16-128 / 32-64:
         # _mla_backend_page_constraints sets 64 (arg_groups/overrides.py, model_override_base.py)
         return BLACKWELL_PAGE_SIZE
@@ -200,7 +241,7 @@ def layout(
     """SGLang's per-GPU bytes for S sequences of N tokens."""
     _check_dtypes(k, v)
     kinds = {state.kind for _, state in spec.primitives()}
-    page = options.block_size or (DSA_PAGE_SIZE if "indexer" in kinds else default_page_size(options))
+    page = options.block_size or (DSA_PAGE_SIZE if "indexer" in kinds else default_page_size(options, spec))
     windowed = bool(kinds & {"sliding_window", "chunked_local"})
     swa_pool = windowed and _swa_architecture(spec)
     image = options.image_tokens if "cross_attention" in kinds else 0
@@ -212,11 +253,18 @@ def layout(
         "SGLang allocates size + page_size slots per layer (the first page is a dummy): one extra page per "
         "layer for the whole pool, not per sequence",
     ]
+    attn_tp = attention_tp(tp, options)
+    if attn_tp < tp:
+        notes.append(
+            f"DP attention: {dp_attention(options)} attention ranks of {attn_tp} GPU(s) each; every rank keeps its "
+            "own token pool for its own requests (sessions x DP size)"
+        )
     for state, indices in group_primitives(spec):
         n = len(indices)
         if isinstance(state, FullAttention | SlidingWindow | ChunkedLocal | CrossAttention):
-            # SGLang ModelConfig.get_num_kv_heads: max(1, H // tp), replicated past H (srt/configs/model_config.py)
-            heads, warning = kv_heads_per_rank(state.kv_heads, tp, NAME)
+            # SGLang ModelConfig.get_num_kv_heads(attn_tp_size): max(1, H // attn_tp), replicated past H
+            # (srt/configs/model_config.py; pool_configurator.py reads get_parallel().attn_tp_size)
+            heads, warning = kv_heads_per_rank(state.kv_heads, attn_tp, NAME)
             if warning:
                 warnings.append(warning)
             # SGLang DefaultPoolConfigurator._compute_cell_size: n_kv x (head_dim + v_head_dim) x dsize per layer
@@ -467,10 +515,23 @@ def mamba_carve_out(rest_bytes: int, per_req: int, ratio: float = MAMBA_FULL_MEM
     return slots, int(left_gib * 2**30)
 
 
-def max_running_requests(tokens: int, context_len: int, mamba_slots: int | None = None, slots_per_req: int = 1) -> int:
-    """SGLang's ``max_running_requests`` when none is set (KVCacheConfigurator.resolve_max_num_reqs)."""
-    estimated = max(min(int(tokens / context_len * 512), RUNNING_REQUESTS_MAX), RUNNING_REQUESTS_MIN)
-    cap = min(estimated, tokens // 2)
+def max_running_requests(
+    tokens: int,
+    context_len: int,
+    mamba_slots: int | None = None,
+    slots_per_req: int = 1,
+    requested: int | None = None,
+    dp: int = 1,
+) -> int:
+    """SGLang's ``max_running_requests`` per DP worker (KVCacheConfigurator.resolve_max_num_reqs): the one set
+    (``requested``, split over the DP ranks: max(1, requested // dp)), else ``tokens / context_len x 512``
+    clamped to [2,048, 4,096]; at most half the tokens. ``context_len`` is the model config's context length,
+    which ``--context-length`` sets (kvbudget's serve command always passes it)."""
+    if requested is not None:
+        cap = min(max(1, requested // dp), tokens // 2)
+    else:
+        estimated = max(min(int(tokens / context_len * 512), RUNNING_REQUESTS_MAX), RUNNING_REQUESTS_MIN)
+        cap = min(estimated, tokens // 2)
     if mamba_slots is not None:
         # a Mamba hybrid: at most max_mamba_cache_size // state slots per request
         cap = min(cap, mamba_slots // slots_per_req)
@@ -519,7 +580,14 @@ def pools(
     per_req = mamba_cache_per_req(built)
     slots: int | None = None
     available = rest_bytes
-    if per_req:
+    opts = options or EngineOptions()
+    dp = dp_attention(opts)
+    if per_req and opts.prefix_caching is False and opts.max_running_requests is not None:
+        # _handle_max_mamba_cache: radix cache off and --max-running-requests set: one state slot per running
+        # request of this DP rank, max(1, requested // dp), the rest of the budget to the token pool
+        slots = max(1, opts.max_running_requests // dp)
+        available = int((rest_bytes / 2**30 - (slots + 1) * per_req / 2**30) * 2**30)
+    elif per_req:
         slots, available = mamba_carve_out(rest_bytes, per_req)
         if slots <= 0:
             raise EngineRefusalError(
@@ -542,7 +610,7 @@ def pools(
         # SGLang MemoryPoolConfig.__post_init__ (model_executor/pool_configurator.py)
         raise EngineRefusalError("sglang: Not enough memory. Please try to increase --mem-fraction-static.")
     slots_per_req = mamba_slots_per_request(spec, options)
-    running = max_running_requests(tokens, context, slots, slots_per_req)
+    running = max_running_requests(tokens, context, slots, slots_per_req, opts.max_running_requests, dp)
     if slots is not None and running <= 0:
         raise EngineRefusalError(
             f"sglang: Hybrid (mamba/linear-attention) state cache is too small to serve any requests: "
@@ -590,12 +658,30 @@ class Rules(EngineRules):
         return layout(spec, k, v, tp, options, self.version)
 
     def usable_share(
-        self, total_bytes: int, *, utilization: float | None, tp: int, pp: int, mla: bool, weights: int, overhead: int
+        self,
+        total_bytes: int,
+        *,
+        utilization: float | None,
+        tp: int,
+        pp: int,
+        mla: bool,
+        weights: int,
+        overhead: int,
+        options: EngineOptions | None = None,
     ) -> Share:
-        return sglang_memory.usable_share(total_bytes, utilization, tp, pp, mla)
+        o = options or EngineOptions()
+        settings = sglang_memory.MemorySettings(
+            tp=tp,
+            pp=pp,
+            mla=mla,
+            chunked_prefill=o.max_num_batched_tokens,
+            max_running_requests=o.max_running_requests,
+            dp_attention=dp_attention(o),
+        )
+        return sglang_memory.usable_share(total_bytes, utilization, settings)
 
     def batched_tokens(self, total_bytes: int, gpu_label: str, options: EngineOptions) -> tuple[int, str]:
-        return sglang_memory.chunked_prefill(total_bytes)
+        return sglang_memory.chunked_prefill(total_bytes, dp_attention(options))
 
     def served_dtype(self, spec: ModelSpec, capability: int | None) -> tuple[str, str]:
         # SGLang 0.5.23 srt/configs/model_config.py _get_and_verify_dtype: dtype auto runs a float32 checkpoint in
@@ -622,13 +708,21 @@ class Rules(EngineRules):
     def sessions(self, d: Deployment, warnings: list[str]) -> int:
         """Its pools, not fungible bytes: the Mamba carve-out, the full pool of a sliding-window hybrid, the
         running-request cap (one pipeline stage only)."""
+        dp = dp_attention(d.options)
         if d.pp > 1:
-            return d.sessions
+            return d.sessions * dp
         try:
             built = pools(d.pool_bytes, d.spec, d.layout, d.context, d.options)
         except EngineRefusalError as refusal:
             warnings.append(str(refusal))
             return 0
+        if dp > 1:
+            # DP attention: each of the dp attention ranks has its own token pool (per-rank heads at tp / dp) and
+            # serves its own requests (scheduler per DP rank, SGLang 0.5.23 managers/data_parallel_controller.py)
+            warnings.append(
+                f"DP attention: {dp} attention ranks, each with its own pool of {built.max_total_num_tokens:,} tokens "
+                f"and up to {built.max_running_requests:,} running requests"
+            )
         if built.sessions < d.sessions:
             warnings.append(
                 f"SGLang serves {built.sessions} sessions of {d.context:,} tokens, not the {d.sessions} the bytes "
@@ -641,7 +735,7 @@ class Rules(EngineRules):
                 )
                 + f", max_running_requests {built.max_running_requests:,}"
             )
-        return built.sessions
+        return built.sessions * dp
 
     def start_up(self, d: Deployment) -> StartUp:
         try:
@@ -671,6 +765,10 @@ class Rules(EngineRules):
             args += ["--chunked-prefill-size", str(s.options.max_num_batched_tokens)]
         if s.tp > 1:
             args += ["--tp", str(s.tp)]
+        if s.options.dp_attention and s.options.dp_attention > 1:
+            args += ["--enable-dp-attention", "--dp", str(s.options.dp_attention)]
+        if s.options.max_running_requests is not None:
+            args += ["--max-running-requests", str(s.options.max_running_requests)]
         if s.quantize == "fp8":  # SGLang quantizes a 16-bit checkpoint to fp8 at load (--quantization fp8)
             args += ["--quantization", "fp8"]
         if s.past_native:

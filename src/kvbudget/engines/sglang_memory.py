@@ -2,12 +2,17 @@
 
 ``mem_fraction_static`` is a share of the memory free before the weights load; KV = mfs x free_before_load
 - weights (kv_cache_configurator.py _profile_available_bytes). When unset, SGLang 0.5.23 derives it
-(arg_groups/memory_hook.py): reserved MiB = 512 + max(chunked_prefill, 2048) x 1.5 + tp x pp / 8 x 1024
-+ decode graph max_bs x 2 + prefill graphs, at least 10,240 on GPUs over 60 GiB;
-mfs = round((total - reserved) / total, 3).
+(arg_groups/memory_hook.py handle_gpu_memory_settings, reserve_for_graph_mb): reserved MiB = 512
++ max(chunked_prefill, 2048) x 1.5 + tp x pp / 8 x 1024 + decode graph max_bs x 2 (+ max_bs x dp x 3, and
+x 1.5 more past 300, with DP attention) + prefill graphs (8 MiB a captured size, 1.5 GiB with MLA; none
+with pipeline parallelism), at least 10,240 on GPUs over 60 GiB; mfs = round((total - reserved) / total, 3).
+The order matters (arg_groups/pipeline.py): the graph settings resolve first (pp > 1 turns the prefill
+graphs off), then the memory rule, then DP attention divides the chunked prefill by the DP size.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from kvbudget.engines.records import Share
 
@@ -42,35 +47,64 @@ def _prefill_graph_sizes(max_bs: int) -> int:
     return sum(1 for size in sizes if size <= max_bs)
 
 
-def mem_fraction_static(total_bytes: int, tp: int, pp: int, *, mla: bool = False) -> tuple[float, str]:
+@dataclass(frozen=True)
+class MemorySettings:
+    """The server arguments SGLang 0.5.23's memory rule reads besides the GPU: None means SGLang's default."""
+
+    tp: int = 1
+    pp: int = 1
+    mla: bool = False
+    chunked_prefill: int | None = None  # --chunked-prefill-size (before DP attention divides it)
+    max_running_requests: int | None = None  # --max-running-requests (the whole server, all DP ranks)
+    dp_attention: int = 1  # --enable-dp-attention --dp N: the attention data-parallel size
+
+
+def mem_fraction_static(total_bytes: int, settings: MemorySettings) -> tuple[float, str]:
     """SGLang 0.5.23's default mem_fraction_static for a GPU of ``total_bytes`` (checked against SGLang's own
     ServerArgs resolution in tests/oracle/test_sglang_oracle.py). VLM reductions are not modelled."""
+    s = settings
     total_mib = total_bytes / MiB
-    chunked, graph_bs = graph_defaults(total_mib, tp)
-    # memory_hook.py: prefill graphs up to chunked_prefill_size tokens, MLA capped at 8,192
-    prefill = 1.5 * 1024 if mla else _prefill_graph_sizes(chunked) * 8
-    reserved = 512 + max(chunked, 2048) * 1.5 + tp * pp / 8 * 1024 + graph_bs * 2 + prefill
+    default_chunked, graph_bs = graph_defaults(total_mib, s.tp)
+    chunked = s.chunked_prefill or default_chunked
+    # memory_hook.py: a --max-running-requests below the default decode graph batch lowers it
+    if s.max_running_requests is not None:
+        graph_bs = min(graph_bs, s.max_running_requests)
+    # cuda_graph_hook.py apply_cuda_graph_compatibility: pipeline parallelism turns the prefill graphs off
+    # (before the memory rule runs); else graphs up to chunked_prefill_size tokens, MLA a flat 1.5 GiB
+    prefill = 0.0 if s.pp > 1 else 1.5 * 1024 if s.mla else _prefill_graph_sizes(chunked) * 8.0
+    dp = 0.0
+    if s.dp_attention > 1:  # reserve_for_graph_mb: DP attention pads its graphs
+        dp = graph_bs * s.dp_attention * 3 + (graph_bs * s.dp_attention * 1.5 if graph_bs > 300 else 0)
+    reserved = 512 + max(chunked, 2048) * 1.5 + s.tp * s.pp / 8 * 1024 + graph_bs * 2 + dp + prefill
     if total_mib > 60 * 1024:
         reserved = max(reserved, 10240)
     fraction = round((total_mib - reserved) / total_mib, 3)
+    graphs = f"prefill graphs {prefill:,.0f} MiB" if prefill else "no prefill graphs (pipeline parallel)"
     basis = (
         f"mem_fraction_static {fraction} derived by SGLang: reserve {reserved:,.0f} MiB "
-        f"(chunked prefill {chunked}, cuda-graph bs {graph_bs}, prefill graphs {prefill:,.0f} MiB) of "
-        f"{total_mib:,.0f} MiB"
+        f"(chunked prefill {chunked}, cuda-graph bs {graph_bs}, {graphs}"
+        + (f", DP attention x{s.dp_attention} {dp:,.0f} MiB" if dp else "")
+        + f") of {total_mib:,.0f} MiB"
     )
     return fraction, basis
 
 
-def usable_share(total_bytes: int, utilization: float | None, tp: int, pp: int, mla: bool) -> Share:
+def usable_share(total_bytes: int, utilization: float | None, settings: MemorySettings) -> Share:
     if utilization is not None:
         fraction, basis = utilization, f"mem_fraction_static {utilization} (given)"
     else:
-        fraction, basis = mem_fraction_static(total_bytes, tp, pp, mla=mla)
+        fraction, basis = mem_fraction_static(total_bytes, settings)
     # SGLang _profile_available_bytes: KV = mfs x free_before_load - weights (kv_cache_configurator.py);
     # the free memory before loading is taken as the whole card (the CUDA context is in the overhead).
     return Share(int(total_bytes * fraction), basis + " x memory free before loading", fraction)
 
 
-def chunked_prefill(total_bytes: int) -> tuple[int, str]:
+def chunked_prefill(total_bytes: int, dp_attention: int = 1) -> tuple[int, str]:
+    """The chunked prefill a DP-attention rank runs: SGLang's default for the GPU size, divided by the DP size
+    (arg_groups/parallel_hook.py handle_data_parallelism)."""
     chunked, _ = graph_defaults(total_bytes / MiB, 1)
+    if dp_attention > 1:
+        return chunked // dp_attention, (
+            f"SGLang chunked_prefill_size default for this GPU size, {chunked} / DP attention {dp_attention}"
+        )
     return chunked, "SGLang chunked_prefill_size default for this GPU size"

@@ -262,7 +262,16 @@ class Rules(EngineRules):
         return layout(spec, k, v, tp, options, self.version)
 
     def usable_share(
-        self, total_bytes: int, *, utilization: float | None, tp: int, pp: int, mla: bool, weights: int, overhead: int
+        self,
+        total_bytes: int,
+        *,
+        utilization: float | None,
+        tp: int,
+        pp: int,
+        mla: bool,
+        weights: int,
+        overhead: int,
+        options: EngineOptions | None = None,
     ) -> Share:
         fraction = utilization if utilization is not None else FREE_GPU_MEMORY_FRACTION
         how = "given" if utilization is not None else "default"

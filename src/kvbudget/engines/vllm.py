@@ -50,6 +50,7 @@ from kvbudget.engines.records import (
 )
 from kvbudget.engines.vllm_pool import (
     ATTENTION,
+    KERNEL_BLOCK_ALIGNMENT,
     Bucket,
     MambaCacheMode,
     VllmPool,
@@ -316,6 +317,29 @@ def default_prefix_caching(spec: ModelSpec, version: str) -> bool:
     return bool(attention) and "cross_attention" not in kinds
 
 
+# vLLM 0.33 FlashAttention on Blackwell (10.x, 11.x) runs head-256 attention on FA4's hd256 kernel, whose pages are
+# 128 tokens: get_supported_kernel_block_sizes -> [128], get_preferred_block_size -> max(default, 128)
+# (v1/attention/backends/flash_attn.py, fa_utils.py FA4_HD256_PAGE_SIZE, uses_fa4_hd256_kernel)
+FA4_HD256_BLOCK_SIZE = 128
+
+
+def fa4_hd256(spec: ModelSpec, capability: int, k: CacheDType | None = None, block_size: int | None = None) -> bool:
+    """Whether vLLM's FlashAttention backend runs this model's attention on FA4's head-256 kernel (128-token
+    blocks): a Blackwell GPU and attention heads of 256 for K and V, unless fa_utils.py
+    _fa4_hd256_fallback_reason falls back (logit soft capping, a quantized cache, a --block-size that is
+    not a multiple of 128; sinks and R-SWA are not on head-256 models of the catalog)."""
+    dims = {
+        (s.k_dim, s.v_dim) for _, s in spec.primitives() if isinstance(s, FullAttention | SlidingWindow | ChunkedLocal)
+    }
+    if capability // 10 not in (10, 11) or dims != {(256, 256)}:
+        return False
+    # transformers' Gemma2Config defaults attn_logit_softcapping to 50.0 when a config omits it
+    softcap = spec.config.get("attn_logit_softcapping", 50.0 if spec.model_type == "gemma2" else None)
+    if softcap or (k is not None and k.name.startswith("fp8")):
+        return False
+    return not block_size or block_size % FA4_HD256_BLOCK_SIZE == 0
+
+
 def _gdn_flashinfer(spec: ModelSpec, capability: int) -> bool:
     """vLLM 0.33 _resolve_gdn_prefill_backend "auto": FlashInfer on Hopper, or Blackwell (10.x, 12.x) with
     head_k_dim 128 and CUDA 13 (the wheels' runtime) (model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py)."""
@@ -362,7 +386,13 @@ def _plan(
     mode: MambaCacheMode = "align" if prefix and has_state else "none"
     pages, alignment, pages_note = _state_pages(spec, mode, options, version)
     base, block_note, backend = _base_block(buckets, options, k, version)
-    block, padded = align_mamba(buckets, base, notes, alignment)
+    kernel = KERNEL_BLOCK_ALIGNMENT
+    if not has_latent and fa4_hd256(spec, options.gpu_capability or DEFAULT_GPU_CAPABILITY, k, options.block_size):
+        kernel = FA4_HD256_BLOCK_SIZE
+        if not options.block_size and base < kernel:
+            base = kernel
+            block_note = f"block size {kernel} tokens (FlashAttention 4's head-256 kernel on Blackwell)"
+    block, padded = align_mamba(buckets, base, notes, alignment, kernel)
     if block != base:
         block_note = f"block size {block} tokens (raised from {base} so one attention page holds a Mamba state)"
     buckets = [
@@ -562,7 +592,16 @@ class Rules(EngineRules):
         return layout(spec, k, v, tp, options, self.version)
 
     def usable_share(
-        self, total_bytes: int, *, utilization: float | None, tp: int, pp: int, mla: bool, weights: int, overhead: int
+        self,
+        total_bytes: int,
+        *,
+        utilization: float | None,
+        tp: int,
+        pp: int,
+        mla: bool,
+        weights: int,
+        overhead: int,
+        options: EngineOptions | None = None,
     ) -> Share:
         return vllm_memory.usable_share(total_bytes, utilization, self.version)
 

@@ -319,7 +319,13 @@ def _uniform_page_groups(buckets: list[Bucket]) -> tuple[PoolMode, tuple[Bucket,
     return "hybrid", tuple(out), page, group_size, tuple(notes)
 
 
-def align_mamba(buckets: list[Bucket], block: int, notes: list[str], checkpoint_alignment: int = 1) -> tuple[int, int]:
+def align_mamba(
+    buckets: list[Bucket],
+    block: int,
+    notes: list[str],
+    checkpoint_alignment: int = 1,
+    kernel_alignment: int = KERNEL_BLOCK_ALIGNMENT,
+) -> tuple[int, int]:
     """vLLM hybrid attention + Mamba: raise the block size, pad the Mamba page. Returns (block, padded page).
 
     ``checkpoint_alignment``: in mamba_cache_mode "align", the prefill checkpoints' token alignment
@@ -333,7 +339,7 @@ def align_mamba(buckets: list[Bucket], block: int, notes: list[str], checkpoint_
     # vLLM 0.33 (platforms/interface.py): in mode "align", align = lcm(align, checkpoint alignment)
     per_token = attention[0].slot_bytes
     mamba_page = max(b.state_bytes for b in states)
-    align = lcm(max(KERNEL_BLOCK_ALIGNMENT, block), checkpoint_alignment)
+    align = lcm(max(kernel_alignment, block), checkpoint_alignment)
     attn_block = align * cdiv(mamba_page, align * per_token)
     if block < attn_block:
         notes.append(

@@ -306,7 +306,14 @@ def usable_share(i: PlanInputs, overhead: int) -> Share:
     mla = any(isinstance(state, LatentAttention) for _, state in i.spec.primitives())
     weights = cdiv(i.weights.bytes, i.tp * i.pp)
     return i.engine.rules.usable_share(
-        i.gpu_memory_bytes, utilization=i.utilization, tp=i.tp, pp=i.pp, mla=mla, weights=weights, overhead=overhead
+        i.gpu_memory_bytes,
+        utilization=i.utilization,
+        tp=i.tp,
+        pp=i.pp,
+        mla=mla,
+        weights=weights,
+        overhead=overhead,
+        options=i.options,
     )
 
 

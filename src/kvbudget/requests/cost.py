@@ -28,6 +28,8 @@ class EngineSettings(Request):
     no_flash_attn: bool = option(False, "switch")
     kv_unified: bool = option(False, "switch")
     max_batch_size: int | None = option(None, "count")
+    max_running_requests: int | None = option(None, "count")
+    dp_attention: int | None = option(None, "gpus")
 
 
 @dataclass(frozen=True, kw_only=True)
