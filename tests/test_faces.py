@@ -110,6 +110,7 @@ QUESTIONS: list[Question] = [
     ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "context": "32k"}),
     ("plan", {"model": "qwen3-32b", "gpu": "h200", "engine": "sglang", "context": "64k", "sessions": "9"}),
     ("plan", {"model": "llama-3.1-70b", "gpu": "h100-sxm", "engine": "vllm", "tp": "4", "context": "32k"}),
+    ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "vllm", "context": "32k", "alerts": True}),
     ("levers", {"model": "llama-3.1-8b", "gpu": "a100-80gb", "engine": "vllm", "context": "32k"}),
     ("compare", {"model": "llama-3.1-8b,qwen3-32b", "gpu": "h100-sxm,rtx-5090", "context": "32k,128k"}),
     (

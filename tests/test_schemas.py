@@ -20,6 +20,8 @@ CASES = [
     ("plan", ("gpt-oss-120b", "--gpu", "h200", "--engine", "trtllm", "--context", "64k", "--prefix", "4096")),
     ("plan", ("deepseek-v3", "--gpu", "h200", "--gpus", "8", "--tp", "8", "--engine", "sglang", "--context", "32k")),
     ("plan", ("llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "vllm", "--context", "128k")),  # not served
+    ("plan", ("llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "sglang", "--context", "32k", "--alerts")),
+    ("plan", ("llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llamacpp", "--context", "128k", "--alerts")),
     ("compare", ("llama-3.1-8b,qwen3-8b", "--gpu", "h100-sxm,l40s", "--context", "32k", "--price", "l40s=0.99/h")),
     (
         "simulate",

@@ -53,9 +53,19 @@ def cmd_plan(args: argparse.Namespace) -> str:
     from kvbudget.render.plan import render_plan
     from kvbudget.requests.plan import PlanRequest
 
-    plan = plan_deployment(request_from(PlanRequest, args))
+    alerts_to: str | None = args.alerts_to
+    writer = None
+    if alerts_to not in (None, "-"):
+        from kvbudget.safeio import AtomicWriter
+
+        writer = AtomicWriter(alerts_to, "--alerts", [args.from_log] if args.from_log else [])
+    plan = plan_deployment(request_from(PlanRequest, args, alerts=alerts_to is not None))
+    if writer is not None and plan.alerts is not None:
+        writer.write(plan.alerts.yaml())
     if args.json:
         return json.dumps(plan.to_dict(), indent=2)
+    if alerts_to == "-" and plan.alerts is not None:
+        return plan.alerts.yaml().rstrip("\n")  # the rules file on standard output: kvbudget plan ... --alerts > f
     return render_plan(plan, cast("UnitSystem", args.units))
 
 
@@ -73,6 +83,16 @@ def cmd_levers(args: argparse.Namespace) -> str:
 def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argparse.Namespace], str]]:
     p = sub.add_parser("plan", help="sessions a GPU deployment serves at a context cap, with the memory ledger")
     add_plan_options(p)
+    p.add_argument(
+        "--alerts",
+        nargs="?",
+        const="-",
+        default=None,
+        dest="alerts_to",
+        metavar="FILE",
+        help="Prometheus alerting rules tied to the plan (gateway and engine metrics): alone, print them (YAML) "
+        "instead of the plan; with FILE, write them there; with --json, the plan's 'alerts' object",
+    )
     p = sub.add_parser("levers", help="what each lever (cap, KV dtype, weights, TP, prefix, engine) buys")
     add_plan_options(p)
     return {"plan": cmd_plan, "levers": cmd_levers}

@@ -169,7 +169,12 @@ def plan_deployment(request: PlanRequest) -> Plan:
     is given; ``.to_dict()`` is the ``plan --json`` document."""
     from kvbudget.plan.plan import make_plan
 
-    return _with_offload(request, make_plan(plan_inputs(request)[0]))
+    plan = _with_offload(request, make_plan(plan_inputs(request)[0]))
+    if request.alerts:
+        from kvbudget.plan.alerts import alert_rules
+
+        plan = replace(plan, alerts=alert_rules(plan))
+    return plan
 
 
 def _with_offload(request: PlanRequest, plan: Plan) -> Plan:

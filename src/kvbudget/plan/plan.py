@@ -27,6 +27,7 @@ from kvbudget.units import counted, format_bytes, format_tokens
 from kvbudget.weights.sources import WeightSize
 
 if TYPE_CHECKING:
+    from kvbudget.plan.alerts import AlertRules
     from kvbudget.plan.offload import Offload
     from kvbudget.plan.reproduce import LogCheck
 
@@ -96,6 +97,7 @@ class Plan:
     prefix: PrefixSharing | None
     options: EngineOptions = field(default_factory=EngineOptions)  # as the engine derived them for the GPU
     offload: Offload | None = None  # the offload tier, when the request gives its memory (plan/build.py)
+    alerts: AlertRules | None = None  # the alerting rules, when the request asks (plan/alerts.py)
 
     @property
     def total_sessions(self) -> int:

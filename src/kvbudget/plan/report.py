@@ -65,6 +65,8 @@ def plan_json(plan: Plan, offload: Offload | None = None) -> dict[str, object]:
             "restore_seconds": offload.restore_seconds,
             "basis": offload.basis,
         }
+    if plan.alerts is not None:
+        out["alerts"] = plan.alerts.to_dict()
     return out
 
 

@@ -90,6 +90,7 @@ class Client:
         self.model = model
         self.timeout_s = timeout_s
         self.extras = True  # send ignore_eos / min_tokens (switched off when the server rejects them)
+        self.gateway = False  # a kvbudget gateway answered (it echoes the session): end sessions there
         self._http: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> Client:
@@ -148,20 +149,38 @@ class Client:
             out["min_tokens"] = max_tokens
         return out
 
+    async def end_session(self, session: str) -> None:
+        """End ``session`` at a kvbudget gateway (``DELETE /v1/sessions/{id}``) so its slot is free for the next
+        one rather than held until its idle timeout; nothing when no gateway answered. Never raises."""
+        if not self.gateway:
+            return
+        try:
+            async with self.http.delete(
+                f"{self.url}/v1/sessions/{session}", timeout=aiohttp.ClientTimeout(total=10.0)
+            ) as r:
+                await r.read()
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            pass  # the gateway frees it at its idle timeout
+
     @property
     def path(self) -> str:
         return "/v1/chat/completions" if self.api == "chat" else "/v1/completions"
 
-    async def complete(self, prompt: str | list[dict[str, str]], max_tokens: int, *, keep_text: bool = True) -> Reply:
-        """One streamed request. Never raises for the server's answers (see Reply)."""
+    async def complete(
+        self, prompt: str | list[dict[str, str]], max_tokens: int, *, keep_text: bool = True, session: str | None = None
+    ) -> Reply:
+        """One streamed request (``session``: sent as ``x-session-id``, which a session gateway admits by and an
+        engine ignores). Never raises for the server's answers (see Reply)."""
         sent = time.monotonic()
         reply = Reply(status=TRANSPORT, sent_s=sent)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30.0, sock_read=self.timeout_s)
         body = self.body(prompt, max_tokens)
         for attempt in (0, 1):
             try:
-                async with self.http.post(self.url + self.path, json=body, timeout=timeout) as r:
+                headers = {"x-session-id": session} if session is not None else None
+                async with self.http.post(self.url + self.path, json=body, timeout=timeout, headers=headers) as r:
                     reply.status = r.status
+                    self.gateway = self.gateway or "x-kvbudget-session-source" in r.headers
                     if r.status != 200:
                         text = (await r.read())[:ERROR_BODY].decode("utf-8", "replace")
                         reply.error_kind, reply.error = classify_http(r.status, text)

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import random
+import secrets
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from kvbudget.errors import InputError
 from kvbudget.measure.loadtest.client import Client
@@ -114,6 +115,7 @@ class Drive:
     seed: int
     recorder: Recorder
 
+    run_id: str = field(default_factory=lambda: secrets.token_hex(4))  # sessions of two runs never share an id
     learned: int = -1  # the most a later step's prompt has grown beyond the planned text (server counts)
 
     @property
@@ -125,7 +127,16 @@ class Drive:
 
 async def run_session(drive: Drive, index: int) -> str:
     """Run session ``index`` to its end; returns how it ended: completed, capped, failed, stopped, or
-    ``too big: ...`` when even its first step passes the cap (it sent nothing)."""
+    ``too big: ...`` when even its first step passes the cap (it sent nothing). Each request names its session
+    (``x-session-id``); through a kvbudget gateway the session is ended there when it ends here."""
+    session = f"kvbudget-loadtest-{drive.run_id}-{index}"
+    try:
+        return await _run_session(drive, index, session)
+    finally:
+        await drive.client.end_session(session)
+
+
+async def _run_session(drive: Drive, index: int, session: str) -> str:
     rec, units, source = drive.recorder, drive.units, drive.source
     rng = random.Random(f"kvbudget/loadtest/{drive.seed}/{index}")
     conv = Conversation(drive.client.api, drive.prefix_text)
@@ -163,7 +174,7 @@ async def run_session(drive: Drive, index: int) -> str:
         if not rec.permit():
             return "stopped"
         level = rec.level
-        reply = await drive.client.complete(conv.prompt(), output, keep_text=drive.history == "output")
+        reply = await drive.client.complete(conv.prompt(), output, keep_text=drive.history == "output", session=session)
         rec.request_done(level, reply, planned, output)
         if not reply.ok:
             rec.sessions["failed"] += 1
