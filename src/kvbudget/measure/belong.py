@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
-from kvbudget.errors import InputError
+from kvbudget.errors import InputError, KvBudgetError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ def check_weights(
 
     try:
         params = count_params(spec).total
-    except Exception:  # noqa: BLE001  an architecture whose parameters kvbudget does not count: no evidence
+    except KvBudgetError:  # an architecture whose parameters kvbudget does not count: no evidence
         return
     if params <= 0 or weights.value <= 0:
         return
@@ -107,3 +107,25 @@ def check_gpu(total: Figure | None, gpu: Gpu | None, path: str, what: str) -> No
             f"{what} {path}: the engine saw a device of {total.text} (line {total.line:,}); --gpu {gpu.id} holds "
             f"{gib:.1f} GiB: the log ran on another GPU; give --gpu of the logged card or a log from a {gpu.id}"
         )
+
+
+def check_engine(logged: str, planned: str, path: str, what: str) -> None:
+    """InputError when a measurement's engine is not the planned one (a log's reader, a load test's server)."""
+    if logged != planned:
+        raise InputError(
+            f"{what} {path}: measured on {logged}, but the plan is for {planned}: its figures are that engine's; "
+            f"give --engine {logged} or a measurement of {planned}"
+        )
+
+
+def check_served_model(served: object, spec: ModelSpec, model: str, path: str) -> None:
+    """InputError when a load test's server served a model the catalog knows whose geometry is not ``spec``'s."""
+    if not isinstance(served, str) or not served.strip():
+        return
+    logged = _catalog_spec(served.strip())
+    if logged is None or logged.layers == spec.layers:
+        return
+    raise InputError(
+        f"--loadtest {path}: the server served {served} ({logged.name}: {_shape(logged)}), not {model} "
+        f"({_shape(spec)}): its sessions are that model's; give --model {served} or a load test of {model}"
+    )
