@@ -129,7 +129,7 @@ def test_a_log_naming_another_catalog_model_is_refused(capsys: pytest.CaptureFix
 def test_a_log_from_another_gpu_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     err = error(capsys, "plan", "llama-3.1-8b", "--from-log", str(RTX3090_V0), "--context", "8k", "--gpu", "h100")
     assert "the engine saw a device of 23.58 GiB (line 2); --gpu h100-sxm holds 79.6 GiB" in err
-    code, out, err = run_cli(
+    code, _, err = run_cli(
         capsys, "plan", "llama-3.1-8b", "--from-log", str(RTX3090_V0), "--context", "8k", "--gpu", "rtx3090"
     )
     assert code == 0, err  # the card it ran on: 23.58 of 24 GiB
