@@ -16,11 +16,11 @@ import pytest
 
 pytest.importorskip("aiohttp")
 
-from kvbudget.cli.main import main  # noqa: E402
-from kvbudget.measure.loadtest.record import Level, Recorder  # noqa: E402
-from kvbudget.measure.loadtest.result import Outcome  # noqa: E402
-from kvbudget.measure.loadtest.run import DEADLINE_GRACE_S  # noqa: E402
-from kvbudget.measure.loadtest.verdict import judge  # noqa: E402
+from kvbudget.cli.main import main
+from kvbudget.measure.loadtest.record import Level, Recorder
+from kvbudget.measure.loadtest.result import Outcome
+from kvbudget.measure.loadtest.run import DEADLINE_GRACE_S
+from kvbudget.measure.loadtest.verdict import judge
 
 EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "coding-agent.toml")
 
@@ -32,7 +32,7 @@ class Hostile(BaseHTTPRequestHandler):
     def log_message(self, *args: object) -> None:  # quiet
         pass
 
-    def do_GET(self) -> None:  # noqa: N802  (http.server's name)
+    def do_GET(self) -> None:
         mode = type(self).mode
         if mode == "stall":
             type(self).stop.wait(60)
@@ -58,12 +58,14 @@ class Hostile(BaseHTTPRequestHandler):
         except OSError:
             pass
 
-    do_POST = do_GET  # noqa: N815
+    do_POST = do_GET
 
 
 @pytest.fixture
 def hostile() -> Iterator[tuple[str, type[Hostile]]]:
-    handler = type("H", (Hostile,), {"stop": threading.Event()})
+    class handler(Hostile):  # its own stop event and mode, per test
+        stop = threading.Event()
+
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)

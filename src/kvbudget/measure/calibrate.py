@@ -155,8 +155,8 @@ def calibrate(log: EngineLog, model: str | None = None, given: dict[str, Setting
         if weights is not None:
             tp = log.setting("tp")
             # a log that prints its arguments omits a default tp of 1 (plan/from_log.py); an excerpt does not say
-            stated = tp if isinstance(tp, int) and not isinstance(tp, bool) and tp > 0 else None
-            parallel = stated or (1 if log.model is not None else None)
+            logged_tp = tp if isinstance(tp, int) and not isinstance(tp, bool) and tp > 0 else None
+            parallel = logged_tp or (1 if log.model is not None else None)
             belong.check_weights(log, weights, parallel, cal.spec, model, "calibrate")
     try:
         if log.engine == "vllm":
