@@ -135,6 +135,9 @@ def test_simulate_gives_each_row_what_the_simulator_sustains(capsys: pytest.Capt
         (("--simulate",), "--simulate needs --workload FILE"),
         (("--simulate", "--workload", WORKLOAD, "--context", ",".join(f"{k}k" for k in range(4, 30))),
          "--simulate: 26 served deployments to simulate; it takes at most 24"),
+        # the sweep's ceiling: 3 rows x 2,000,000 sessions x (1 run + 6 probes) x the workload's 30 mean steps
+        (("--simulate", "--workload", WORKLOAD, "--context", "8k,16k,32k", "--search-sessions", "2000000"),
+         "--simulate: about 1,260,000,000 model calls for 3 deployments (420,000,000 each), about 140 minutes"),
     ],
 )  # fmt: skip
 def test_simulate_refuses_what_it_cannot_run(

@@ -162,7 +162,7 @@ def test_measured_from_an_engine_log_is_what_calibrate_reads() -> None:
 
 def test_measured_from_a_sglang_log_divides_its_tokens_by_the_context() -> None:
     log = "tests/data/logs/sglang/max-total-num-tokens-256k.log"
-    doc = document("report", *LLAMA_L40S, "--log", log)
+    doc = document("report", *LLAMA_L40S[:-3], "sglang", *LLAMA_L40S[-2:], "--log", log)
     cal = document("calibrate", log, "--model", "llama-3.1-8b")
     (measured,) = doc["sessions"]["measured"]
     tokens, context = cal["measured"]["max_total_num_tokens"]["value"], cal["settings"]["context"]["value"]
@@ -180,7 +180,10 @@ def test_measured_from_a_loadtest_result(tmp_path: Path) -> None:
         sustained_basis="the most sessions a level held with p99 TTFT under 2 s",
     )
     result = tmp_path / "result.json"
-    result.write_text(json.dumps(to_json(outcome)), encoding="utf-8")
+    written = to_json(outcome)  # what a run that held 3 sessions writes: the level, its time and its output
+    written.update(levels=[{"sessions": 3, "duration_s": 30.0, "passed": True}], duration_s=31.2)
+    written["tokens"]["output"] = 12_000  # type: ignore[index]
+    result.write_text(json.dumps(written), encoding="utf-8")
     doc = document("report", *LLAMA_L40S, "--loadtest", str(result))
     assert doc["sessions"]["measured"] == [
         {

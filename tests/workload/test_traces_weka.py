@@ -161,3 +161,17 @@ def test_a_repeated_agent_id_does_not_merge_two_subagents(tmp_path: Path) -> Non
         ("t1/a", "t1", 0),
         ("t1/a#2", "t1", 0),
     ]
+
+
+def test_a_request_dated_before_the_previous_one_is_a_bad_row(tmp_path: Path) -> None:
+    """Time goes forward within a session (issue 22): a ``t`` before the previous request's is reported with its
+    file, line and element and skipped (``--strict`` stops there); an equal ``t`` (whole seconds) is kept."""
+    path = tmp_path / "t1.json"
+    path.write_text(_doc([_request(10, 200), _request(10, 300), _request(4, 400), _request(12, 500)]), "utf-8")
+    bad: list[BadRow] = []
+    records = list(read_records([path], bad_rows=bad))
+    assert [(r.start_s, r.prompt_tokens) for r in records] == [(10.0, 200), (10.0, 300), (12.0, 500)]
+    assert len(bad) == 1
+    assert "requests[2]: t 4 is before the previous request's t 10: a session's requests go forward" in bad[0].reason
+    with pytest.raises(TraceError, match=r"requests\[2\]: t 4 is before"):
+        list(read_records([path], strict=True))

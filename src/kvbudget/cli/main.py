@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import io
 import json
 import os
 import sys
@@ -270,13 +271,36 @@ def _main(words: Sequence[str], argv: Sequence[str] | None) -> int:
         output = COMMANDS[args.command](args)
     except KvBudgetError as exc:
         if getattr(args, "json", False) and not exc.reported:  # the JSON contract holds for errors too
-            print(json.dumps(error_document(exc), indent=2))
+            try:
+                print(json.dumps(error_document(exc), indent=2), flush=True)
+            except BrokenPipeError:
+                raise
+            except OSError:  # stdout on a full device: the error line below still says what went wrong
+                _drop_stdout()
         print(f"Error: {one_line(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
-    print(output)
+    try:
+        print(output)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:  # a full disk (ENOSPC), a file-size limit (EFBIG), a device error (EIO)
+        _drop_stdout()
+        print(
+            f"Error: cannot write the output ({exc.strerror or exc}); free space or write it elsewhere", file=sys.stderr
+        )
+        return 1
     return 0
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush does not fail on the same device again."""
+    import contextlib
+
+    with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):  # not a descriptor: a test's buffer
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def entry() -> None:

@@ -147,6 +147,17 @@ def calibrate(log: EngineLog, model: str | None = None, given: dict[str, Setting
     from kvbudget.model.sources import resolve
 
     cal.spec = resolve(ref)
+    if model:  # a model given for the log: the log must be of it (measure/belong.py)
+        from kvbudget.measure import belong
+
+        belong.check_model(log, cal.spec, model, "calibrate")
+        weights = log.figure("weights_bytes")
+        if weights is not None:
+            tp = log.setting("tp")
+            # a log that prints its arguments omits a default tp of 1 (plan/from_log.py); an excerpt does not say
+            logged_tp = tp if isinstance(tp, int) and not isinstance(tp, bool) and tp > 0 else None
+            parallel = logged_tp or (1 if log.model is not None else None)
+            belong.check_weights(log, weights, parallel, cal.spec, model, "calibrate")
     try:
         if log.engine == "vllm":
             _vllm(cal)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from kvbudget.engines import EngineRef
+    from kvbudget.hardware import Gpu
     from kvbudget.model.spec import ModelSpec
     from kvbudget.plan.from_log import LogInputs
     from kvbudget.plan.ledger import LineProvenance
@@ -48,7 +49,10 @@ def plan_inputs(request: PlanRequest) -> tuple[PlanInputs, int | None]:
         engine = _log_engine(r.engine, engine, logged.engine)
     gpu_entry = hardware.gpu(r.gpu) if r.gpu else None
     # the dtype the engine runs the checkpoint in (weights, and the cache with --kv-dtype auto)
-    spec = served_spec(resolve(r.model), engine, compute_capability(gpu_entry.name if gpu_entry else ""))
+    base = resolve(r.model)
+    if logged is not None:
+        _belongs(r, logged, base, gpu_entry)
+    spec = served_spec(base, engine, compute_capability(gpu_entry.name if gpu_entry else ""))
     k, v = resolve_dtypes(spec, r.kv_dtype, r.k_dtype, r.v_dtype)
     overhead_basis = None
     if logged is not None and logged.gpu_memory is not None and r.gpu_memory is None:
@@ -141,6 +145,22 @@ def _from_log(path: str | None) -> LogInputs | None:
     from kvbudget.plan.from_log import log_inputs
 
     return log_inputs(read_log(path))
+
+
+def _belongs(r: PlanRequest, logged: LogInputs, spec: ModelSpec, gpu: Gpu | None) -> None:
+    """The log is of the planned model and GPU, or InputError (measure/belong.py)."""
+    from kvbudget.measure import belong
+
+    log = logged.log
+    if log is None:
+        return
+    belong.check_model(log, spec, r.model, "--from-log")
+    weights = log.figure("weights_bytes")
+    if weights is not None:
+        parallel = logged.parallel if logged.tp is not None else r.tp * r.pp  # the plan takes the plan's own
+        belong.check_weights(log, weights, parallel, spec, r.model, "--from-log")
+    if log.engine in ("vllm", "trtllm"):  # CUDA's total as the engine read it
+        belong.check_gpu(log.figure("total_gpu_memory_bytes"), gpu, log.path, "--from-log")
 
 
 def _log_engine(text: str, chosen: EngineRef, logged: EngineRef) -> EngineRef:

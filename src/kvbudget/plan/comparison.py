@@ -162,6 +162,7 @@ def _simulated(request: CompareRequest, rows: list[Row]) -> list[Row]:
             f"--simulate: {served} served deployments to simulate; it takes at most {MAX_SIMULATED_ROWS} "
             "(each is a search of several simulator runs): narrow the lists"
         )
+    _check_sweep(request, served)
     asks: list[SimulateRequest] = []
     for row in rows:
         if row.plan is None or row.plan.sessions < 1:  # nothing served: nothing to simulate
@@ -179,6 +180,28 @@ def _simulated(request: CompareRequest, rows: list[Row]) -> list[Row]:
     # One process per row (a row's search is serial inside it); the answer is the serial one, in row order.
     answers = iter(run_all(_sustained, asks, request.jobs))
     return [row if row.plan is None or row.plan.sessions < 1 else replace(row, simulated=next(answers)) for row in rows]
+
+
+def _check_sweep(request: CompareRequest, served: int) -> None:
+    """Refuse a sweep whose rows together cost more model calls than MAX_SWEEP_CALLS, naming what narrows it.
+
+    Each row runs ``search_sessions`` sessions and a search of ``search_probes`` runs of as many, every session
+    costing about the workload's mean steps in model calls (simulate/deployment.py counts a run so)."""
+    from kvbudget.requests.compare import MAX_SWEEP_CALLS
+    from kvbudget.simulate.deployment import CALLS_PER_S
+    from kvbudget.workload.loader import load_workload
+
+    assert request.workload is not None
+    steps = load_workload(request.workload).steps.mean()
+    per_row = request.search_sessions * (1 + request.search_probes) * steps
+    total = served * per_row
+    if total > MAX_SWEEP_CALLS:
+        minutes = total / CALLS_PER_S / 60
+        raise InputError(
+            f"--simulate: about {total:,.0f} model calls for {served} deployments ({per_row:,.0f} each), about "
+            f"{minutes:,.0f} minutes of one core at the measured {CALLS_PER_S:,} calls/s, past the "
+            f"{MAX_SWEEP_CALLS:,} a comparison runs; lower --search-sessions or --search-probes, or narrow the lists"
+        )
 
 
 def _sustained(simulation: SimulateRequest) -> Simulated:

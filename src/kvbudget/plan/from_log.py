@@ -43,6 +43,7 @@ class LogInputs:
     kv_blocks: Figure | None = None
     refusal: Refusal | None = None
     generation: str | None = None  # vLLM "V0" / "V1"
+    log: EngineLog | None = None  # what was read, for the checks that it belongs to the plan (measure/belong.py)
 
 
 def _int_setting(log: EngineLog, name: str) -> int | None:
@@ -56,7 +57,7 @@ def log_inputs(log: EngineLog) -> LogInputs:
     base = parse_engine(log.engine)
     release = re.match(r"v?(\d+(?:\.\d+)*)", log.version or "")  # "0.33.0-rc2" -> 0.33.0
     engine = parse_engine(f"{log.engine}@{release.group(1)}") if base.rules.logs_version and release else base
-    out = LogInputs(engine, path=log.path, refusal=log.refusal, generation=log.generation)
+    out = LogInputs(engine, path=log.path, refusal=log.refusal, generation=log.generation, log=log)
     # a log that prints its arguments (vLLM non-default args / engine config, SGLang server_args) omits a
     # default tp/pp of 1; a log without them (prefixes stripped, an excerpt) does not say
     printed_args = log.model is not None

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 
 from kvbudget.engines.base import cdiv
 from kvbudget.engines.overhead import Provenance
+from kvbudget.errors import InputError
 from kvbudget.measure.logs.record import Figure
 from kvbudget.plan.from_log import LogInputs
 from kvbudget.plan.plan import PlanInputs, engine_start_up, sized, usable_share
@@ -27,6 +28,7 @@ from kvbudget.weights.sources import WeightSize
 GiB = 2**30
 PRINTED = GiB // 200  # vLLM and TensorRT-LLM print GiB with two decimals: each figure is within +-0.005 GiB
 SEARCH = 2**50  # bytes: far above any GPU, the bound of the pool search
+MATCH_LOW, MATCH_HIGH = 0.9, 1.1  # the pool a logged count needs over the pool printed: 0.989-1.001 in tests/data/logs
 
 
 @dataclass(frozen=True)
@@ -165,8 +167,26 @@ def _first(count: Callable[[int], dict[str, int]], name: str, target: int) -> in
     return lo
 
 
+def _belongs(log_i: PlanInputs, logged: LogInputs, pool: Figure, counted: Figure, need: int) -> None:
+    """The log's KV memory holds its token (block) count at the planned model's bytes per token, or InputError.
+
+    Both figures are the engine's own for one pool; the model's layout fixes the bytes a token takes to within a
+    block's rounding (the logs of tests/data/logs need 0.989-1.001 of what they print). A pool that needs less than
+    0.9 or more than 1.1 of the printed memory for the printed count is another model's, cache dtype's or tp's (a
+    Llama-3.1-8B log for Llama-3.1-70B: 2.5x; for Qwen3-8B: 1.125x)."""
+    printed = int(pool.value)
+    if printed <= 0 or MATCH_LOW * printed <= need <= MATCH_HIGH * printed:
+        return
+    raise InputError(
+        f"--from-log {logged.path}: the engine's {pool.text} of KV memory (line {pool.line:,}) holds "
+        f"{counted.text} {counted.unit} (line {counted.line:,}); {log_i.spec.name} at {log_i.kv_dtype_label}, "
+        f"tp {log_i.tp} needs {format_bytes(need)} for them ({need / printed:.2f}x): the log is of another model, "
+        "cache dtype or tp; give the log's model as --model, or --tp / --kv-dtype as the log ran"
+    )
+
+
 def _target(
-    logged: LogInputs, count: Callable[[int], dict[str, int]], notes: list[str]
+    logged: LogInputs, count: Callable[[int], dict[str, int]], notes: list[str], log_i: PlanInputs
 ) -> tuple[int, str, list[tuple[str, Figure]]] | None:
     """The pool to plan with, why, and the logged figures it must reproduce; None when the log has none."""
     checks: list[tuple[str, Figure]] = []
@@ -180,6 +200,8 @@ def _target(
     if counted is not None:
         n = int(counted.value)
         low, high = _first(count, name, n), _first(count, name, n + 1) - 1
+        if logged.kv_pool is not None:
+            _belongs(log_i, logged, logged.kv_pool, counted, low)
         span = (low, high) if count(low)[name] == n else None
         if span is None:
             notes.append(f"no pool gives the log's {counted.text} {counted.unit} with kvbudget's layout")
@@ -229,7 +251,7 @@ def reproduce(inputs: PlanInputs, logged: LogInputs) -> PlanInputs:
     log_i = _log_deployment(inputs, logged, missing)
     count = _counter(log_i, logged.generation)
     refusal = logged.refusal.reason if logged.refusal is not None else None
-    target = _target(logged, count, missing)
+    target = _target(logged, count, missing, log_i)
     user_overhead = inputs.overhead is not None and inputs.overhead_basis is None
     if target is None or user_overhead:
         if user_overhead:

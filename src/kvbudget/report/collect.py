@@ -139,6 +139,8 @@ def simulated(request: ReportRequest) -> Simulated:
 
 def collect(request: ReportRequest) -> Report:
     """Every number of the report for the deployment the request describes (``kvbudget report``)."""
+    from kvbudget import hardware
+    from kvbudget.model.sources import resolve
     from kvbudget.plan.build import _with_offload, levers_of, plan_inputs
     from kvbudget.plan.plan import make_plan
     from kvbudget.plan.report import levers_json
@@ -156,8 +158,12 @@ def collect(request: ReportRequest) -> Report:
         else None
     )
     marks = [trace.recommended_cap] if trace is not None else []
-    measured: list[Measured] = [from_loadtest(path) for path in r.loadtest or ()]
-    measured += [from_log(path, r.model) for path in r.log or ()]
+    # each measurement must be of this deployment's model, engine and GPU (measure/belong.py)
+    base = resolve(r.model) if r.loadtest else None
+    gpu = hardware.gpu(r.gpu) if r.gpu else None
+    engine = inputs.engine.name
+    measured: list[Measured] = [from_loadtest(path, engine, base, r.model) for path in r.loadtest or ()]
+    measured += [from_log(path, r.model, engine, gpu) for path in r.log or ()]
     commands = plan_doc["commands"]
     assert isinstance(commands, dict)
     units: UnitSystem = "si" if r.units == "si" else "iec"

@@ -19,9 +19,20 @@ from kvbudget.report.data import Measured
 from kvbudget.safeio import read_json
 
 _TOKEN_FIGURES = ("kv_tokens", "max_total_num_tokens")
+KNOWN_ENGINES = ("vllm", "sglang", "llamacpp", "ollama", "trtllm")  # a server kvbudget can plan for
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
+if TYPE_CHECKING:
+    from kvbudget.hardware import Gpu
+    from kvbudget.model.spec import ModelSpec
 
 
-def from_loadtest(path: str) -> Measured:
+def from_loadtest(path: str, engine: str | None = None, spec: ModelSpec | None = None, model: str = "") -> Measured:
+    """The sessions a load test sustained; refused when its figures are impossible or it ran another engine or
+    model than ``engine`` / ``spec`` (report/loadtest_doc.py, measure/belong.py)."""
+    from kvbudget.measure import belong
+    from kvbudget.report.loadtest_doc import check
+
     doc: Any = read_json(path, "loadtest result")
     if not isinstance(doc, dict) or doc.get("schema_version") != 1 or "sessions_sustained" not in doc:
         raise InputError(
@@ -31,10 +42,16 @@ def from_loadtest(path: str) -> Measured:
     sustained = doc["sessions_sustained"]
     if sustained is not None and (isinstance(sustained, bool) or not isinstance(sustained, int) or sustained < 0):
         raise InputError(f"--loadtest {path}: sessions_sustained {sustained!r} is not a whole number of sessions")
+    check(doc, path)
     settings = doc.get("settings")
     settings = settings if isinstance(settings, dict) else {}
     server = doc.get("server")
     server = server if isinstance(server, dict) else {}
+    served_by = server.get("engine")
+    if engine is not None and isinstance(served_by, str) and served_by in KNOWN_ENGINES:
+        belong.check_engine(served_by, engine, path, "--loadtest")
+    if spec is not None:
+        belong.check_served_model(server.get("model"), spec, model, path)
     context = settings.get("context")
     engine = server.get("engine")
     return Measured(
@@ -47,14 +64,20 @@ def from_loadtest(path: str) -> Measured:
     )
 
 
-def from_log(path: str, model: str | None) -> Measured:
+def from_log(path: str, model: str | None, engine: str | None = None, gpu: Gpu | None = None) -> Measured:
     """What ``kvbudget calibrate LOG --model MODEL`` reads: the capacity the engine logged, and how many of
-    the logged figures kvbudget's rules reproduce."""
+    the logged figures kvbudget's rules reproduce; refused when the log is of another model (calibrate),
+    engine than ``engine`` or GPU than ``gpu`` (measure/belong.py)."""
+    from kvbudget.measure import belong
     from kvbudget.measure.calibrate import calibrate
     from kvbudget.measure.logs import read_log
 
-    cal = calibrate(read_log(path), model)
-    log = cal.log
+    log = read_log(path)
+    if engine is not None:
+        belong.check_engine(log.engine, engine, path, "--log")
+    if log.engine in ("vllm", "trtllm"):  # CUDA's total as the engine read it
+        belong.check_gpu(log.figure("total_gpu_memory_bytes"), gpu, path, "--log")
+    cal = calibrate(log, model)
     context = log.setting("context")
     cap = int(context) if isinstance(context, int | float) and not isinstance(context, bool) else None
     # only figures kvbudget's model predicted count: one derived from the log's own figures checks nothing

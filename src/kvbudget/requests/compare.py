@@ -12,6 +12,9 @@ from kvbudget.requests.plan import DeploymentSettings
 SORTS = ("sessions", "cost", "gpus")
 MAX_ROWS = 500  # every row is a full plan; more is a sweep for a script
 MAX_SIMULATED_ROWS = 24  # each simulated row is a search of several simulator runs (about a second each)
+# the model calls of a whole --simulate sweep: about 4.5 minutes of one core at the simulator's measured 150,000
+# calls/s (simulate/deployment.py); 24 rows each under the per-run ceiling used to run about 48 minutes
+MAX_SWEEP_CALLS = 40_000_000
 
 
 @dataclass(frozen=True, kw_only=True)

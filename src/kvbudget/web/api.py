@@ -87,7 +87,8 @@ def public_error(exc: KvBudgetError, uploads: Uploads) -> str:
     error = document["error"]
     assert isinstance(error, dict)
     message = str(error["message"])
-    message = message.replace(str(uploads.root) + os.sep, "").replace(str(uploads.root), "upload")
+    if uploads.root is not None:
+        message = message.replace(str(uploads.root) + os.sep, "").replace(str(uploads.root), "upload")
     try:
         home = str(Path.home())
     except RuntimeError:  # no home folder: nothing of it to hide

@@ -9,6 +9,7 @@ is damaged, without gigabytes of weights crossing the connection. Nothing here i
 
 from __future__ import annotations
 
+import atexit
 import re
 import secrets
 import shutil
@@ -42,12 +43,21 @@ def _gguf_name(name: str) -> str:
 
 
 class Uploads:
-    """The uploads of one server: a temporary folder, removed by ``close``."""
+    """The uploads of one server: a temporary folder, made at the first upload (a server that never starts, or
+    gets none, leaves nothing) and removed by ``close``: at the server's shutdown, and at the interpreter's exit
+    whatever ended it (Ctrl-C before the server ran, an error); a failed write removes its own folder at once."""
 
     def __init__(self) -> None:
-        self._root = Path(tempfile.mkdtemp(prefix="kvbudget-serve-"))
+        self._root: Path | None = None
         self._items: dict[str, Upload] = {}
         self._lock = threading.Lock()
+
+    def _folder(self) -> Path:
+        with self._lock:
+            if self._root is None:
+                self._root = Path(tempfile.mkdtemp(prefix="kvbudget-serve-"))
+                atexit.register(self.close)
+            return self._root
 
     def add(self, data: bytes, *, name: str, size: int | None) -> Upload:
         """Store ``data``: a GGUF (by its magic) whose whole file has ``size`` bytes, or a config.json."""
@@ -63,12 +73,17 @@ class Uploads:
                 f"{MAX_GGUF_BYTES:,}"
             )
         upload_id = f"upload-{secrets.token_hex(4)}"
-        folder = self._root / upload_id
-        folder.mkdir()
+        folder = self._folder() / upload_id
         path = folder / (_gguf_name(name) if gguf else "config.json")
-        with path.open("wb") as f:
-            f.write(data)
-            f.truncate(total)  # the weights' bytes as a hole: read as zeros, never stored
+        try:
+            folder.mkdir()
+            with path.open("wb") as f:
+                f.write(data)
+                f.truncate(total)  # the weights' bytes as a hole: read as zeros, never stored
+        except OSError as exc:  # a full disk, a file-size limit: nothing half-written stays
+            shutil.rmtree(folder, ignore_errors=True)
+            reason = exc.strerror or exc
+            raise InputError(f"upload: the server cannot store the file ({reason}); try again later") from None
         upload = Upload(upload_id, "gguf" if gguf else "config", path, len(data), total)
         with self._lock:
             self._items[upload_id] = upload
@@ -77,8 +92,9 @@ class Uploads:
         return upload
 
     @property
-    def root(self) -> Path:
-        """The server's folder of uploads (never shown to a client: web/api.py leaves it out of messages)."""
+    def root(self) -> Path | None:
+        """The server's folder of uploads, None before the first (never shown to a client: web/api.py leaves it
+        out of messages)."""
         return self._root
 
     def remove(self, upload_id: str) -> None:
@@ -99,4 +115,7 @@ class Uploads:
     def close(self) -> None:
         with self._lock:
             self._items.clear()
-        shutil.rmtree(self._root, ignore_errors=True)
+            root, self._root = self._root, None
+        if root is not None:
+            shutil.rmtree(root, ignore_errors=True)
+            atexit.unregister(self.close)

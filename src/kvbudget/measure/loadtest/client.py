@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import aiohttp
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 
 from kvbudget.errors import KvBudgetError
 
@@ -28,6 +29,10 @@ ERROR_TEXT = 300  # characters of an error body kept in a message
 ERROR_BODY = 64 * 1024  # bytes of an error answer read for its message
 TRANSPORT = 0  # Reply.status when no HTTP answer came back
 STALE_S = 1.0  # a failure to write a request this soon after sending it: a stale kept-alive connection
+MAX_RETRIES = 3  # a request that never reached the server is sent again at most this often (counted, reported)
+RETRY_PAUSE_S = 0.2  # before a retry after a refused connection, doubled each time
+MAX_PAGE = 8 << 20  # bytes of a GET answer (/v1/models, /metrics, /slots, /props): vLLM's /metrics is ~100 KiB
+MAX_STREAM = 64 << 20  # bytes of one streamed answer: 100,000 tokens of chunks are ~30 MiB
 
 
 class ServerError(KvBudgetError):
@@ -91,6 +96,8 @@ class Client:
         self.timeout_s = timeout_s
         self.extras = True  # send ignore_eos / min_tokens (switched off when the server rejects them)
         self.gateway = False  # a kvbudget gateway answered (it echoes the session): end sessions there
+        self.retries = 0  # requests sent again because they never reached the server
+        self.unreadable = 0  # counts the server reported that are no count (negative, past 2^40, NaN, a string)
         self._http: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> Client:
@@ -119,18 +126,40 @@ class Client:
         return await self._plain("POST", path, body, timeout_s)
 
     async def _plain(self, method: str, path: str, body: dict[str, Any] | None, timeout_s: float) -> tuple[int, str]:
-        sent = time.monotonic()
-        for attempt in (0, 1):
+        for attempt in range(MAX_RETRIES + 1):
+            sent = time.monotonic()
             try:
                 async with self.http.request(
-                    method, self.url + path, json=body, timeout=aiohttp.ClientTimeout(total=timeout_s)
+                    method,
+                    self.url + path,
+                    json=body,
+                    timeout=aiohttp.ClientTimeout(total=timeout_s),
+                    allow_redirects=False,
                 ) as resp:
-                    return resp.status, await resp.text(errors="replace")
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-                if attempt == 0 and stale(exc, Reply(TRANSPORT, sent), sent):
+                    redirect(resp, self.url + path)
+                    data = await resp.content.read(MAX_PAGE + 1)
+                    if len(data) > MAX_PAGE:
+                        raise ServerError(
+                            f"{method} {path} answered more than {MAX_PAGE >> 20} MiB: no server page is this large"
+                        )
+                    return resp.status, data.decode("utf-8", "replace")
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, HttpProcessingError) as exc:
+                if attempt < MAX_RETRIES and await self.retry(exc, Reply(TRANSPORT, sent), sent, attempt):
                     continue
                 raise ServerError(f"cannot reach {self.url}: {describe(exc)}") from None
         raise AssertionError("unreachable")
+
+    async def retry(self, exc: BaseException, reply: Reply, sent: float, attempt: int) -> bool:
+        """Whether to send again a request that never reached the server (a stale kept-alive connection at once;
+        a refused connection after a pause), counting it."""
+        if stale(exc, reply, sent):
+            self.retries += 1
+            return True
+        if isinstance(exc, aiohttp.ClientConnectorError) and reply.status == TRANSPORT:
+            self.retries += 1
+            await asyncio.sleep(RETRY_PAUSE_S * 2**attempt)
+            return True
+        return False
 
     def body(self, prompt: str | list[dict[str, str]], max_tokens: int) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -156,7 +185,7 @@ class Client:
             return
         try:
             async with self.http.delete(
-                f"{self.url}/v1/sessions/{session}", timeout=aiohttp.ClientTimeout(total=10.0)
+                f"{self.url}/v1/sessions/{session}", timeout=aiohttp.ClientTimeout(total=10.0), allow_redirects=False
             ) as r:
                 await r.read()
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
@@ -175,20 +204,26 @@ class Client:
         reply = Reply(status=TRANSPORT, sent_s=sent)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30.0, sock_read=self.timeout_s)
         body = self.body(prompt, max_tokens)
-        for attempt in (0, 1):
+        for attempt in range(MAX_RETRIES + 1):
             try:
                 headers = {"x-session-id": session} if session is not None else None
-                async with self.http.post(self.url + self.path, json=body, timeout=timeout, headers=headers) as r:
+                async with self.http.post(
+                    self.url + self.path, json=body, timeout=timeout, headers=headers, allow_redirects=False
+                ) as r:
                     reply.status = r.status
+                    redirect(r, self.url + self.path)
                     self.gateway = self.gateway or "x-kvbudget-session-source" in r.headers
                     if r.status != 200:
                         text = (await r.read())[:ERROR_BODY].decode("utf-8", "replace")
                         reply.error_kind, reply.error = classify_http(r.status, text)
                         return reply
-                    await _read_stream(r, reply, sent, keep_text)
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-                if attempt == 0 and stale(exc, reply, sent):
-                    continue  # a kept-alive connection the server had closed: the request never left
+                    self.unreadable += await _read_stream(r, reply, sent, keep_text)
+            except ServerError as exc:  # a redirect: no answer of this server
+                reply.error_kind, reply.error = "http_4xx", str(exc)
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, HttpProcessingError) as exc:
+                # LineTooLong (an HttpProcessingError): an event-stream line past aiohttp's 512 KiB
+                if attempt < MAX_RETRIES and await self.retry(exc, reply, sent, attempt):
+                    continue  # the request never reached the server: not a failed request
                 reply.error_kind = "transport" if reply.status == TRANSPORT else "stream"
                 reply.error = describe(exc)
             break
@@ -196,11 +231,27 @@ class Client:
         return reply
 
 
-async def _read_stream(r: aiohttp.ClientResponse, reply: Reply, sent: float, keep_text: bool) -> None:
-    """Server-sent events: ``data: {...}`` lines until ``data: [DONE]`` or the end of the body."""
+def redirect(resp: aiohttp.ClientResponse, url: str) -> None:
+    """ServerError for a redirect: kvbudget follows none (a load test measures the server it was given)."""
+    if 300 <= resp.status < 400:
+        where = resp.headers.get("Location", "")[:200]
+        raise ServerError(
+            f"{url} answered HTTP {resp.status}, a redirect to {where!r}: kvbudget follows no redirect; give the "
+            "server's own URL"
+        )
+
+
+async def _read_stream(r: aiohttp.ClientResponse, reply: Reply, sent: float, keep_text: bool) -> int:
+    """Server-sent events: ``data: {...}`` lines until ``data: [DONE]`` or the end of the body, at most
+    MAX_STREAM bytes; the number of counts the server reported that are no count."""
     parts: list[str] = []
     loads = json.loads
+    read = unreadable = 0
     async for raw in r.content:
+        read += len(raw)
+        if read > MAX_STREAM:
+            reply.error_kind, reply.error = "stream", f"the answer passed {MAX_STREAM >> 20} MiB without ending"
+            return unreadable
         if not raw.startswith(b"data:"):
             continue
         data = raw[5:].strip()
@@ -208,41 +259,49 @@ async def _read_stream(r: aiohttp.ClientResponse, reply: Reply, sent: float, kee
             break
         try:
             obj = loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):
             reply.error_kind, reply.error = "stream", f"unreadable stream chunk: {data[:80]!r}"
-            return
+            return unreadable
         if not isinstance(obj, dict):
             continue
         if "error" in obj:
-            reply.error_kind, reply.error = classify_http(500, json.dumps(obj))
+            reply.error_kind, reply.error = classify_http(500, json.dumps(obj)[:ERROR_BODY])
             if reply.error_kind != "context":
                 reply.error_kind = "stream"
-            return
-        for choice in obj.get("choices") or ():
+            return unreadable
+        choices = obj.get("choices")
+        for choice in choices if isinstance(choices, list) else ():
+            if not isinstance(choice, dict):
+                continue
             if reply.ttft_s is None:
                 reply.ttft_s = time.monotonic() - sent
             text = choice.get("text")
-            if text is None:
-                text = (choice.get("delta") or {}).get("content")
-            if text and keep_text:
+            delta = choice.get("delta")
+            if text is None and isinstance(delta, dict):
+                text = delta.get("content")
+            if isinstance(text, str) and text and keep_text:
                 parts.append(text)
-            if choice.get("finish_reason"):
+            if isinstance(choice.get("finish_reason"), str):
                 reply.finish_reason = choice["finish_reason"]
         usage = obj.get("usage")
-        if usage:
-            _usage(reply, usage)
+        if isinstance(usage, dict) and usage:
+            unreadable += _usage(reply, usage)
         timings = obj.get("timings")
-        if timings:
+        if isinstance(timings, dict) and timings:
             _timings(reply, timings)
     reply.text = "".join(parts)
+    return unreadable
 
 
-def _usage(reply: Reply, usage: dict[str, Any]) -> None:
+def _usage(reply: Reply, usage: dict[str, Any]) -> int:
+    """The server's counts; returns how many it gave that are no count."""
     reply.prompt_tokens = _int(usage.get("prompt_tokens"))
     reply.completion_tokens = _int(usage.get("completion_tokens"))
+    bad = sum(usage.get(k) is not None and _int(usage.get(k)) is None for k in ("prompt_tokens", "completion_tokens"))
     details = usage.get("prompt_tokens_details") or {}
     if isinstance(details, dict) and details.get("cached_tokens") is not None:
         reply.cached_tokens = _int(details.get("cached_tokens"))
+    return bad
 
 
 def _timings(reply: Reply, timings: dict[str, Any]) -> None:
@@ -298,5 +357,7 @@ def describe(exc: BaseException) -> str:
         return f"connection failed ({reason})"
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return "the server closed the connection"
+    if isinstance(exc, LineTooLong):
+        return "an answer line longer than 512 KiB (aiohttp's limit): no event-stream chunk is this long"
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return f"{type(exc).__name__}: {text}"[:ERROR_TEXT]

@@ -14,9 +14,9 @@ import json
 import random
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvbudget.errors import InputError
 from kvbudget.measure.loadtest.client import Api, Client, ServerError
@@ -29,11 +29,13 @@ from kvbudget.measure.loadtest.record import Recorder, percentile
 from kvbudget.measure.loadtest.result import Outcome
 from kvbudget.measure.loadtest.server import ServerInfo, detect
 from kvbudget.measure.loadtest.session import Drive, Source
+from kvbudget.measure.loadtest.verdict import judge
 
 if TYPE_CHECKING:
     from kvbudget.plan.plan import PlanInputs
 
 PlanFactory = Callable[[ServerInfo, int], "PlanInputs | None"]
+DEADLINE_GRACE_S = 5.0  # past --duration, the levels' own ending (a request in flight) before the run is cut
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,12 @@ async def _drive(settings: Settings, source: Source, plans: PlanFactory, progres
             if o.stopped_by == "error":
                 o.error = rec.fatal
             o.sustained, o.sustained_basis = sustained(rec.levels, schedule, o.stopped_by)
+            if client.retries:
+                o.warnings.append(
+                    f"{client.retries:,} requests sent again: they never reached the server (a kept-alive "
+                    "connection it had closed, or a refused connection); none counted as failed"
+                )
+            judge(o, client.unreadable)
     except ServerError as exc:
         o.stopped_by, o.error = "error", str(exc)
     except asyncio.CancelledError:
@@ -166,10 +174,28 @@ async def _drive(settings: Settings, source: Source, plans: PlanFactory, progres
         progress.close()
 
 
+async def _bounded(settings: Settings, drive: Coroutine[Any, Any, None], o: Outcome) -> None:
+    """``--duration`` bounds the whole run: the probe, a server that never answers, a body that never ends."""
+    if settings.duration_s is None:
+        await drive
+        return
+    began = time.monotonic()
+    try:
+        await asyncio.wait_for(drive, settings.duration_s + DEADLINE_GRACE_S)
+    except asyncio.TimeoutError:
+        o.stopped_by = "duration"
+        o.duration_s = time.monotonic() - began
+        if o.error is None and (o.recorder is None or not o.recorder.levels):
+            o.error = (
+                f"--duration {settings.duration_s:g} s passed before the server gave a level to measure "
+                "(it did not answer, or its answers never ended)"
+            )
+
+
 def run_loadtest(settings: Settings, source: Source, plans: PlanFactory, progress: Progress) -> Outcome:
     """The whole run (blocking). Input errors raise; what the server does is in the Outcome."""
     outcome = Outcome(url=settings.url, settings={**settings.to_json(), "source": source.describe})
-    asyncio.run(_drive(settings, source, plans, progress, outcome))
+    asyncio.run(_bounded(settings, _drive(settings, source, plans, progress, outcome), outcome))
     if outcome.server is None or outcome.recorder is None:
         return outcome
     rec = outcome.recorder

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TextIO
 
 from kvbudget.errors import InputError
-from kvbudget.measure.logs import llamacpp, sglang, trtllm, vllm
+from kvbudget.measure.logs import llamacpp, plausible, sglang, startups, trtllm, vllm
 from kvbudget.measure.logs.record import EngineLog
 from kvbudget.measure.logs.rules import Rule, apply
 from kvbudget.measure.logs.text import MAX_LOG_BYTES, clean, rank_of
@@ -93,6 +93,7 @@ def read_log(path: str | Path, engine: str | None = None) -> EngineLog:
     p = Path(path)
     logs = {name: EngineLog(str(p), name) for name, _ in _READERS}
     v1 = v0 = ollama = lines = 0
+    clock = startups.Clock(str(p))
     try:
         regular_file(p, "engine start-up log")
         if p.stat().st_size > MAX_LOG_BYTES:
@@ -103,6 +104,7 @@ def read_log(path: str | Path, engine: str | None = None) -> EngineLog:
                     lines = n
                     break
                 text = clean(raw)
+                clock.see(n, text)
                 rank = rank_of(text)
                 v1 += any(m in text for m in vllm.V1_MARKS)
                 v0 += any(m in text for m in vllm.V0_MARKS)
@@ -116,6 +118,8 @@ def read_log(path: str | Path, engine: str | None = None) -> EngineLog:
     for log in logs.values():
         log.lines_read = lines
     chosen = _choose(p, logs, engine, lines)
+    startups.check(chosen, str(p))  # one start-up per log
+    plausible.check(chosen, str(p))  # no figure an engine cannot print
     if chosen.engine == "llamacpp" and (engine == "ollama" or (engine is None and ollama)):
         chosen.engine = "ollama"
     if chosen.engine != "ollama":

@@ -203,7 +203,7 @@ SIZE_LINE = (
     + r" \( *(?P<cells>\d+) cells, +(?P<layers>\d+) layers, +(?P<seqs>\d+(?:/ *\d+)?) seqs\)(?P<rest>.*)"
 )
 RULES: tuple[Rule, ...] = (
-    rule("build", r"\bbuild(?::| =)? (?P<n>\d+) \((?P<c>\w+)\)", _version),
+    rule("build", r"\bbuild(?::| =)? (?P<n>\d+) \((?P<c>\w+)\)", _version, once="engine"),
     rule("loaded meta data", r"loaded meta data with .* from (?P<v>.+?) \(version", _model_path),
     rule(
         "general.name",
@@ -248,9 +248,9 @@ RULES: tuple[Rule, ...] = (
     ),
     rule("n_ctx_slot", r"n_slots = (?P<k>\d+), n_ctx_slot = (?P<v>\d+)", _slots),
     rule("failed to", r"(?:failed to allocate|failed to create context|failed to initialize the context).*", _failed),
-    rule("starting llama server", r"msg=\"starting llama server\" cmd=\"(?P<cmd>[^\"]*)\"", _ollama_cmd),
+    rule("starting llama server", r"msg=\"starting llama server\" cmd=\"(?P<cmd>[^\"]*)\"", _ollama_cmd, once="engine"),
     rule("OLLAMA_", r"OLLAMA_\w+:.*", _ollama_env),
-    rule("Listening on", r"Listening on \S+ \(version (?P<v>[\w.\-+]+)\)", _ollama_version),
+    rule("Listening on", r"Listening on \S+ \(version (?P<v>[\w.\-+]+)\)", _ollama_version, once="engine"),
     rule("memory.required.kv", r"memory\.required\.kv=\"?(?P<num>\d+(?:\.\d+)?) ?(?P<unit>[KMGT]iB|B)\"?", _ollama_kv),
 )
 

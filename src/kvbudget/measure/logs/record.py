@@ -134,6 +134,8 @@ class EngineLog:
     refusal: Refusal | None = None
     ranks: set[str] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
+    # (phrase, rank) of a line each start-up prints once -> [first line, second line, ..., times seen]
+    once: dict[tuple[str, str | None], list[int]] = field(default_factory=dict)
 
     def setting(self, name: str) -> SettingValue | None:
         s = self.settings.get(name)

@@ -17,6 +17,7 @@ from kvbudget.measure.logs.record import EngineLog, Figure, Setting, SettingValu
 from kvbudget.measure.logs.text import number, size
 
 Policy = Literal["min", "max", "first", "last"]
+Once = Literal["engine", "rank"] | None  # printed once per start-up ("engine") or once per GPU of a start-up
 Handler = Callable[[EngineLog, "re.Match[str]", int, "str | None"], None]
 
 
@@ -25,10 +26,11 @@ class Rule:
     pattern: re.Pattern[str]
     handle: Handler
     needle: str  # a literal every matching line contains: a cheap filter before the regex
+    once: Once = None  # a line a start-up prints once (per engine, or per GPU): seen twice, the log holds two
 
 
-def rule(needle: str, pattern: str, handle: Handler, flags: int = 0) -> Rule:
-    return Rule(re.compile(pattern, flags), handle, needle)
+def rule(needle: str, pattern: str, handle: Handler, flags: int = 0, *, once: Once = None) -> Rule:
+    return Rule(re.compile(pattern, flags), handle, needle, once)
 
 
 def put(log: EngineLog, name: str, fig: Figure, policy: Policy = "first") -> None:
@@ -67,7 +69,14 @@ def bytes_figure(
 
 
 def size_rule(
-    needle: str, pattern: str, name: str, policy: Policy = "first", *, binary_gb: bool = False, flags: int = 0
+    needle: str,
+    pattern: str,
+    name: str,
+    policy: Policy = "first",
+    *,
+    binary_gb: bool = False,
+    flags: int = 0,
+    once: Once = None,
 ) -> Rule:
     """A rule for ``(?P<num>...)`` with an optional ``(?P<unit>...)`` group (GiB when absent)."""
 
@@ -75,14 +84,16 @@ def size_rule(
         unit = "unit" if "unit" in m.groupdict() and m.group("unit") else None
         put(log, name, bytes_figure(m, "num", unit, line, rank, binary_gb=binary_gb), policy)
 
-    return rule(needle, pattern, handle, flags)
+    return rule(needle, pattern, handle, flags, once=once)
 
 
-def count_rule(needle: str, pattern: str, name: str, unit: Unit, policy: Policy = "first", flags: int = 0) -> Rule:
+def count_rule(
+    needle: str, pattern: str, name: str, unit: Unit, policy: Policy = "first", flags: int = 0, *, once: Once = None
+) -> Rule:
     def handle(log: EngineLog, m: re.Match[str], line: int, rank: str | None) -> None:
         put(log, name, Figure(number(m.group("num")), unit, line, m.group("num"), 0, rank), policy)
 
-    return rule(needle, pattern, handle, flags)
+    return rule(needle, pattern, handle, flags, once=once)
 
 
 def setting_rule(
@@ -94,6 +105,25 @@ def setting_rule(
     return rule(needle, pattern, handle, flags)
 
 
+MAX_SEEN = 10_000  # (phrase, rank) pairs remembered: a hostile log cannot grow the record past this
+
+
+def seen(log: EngineLog, r: Rule, line: int, rank: str | None) -> None:
+    """Remember where a once-per-start-up line was printed: its first two lines and how often."""
+    if rank is not None and rank.startswith("pid"):  # a process id names no role: a second start-up has another
+        rank = None
+    # a per-GPU line without its worker prefix: several GPUs print it, nothing tells them apart ("?": not counted)
+    key = (r.needle, "?" if r.once == "rank" and rank is None else rank)
+    lines = log.once.get(key)
+    if lines is None:
+        if len(log.once) < MAX_SEEN:
+            log.once[key] = [line, 1]
+        return
+    if len(lines) == 2:
+        lines.insert(1, line)
+    lines[-1] += 1
+
+
 def apply(rules: Sequence[Rule], log: EngineLog, line_no: int, text: str, rank: str | None) -> bool:
     """Apply every rule whose needle is on the line; True when one matched."""
     hit = False
@@ -101,6 +131,8 @@ def apply(rules: Sequence[Rule], log: EngineLog, line_no: int, text: str, rank: 
         if r.needle in text:
             m = r.pattern.search(text)
             if m:
+                if r.once is not None:
+                    seen(log, r, line_no, rank)
                 r.handle(log, m, line_no, rank)
                 hit = True
     return hit

@@ -82,17 +82,25 @@ def _summary(log: EngineLog, m: re.Match[str], line: int, rank: str | None) -> N
 
 
 RULES: tuple[Rule, ...] = (
-    rule("sglang", r"sglang(?:\s+version|==|\s+v)\s*(?P<v>\d+\.\d+[\w.+\-]*)", _version, re.IGNORECASE),
-    rule("ServerArgs(", r"ServerArgs\((?P<body>.*)\)?$", _config),
+    rule("sglang", r"sglang(?:\s+version|==|\s+v)\s*(?P<v>\d+\.\d+[\w.+\-]*)", _version, re.IGNORECASE, once="engine"),
+    rule("ServerArgs(", r"ServerArgs\((?P<body>.*)\)?$", _config, once="engine"),
     size_rule(
         "Load weight begin", rf"Load weight begin\. avail mem={NUM} GB", "free_before_load_bytes", "min", binary_gb=True
     ),
-    size_rule("Load weight end", rf"Load weight end\..*?mem usage={NUM} GB", "weights_bytes", "max", binary_gb=True),
+    size_rule(
+        "Load weight end",
+        rf"Load weight end\..*?mem usage={NUM} GB",
+        "weights_bytes",
+        "max",
+        binary_gb=True,
+        once="rank",
+    ),
     rule(
         "KV Cache is allocated",
         r"KV Cache is allocated\. #tokens: (?P<tokens>[\d,]+), K size: (?P<k>\d+(?:\.\d+)?) GB, "
         r"V size: (?P<v>\d+(?:\.\d+)?) GB",
         _kv_allocated,
+        once="rank",
     ),
     size_rule(
         "Memory pool end", rf"Memory pool end\. avail mem={NUM} GB", "available_after_pool_bytes", "min", binary_gb=True

@@ -139,8 +139,8 @@ def _peak_torch(log: EngineLog, m: re.Match[str], line: int, rank: str | None) -
 
 
 RULES: tuple[Rule, ...] = (
-    rule("vLLM API server version", r"vLLM API server version (?P<v>[\w.+\-]+)", _version),
-    rule("LLM engine (v", r"Initializing an? (?:V1 )?LLM engine \((?P<v>v[\w.+\-]+)\)", _version),
+    rule("vLLM API server version", r"vLLM API server version (?P<v>[\w.+\-]+)", _version, once="engine"),
+    rule("LLM engine (v", r"Initializing an? (?:V1 )?LLM engine \((?P<v>v[\w.+\-]+)\)", _version, once="engine"),
     rule("with config:", r"with config: (?P<body>.*)$", _config),
     rule("non-default args", r"non-default args: (?P<body>\{.*)$", _config),
     setting_rule("gpu_memory_utilization", r"gpu_memory_utilization[=\s(]+(?P<v>[01]\.\d+)", "utilization", float),
@@ -159,9 +159,15 @@ RULES: tuple[Rule, ...] = (
         "weights_bytes",
         "max",
         binary_gb=True,
+        once="rank",
     ),  # V0 prints GiB labelled GB (float_memory_usage / GiB_bytes)
     size_rule(
-        "Model loading took", rf"Model loading took {NUM} ?(?P<unit>GiB|GB)", "weights_bytes", "max", binary_gb=True
+        "Model loading took",
+        rf"Model loading took {NUM} ?(?P<unit>GiB|GB)",
+        "weights_bytes",
+        "max",
+        binary_gb=True,
+        once="rank",
     ),
     size_rule("model weights take", rf"model weights take\s+{NUM}\s*GiB", "weights_bytes", "max"),
     size_rule("total_gpu_memory", rf"total_gpu_memory[\s=(]+{NUM}\s*GiB", "total_gpu_memory_bytes", "min"),
@@ -175,11 +181,17 @@ RULES: tuple[Rule, ...] = (
     size_rule(
         "activation peak memory", rf"activation peak memory(?: takes)?\s+{NUM}\s*GiB", "activation_peak_bytes", "max"
     ),
-    rule("peak_torch_memory=", rf"peak_torch_memory={NUM}GiB", _peak_torch),
+    rule("peak_torch_memory=", rf"peak_torch_memory={NUM}GiB", _peak_torch, once="rank"),
     size_rule("reserved for KV Cache is", rf"reserved for KV Cache is\s+{NUM}\s*GiB", "available_kv_bytes", "min"),
     size_rule("available_kv_cache_memory", rf"available_kv_cache_memory\s+{NUM}\s*GiB", "available_kv_bytes", "min"),
     size_rule("kv_cache_size=", rf"kv_cache_size={NUM}GiB", "available_kv_bytes", "min"),
-    size_rule("Available KV cache memory", rf"Available KV cache memory: {NUM} GiB", "available_kv_bytes", "min"),
+    size_rule(
+        "Available KV cache memory",
+        rf"Available KV cache memory: {NUM} GiB",
+        "available_kv_bytes",
+        "min",
+        once="rank",
+    ),
     size_rule("took", rf"(?:Graph capturing finished|CUDA graph).*?took {NUM} GiB", "cuda_graph_bytes", "max"),
     count_rule(
         "blocks:",
@@ -188,14 +200,21 @@ RULES: tuple[Rule, ...] = (
         "blocks",
         "min",
         re.IGNORECASE,
+        once="engine",
     ),
     count_rule(
-        "GPU KV cache size", r"GPU KV cache size: (?P<num>-?\d[\d,]*\d|\d) tokens", "kv_tokens", "tokens", "min"
+        "GPU KV cache size",
+        r"GPU KV cache size: (?P<num>-?\d[\d,]*\d|\d) tokens",
+        "kv_tokens",
+        "tokens",
+        "min",
+        once="engine",
     ),
     rule(
         "Maximum concurrency for",
         r"Maximum concurrency for (?P<tokens>[\d,]+) tokens per request: (?P<x>\d+(?:\.\d+)?)x",
         _concurrency,
+        once="engine",
     ),
     rule(
         "KV cache is needed",

@@ -231,6 +231,11 @@ class _Reader:
                         t, prompt, output = number(entry, "t"), whole(entry, "in"), whole(entry, "out")
                         api = optional_number(entry, "api_time")
                     api = None if api is None else float(api)
+                    if steps and t < steps[-1].t:  # the session's clock goes forward (equal: whole-second t)
+                        raise RowError(
+                            f"t {t} is before the previous request's t {steps[-1].t:g}: a session's requests go "
+                            "forward in time; the request is skipped"
+                        )
                     steps.append(_Request(float(t), prompt, output, api, ids, shared, packed, small))  # field order
                 except RowError as exc:
                     self.report(here, str(exc))
