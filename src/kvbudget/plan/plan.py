@@ -290,7 +290,7 @@ def sized(i: PlanInputs) -> tuple[int, str, EngineOptions, StagedLayout]:
     if i.options.max_num_batched_tokens:
         batched, batched_basis = i.options.max_num_batched_tokens, "as set"
     else:
-        batched, batched_basis = rules.batched_tokens(i.gpu_memory_bytes, i.gpu_label, i.options)
+        batched, batched_basis = rules.batched_tokens(i.gpu_memory_bytes, i.gpu_label, i.options, i.context)
     options = rules.derived_options(i.options, batched, compute_capability(i.gpu_label))
     return batched, batched_basis, options, staged_layout(i.spec, i.engine, i.k, i.v, i.tp, i.pp, options)
 
