@@ -6,7 +6,8 @@ registry's config sample) and the GGUF reader its GGUF sample metadata; every en
 layout at its default version and cache dtype ("auto": the model dtype; f16 for a GGUF). A cell that
 builds is ``exact`` where a test holds that engine's layout for the architecture to the engine's own code
 (``kvbudget.engines.evidence``), else ``computed`` (the engine's rule read from its source, never run
-against it); a cell is ``refused`` with the reason the engine (or the reader) gives. ``tests/test_coverage.py`` regenerates the matrix and fails when ``docs/coverage.md``
+against it); a cell is ``refused`` with the reason the engine (or the reader) gives.
+``tests/test_coverage.py`` regenerates the matrix and fails when ``docs/coverage.md``
 differs, so the document cannot drift from the code.
 
     kvbudget coverage                      # print the matrix (markdown)

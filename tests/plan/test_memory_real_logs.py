@@ -31,9 +31,10 @@ def _request(row: dict[str, str]) -> PlanRequest:
     model = row["model"]
     if model.startswith("tests/"):  # a config.json kept beside the logs (a model not in the catalog)
         model = str(Path(__file__).parents[2] / model)
-    gpu, memory = row["gpu"], None
-    if gpu.endswith("GiB"):  # a GPU outside the catalog, as the total the engine printed
-        gpu, memory = None, int(float(gpu.removesuffix("GiB")) * GiB)
+    gpu: str | None = row["gpu"]
+    memory = None
+    if row["gpu"].endswith("GiB"):  # a GPU outside the catalog, as the total the engine printed
+        gpu, memory = None, int(float(row["gpu"].removesuffix("GiB")) * GiB)
     return PlanRequest(
         model=model,
         gpu=gpu,
