@@ -45,3 +45,46 @@ def test_check_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "out of date" in capsys.readouterr().err
     assert main(["coverage", "--out", str(stale)]) == 0
     assert main(["coverage", "--check", str(stale)]) == 0
+
+
+def _architectures(names: list[str]) -> set[str]:
+    from kvbudget.model import catalog
+    from kvbudget.model.architectures import architecture_of
+    from kvbudget.model.families import read_spec
+
+    out = set()
+    for name in names:
+        entry = catalog.lookup(name)
+        if entry is not None:
+            arch = architecture_of(read_spec(entry.config, name=entry.name, source="catalog").model_type)
+            out.add(arch.name if arch else entry.name)
+    return out
+
+
+def test_exact_cells_are_exactly_the_architectures_a_test_holds_to_the_engine() -> None:
+    # "exact" in the matrix and the ledger may only name what an oracle test runs: vLLM's and SGLang's own planning
+    # code on these catalog models, transformers' real cache tensors measured (the catalog names quoted there)
+    import re
+    from pathlib import Path
+
+    from kvbudget.engines.evidence import HELD_TO_ENGINE_CODE
+    from tests.oracle import test_sglang_oracle, test_vllm_oracle
+
+    assert HELD_TO_ENGINE_CODE["vllm"] == _architectures(list(test_vllm_oracle.MODELS))
+    assert HELD_TO_ENGINE_CODE["sglang"] == _architectures(list(test_sglang_oracle.MODELS))
+    oracle = Path(__file__).parent / "oracle"
+    quoted = [
+        name
+        for test in ("test_transformers_measured.py", "test_new_architectures_measured.py")
+        for name in re.findall(r'"([A-Za-z0-9][\w.\-]+)"', (oracle / test).read_text())
+    ]
+    assert HELD_TO_ENGINE_CODE["transformers"] == _architectures(quoted)
+
+
+def test_a_layout_no_test_ran_against_the_engine_is_computed_not_exact() -> None:
+    from kvbudget.engines.evidence import layout_label
+
+    assert layout_label("vllm", "Llama") == "exact"
+    assert layout_label("vllm", "Qwen2") == "computed"  # read from vLLM's source, never run against it here
+    assert layout_label("trtllm", "Llama") == "computed"
+    assert layout_label("ideal", "Qwen2") == "exact"  # kvbudget's own arithmetic: the definition

@@ -4,9 +4,11 @@ x GPU generation x tensor-parallel size (``kvbudget.coverage_parallel``).
 Generated from the code, never written by hand: for each architecture of the model-type registry
 (``kvbudget.model.architectures``) the config reader reads its sample config (a catalog model, or the
 registry's config sample) and the GGUF reader its GGUF sample metadata; every engine then builds the
-layout at its default version and cache dtype ("auto": the model dtype; f16 for a GGUF). A cell is
-``exact`` when the engine returns its byte-exact layout, or ``refused`` with the reason the engine (or
-the reader) gives. ``tests/test_coverage.py`` regenerates the matrix and fails when ``docs/coverage.md``
+layout at its default version and cache dtype ("auto": the model dtype; f16 for a GGUF). A cell that
+builds is ``exact`` where a test holds that engine's layout for the architecture to the engine's own code
+(``kvbudget.engines.evidence``), else ``computed`` (the engine's rule read from its source, never run
+against it); a cell is ``refused`` with the reason the engine (or the reader) gives.
+``tests/test_coverage.py`` regenerates the matrix and fails when ``docs/coverage.md``
 differs, so the document cannot drift from the code.
 
     kvbudget coverage                      # print the matrix (markdown)
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from kvbudget.cost import compute_cost
 from kvbudget.coverage_parallel import parallel_matrix, render_parallel
 from kvbudget.engines import engine_names, parse_engine
+from kvbudget.engines.evidence import layout_label
 from kvbudget.errors import KvBudgetError
 from kvbudget.model import catalog
 from kvbudget.model.architectures import ARCHITECTURES, Architecture
@@ -30,14 +33,16 @@ from kvbudget.model.gguf import spec_from_metadata
 from kvbudget.model.spec import ModelSpec
 
 EXACT = "exact"
+COMPUTED = "computed"
 
 
 @dataclass(frozen=True)
 class Cell:
-    """One architecture on one reader and engine: exact, or refused with the reason."""
+    """One architecture on one reader and engine: a layout (exact or computed), or refused with the reason."""
 
-    exact: bool
+    exact: bool  # the engine builds a layout (``label`` says what it was held to)
     reason: str = ""
+    label: str = EXACT
 
 
 @dataclass(frozen=True)
@@ -85,7 +90,9 @@ def _gguf_spec(arch: Architecture) -> tuple[ModelSpec | None, str, str]:
         return None, label, _first_line(exc)
 
 
-def _cells(spec: ModelSpec | None, reader_refusal: str) -> tuple[Cell, ...]:
+def _cells(spec: ModelSpec | None, reader_refusal: str, checked: str | None) -> tuple[Cell, ...]:
+    """One cell per engine; ``checked``: the architecture whose layouts the oracle tests hold (config reader only:
+    the oracles run the engines on config.json, not on GGUF metadata)."""
     out: list[Cell] = []
     for engine in engine_names():
         if spec is None:
@@ -96,7 +103,7 @@ def _cells(spec: ModelSpec | None, reader_refusal: str) -> tuple[Cell, ...]:
         except KvBudgetError as exc:
             out.append(Cell(False, _first_line(exc)))
         else:
-            out.append(Cell(True))
+            out.append(Cell(True, label=layout_label(engine, checked) if checked or engine == "ideal" else COMPUTED))
     return tuple(out)
 
 
@@ -111,8 +118,8 @@ def matrix() -> list[Row]:
                 arch,
                 config_label,
                 gguf_label,
-                _cells(config_spec, config_refusal),
-                _cells(gguf_spec, gguf_refusal),
+                _cells(config_spec, config_refusal, arch.name),
+                _cells(gguf_spec, gguf_refusal, None),
                 config_spec,
             )
         )
@@ -125,7 +132,7 @@ def render(rows: Sequence[Row]) -> str:
 
     def cell(c: Cell) -> str:
         if c.exact:
-            return EXACT
+            return c.label
         number = reasons.setdefault(c.reason, len(reasons) + 1)
         return f"refused [{number}]"
 
@@ -139,14 +146,18 @@ def render(rows: Sequence[Row]) -> str:
         "(`src/kvbudget/model/architectures.py`) and the engines; `tests/test_coverage.py` regenerates it and",
         "fails when this file differs. Each architecture's sample (below the table) is read by the config reader",
         "and by the GGUF reader, and costed on every engine at its default version (`kvbudget --version`) and",
-        "cache dtype (the model dtype; f16 for a GGUF). `exact`: the engine's byte-exact layout; `refused [n]`:",
-        "the engine or reader refuses, for reason n. An architecture missing from the table fails closed:",
-        "kvbudget names its model_type and the fields it could not place.",
+        "cache dtype (the model dtype; f16 for a GGUF). `exact`: the engine's layout, held by a test to the",
+        "engine's own code run on that architecture (the vLLM and SGLang oracles; `ideal` is kvbudget's own",
+        "arithmetic); `computed`: the engine's rule as read from its source, never run against the engine;",
+        "`refused [n]`: the engine or reader refuses, for reason n. An architecture missing from the table",
+        "fails closed: kvbudget names its model_type and the fields it could not place. These cells are the",
+        "KV layout only: the memory before the pool (weights as loaded, runtime overhead) is a `heuristic`",
+        "figure, held to real engine logs in docs/measure.md.",
         "",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
     ]
-    counts = {"config": 0, "gguf": 0}
+    counts = {"config": 0, "gguf": 0, "checked": 0}
     for row in rows:
         arch = row.architecture
         gguf_names = ", ".join(arch.gguf_archs) if arch.gguf_reader is not None else "-"
@@ -155,11 +166,13 @@ def render(rows: Sequence[Row]) -> str:
         lines.append("| " + " | ".join(cells) + " |")
         counts["config"] += sum(c.exact for c in row.config)
         counts["gguf"] += sum(c.exact for c in row.gguf)
+        counts["checked"] += sum(c.exact and c.label == EXACT for c in row.config + row.gguf)
     total = len(rows) * len(engine_names())
     lines += [
         "",
-        f"{len(rows)} architectures; exact cells: {counts['config']} of {total} from config.json, "
-        f"{counts['gguf']} of {total} from GGUF.",
+        f"{len(rows)} architectures; cells with a layout: {counts['config']} of {total} from config.json, "
+        f"{counts['gguf']} of {total} from GGUF; {counts['checked']} of them exact (held to the engine's code or "
+        "kvbudget's own arithmetic), the rest computed.",
         "",
         *render_parallel(parallel_matrix([row.spec for row in rows if row.spec is not None]), reasons),
         "",

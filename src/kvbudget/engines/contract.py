@@ -151,7 +151,9 @@ class EngineRules:
 
         return Share(total_bytes, "the whole card (no engine fraction)")
 
-    def batched_tokens(self, total_bytes: int, gpu_label: str, options: EngineOptions) -> tuple[int, str]:
+    def batched_tokens(
+        self, total_bytes: int, gpu_label: str, options: EngineOptions, context: int = 0
+    ) -> tuple[int, str]:
         """Tokens of the engine's profiling / prefill batch when the user sets none, and why."""
         return DEFAULT_BATCHED_TOKENS, f"{DEFAULT_BATCHED_TOKENS:,} tokens (no engine default)"
 

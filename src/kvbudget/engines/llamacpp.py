@@ -503,7 +503,9 @@ class Rules(EngineRules):
         # no fraction: the KV size follows -c/-np; the auto-fit keeps a 1,024 MiB margin per device
         return Share(total_bytes - FIT_MARGIN, "total - 1,024 MiB fit margin (llama_params_fit)")
 
-    def batched_tokens(self, total_bytes: int, gpu_label: str, options: EngineOptions) -> tuple[int, str]:
+    def batched_tokens(
+        self, total_bytes: int, gpu_label: str, options: EngineOptions, context: int = 0
+    ) -> tuple[int, str]:
         return ubatch(options), "llama.cpp -ub (n_ubatch)"
 
     def served_dtype(self, spec: ModelSpec, capability: int | None) -> tuple[str, str]:

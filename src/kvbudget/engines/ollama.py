@@ -211,7 +211,9 @@ class Rules(llamacpp.Rules):
     def layout(self, spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions) -> Layout:
         return layout(spec, k, v, tp, options, self.version)
 
-    def batched_tokens(self, total_bytes: int, gpu_label: str, options: EngineOptions) -> tuple[int, str]:
+    def batched_tokens(
+        self, total_bytes: int, gpu_label: str, options: EngineOptions, context: int = 0
+    ) -> tuple[int, str]:
         if options.n_ubatch:
             return options.n_ubatch, "Ollama num_batch (as set)"
         return UBATCH, "Ollama num_batch 512 (it raises it for long contexts when memory allows)"

@@ -680,7 +680,9 @@ class Rules(EngineRules):
         )
         return sglang_memory.usable_share(total_bytes, utilization, settings)
 
-    def batched_tokens(self, total_bytes: int, gpu_label: str, options: EngineOptions) -> tuple[int, str]:
+    def batched_tokens(
+        self, total_bytes: int, gpu_label: str, options: EngineOptions, context: int = 0
+    ) -> tuple[int, str]:
         return sglang_memory.chunked_prefill(total_bytes, dp_attention(options))
 
     def served_dtype(self, spec: ModelSpec, capability: int | None) -> tuple[str, str]:

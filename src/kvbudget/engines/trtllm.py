@@ -282,7 +282,9 @@ class Rules(EngineRules):
             fraction,
         )
 
-    def batched_tokens(self, total_bytes: int, gpu_label: str, options: EngineOptions) -> tuple[int, str]:
+    def batched_tokens(
+        self, total_bytes: int, gpu_label: str, options: EngineOptions, context: int = 0
+    ) -> tuple[int, str]:
         return MAX_NUM_TOKENS, "trtllm-serve --max_num_tokens default (the profiling run fills it)"
 
     def overhead(

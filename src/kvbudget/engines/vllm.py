@@ -64,7 +64,7 @@ from kvbudget.engines.vllm_pool import (
     num_blocks,
     report_lines,
 )
-from kvbudget.engines.vllm_profile import profiled_overhead
+from kvbudget.engines.vllm_profile import profiled_overhead, v0_profiled_overhead
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model.spec import (
     ChunkedLocal,
@@ -617,8 +617,10 @@ class Rules(EngineRules):
             return "fp16", "vLLM falls back from bf16 to fp16 on a GPU below compute capability 8.0"
         return spec.dtype, ""
 
-    def batched_tokens(self, total_bytes: int, gpu_label: str, options: EngineOptions) -> tuple[int, str]:
-        return vllm_memory.batched_tokens(total_bytes, gpu_label, self.version)
+    def batched_tokens(
+        self, total_bytes: int, gpu_label: str, options: EngineOptions, context: int = 0
+    ) -> tuple[int, str]:
+        return vllm_memory.batched_tokens(total_bytes, gpu_label, self.version, context)
 
     def derived_options(self, options: EngineOptions, batched: int, capability: int | None) -> EngineOptions:
         # the batch that sliding windows reserve, and the GPU generation that picks the attention backend
@@ -632,6 +634,8 @@ class Rules(EngineRules):
         self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str, gpu_memory: int = 0, gpu_label: str = ""
     ) -> Overhead:
         graphs = vllm_memory.subtracts_graphs(self.version)
+        if vllm_memory.is_v0(self.version):
+            return v0_profiled_overhead(spec, tp=tp, batched=batched, batched_basis=batched_basis)
         if not gpu_memory:
             return activation_overhead(spec, tp=tp, batched=batched, batched_basis=batched_basis, graphs=graphs)
         seqs, seqs_basis = vllm_memory.max_num_seqs(gpu_memory, gpu_label)

@@ -18,6 +18,8 @@ UTIL_NEW = 0.92  # vLLM newest CacheConfig / CLI help "default value of 0.92" (v
 UTIL_OLD = 0.9  # vLLM CacheConfig before (vllm/config/cache.py @c1d86421)
 UTIL_SINCE = (0, 26)  # first version kvbudget treats as 0.92; the exact release is not pinned (docs/plan.md)
 BATCH_160GIB_SINCE = (0, 28)  # vLLM 0.28 EngineArgs.get_batch_defaults: a >= 160 GiB tier (16,384)
+V1_SINCE = (0, 8)  # vLLM 0.8.0 made the V1 engine the default (VLLM_USE_V1)
+V0_CHUNKED_ABOVE = 32768  # V0's OpenAI server enables chunked prefill for max_model_len > 32K
 GRAPHS_SINCE = (0, 21)  # vLLM gpu_worker subtracts the CUDA graph estimate from 0.21 (envs.py default on)
 
 
@@ -32,9 +34,17 @@ def usable_share(total_bytes: int, utilization: float | None, version: str) -> S
     return Share(int(total_bytes * util), f"gpu_memory_utilization {util} ({how}) x total memory", util)
 
 
-def batched_tokens(total_bytes: int, gpu_label: str, version: str) -> tuple[int, str]:
-    """The API server's max_num_batched_tokens default for this GPU (EngineArgs.get_batch_defaults)."""
+def batched_tokens(total_bytes: int, gpu_label: str, version: str, context: int = 0) -> tuple[int, str]:
+    """The API server's max_num_batched_tokens default for this GPU (EngineArgs.get_batch_defaults); before V1,
+    the V0 scheduler's (SchedulerConfig): the whole max_model_len where chunked prefill is off."""
     label = gpu_label.lower()
+    if version_tuple(version)[:2] < V1_SINCE:
+        # vLLM V0 (0.6-0.7) SchedulerConfig.__post_init__ (vllm/config.py): without chunked prefill the batch is
+        # max(max_model_len, 2048); the OpenAI server turns chunked prefill on for max_model_len > 32K
+        # (EngineArgs.create_engine_config), and then profiles _DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
+        if 0 < context <= V0_CHUNKED_ABOVE:
+            return max(context, 2048), "vLLM V0 default without chunked prefill: max(max_model_len, 2048)"
+        return 2048, "vLLM V0 default with chunked prefill (max_model_len above 32K)"
     if total_bytes >= 160 * GiB and version_tuple(version)[:2] >= BATCH_160GIB_SINCE:
         # vLLM >= 0.28 get_batch_defaults: "GPUs like B200/B300 with >= 160GB" (engine/arg_utils.py)
         return 16384, "vLLM API-server default on >=160 GiB GPUs"
@@ -50,6 +60,10 @@ def max_num_seqs(total_bytes: int, gpu_label: str) -> tuple[int, str]:
     if total_bytes >= 70 * GiB and "a100" not in label and "gb10" not in label:
         return 1024, "vLLM default max_num_seqs on >=70 GiB non-A100 GPUs"
     return 256, "vLLM default max_num_seqs below 70 GiB or on A100"
+
+
+def is_v0(version: str) -> bool:
+    return version_tuple(version)[:2] < V1_SINCE
 
 
 def subtracts_graphs(version: str) -> bool:

@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING
 from kvbudget.engines import EngineRef, engine_names, rules_class
 from kvbudget.engines.base import EngineOptions, cdiv
 from kvbudget.engines.capability import compute_capability
+from kvbudget.engines.evidence import layout_label
 from kvbudget.engines.overhead import Overhead, Provenance, measured_overhead
 from kvbudget.engines.records import Deployment, Share, StartUp
 from kvbudget.errors import InputError
+from kvbudget.model.architectures import architecture_of
 from kvbudget.model.spec import LatentAttention, ModelSpec
 from kvbudget.plan.capacity import StagedLayout, max_context_for, sessions_at, stage_specs, staged_layout
 from kvbudget.plan.edge import edge_warning
@@ -164,10 +166,17 @@ class Plan:
             LedgerLine(
                 "one session at the cap",
                 self.per_session_bytes,
-                "exact",
+                _layout_provenance(i),
                 f"{i.engine.label} layout, {i.context:,} tokens, {i.kv_dtype_label}",
             ),
         )
+
+
+def _layout_provenance(i: PlanInputs) -> LineProvenance:
+    """``exact`` where a test holds this engine's layout for the architecture to the engine's own code or a real
+    allocation, else ``computed`` (the rule read from the engine's source; kvbudget.engines.evidence)."""
+    arch = architecture_of(i.spec.model_type)
+    return "exact" if layout_label(i.engine.name, arch.name if arch else None) == "exact" else "computed"
 
 
 def _words(n: int) -> str:
@@ -298,7 +307,7 @@ def sized(i: PlanInputs) -> tuple[int, str, EngineOptions, StagedLayout]:
     if i.options.max_num_batched_tokens:
         batched, batched_basis = i.options.max_num_batched_tokens, "as set"
     else:
-        batched, batched_basis = rules.batched_tokens(i.gpu_memory_bytes, i.gpu_label, i.options)
+        batched, batched_basis = rules.batched_tokens(i.gpu_memory_bytes, i.gpu_label, i.options, i.context)
     options = rules.derived_options(i.options, batched, compute_capability(i.gpu_label))
     return batched, batched_basis, options, staged_layout(i.spec, i.engine, i.k, i.v, i.tp, i.pp, options)
 

@@ -3,7 +3,7 @@
 A checkpoint's bytes are what the files hold; an engine may repack them for its kernels and keep more. The one
 rule held to a real log so far:
 
-* vLLM 0.10-0.11, an MXFP4 MoE checkpoint (gpt-oss) on a GPU without native FP4 (compute capability < 10.0:
+* vLLM 0.10-0.19, an MXFP4 MoE checkpoint (gpt-oss) on a GPU without native FP4 (compute capability < 10.0:
   Hopper, Ada, Ampere) runs the experts through the Marlin FP4 kernel ("Your GPU does not have native support
   for FP4 computation ... leveraging the Marlin kernel", marlin_utils_fp4.py). Mxfp4MoEMethod.create_weights
   (vllm/model_executor/layers/quantization/mxfp4.py, 0.10.1) pads for it: the moe marlin kernel needs
@@ -24,7 +24,9 @@ from kvbudget.engines.base import version_tuple
 from kvbudget.model.spec import ModelSpec
 from kvbudget.weights.sources import WeightSize
 
-MARLIN_MXFP4 = ((0, 10), (0, 12))  # vLLM versions whose Mxfp4MoEMethod pads for Marlin on GPUs below SM 10.0
+# vLLM versions whose Mxfp4MoEMethod pads for Marlin on GPUs below SM 10.0: 0.10-0.11 (issue #23278, H100) and
+# through 0.19 (gpt-oss-20b on an A100 with vLLM 0.19.0 logged 13.72 GiB; checkpoint 12.82 + the padding 0.85 GiB)
+MARLIN_MXFP4 = ((0, 10), (0, 20))
 MARLIN_N, MARLIN_K = 256, 128  # moe marlin kernel: n % 256 == 0 and k % 128 == 0 (mxfp4.py create_weights)
 MXFP4_BYTES = (17, 32)  # 4 bits + one e8m0 byte per 32 elements = 17/32 B per element
 
