@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     # The planning records (engines/records.py) and the overhead model load when a planning hook runs, not with
     # the contract: a one-answer cost asks an engine only for its layout (tests/test_startup.py).
     from kvbudget.engines.base import EngineOptions, Layout
+    from kvbudget.engines.metrics import EngineMetrics
     from kvbudget.engines.overhead import Overhead
     from kvbudget.engines.records import Deployment, LoggedMemory, PoolShape, ServeSettings, Share, StartUp
     from kvbudget.measure.logs.record import EngineLog  # a plain record (kvbudget.measure imports engines)
@@ -208,6 +209,11 @@ class EngineRules:
         """The cap the engine actually gives a session asked ``context`` tokens (an engine that clamps a cap past the
         trained window says so here); the asked cap by default."""
         return context
+
+    def alert_metrics(self) -> EngineMetrics | None:
+        """The engine's own Prometheus metrics a plan's alerting rules watch (engines/metrics.py); None where it exports
+        none kvbudget ties to."""
+        return None
 
     def past_window(self, context: int, native: int) -> str:
         """What this engine needs to serve ``context`` tokens past the model's ``native`` trained window (its

@@ -45,6 +45,7 @@ from kvbudget.precision import CacheDType, parse_cache_dtype
 from kvbudget.units import counted
 
 if TYPE_CHECKING:
+    from kvbudget.engines.metrics import EngineMetrics
     from kvbudget.measure.logs.record import EngineLog
     from kvbudget.model.spec import CacheKind
 
@@ -484,6 +485,11 @@ class Rules(EngineRules):
     server = True
     parallel = False
     cheaper_kv_dtypes = ("q8_0", "q4_0")
+
+    def alert_metrics(self) -> EngineMetrics | None:
+        from kvbudget.engines.metrics import LLAMACPP
+
+        return LLAMACPP
 
     def layout(self, spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions) -> Layout:
         return layout(spec, k, v, tp, options, self.version)

@@ -22,6 +22,7 @@ architectures rather than give llama.cpp's numbers for them.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from kvbudget.engines import llamacpp
 from kvbudget.engines.base import EngineOptions, Layout, Slots, version_tuple
@@ -31,6 +32,9 @@ from kvbudget.model.architectures import architecture_of
 from kvbudget.model.spec import ModelSpec
 from kvbudget.precision import CacheDType
 from kvbudget.units import counted
+
+if TYPE_CHECKING:
+    from kvbudget.engines.metrics import EngineMetrics
 
 NAME = "ollama"
 DEFAULT_VERSION = "0.32.15"  # the newest final release read (llama-server pinned at llama.cpp b10488)
@@ -207,6 +211,9 @@ class Rules(llamacpp.Rules):
     default_version = DEFAULT_VERSION
     order = 35
     logs_version = True
+
+    def alert_metrics(self) -> EngineMetrics | None:
+        return None  # Ollama exports no Prometheus metrics of its llama.cpp runner
 
     def layout(self, spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions) -> Layout:
         return layout(spec, k, v, tp, options, self.version)

@@ -56,6 +56,7 @@ from kvbudget.model.spec import (
 from kvbudget.precision import CacheDType, parse_cache_dtype
 
 if TYPE_CHECKING:
+    from kvbudget.engines.metrics import EngineMetrics
     from kvbudget.measure.logs.record import EngineLog
 
 NAME = "sglang"
@@ -653,6 +654,11 @@ class Rules(EngineRules):
         "cached; retraction recomputes"
     )
     concurrency_flag = "--max-running-requests"
+
+    def alert_metrics(self) -> EngineMetrics | None:
+        from kvbudget.engines.metrics import SGLANG
+
+        return SGLANG
 
     def layout(self, spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions) -> Layout:
         return layout(spec, k, v, tp, options, self.version)

@@ -83,6 +83,7 @@ from kvbudget.precision import CacheDType, parse_cache_dtype
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from kvbudget.engines.metrics import EngineMetrics
     from kvbudget.engines.records import PoolShape
     from kvbudget.measure.logs.record import EngineLog
 
@@ -587,6 +588,11 @@ class Rules(EngineRules):
         "if still cached; preemption recomputes"
     )
     concurrency_flag = "--max-num-seqs"
+
+    def alert_metrics(self) -> EngineMetrics | None:
+        from kvbudget.engines.metrics import VLLM
+
+        return VLLM
 
     def layout(self, spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions) -> Layout:
         return layout(spec, k, v, tp, options, self.version)

@@ -13,8 +13,12 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kvbudget.plan.plan import Plan
+
+if TYPE_CHECKING:
+    from kvbudget.engines.metrics import EngineMetrics
 
 GROUP = "kvbudget-plan"
 PREFIX = "kvbudget_gateway_"  # kvbudget/gateway/metrics.py PREFIX (not imported: it needs prometheus_client)
@@ -112,51 +116,28 @@ def _gateway_rules(n: int, cap: int) -> list[Rule]:
     ]  # fmt: skip
 
 
-def _engine_rules(engine: str, usage: float) -> tuple[list[Rule], list[str]]:
-    """The engine's own metrics: KV usage past the plan's worst case, preemptions, requests waiting."""
+def _engine_rules(engine: str, m: EngineMetrics | None, usage: float) -> tuple[list[Rule], list[str]]:
+    """The engine's own metrics (engines/metrics.py): KV usage past the plan's worst case, preemptions, requests
+    waiting."""
+    if m is None:
+        return [], [f"{engine}: no engine rules (no Prometheus KV, preemption or queue metrics kvbudget ties to); "
+                    "the gateway's rules hold the plan."]  # fmt: skip
     pct = f"{usage:.3f}"
-    over = f"KV usage past the plan's worst case ({pct}: every planned session at the cap)"
-    why = "sessions longer than the cap or more sessions than planned reach the engine; preemption follows."
-    waiting = "The engine queues requests: with the gateway holding the plan it should never have to."
-    if engine == "vllm":
-        return [
-            # vllm:kv_cache_usage_perc (a 0-1 fraction) since 0.9.2 (PR #18354); vllm:gpu_cache_usage_perc
-            # before, deprecated 0.9.2, hidden 0.11, removed 0.12 (PR #29330): both, by name
-            Rule("KvbudgetEngineKvOverPlan",
-                 f"max by (instance) ({{__name__=~\"vllm:(kv|gpu)_cache_usage_perc\"}}) > {pct}", "5m", "warning",
-                 f"vLLM {over}", f"{{{{ $labels.instance }}}}: {why}"),
-            # vllm:num_preemptions (counter, scraped as _total): vllm/v1/metrics/loggers.py
-            Rule("KvbudgetEnginePreempting", "sum by (instance) (increase(vllm:num_preemptions_total[5m])) > 0", "0m",
-                 "critical", "vLLM preempted requests", "The KV cache ran out: the plan is not holding."),
-            # vllm:num_requests_waiting (gauge): vllm/v1/metrics/loggers.py
-            Rule("KvbudgetEngineQueueing", "sum by (instance) (vllm:num_requests_waiting) > 0", "2m", "warning",
-                 "vLLM has requests waiting", waiting),
-        ], []  # fmt: skip
-    if engine == "sglang":
-        return [
-            # sglang:token_usage (0-1), sglang:num_retracted_requests_total, sglang:num_queue_reqs:
-            # python/sglang/srt/metrics/collector.py (families of v0.5.17 as kubernetes-sigs/inference-perf lists)
-            Rule("KvbudgetEngineKvOverPlan", f"max by (instance) (sglang:token_usage) > {pct}", "5m", "warning",
-                 f"SGLang {over}", f"{{{{ $labels.instance }}}}: {why}"),
-            Rule("KvbudgetEnginePreempting",
-                 "sum by (instance) (increase(sglang:num_retracted_requests_total[5m])) > 0", "0m", "critical",
-                 "SGLang retracted requests", "The KV cache ran out: the plan is not holding."),
-            Rule("KvbudgetEngineQueueing", "sum by (instance) (sglang:num_queue_reqs) > 0", "2m", "warning",
-                 "SGLang has requests waiting", waiting),
-        ], []  # fmt: skip
-    if engine == "llamacpp":
-        return [
-            # llamacpp:kv_cache_usage_ratio: tools/server/server.cpp until PR #13660 (May 2025) removed it; kept
-            # for older builds (the rule is silent on newer ones). No preemption: slots are fixed at -np.
-            Rule("KvbudgetEngineKvOverPlan", f"max by (instance) (llamacpp:kv_cache_usage_ratio) > {pct}", "5m",
-                 "warning", f"llama.cpp {over}", f"{{{{ $labels.instance }}}}: {why}"),
-            # llamacpp:requests_deferred (gauge, the queue): tools/server/server.cpp, with --metrics
-            Rule("KvbudgetEngineQueueing", "sum by (instance) (llamacpp:requests_deferred) > 0", "2m", "warning",
-                 "llama-server has deferred requests", waiting + " Check --parallel is at least the sessions."),
-        ], ["llama-server exports metrics with --metrics; builds after May 2025 have no KV usage gauge "
-            "(llamacpp:kv_cache_usage_ratio, PR #13660), so only the deferred-requests rule fires there."]  # fmt: skip
-    return [], [f"{engine}: no engine rules (no Prometheus KV, preemption or queue metrics kvbudget ties to); "
-                "the gateway's rules hold the plan."]  # fmt: skip
+    rules: list[Rule] = []
+    if m.kv_usage is not None:
+        rules.append(Rule("KvbudgetEngineKvOverPlan", f"max by (instance) ({m.kv_usage}) > {pct}", "5m", "warning",
+                          f"{m.label} KV usage past the plan's worst case ({pct}: every planned session at the cap)",
+                          "{{ $labels.instance }}: sessions longer than the cap or more sessions than planned reach "
+                          "the engine; preemption follows."))  # fmt: skip
+    if m.preemptions is not None:
+        rules.append(Rule("KvbudgetEnginePreempting", f"sum by (instance) (increase({m.preemptions}[5m])) > 0", "0m",
+                          "critical", f"{m.label} {m.preempted} requests",
+                          "The KV cache ran out: the plan is not holding."))  # fmt: skip
+    rules.append(Rule("KvbudgetEngineQueueing", f"sum by (instance) ({m.waiting}) > 0", "2m", "warning",
+                      f"{m.label} has requests waiting",
+                      "The engine queues requests: with the gateway holding the plan it should never have to."
+                      + m.waiting_hint))  # fmt: skip
+    return rules, [m.note] if m.note else []
 
 
 def alert_rules(plan: Plan) -> AlertRules:
@@ -168,7 +149,7 @@ def alert_rules(plan: Plan) -> AlertRules:
     # computed: with every planned session at the cap, the pool holds sessions x bytes per session
     usage = min(1.0, plan.sessions * plan.per_session_bytes / plan.kv_pool_bytes) if plan.kv_pool_bytes else 1.0
     usage = math.ceil(usage * 1000) / 1000
-    engine_rules, notes = _engine_rules(engine, usage)
+    engine_rules, notes = _engine_rules(engine, plan.inputs.engine.rules.alert_metrics(), usage)
     if plan.sessions < 1:
         notes = [f"the plan fits no session at the {cap}-token cap: plan a smaller cap first", *notes]
     return AlertRules(engine, plan.sessions, cap, usage, (*_gateway_rules(max(plan.sessions, 1), cap), *engine_rules),

@@ -159,8 +159,8 @@ def _belongs(r: PlanRequest, logged: LogInputs, spec: ModelSpec, gpu: Gpu | None
     if weights is not None:
         parallel = logged.parallel if logged.tp is not None else r.tp * r.pp  # the plan takes the plan's own
         belong.check_weights(log, weights, parallel, spec, r.model, "--from-log")
-    if log.engine in ("vllm", "trtllm"):  # CUDA's total as the engine read it
-        belong.check_gpu(log.figure("total_gpu_memory_bytes"), gpu, log.path, "--from-log")
+    # CUDA's device total, where the engine's log prints it (vLLM's and TensorRT-LLM's readers)
+    belong.check_gpu(log.figure("total_gpu_memory_bytes"), gpu, log.path, "--from-log")
 
 
 def _log_engine(text: str, chosen: EngineRef, logged: EngineRef) -> EngineRef:
