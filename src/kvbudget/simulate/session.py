@@ -32,6 +32,7 @@ class Session:
         "holder",
         "kv",
         "order",
+        "out0",
         "output",
         "pause",
         "pbytes",
@@ -45,6 +46,7 @@ class Session:
         "state",
         "steps",
         "swapped",
+        "t_first",
         "vfinish",
     )
 
@@ -74,6 +76,8 @@ class Session:
         self.gnext = 0  # running: the token count of its next block boundary in this step (0: none left)
         self.gtop = 0  # the tokens whose bytes it takes there
         self.ready_at = arrival
+        self.t_first = -1.0  # when the current step's first token came (-1: not yet; the TTFT is pending)
+        self.out0 = 0  # the current step's output tokens when it first ran (its inter-token latency's divisor)
 
     def private(self, costs: CostTable, tokens: int) -> int:
         """Private bytes at ``tokens`` tokens (the shared prefix's bytes are the replica's)."""

@@ -50,6 +50,9 @@ class Level:
     errors: int = 0
     refusals: Counter[str] = field(default_factory=Counter)
     ttfts: list[float] = field(default_factory=list)
+    decode_rates: list[float] = field(default_factory=list)  # per request: decode tokens/s (server timings or stream)
+    prefill_rates: list[float] = field(default_factory=list)  # per request: prompt tokens/s (server timings)
+    itls: list[float] = field(default_factory=list)  # per request: (latency - ttft) / (output - 1), client side
     scrapes: int = 0
     deferred_scrapes: int = 0
     deferred_peak: float = 0.0
@@ -139,6 +142,7 @@ class Recorder:
         if kind is None:
             self.streak = 0
             self._tokens(reply, planned_prompt)
+            self._speeds(level, reply)
             return
         self.last_error = reply.error
         if kind in ("transport", "stream"):
@@ -156,6 +160,18 @@ class Recorder:
         if self.streak >= FATAL_STREAK and self.fatal is None:
             self.fatal = f"{self.streak} requests in a row failed; the last: {reply.error}"
             self.wake.set()
+
+    def _speeds(self, level: Level, reply: Reply) -> None:
+        """The level's speeds from one completed request (``--speed-from`` reads them, simulate/measured.py)."""
+        out = reply.completion_tokens or 0
+        if reply.ttft_s is not None and reply.latency_s and out > 1 and reply.latency_s > reply.ttft_s:
+            itl = (reply.latency_s - reply.ttft_s) / (out - 1)
+            level.itls.append(itl)
+            level.decode_rates.append(1 / itl)  # as the client sees it (the stream), like its TTFT
+        elif reply.predicted_per_s:
+            level.decode_rates.append(reply.predicted_per_s)  # the server's own timing, without a stream
+        if reply.prompt_per_s:
+            level.prefill_rates.append(reply.prompt_per_s)
 
     def _tokens(self, reply: Reply, planned_prompt: int) -> None:
         t = self.tokens
