@@ -66,8 +66,8 @@ def test_speeds_from_one_load_test_predict_another(tmp_path: Path, capsys: pytes
     model = write_llama(tmp_path / "llama-3.1-8b-tiny.gguf")
     workload = tmp_path / "agent.toml"
     workload.write_text(WORKLOAD.format(pause=1.0), encoding="utf-8")
-    common = ("--workload", str(workload), "--context", str(CAP), "--history", "filler", "--time-scale", str(SCALE))
-    common += ("--target-ttft", "30", "--scrape-interval", "0.2")
+    common = ("--workload", str(workload), "--context", str(CAP), "--history", "filler", "--time-scale", str(SCALE),
+              "--target-ttft", "30", "--scrape-interval", "0.2")  # fmt: skip
     args = ("-c", str(SLOTS * CAP), "-np", str(SLOTS))
     with llama_server(model, tmp_path / "server.log", *args) as server:
         a = _loadtest(capsys, tmp_path / "a.json", server.url, *common, "--start", "1", "--max-sessions", "2",

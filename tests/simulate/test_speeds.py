@@ -173,3 +173,28 @@ def test_measured_speeds_from_a_load_test_document() -> None:
         speeds_of({"levels": [{"sessions": 1, "ttft_s": {"p50": 0.1}}]}, "lt.json")
     with pytest.raises(InputError, match="not a kvbudget loadtest"):
         speeds_of([], "lt.json")
+
+
+def test_speed_from_a_load_test_is_labelled_measured(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = tmp_path / "lt.json"
+    levels = [
+        {"sessions": 1, "decode_tokens_per_s": {"p50": 40.0}, "prefill_tokens_per_s": {"p50": 2000.0}},
+        {"sessions": 4, "decode_tokens_per_s": {"p50": 20.0}, "prefill_tokens_per_s": {"p50": 1500.0}},
+    ]
+    result.write_text(json.dumps({"levels": levels}), encoding="utf-8")
+    request = _request(tmp_path, "llama-3.1-8b", "h100-sxm", 1000, 101, speed_from=str(result))
+    study = simulate_deployment(request)
+    speeds = study.about["speeds"]
+    assert isinstance(speeds, dict)
+    assert speeds["prefill"]["provenance"] == "measured" and speeds["decode"]["provenance"] == "measured"
+    assert speeds["prefill"]["tokens_per_s"] == 1750.0
+    latency = study.to_dict()["latency"]
+    assert isinstance(latency, dict)
+    assert latency["itl_s"]["p50"] == pytest.approx(1 / 40, rel=0.011)  # alone: the 1-session level
+    assert latency["ttft_s"]["p50"] == pytest.approx(1000 / 1750 + 1 / 40, rel=0.011)
+    code, _, err = run_cli(
+        capsys, "simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--context", "8k",
+        "--workload", "examples/chat.toml", "--sessions", "5", "--search-sessions", "0", "--speed-from",
+        str(tmp_path / "missing.json"),
+    )  # fmt: skip
+    assert code == 1 and "--speed-from" in err and "Traceback" not in err

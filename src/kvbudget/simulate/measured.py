@@ -1,8 +1,9 @@
 """Speeds measured by a load test (``--speed-from RESULT.json``): what a real server did, for the simulator.
 
 A ``kvbudget loadtest --json`` result holds, per concurrency level it held (docs/loadtest.md), the median
-prefill tokens/s and decode tokens/s per request (the server's own timings where it reports them, llama-server's
-``timings``; else the client's stream: tokens after the first over the time they took). From them:
+decode tokens/s per request (as the client's stream saw it: tokens after the first over the time they took; the
+server's own ``timings`` without a stream) and the median prefill tokens/s (the server's ``timings``,
+llama-server). From them:
 
 * prefill: the median over the levels of each level's median prefill tokens/s, one prompt at a time;
 * a decode iteration of ``running`` sessions takes ``1 / decode tokens/s`` of the level whose concurrency is

@@ -134,6 +134,7 @@ def replica_speeds(
             "`kvbudget gpus` lists with dense_tflops"
         )
     step: Callable[[int, int], float] | None
+    quotes: tuple[tuple[int, float], ...]
     if decode_rate is not None:
         step, quotes = None, ((1, decode_rate),)
         decode_from = Assumption("given", f"--decode-rate {decode_rate:g} tokens/s per session at any batch")
