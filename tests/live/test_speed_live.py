@@ -1,9 +1,9 @@
 """Speeds measured in one load test predict, through the simulator, the latency of another (real llama-server).
 
 The server: a tiny GGUF with Llama-3.1-8B's KV geometry (tests/live/tiny_gguf.py), ``-c 1024 -np 4``: four slots
-of 256 cells. Load test A ramps 1 then 2 sessions; its per-level decode tokens/s and prefill tokens/s
+of 256 cells. Load test A ramps 2 then 4 sessions; its per-level decode tokens/s and prefill tokens/s
 (``--speed-from``, kvbudget.simulate.measured) drive the simulator on the same slots (reserve-at-cap, as the load
-test's own prediction models llama.cpp) for 4 sessions started together; load test B then holds 4 sessions. The
+test's own prediction models llama.cpp) for 3 sessions started together; load test B then holds 3 sessions. The
 simulator's time to first token and inter-token latency p50 must land within 25% of B's. docs/speed.md records a
 run's figures.
 """
@@ -70,28 +70,28 @@ def test_speeds_from_one_load_test_predict_another(tmp_path: Path, capsys: pytes
               "--target-ttft", "30", "--scrape-interval", "0.2")  # fmt: skip
     args = ("-c", str(SLOTS * CAP), "-np", str(SLOTS))
     with llama_server(model, tmp_path / "server.log", *args) as server:
-        a = _loadtest(capsys, tmp_path / "a.json", server.url, *common, "--start", "1", "--max-sessions", "2",
-                      "--level-time", "6")  # fmt: skip
-        b = _loadtest(capsys, tmp_path / "b.json", server.url, *common, "--sessions", "4", "--duration", "8")
-    assert [lv["sessions"] for lv in a["levels"]] == [1, 2]
+        a = _loadtest(capsys, tmp_path / "a.json", server.url, *common, "--start", "2", "--step", "2", "--max-sessions", "4",
+                      "--level-time", "15")  # fmt: skip
+        b = _loadtest(capsys, tmp_path / "b.json", server.url, *common, "--sessions", "3", "--duration", "15")
+    assert [lv["sessions"] for lv in a["levels"]] == [2, 4]
     measured = measured_speeds(str(tmp_path / "a.json"))
     held = b["levels"][0]
-    assert held["sessions"] == 4 and held["refused"] == 0
+    assert held["sessions"] == 3 and held["refused"] == 0
 
     scaled = tmp_path / "scaled.toml"
     scaled.write_text(WORKLOAD.format(pause=SCALE), encoding="utf-8")  # the pauses as the load test ran them
-    sessions = [replace(plan, arrival_s=0.0) for plan in generate_sessions(load_workload(scaled), seed=0, count=4)]
+    sessions = [replace(plan, arrival_s=0.0) for plan in generate_sessions(load_workload(scaled), seed=0, count=3)]
     config = SimConfig(
         memory=slot_memory(SLOTS, CAP, CAP, False),
         policy=MemoryPolicy(policy="reserve", admission="queue"),
         time=measured_time_model(measured),
     )
     result = simulate(sessions, config)
-    assert result.finished + result.refused_at_cap == 4
+    assert result.finished + result.refused_at_cap == 3
     predicted = {"ttft": result.ttft_s["p50"], "itl": result.itl_s["p50"]}
     observed = {"ttft": held["ttft_s"]["p50"], "itl": held["itl_s"]["p50"]}
     errors = {k: predicted[k] / observed[k] - 1 for k in predicted}
-    report = f"measured at 1, 2: {measured.points}, prefill {measured.prefill_tokens_per_s:.0f}/s; " + ", ".join(
+    report = f"measured at 2, 4: {measured.points}, prefill {measured.prefill_tokens_per_s:.0f}/s; " + ", ".join(
         f"{k} predicted {predicted[k] * 1e3:.2f} ms vs {observed[k] * 1e3:.2f} ms ({errors[k]:+.0%})" for k in errors
     )
     print(report)
