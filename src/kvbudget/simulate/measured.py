@@ -1,9 +1,9 @@
 """Speeds measured by a load test (``--speed-from RESULT.json``): what a real server did, for the simulator.
 
 A ``kvbudget loadtest --json`` result holds, per concurrency level it held (docs/loadtest.md), the median
-decode tokens/s per request (as the client's stream saw it: tokens after the first over the time they took; the
-server's own ``timings`` without a stream) and the median prefill tokens/s (the server's ``timings``,
-llama-server). From them:
+decode tokens/s per request (1 / the inter-token latency p50 the client's stream saw; the server's own
+``timings`` without a stream) and the median prefill tokens/s (new prompt tokens over TTFT less one inter-token
+gap: the prefill the simulator charges before a step's first iteration). From them:
 
 * prefill: the median over the levels of each level's median prefill tokens/s, one prompt at a time;
 * a decode iteration of ``running`` sessions takes ``1 / decode tokens/s`` of the level whose concurrency is
