@@ -136,6 +136,8 @@ def test_positional_model_and_gpu_memory(capsys: pytest.CaptureFixture[str], wor
         "80GB",
         "--bandwidth",
         "3.35TB/s",
+        "--prefill-rate",
+        "8000",
         "--context",
         "16k",
         "--workload",

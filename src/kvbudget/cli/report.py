@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     g.add_argument("--search-sessions", help="sessions per search probe (default 2000; 0: no search)")
     g.add_argument("--bandwidth", help="HBM bytes/s per GPU (default: the --gpu catalog entry)")
     g.add_argument("--decode-rate", help="fixed decode tokens/s per session instead of the roofline")
-    g.add_argument("--prefill-rate", help="prefill tokens/s per replica (default 10000)")
+    g.add_argument("--prefill-rate", help="prefill tokens/s per replica (default: the speed model's roofline)")
     g = p.add_argument_group("measured (kvbudget loadtest, kvbudget calibrate)")
     g.add_argument("--loadtest", action="append", metavar="RESULT.json", help="a kvbudget loadtest --json result")
     g.add_argument("--log", action="append", metavar="LOG", help="an engine start-up log (calibrate)")

@@ -127,6 +127,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     g.add_argument("--seed", help="seed of the generated sessions (default 0)")
     g.add_argument("--sessions", help=f"sessions to simulate (default {DEFAULT_SESSIONS} generated)")
     g.add_argument("--duration", help="simulated time instead of --sessions: 600, 10m, 2h")
+    g.add_argument(
+        "--rate", help="sessions arriving per second, all replicas: 0.5, 30/min (default: the workload's [arrival])"
+    )
     g = p.add_argument_group("serving policy")
     g.add_argument(
         "--policy",
@@ -145,11 +148,23 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     g.add_argument("--replicas", help="replicas behind the router (default: the plan's)")
     g.add_argument("--router", choices=["least-loaded", "round-robin"], help="default least-loaded")
     g = p.add_argument_group("speed")
-    g.add_argument("--prefill-rate", help="prefill tokens/s per replica (default 10000)")
+    g.add_argument("--prefill-rate", help="prefill tokens/s per replica (default: the speed model's roofline)")
     g.add_argument("--decode-rate", help="fixed decode tokens/s per session instead of the roofline")
     g.add_argument("--bandwidth", help="HBM bytes/s per GPU (default: the --gpu catalog entry)")
+    g.add_argument(
+        "--speed-from",
+        metavar="RESULT.json",
+        help="a kvbudget loadtest --json result: its measured prefill and decode speeds replace the roofline",
+    )
     g = p.add_argument_group("target and output")
     g.add_argument("--target-p99-delay", help="target: p99 queue delay bound in s (allows preemption)")
+    g.add_argument(
+        "--target-preemption-rate", help="target: preemptions tolerated per step, 0.1%% or 0.001 (default 0.1%%)"
+    )
+    g.add_argument(
+        "--target-refusal-rate",
+        help="target: sessions refused per arrived, at the cap included, 0.1%% or 0.001 (default 0.1%%)",
+    )
     g.add_argument("--search-sessions", help="sessions per search probe (default 2000; 0: no search)")
     g.add_argument("--search-probes", help="runs in the sustained-sessions search (default 8)")
     g.add_argument("--plot", help="write a time-series plot (PNG/SVG/PDF; extra: plot)")

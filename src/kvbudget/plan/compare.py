@@ -54,6 +54,9 @@ class Simulated:
     sessions_per_replica: float | None
     basis: str
     target: str
+    ttft_s: dict[str, float] | None = None  # the run at the workload's own rate: p50 / p99 time to first token
+    itl_s: dict[str, float] | None = None  # and inter-token latency
+    speeds: str = ""  # the speeds it ran at and their provenance, in words
 
     def replicas_for(self, concurrent: float | None) -> int | None:
         """Replicas whose sustained sessions cover ``concurrent`` (Little's law at the asked rate)."""
@@ -191,6 +194,9 @@ class Row:
                 "target": s.target,
                 "replicas_needed": self.replicas_needed_simulated,
                 "gpus_needed": self.gpus_needed_simulated,
+                "ttft_s": s.ttft_s,
+                "itl_s": s.itl_s,
+                "speeds": s.speeds,
             }
         return out
 

@@ -172,6 +172,7 @@ def _simulated(request: CompareRequest, rows: list[Row]) -> list[Row]:
             request,
             **row.choice.options(),
             sessions=request.search_sessions,
+            rate=None,  # compare's --rate is the whole deployment's; each row runs at the workload's own rate
             search_sessions=request.search_sessions,
             search_probes=request.search_probes,
             jobs=1,  # the rows are the parallel tasks
@@ -211,4 +212,11 @@ def _sustained(simulation: SimulateRequest) -> Simulated:
     from kvbudget.simulate.study import sustained_basis
 
     study = simulate_deployment(simulation)
-    return Simulated(study.sustained_sessions, sustained_basis(study), study.target.describe())
+    speeds = study.about.get("speeds")
+    said = (
+        f"prefill {speeds['prefill']['provenance']}, decode {speeds['decode']['provenance']}"
+        if isinstance(speeds, dict)
+        else ""
+    )
+    r = study.result
+    return Simulated(study.sustained_sessions, sustained_basis(study), study.target.describe(), r.ttft_s, r.itl_s, said)

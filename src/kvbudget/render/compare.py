@@ -33,6 +33,7 @@ def render_comparison(comparison: Comparison) -> str:
         head.append("sim sessions")
         if with_rate:
             head.append("GPUs (sim)")
+        head += ["TTFT s", "ITL ms"]
     body = []
     refused: list[str] = []
     warned: list[str] = []
@@ -75,6 +76,10 @@ def render_comparison(comparison: Comparison) -> str:
             if with_rate:
                 gpus = row.gpus_needed_simulated
                 line.append("-" if gpus is None else f"{gpus:,}")
+            ttft = row.simulated.ttft_s if row.simulated else None
+            itl = row.simulated.itl_s if row.simulated else None
+            line.append("-" if ttft is None else f"{ttft['p50']:.3g}")
+            line.append("-" if itl is None else f"{itl['p50'] * 1e3:.3g}")
         body.append(line)
     text = table(head, body, [False, False, False, True, False, *[True] * (len(head) - 5)])
     notes = [
@@ -98,6 +103,11 @@ def render_comparison(comparison: Comparison) -> str:
         )
         if with_rate:
             notes.append("GPUs (sim): replicas that each hold the simulated sessions, for the need, x tp x pp")
+        said = next((r.simulated.speeds for r in rows if r.simulated and r.simulated.speeds), "")
+        notes.append(
+            "TTFT s / ITL ms: time to first token and inter-token latency p50 of the simulated run at the workload's "
+            f"own rate ({said}; kvbudget simulate shows the speeds and p99)"
+        )
     if refused:
         notes += ["", "refused:", *refused]
     if warned:

@@ -29,6 +29,56 @@ def _delay(seconds: float) -> str:
     return f"{seconds:.3g} s" if seconds < 120 else format_duration(seconds)
 
 
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3g} ms" if seconds < 1 else _delay(seconds)
+
+
+def speed_lines(speeds: dict[str, Any]) -> list[str]:
+    """The speed assumptions with their provenance (the JSON's ``speeds``)."""
+    pre, dec = speeds["prefill"], speeds["decode"]
+    quotes = " · ".join(
+        f"{q['tokens_per_s']:,.1f} tokens/s per session at {q['running']:,} running"
+        for q in dec["tokens_per_s_per_session"]
+    )
+    return [
+        f"Speeds: prefill {pre['tokens_per_s']:,.0f} tokens/s ({pre['provenance']}; a "
+        f"{pre['quoted_at_prompt_tokens']:,}-token prompt) · decode {quotes} ({dec['provenance']})",
+        f"  prefill: {pre['basis']}",
+        f"  decode: {dec['basis']}",
+    ]
+
+
+def latency_lines(study: Study) -> list[str]:
+    """TTFT, inter-token latency and output speed per session, after the speeds they rest on."""
+    from kvbudget.simulate.study import latency_json
+
+    r = study.result
+    speeds = study.about.get("speeds")
+    lines = speed_lines(speeds) if isinstance(speeds, dict) else []
+    t, i = r.ttft_s, r.itl_s
+    out = latency_json(r)["output_tokens_per_s_per_session"]
+    assert isinstance(out, dict)
+    per = (
+        f" · output {out['p50']:,.1f} tokens/s per session (slowest 1%: {out['slowest_1pct']:,.1f})"
+        if out["p50"] and out["slowest_1pct"]
+        else ""
+    )
+    lines.append(
+        f"Latency per step: time to first token p50 {_ms(t['p50'])} · p99 {_ms(t['p99'])} · inter-token "
+        f"p50 {_ms(i['p50'])} · p99 {_ms(i['p99'])}{per}"
+    )
+    return lines
+
+
+def verdict_text(study: Study) -> str:
+    """The run's verdict: met, unstable (the queue grows: no capacity at this load) or missed, with what it
+    missed."""
+    if study.verdict == "met":
+        return "met by this run"
+    head = "UNSTABLE at this load" if study.verdict == "unstable" else "missed by this run"
+    return f"{head}: {'; '.join(study.misses)}"
+
+
 def render_study(study: Study, units: UnitSystem = "iec") -> str:
     r, c, p, a = study.result, study.config, study.config.policy, study.about
     preempt = f" ({p.preempt})" if p.policy != "reserve" else ""
@@ -68,11 +118,12 @@ def render_study(study: Study, units: UnitSystem = "iec") -> str:
         f"Queue delay (arrival to admission): p50 {_delay(r.queue_delay_s['p50'])} · "
         f"p99 {_delay(r.queue_delay_s['p99'])} · waits of later steps: p50 {_delay(r.step_wait_s['p50'])} · "
         f"p99 {_delay(r.step_wait_s['p99'])}",
+        *latency_lines(study),
         f"Mean concurrency {r.mean_concurrency:,.1f} sessions (from {format_duration(r.concurrency_window_s[0])} to "
         f"{format_duration(r.concurrency_window_s[1])}) · peak {r.peak_concurrency:,} · simulated "
         f"{format_duration(r.sim_time_s)}",
         "",
-        f"Target: {study.target.describe()} — {'met' if study.target_met else 'missed'} by this run",
+        f"Target: {study.target.describe()} — {verdict_text(study)}",
     ]
     sustained = study.sustained_sessions
     static = f"static plan (worst case reserved at the cap): {study.static_plan_sessions:,} per replica"
@@ -91,7 +142,7 @@ def render_study(study: Study, units: UnitSystem = "iec") -> str:
                 f"{q.p99_delay_s:.3g}",
                 f"{q.preemptions:,}",
                 f"{q.refused:,}",
-                "yes" if q.holds else "no",
+                "yes" if q.holds else "unstable" if q.unstable else "no",
             ]
             for q in study.sustained.trail
         ]

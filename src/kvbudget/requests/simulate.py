@@ -15,9 +15,12 @@ class SimulateRequest(Deployment):
     """An event-driven simulation of the deployment under ``workload`` (a file) or ``trace`` (files to replay).
 
     ``sessions`` / ``duration``: how many sessions to generate, or for how long (default 2,000 sessions);
+    ``rate``: sessions arriving per second over the whole deployment (default: the workload's ``[arrival]``);
     ``policy`` / ``pause``: the memory policy and what a tool pause holds (default: the engine's own behaviour);
     ``prefill_rate`` tokens/s per replica, ``decode_rate`` a fixed decode tokens/s per session instead of the
-    bandwidth roofline; ``search_sessions`` sessions per probe of the sustained-sessions search (0: no search).
+    speed model's roofline, ``speed_from`` a load-test result whose measured speeds replace it;
+    ``search_sessions`` sessions per probe of the sustained-sessions search (0: no search); ``target_*``: the
+    target's tolerances (simulate/policies.py ``Target``).
     """
 
     command = "simulate"
@@ -31,6 +34,7 @@ class SimulateRequest(Deployment):
     seed: int = option(0, "index")
     sessions: int | None = option(None, "sessions")
     duration: float | None = option(None, "seconds")
+    rate: float | None = option(None, "per_second")
     policy: str | None = option(None, "text", choices=("reserve", "paged", "watermark"))
     preempt: str = option("recompute", "text", choices=("recompute", "swap"))
     pause: str | None = option(None, "text", choices=("hold", "evictable"))
@@ -41,7 +45,10 @@ class SimulateRequest(Deployment):
     prefill_rate: float | None = option(None, "positive")
     decode_rate: float | None = option(None, "positive")
     bandwidth: float | None = option(None, "bandwidth")
+    speed_from: str | None = option(None, "text")
     target_p99_delay: float | None = option(None, "positive")
+    target_preemption_rate: float | None = option(None, "tolerance")
+    target_refusal_rate: float | None = option(None, "tolerance")
     search_sessions: int = option(2000, "index")
     search_probes: int = option(8, "count")
     check: bool = option(False, "switch")

@@ -148,6 +148,17 @@ def read_share(value: object, what: str) -> float:
     return number
 
 
+def read_tolerance(value: object, what: str) -> float:
+    """A tolerated rate, 0 included: ``0``, ``0.001`` or ``0.1%`` (below 1)."""
+    if isinstance(value, str) and value.strip().endswith("%"):
+        number = _real(value.strip()[:-1], what, 0.0, 100.0, "percent", "0.1%") / 100
+    else:
+        number = _real(value, what, 0.0, 1.0, "(a rate like 0.001 or 0.1%)", "0.001")
+    if number >= 1:
+        raise InputError(f"{what}: {shown(str(value))} must be below 1 (100%); 0 tolerates none")
+    return number
+
+
 _SECONDS = {None: 1, "s": 1, "m": 60, "min": 60, "h": 3600}
 _MILLI = "ms"  # a latency target: 50ms
 
@@ -260,6 +271,7 @@ READERS: dict[str, Callable[[object, str], object]] = {
     "positive": read_positive,
     "fraction": read_fraction,
     "share": read_share,
+    "tolerance": read_tolerance,
     "seconds": read_seconds,
     "bandwidth": read_bandwidth,
     "per_second": read_per_second,

@@ -56,11 +56,14 @@ class DecodeBatch:
         "ledger",
         "next_t",
         "peak",
+        "prefill_busy",
         "prefill_rate",
+        "prefill_s",
         "running",
         "seq",
         "short_q",
         "short_v",
+        "step_s",
         "t_iter",
         "t_last",
         "time",
@@ -84,6 +87,9 @@ class DecodeBatch:
         self.heap: list[tuple[float, int, int, Session]] = []
         self.seq = itertools.count()
         self.prefill_rate = time.prefill_tokens_per_s
+        self.prefill_s = time.prefill_s  # seconds for (new, cached) tokens; None: prefill_rate
+        self.step_s = time.step_s  # seconds of an iteration for (running, kv bytes); None: the memory roofline
+        self.prefill_busy = 0.0  # seconds spent prefilling (the run's achieved prefill rate)
         rate = time.decode_tokens_per_s
         self.fixed_iteration = 1.0 / rate if rate else 0.0
         self.t_iter = self._iteration()
@@ -92,6 +98,8 @@ class DecodeBatch:
     def _iteration(self) -> float:
         if self.fixed_iteration:
             return self.fixed_iteration
+        if self.step_s is not None:
+            return self.step_s(self.running, self.kv_read)
         return (self.time.weights_bytes + self.kv_read) / self.time.bandwidth_bytes_per_s
 
     def advance(self, now: float) -> None:
@@ -110,8 +118,15 @@ class DecodeBatch:
             if now > start:
                 self.v += (now - start) / self.t_iter
         self.t_last = now
-        if prefill_tokens and self.prefill_rate:
-            busy = self.busy_until = (busy if busy > now else now) + prefill_tokens / self.prefill_rate
+        if prefill_tokens:
+            hook = self.prefill_s
+            if hook is not None:
+                seconds = hook(prefill_tokens, s.prompt - prefill_tokens)
+            else:
+                seconds = prefill_tokens / self.prefill_rate if self.prefill_rate else 0.0
+            if seconds:
+                busy = self.busy_until = (busy if busy > now else now) + seconds
+                self.prefill_busy += seconds
         s.kv = kv_bytes
         self.kv_read += kv_bytes
         self.running += 1
@@ -131,7 +146,7 @@ class DecodeBatch:
         heap = self.heap
         heappush(heap, (key, next(self.seq), s.dver, s))
         if not self.fixed_iteration:
-            self.t_iter = (self.time.weights_bytes + self.kv_read) / self.time.bandwidth_bytes_per_s
+            self.t_iter = self._iteration()
         top = heap[0]
         if top[2] == top[3].dver and self.ledger is None:  # refresh(), inlined for the common case
             start = now if now > busy else busy
@@ -196,6 +211,12 @@ class DecodeBatch:
         q = int(v // d)
         r = v - q * d
         return (q + 1, 0.0) if r >= d else (q, r if r > 0.0 else 0.0)
+
+    def first_token(self, now: float) -> float:
+        """When a session that joined at ``now`` gets its first token: its prefill (the backlog up to it) and one
+        decode iteration of the batch it joined (the figure ``kvbudget speed`` gives as TTFT)."""
+        busy = self.busy_until
+        return (busy if busy > now else now) + self.t_iter
 
     def leave(self, s: Session, now: float) -> int:
         """Take ``s`` out mid-step (preemption); return the output tokens it still has to generate."""
@@ -266,7 +287,7 @@ class DecodeBatch:
         self.running -= 1
         s.kv = 0
         if not self.fixed_iteration:
-            self.t_iter = (self.time.weights_bytes + self.kv_read) / self.time.bandwidth_bytes_per_s
+            self.t_iter = self._iteration()
         self._next(now)
 
     def regrow(self, s: Session, now: float) -> None:

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
     from kvbudget.engines.contract import EngineRules
     from kvbudget.requests.simulate import SimulateRequest
-    from kvbudget.simulate.policies import CapPolicy
+    from kvbudget.simulate.policies import CapPolicy, Target
     from kvbudget.simulate.runner import Progress
     from kvbudget.simulate.study import Study
     from kvbudget.workload.record import BadRow, SessionPlan
@@ -42,6 +42,15 @@ def _sources(
         from kvbudget.workload.loader import load_workload
 
         workload = load_workload(r.workload)
+        if r.rate is not None:
+            if workload.arrival.replay:
+                raise InputError(
+                    f"--rate: {r.workload} replays a trace's session starts; drop --rate or give the workload "
+                    "an [arrival] rate_per_s"
+                )
+            from dataclasses import replace
+
+            workload = replace(workload, arrival=replace(workload.arrival, rate_per_s=r.rate))
         if count is None and duration is None:
             count = DEFAULT_SESSIONS
 
@@ -97,6 +106,8 @@ def check_traffic(r: SimulateRequest) -> None:
         raise InputError("give exactly one of --workload FILE or --trace FILE...")
     if r.sessions and r.duration:
         raise InputError("give --sessions N or --duration S, not both")
+    if r.rate is not None and not r.workload:
+        raise InputError("--rate: a trace replays its own arrivals; --rate sets a --workload's arrival rate")
 
 
 def simulate_deployment(request: SimulateRequest, progress: ProgressHooks | None = None) -> Study:
@@ -107,9 +118,11 @@ def simulate_deployment(request: SimulateRequest, progress: ProgressHooks | None
     from kvbudget.plan.plan import make_plan
     from kvbudget.requests.base import narrowed
     from kvbudget.requests.plan import PlanRequest
-    from kvbudget.simulate.build import memory_from_plan, time_from_plan
-    from kvbudget.simulate.policies import DEFAULT_PREFILL_TOKENS_PER_S, MemoryPolicy, Target
+    from kvbudget.simulate.build import memory_from_plan
+    from kvbudget.simulate.measured import measured_speeds
+    from kvbudget.simulate.policies import MemoryPolicy
     from kvbudget.simulate.runner import SimConfig
+    from kvbudget.simulate.speeds import replica_speeds
     from kvbudget.simulate.study import run_study
 
     r = request
@@ -128,18 +141,15 @@ def simulate_deployment(request: SimulateRequest, progress: ProgressHooks | None
         from kvbudget.plan.sharing import prefix_sharing
 
         sharing = prefix_sharing(plan.layout, inputs.engine, plan.kv_pool_bytes, inputs.context, prefix)
-    bandwidth = r.bandwidth
-    if bandwidth is None and r.gpu:
-        bandwidth = hardware.gpu(r.gpu).bandwidth_bytes_per_s
-    if bandwidth is None and r.decode_rate is None:
-        raise InputError("the decode roofline needs the GPU's bandwidth: add --bandwidth 3.35TB/s or --decode-rate 50")
-    time_model = time_from_plan(
+    speeds = replica_speeds(
+        r,
         plan,
-        bandwidth,
-        prefill_tokens_per_s=r.prefill_rate or DEFAULT_PREFILL_TOKENS_PER_S,
-        decode_tokens_per_s=r.decode_rate,
-        swap_bytes_per_s=float(hardware.link(r.link).bytes_per_s),
+        prefill_rate=r.prefill_rate,
+        decode_rate=r.decode_rate,
+        bandwidth=r.bandwidth,
+        measured=measured_speeds(r.speed_from) if r.speed_from else None,
     )
+    time_model = speeds.time_model(float(hardware.link(r.link).bytes_per_s))
     rules = inputs.engine.rules
     policy = MemoryPolicy(
         policy=r.policy or rules.sim_policy,  # type: ignore[arg-type]  # one of the request's choices
@@ -162,7 +172,7 @@ def simulate_deployment(request: SimulateRequest, progress: ProgressHooks | None
         max_sessions=r.sessions,
         check=r.check,
     )
-    target = Target(r.target_p99_delay, allow_preemption=True) if r.target_p99_delay else Target()
+    target = target_of(r)
     _check_bounds(r, work, replicas)
     about: dict[str, object] = {
         "model": inputs.spec.name,
@@ -174,10 +184,11 @@ def simulate_deployment(request: SimulateRequest, progress: ProgressHooks | None
         "block_size": plan.layout.first.block_size,
         "source": described,
         "seed": r.seed,
-        "prefill_tokens_per_s": time_model.prefill_tokens_per_s,
-        "decode_tokens_per_s": time_model.decode_tokens_per_s,
-        "bandwidth_bytes_per_s": bandwidth,
+        "prefill_tokens_per_s": round(speeds.prefill_tokens_per_s, 3),
+        "decode_tokens_per_s": speeds.decode_tokens_per_s,
+        "bandwidth_bytes_per_s": r.bandwidth or (hardware.gpu(r.gpu).bandwidth_bytes_per_s if r.gpu else None),
         "weights_bytes_per_gpu": plan.weights_per_gpu,
+        "speeds": speeds.to_dict(),
     }
     return run_study(
         source,
@@ -190,6 +201,19 @@ def simulate_deployment(request: SimulateRequest, progress: ProgressHooks | None
         progress=progress,
         about=about,
         jobs=r.jobs,
+    )
+
+
+def target_of(r: SimulateRequest) -> Target:
+    """The request's target: the default's tolerances, each replaced by the option that gives it."""
+    from kvbudget.simulate.policies import DEFAULT_PREEMPTION_RATE, DEFAULT_REFUSAL_RATE, Target
+
+    return Target(
+        r.target_p99_delay or Target().p99_delay_s,
+        # --target-p99-delay alone keeps its old meaning: the delay bound, preemption allowed
+        allow_preemption=bool(r.target_p99_delay) and r.target_preemption_rate is None,
+        preemption_rate=DEFAULT_PREEMPTION_RATE if r.target_preemption_rate is None else r.target_preemption_rate,
+        refusal_rate=DEFAULT_REFUSAL_RATE if r.target_refusal_rate is None else r.target_refusal_rate,
     )
 
 

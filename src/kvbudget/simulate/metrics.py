@@ -93,6 +93,39 @@ class TimeSeries:
         self.next_t = sample.t + self.interval
 
 
+class QueueTrend:
+    """The waiting queue (all replicas) seen at arrivals: a checkpoint every k-th arrival, k doubling past 64
+    checkpoints (as ``Concurrency``), so it spans every arrival in bounded memory."""
+
+    __slots__ = ("checkpoints", "every")
+
+    def __init__(self) -> None:
+        self.every = 1
+        self.checkpoints: list[tuple[int, int]] = []  # (arrival index, sessions waiting)
+
+    def arrival(self, index: int, waiting: int) -> None:
+        if index % self.every == 0:
+            self.checkpoints.append((index, waiting))
+            if len(self.checkpoints) > 64:
+                self.every *= 2
+                self.checkpoints = [c for c in self.checkpoints if c[0] % self.every == 0]
+
+    def grows(self, replicas: int) -> bool:
+        """Whether the queue grows through the arrivals (the load is past capacity, not queueing in bursts)."""
+        return queue_grows([w for _, w in self.checkpoints], replicas)
+
+
+def queue_grows(waiting: list[int], replicas: int) -> bool:
+    """Queue lengths in arrival order grow: the mean over the last quarter is at least one session per replica
+    and more than twice the mean over the second quarter."""
+    quarter = len(waiting) // 4
+    if quarter < 2:
+        return False
+    early = sum(waiting[quarter : 2 * quarter]) / quarter
+    late = sum(waiting[-quarter:]) / quarter
+    return late >= replicas and late > 2 * early
+
+
 class Concurrency:
     """Time integral of sessions in service (admitted, not finished), with arrival checkpoints."""
 
@@ -148,9 +181,11 @@ class Counters:
         "decode_tokens",
         "finished",
         "hit_tokens",
+        "itl",
         "preemptions",
         "prefill_tokens",
         "prompt_tokens",
+        "queue",
         "queue_delay",
         "recomputed_tokens",
         "refused",
@@ -159,6 +194,7 @@ class Counters:
         "swap_bytes",
         "swaps",
         "too_big",
+        "ttft",
     )
 
     def __init__(self) -> None:
@@ -179,4 +215,7 @@ class Counters:
         self.recomputed_tokens = 0
         self.queue_delay = LogHistogram()
         self.step_wait = LogHistogram()
+        self.ttft = LogHistogram()  # per step: ready (arrival or pause end) to its first token
+        self.itl = LogHistogram()  # per step of 2+ output tokens: (last token - first token) / (output - 1)
         self.concurrency = Concurrency()
+        self.queue = QueueTrend()

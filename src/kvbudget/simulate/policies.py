@@ -5,6 +5,7 @@ Each rule names the engine behaviour it follows; docs/simulate.md has the whole 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -23,8 +24,15 @@ VICTIMS: tuple[VictimRule, ...] = ("newest", "fewest-decoded")
 
 POLICIES: tuple[PolicyName, ...] = ("reserve", "paged", "watermark")
 DEFAULT_WATERMARK = 0.05  # vLLM V0 BlockSpaceManager used 1%; 5% leaves room for a step's growth
-DEFAULT_PREFILL_TOKENS_PER_S = 10_000.0  # order of one H100 on an 8B-30B model; set it for yours
+# The library's TimeModel default only (hand-built configurations, tests); `kvbudget simulate` never uses it:
+# its speeds come from replica_speeds (computed, given or measured, simulate/speeds.py).
+DEFAULT_PREFILL_TOKENS_PER_S = 10_000.0
 DEFAULT_DELAY_BOUND_S = 1.0  # the default target's p99 queue-delay bound
+# The default target's tolerances: one preemption in 1,000 steps (a recompute of one step's context: a stall a
+# user may notice once in a long agent session) and one refused session in 1,000. Zero made one preemption in
+# 2,000 sessions fail a whole run (issue 19).
+DEFAULT_PREEMPTION_RATE = 0.001
+DEFAULT_REFUSAL_RATE = 0.001
 
 
 @dataclass(frozen=True)
@@ -65,14 +73,15 @@ class MemoryPolicy:
 
 @dataclass(frozen=True)
 class TimeModel:
-    """Prefill and decode speed of one replica.
+    """Prefill and decode speed of one replica (the hooks ``replica_speeds`` fills, simulate/speeds.py).
 
-    Decode is a roofline: one iteration emits a token for every running session and reads the
-    weights once plus every running session's KV, so
-    ``iteration_s = (weights_bytes + kv_bytes_read) / bandwidth_bytes_per_s`` (per GPU; under
-    tensor parallelism each GPU reads its shard in parallel). ``decode_tokens_per_s`` set instead
-    gives every session a fixed speed (the closed-form tests use it). Prefill runs at
-    ``prefill_tokens_per_s`` (``0`` = instantaneous). ``swap_bytes_per_s`` is the host link.
+    ``step_s(running, kv_bytes)``: seconds of one decode iteration of ``running`` sessions whose caches hold
+    ``kv_bytes`` per GPU (the speed model's roofline, or a measured curve). Without it, the bare memory roofline:
+    one iteration reads the weights once plus every running session's KV,
+    ``iteration_s = (weights_bytes + kv_bytes_read) / bandwidth_bytes_per_s`` (the closed-form tests use it).
+    ``decode_tokens_per_s`` set instead gives every session a fixed speed. ``prefill_s(new, cached)``: seconds
+    to prefill one prompt of ``new`` tokens after ``cached`` cached ones; without it ``prefill_tokens_per_s``
+    (``0`` = instantaneous). ``swap_bytes_per_s`` is the host link.
     """
 
     weights_bytes: int = 0
@@ -80,19 +89,32 @@ class TimeModel:
     prefill_tokens_per_s: float = DEFAULT_PREFILL_TOKENS_PER_S
     decode_tokens_per_s: float | None = None
     swap_bytes_per_s: float = 64e9
+    prefill_s: Callable[[int, int], float] | None = None
+    step_s: Callable[[int, int], float] | None = None
 
 
 @dataclass(frozen=True)
 class Target:
-    """The service target the sustained-sessions search holds to (docs/simulate.md).
+    """The service target the sustained-sessions search holds to (docs/simulate.md), with tolerances as rates.
 
-    Default: no preemption, no refusal, p99 queue delay <= 1 s. With ``allow_preemption`` (the
-    CLI's ``--target-p99-delay S``): only the delay bound and no refusal.
+    Default: preemptions at most 1 in 1,000 steps (``preemption_rate``), sessions refused at most 1 in 1,000
+    arrived (``refusal_rate``: at admission, at the cap and larger than the pool all count), p99 queue delay
+    <= 1 s, and a queue that does not grow through the run (``queue_grows``). With ``allow_preemption`` (the
+    CLI's ``--target-p99-delay S`` alone): preemptions are not counted.
     """
 
     p99_delay_s: float = DEFAULT_DELAY_BOUND_S
     allow_preemption: bool = False
+    preemption_rate: float = DEFAULT_PREEMPTION_RATE
+    refusal_rate: float = DEFAULT_REFUSAL_RATE
 
     def describe(self) -> str:
-        pre = "" if self.allow_preemption else "no preemption, "
-        return f"{pre}no refusal, p99 queue delay <= {self.p99_delay_s:g} s"
+        pre = "" if self.allow_preemption else f"preemptions <= {_share(self.preemption_rate)} of steps, "
+        return (
+            f"{pre}refusals <= {_share(self.refusal_rate)} of sessions (the cap's included), "
+            f"p99 queue delay <= {self.p99_delay_s:g} s, queue stable"
+        )
+
+
+def _share(rate: float) -> str:
+    return "0" if rate == 0 else f"{100 * rate:.3g}%"

@@ -47,7 +47,7 @@ class SimConfig:
         if self.replicas < 1:
             raise InputError(f"replicas must be at least 1, got {self.replicas}")
         t = self.time
-        if not t.decode_tokens_per_s and not t.bandwidth_bytes_per_s > 0:
+        if not t.decode_tokens_per_s and t.step_s is None and not t.bandwidth_bytes_per_s > 0:
             raise InputError("the decode roofline needs a memory bandwidth (--bandwidth) or a fixed --decode-rate")
         if t.prefill_tokens_per_s < 0 or (t.decode_tokens_per_s is not None and t.decode_tokens_per_s <= 0):
             raise InputError("prefill and decode rates must be positive tokens per second")
@@ -81,6 +81,10 @@ class SimResult:
     peak_resident_bytes: int
     queue_delay_s: dict[str, float]
     step_wait_s: dict[str, float]
+    ttft_s: dict[str, float]  # per step: ready to first token (queue, prefill backlog, one iteration)
+    itl_s: dict[str, float]  # per step: its mean inter-token latency
+    prefill_busy_s: float  # seconds the replicas spent prefilling, summed
+    queue_grows: bool  # the waiting queue grew through the arrivals (metrics.queue_grows): unstable at this load
     mean_concurrency: float
     concurrency_window_s: tuple[float, float]
     peak_concurrency: int
@@ -184,6 +188,7 @@ def _arrive(plan: SessionPlan, now: float, stats: Counters, replicas: list[Repli
     stats.arrived += 1
     index = stats.arrived
     stats.concurrency.arrival(index, now)
+    stats.queue.arrival(index, sum(len(r.waiting) for r in replicas))
     steps = step_rows(plan.steps)
     first = next(steps, None)
     if first is None:  # a session without a model call holds nothing
@@ -236,6 +241,10 @@ def _result(stats: Counters, replicas: list[Replica], series: TimeSeries, now: f
         peak_resident_bytes=max(r.pool.peak_resident for r in replicas),
         queue_delay_s=stats.queue_delay.summary(),
         step_wait_s=stats.step_wait.summary(),
+        ttft_s=stats.ttft.summary(),
+        itl_s=stats.itl.summary(),
+        prefill_busy_s=sum(r.batch.prefill_busy for r in replicas),
+        queue_grows=stats.queue.grows(len(replicas)),
         mean_concurrency=mean,
         concurrency_window_s=(start, end),
         peak_concurrency=stats.concurrency.peak,

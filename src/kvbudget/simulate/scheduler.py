@@ -113,6 +113,7 @@ class Replica:
 
     def _step_ready(self, s: Session, now: float) -> None:
         s.ready_at = now
+        s.t_first = -1.0
         if s.compact_to is not None and s.compact_to < s.context:
             self._compact(s, max(s.ptokens, s.compact_to), 0)  # the client compacted (trace replay)
             s.compact_to = None
@@ -138,6 +139,8 @@ class Replica:
                 end = prompt + s.output
                 kv = self.costs.memo.get(end)
                 self.batch.join(s, now, prompt - context, self.costs.bytes(end) if kv is None else kv)
+                if s.t_first < 0:
+                    self._first_token(s, now)
             else:  # preempted itself: wait at the front, as vLLM re-queues a preempted request
                 s.state = WAITING
                 self.waiting.appendleft(s)
@@ -192,7 +195,10 @@ class Replica:
             return
         batch.finish(s, now)
         s.context = context = s.prompt + s.output
-        self.stats.decode_tokens += s.output
+        st = self.stats
+        st.decode_tokens += s.output
+        if s.out0 > 1:  # the step's tokens after its first, over the time they took
+            st.itl.add(max(0.0, now - s.t_first) / (s.out0 - 1))
         nxt = next(s.steps, None)
         if nxt is None:
             self.stats.finished += 1
@@ -316,6 +322,14 @@ class Replica:
         if kv is None:
             kv = self.costs.bytes(prompt + s.output)
         self.batch.join(s, now, prompt - hits, kv)
+        if s.t_first < 0:
+            self._first_token(s, now)
+
+    def _first_token(self, s: Session, now: float) -> None:
+        """The step's first run: its first token's time (prefill backlog + one iteration) and its TTFT."""
+        s.t_first = t = self.batch.first_token(now)
+        s.out0 = s.output
+        self.stats.ttft.add(t - s.ready_at)
 
     def _grow(self, s: Session, tokens: int, now: float) -> bool:
         """Holder ``s`` grows to ``tokens`` tokens, preempting newer holders when the pool is short;

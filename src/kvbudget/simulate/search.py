@@ -34,6 +34,7 @@ class Probe:
     preemptions: int
     refused: int
     holds: bool
+    unstable: bool = False  # the queue grew through this probe's run
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -42,6 +43,7 @@ class Probe:
             "p99_queue_delay_s": self.p99_delay_s,
             "preemptions": self.preemptions,
             "refused": self.refused,
+            "queue_grows": self.unstable,
             "target_met": self.holds,
         }
 
@@ -54,13 +56,38 @@ class Sustained:
     trail: tuple[Probe, ...]
 
 
+def misses(result: SimResult, target: Target) -> list[str]:
+    """What of the target a run misses, in words (empty: it meets it). Refusals of every kind count against the
+    target's refusal rate, preemptions against its rate per step; a growing queue is named as unstable."""
+    out: list[str] = []
+    if result.queue_grows:
+        out.append("the waiting queue grows through the run (arrivals outpace service)")
+    if result.refused > target.refusal_rate * result.arrived:
+        out.append(
+            f"{result.refused:,} of {result.arrived:,} sessions refused ({_share(result.refused, result.arrived)}; "
+            f"{result.refused_at_cap:,} at the cap), above {_pct(target.refusal_rate)}"
+        )
+    if not target.allow_preemption and result.preemptions > target.preemption_rate * result.steps:
+        out.append(
+            f"{result.preemptions:,} preemptions in {result.steps:,} steps "
+            f"({_share(result.preemptions, result.steps)}), above {_pct(target.preemption_rate)}"
+        )
+    if result.queue_delay_s["p99"] > target.p99_delay_s:
+        out.append(f"p99 queue delay {result.queue_delay_s['p99']:.3g} s, above {target.p99_delay_s:g} s")
+    return out
+
+
 def meets(result: SimResult, target: Target) -> bool:
-    """Whether a run meets the target (admission refusals always fail it)."""
-    if result.refused_admission:
-        return False
-    if not target.allow_preemption and result.preemptions:
-        return False
-    return result.queue_delay_s["p99"] <= target.p99_delay_s
+    """Whether a run meets the target (``misses`` says what it misses)."""
+    return not misses(result, target)
+
+
+def _pct(rate: float) -> str:
+    return f"{100 * rate:.3g}%"
+
+
+def _share(count: int, total: int) -> str:
+    return _pct(count / total) if total else "0%"
 
 
 def scaled(sessions: Iterable[SessionPlan], scale: float) -> Iterator[SessionPlan]:
@@ -169,8 +196,9 @@ def find_sustained(
                 result.mean_concurrency,
                 result.queue_delay_s["p99"],
                 result.preemptions,
-                result.refused_admission,
+                result.refused,
                 holds,
+                result.queue_grows,
             )
         )
     held = [p for p in trail if p.holds]

@@ -32,6 +32,7 @@ class Session:
         "holder",
         "kv",
         "order",
+        "out0",
         "output",
         "pause",
         "pbytes",
@@ -51,6 +52,7 @@ class Session:
         "state",
         "steps",
         "swapped",
+        "t_first",
         "vfinish",
     )
 
@@ -88,6 +90,8 @@ class Session:
         self.rorder = 0
         self.rheld = 0
         self.rtok = 0
+        self.t_first = -1.0  # when the current step's first token came (-1: not yet; the TTFT is pending)
+        self.out0 = 0  # the current step's output tokens when it first ran (its inter-token latency's divisor)
 
     def private(self, costs: CostTable, tokens: int) -> int:
         """Private bytes at ``tokens`` tokens (the shared prefix's bytes are the replica's)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from kvbudget.simulate.policies import Target
 from kvbudget.simulate.runner import Progress, SimConfig, SimResult, simulate
-from kvbudget.simulate.search import Sustained, find_sustained, meets
+from kvbudget.simulate.search import Sustained, find_sustained, meets, misses
 from kvbudget.workload.record import SessionPlan
 
 SCHEMA_VERSION = 1
@@ -33,6 +33,18 @@ class Study:
     @property
     def target_met(self) -> bool:
         return meets(self.result, self.target)
+
+    @property
+    def misses(self) -> list[str]:
+        """What of the target this run misses, in words (empty when met)."""
+        return misses(self.result, self.target)
+
+    @property
+    def verdict(self) -> str:
+        """``met``, ``unstable`` (the queue grows: no capacity figure holds at this load) or ``missed``."""
+        if self.target_met:
+            return "met"
+        return "unstable" if self.result.queue_grows else "missed"
 
     def to_dict(self, *, time_series: bool = False) -> dict[str, object]:
         """The ``kvbudget simulate --json`` document (with the sampled time series on request)."""
@@ -119,6 +131,7 @@ def study_json(study: Study, *, time_series: bool = False) -> dict[str, object]:
             "peak_resident_bytes": r.peak_resident_bytes,
             "queue_delay_s": r.queue_delay_s,
             "step_wait_s": r.step_wait_s,
+            "latency": latency_json(r),
             "prefix_hit_rate": _r(r.prefix_hit_rate, 6),
             "recomputed_tokens": r.recomputed_tokens,
             "steps": r.steps,
@@ -132,9 +145,14 @@ def study_json(study: Study, *, time_series: bool = False) -> dict[str, object]:
             "target": {
                 "p99_queue_delay_s": study.target.p99_delay_s,
                 "allow_preemption": study.target.allow_preemption,
+                "preemption_rate": study.target.preemption_rate,
+                "refusal_rate": study.target.refusal_rate,
                 "text": study.target.describe(),
                 "met_by_run": study.target_met,
+                "verdict": study.verdict,
+                "misses": study.misses,
             },
+            "queue_grows": r.queue_grows,
             "sustained_sessions": None if sustained is None else _r(sustained, 2),
             "sustained_sessions_total": None if sustained is None else _r(sustained * c.replicas, 2),
             "sustained_basis": sustained_basis(study),
@@ -157,12 +175,30 @@ def study_json(study: Study, *, time_series: bool = False) -> dict[str, object]:
     return out
 
 
+def latency_json(r: SimResult) -> dict[str, object]:
+    """Time to first token and inter-token latency (per step, p50 / p99), the output speed a session sees, and
+    the run's achieved rates."""
+    itl = r.itl_s
+
+    def speed(seconds: float) -> float | None:
+        return _r(1 / seconds, 3) if seconds > 0 else None
+
+    return {
+        "ttft_s": r.ttft_s,
+        "itl_s": itl,
+        "output_tokens_per_s_per_session": {"p50": speed(itl["p50"]), "slowest_1pct": speed(itl["p99"])},
+        "output_tokens_per_s": _r(r.decode_tokens / r.sim_time_s, 3) if r.sim_time_s > 0 else None,
+        "prefill_tokens_per_s_achieved": _r(r.prefill_tokens / r.prefill_busy_s, 3) if r.prefill_busy_s else None,
+    }
+
+
 def sustained_basis(study: Study) -> str:
     """How the sustained sessions were found, in words (the JSON's ``sustained_basis``)."""
     if study.sustained is not None:
         s = study.sustained
         if s.scale is None:
-            return f"no probe of {s.probe_sessions} sessions met the target ({study.target.describe()})"
+            tipped = " (the queue grows: unstable even at the lowest rate probed)" if s.trail[-1].unstable else ""
+            return f"no probe of {s.probe_sessions} sessions met the target ({study.target.describe()}){tipped}"
         return (
             f"largest mean concurrency per replica meeting the target over {len(s.trail)} probes of "
             f"{s.probe_sessions:,} sessions (arrival rate x {s.scale:.3g})"

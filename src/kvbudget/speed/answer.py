@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from kvbudget.hardware import Gpu
     from kvbudget.model.spec import ModelSpec
     from kvbudget.plan.plan import Plan
+    from kvbudget.requests.plan import Deployment
     from kvbudget.requests.speed import SpeedRequest
     from kvbudget.speed.efficiency import Efficiency
     from kvbudget.speed.roofline import Roofline, Step
@@ -145,7 +146,7 @@ def compute_precision(spec: ModelSpec, weights: str | None, gpu: Gpu, group: int
     return "bf16", f"{name} weights: {gpu.id} has no {wanted} tensor cores, multiplied at bf16"
 
 
-def roofline_of(request: SpeedRequest, plan: Plan, gpu: Gpu, efficiency: Efficiency) -> tuple[Roofline, str, str]:
+def roofline_of(request: Deployment, plan: Plan, gpu: Gpu, efficiency: Efficiency) -> tuple[Roofline, str, str]:
     """The roofline of one replica of ``plan`` on ``gpu``, its compute precision and why."""
     from kvbudget import hardware
     from kvbudget.speed.roofline import Machine, Roofline
@@ -174,7 +175,7 @@ def roofline_of(request: SpeedRequest, plan: Plan, gpu: Gpu, efficiency: Efficie
     return roof, precision, f"{why}; tensor-parallel link {link.id} {link.bytes_per_s / 1e9:g} GB/s per direction"
 
 
-def speed_gpu(request: SpeedRequest) -> Gpu:
+def speed_gpu(request: Deployment) -> Gpu:
     """The catalog GPU of ``request``, with the datasheet figures the roofline needs (else an InputError)."""
     from kvbudget import hardware
 

@@ -82,12 +82,18 @@ class Roofline:
 
     def decode_step(self, batch: int, context: int) -> Step:
         """One iteration of ``batch`` sequences at ``context`` tokens each."""
+        attention = batch * self.work.attention_flops(context - 1, 1)
+        return self.iteration(batch, self.kv_bytes(context, batch), attention)
+
+    def iteration(self, batch: int, kv_bytes: int, attention_flops: float) -> Step:
+        """One decode iteration of ``batch`` sequences whose caches hold ``kv_bytes`` per GPU in all and whose
+        attention over them costs ``attention_flops`` (whole model, before tensor parallelism)."""
         tp, e, m = self.machine.tp, self.efficiency, self.machine
         weights = self.weights_per_gpu * self.work.read_params(batch) / self.total_params
-        data = weights + self.kv_bytes(context, batch)
-        flops = (self.work.decode_flops(batch) + batch * self.work.attention_flops(context - 1, 1)) / tp
+        data = weights + kv_bytes
+        flops = (self.work.decode_flops(batch) + attention_flops) / tp
         memory_s = data / (m.bandwidth * e.bandwidth)
-        compute_s = flops / (m.linear_flops * e.decode_compute)
+        compute_s = flops / (m.linear_flops * e.decode_compute) if m.linear_flops else 0.0
         allreduce = self.allreduce_seconds(batch)
         seconds = max(memory_s, compute_s) + e.step_overhead_s + allreduce
         return Step(seconds, memory_s, compute_s, e.step_overhead_s, allreduce, data, flops)

@@ -17,6 +17,7 @@ Everything here is per GPU after tensor parallelism (weights, FLOPs and cache sp
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from kvbudget.model.families.fields import Fields
 from kvbudget.model.spec import ChunkedLocal, FullAttention, LatentAttention, ModelSpec, SlidingWindow
@@ -57,7 +58,15 @@ class ModelWork:
 
     def attention_flops(self, cached: int, new: int) -> int:
         """Attention FLOPs of ``new`` tokens appended after ``cached`` ones (causal: token i sees cached + i keys)."""
-        return sum(layer.flops_per_key * attended_keys(cached, new, layer.reach) for layer in self.attention)
+        return sum(flops * attended_keys(cached, new, reach) for reach, flops in self.attention_by_reach)
+
+    @cached_property
+    def attention_by_reach(self) -> tuple[tuple[int | None, int], ...]:
+        """The layers' FLOPs per attended key summed by reach (the simulator asks this once per prefill)."""
+        by: dict[int | None, int] = {}
+        for layer in self.attention:
+            by[layer.reach] = by.get(layer.reach, 0) + layer.flops_per_key
+        return tuple(by.items())
 
     def read_params(self, batch: int) -> float:
         """Parameters one decode iteration of ``batch`` sequences reads (expected, for routed experts)."""

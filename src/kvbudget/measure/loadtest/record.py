@@ -50,6 +50,9 @@ class Level:
     errors: int = 0
     refusals: Counter[str] = field(default_factory=Counter)
     ttfts: list[float] = field(default_factory=list)
+    decode_rates: list[float] = field(default_factory=list)  # per request: decode tokens/s (server timings)
+    prefill_rates: list[float] = field(default_factory=list)  # per request: prompt tokens/s (server timings)
+    itls: list[float] = field(default_factory=list)  # per request: (latency - ttft) / (output - 1), client side
     scrapes: int = 0
     deferred_scrapes: int = 0
     deferred_peak: float = 0.0
@@ -139,6 +142,7 @@ class Recorder:
         if kind is None:
             self.streak = 0
             self._tokens(reply, planned_prompt)
+            self._speeds(level, reply)
             return
         self.last_error = reply.error
         if kind in ("transport", "stream"):
@@ -156,6 +160,24 @@ class Recorder:
         if self.streak >= FATAL_STREAK and self.fatal is None:
             self.fatal = f"{self.streak} requests in a row failed; the last: {reply.error}"
             self.wake.set()
+
+    def _speeds(self, level: Level, reply: Reply) -> None:
+        """The level's speeds from one completed request (``--speed-from`` reads them, simulate/measured.py)."""
+        out = reply.completion_tokens or 0
+        itl: float | None = None
+        if reply.ttft_s is not None and reply.latency_s and out > 1 and reply.latency_s > reply.ttft_s:
+            itl = (reply.latency_s - reply.ttft_s) / (out - 1)
+            level.itls.append(itl)  # as the client's stream saw it, like its TTFT
+        if reply.predicted_per_s:
+            level.decode_rates.append(reply.predicted_per_s)  # the server's own timing (used without a stream)
+        # Prefill as the simulator charges it (TTFT = the prompt's new tokens at this rate + one iteration):
+        # the new tokens over (TTFT - one inter-token gap), as the client saw them; else the server's timing.
+        new = (reply.prompt_tokens or 0) - (reply.cached_tokens or 0)
+        span = reply.ttft_s - itl if reply.ttft_s is not None and itl is not None else 0.0
+        if new > 0 and span > 0:
+            level.prefill_rates.append(new / span)
+        elif reply.prompt_per_s:
+            level.prefill_rates.append(reply.prompt_per_s)
 
     def _tokens(self, reply: Reply, planned_prompt: int) -> None:
         t = self.tokens

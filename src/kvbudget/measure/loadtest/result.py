@@ -29,6 +29,12 @@ def ttft(values: list[float]) -> dict[str, float | None]:
     return {"p50": _r(percentile(values, 50)), "p99": _r(percentile(values, 99)), "max": _r(max(values, default=None))}
 
 
+def decode_p50(level: Level) -> float | None:
+    """Decode tokens/s per request, p50: 1 / the client's inter-token latency p50, else the server's timings."""
+    itl = percentile(level.itls, 50)
+    return 1 / itl if itl else percentile(level.decode_rates, 50)
+
+
 def level_json(level: Level) -> dict[str, object]:
     end = level.ended_s if level.ended_s is not None else level.started_s
     return {
@@ -42,6 +48,9 @@ def level_json(level: Level) -> dict[str, object]:
         "deferred_peak": int(level.deferred_peak),
         "preempted": level.preempted,
         "ttft_s": ttft(level.ttfts),
+        "itl_s": {"p50": _r(percentile(level.itls, 50), 6), "p99": _r(percentile(level.itls, 99), 6)},
+        "decode_tokens_per_s": {"p50": _r(decode_p50(level), 3)},
+        "prefill_tokens_per_s": {"p50": _r(percentile(level.prefill_rates, 50), 3)},
         "kv_usage_peak": _r(level.kv_usage_peak),
         "sessions_started": level.sessions_started,
         "sessions_ended": level.sessions_completed,
