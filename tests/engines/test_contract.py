@@ -88,9 +88,9 @@ class Rules(EngineRules):
     def layout(self, spec, k, v, tp, options):
         return ideal.layout(spec, k, v, tp, options)
 
-    def usable_share(self, total_bytes, *, utilization, tp, pp, mla, weights, overhead, options=None):
-        fraction = utilization or 0.5
-        return Share(int(total_bytes * fraction), f"toy_fraction {fraction}", fraction)
+    def usable_share(self, m):
+        fraction = m.utilization or 0.5
+        return Share(int(m.total_bytes * fraction), f"toy_fraction {fraction}", fraction)
 
     def serve_command(self, s):
         return ("toy-serve", s.model, "--ctx", str(s.context), "--slots", str(s.sessions))

@@ -8,7 +8,7 @@ import pytest
 
 from kvbudget.engines import parse_engine, trtllm
 from kvbudget.engines.base import EngineOptions
-from kvbudget.engines.records import Deployment
+from kvbudget.engines.records import Deployment, MemoryShape
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model.families import read_spec
 from kvbudget.model.sources import resolve
@@ -81,7 +81,7 @@ def test_tinyllama_log_of_the_triton_tutorial() -> None:
 def test_budget_is_a_share_of_the_free_memory_not_of_the_total() -> None:
     total, weights, overhead = 80 * GiB, 40 * GiB, 4 * GiB
     share = parse_engine("trtllm").rules.usable_share(
-        total, utilization=None, tp=1, pp=1, mla=False, weights=weights, overhead=overhead
+        MemoryShape(total, utilization=None, weights=weights, overhead=overhead)
     )
     assert share.usable_bytes - weights - overhead == int(36 * GiB * 0.9)  # vLLM's 0.92 x 80 - 44 would be 29.6
     assert share.fraction == 0.9

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from kvbudget.engines.base import EngineOptions, Layout
     from kvbudget.engines.metrics import EngineMetrics
     from kvbudget.engines.overhead import Overhead
-    from kvbudget.engines.records import Deployment, LoggedMemory, PoolShape, ServeSettings, Share, StartUp
+    from kvbudget.engines.records import Deployment, LoggedMemory, MemoryShape, PoolShape, ServeSettings, Share, StartUp
     from kvbudget.measure.logs.record import EngineLog  # a plain record (kvbudget.measure imports engines)
     from kvbudget.model.spec import ModelSpec
     from kvbudget.precision import CacheDType
@@ -134,23 +134,12 @@ class EngineRules:
 
     # --- memory ---
 
-    def usable_share(
-        self,
-        total_bytes: int,
-        *,
-        utilization: float | None,
-        tp: int,
-        pp: int,
-        mla: bool,
-        weights: int,
-        overhead: int,
-        options: EngineOptions | None = None,
-    ) -> Share:
+    def usable_share(self, m: MemoryShape) -> Share:
         """The bytes of one GPU the engine's memory rule leaves this instance for weights, overhead and KV (the
         plan's KV pool is this less ``weights`` and ``overhead``, both per GPU)."""
         from kvbudget.engines.records import Share
 
-        return Share(total_bytes, "the whole card (no engine fraction)")
+        return Share(m.total_bytes, "the whole card (no engine fraction)")
 
     def batched_tokens(
         self, total_bytes: int, gpu_label: str, options: EngineOptions, context: int = 0

@@ -27,7 +27,7 @@ from kvbudget.engines.base import NO_SLOTS, EngineOptions, Group, Layout, Slots,
 from kvbudget.engines.common import group_primitives, shared_kv_group
 from kvbudget.engines.contract import EngineRules, rope_factor
 from kvbudget.engines.overhead import Overhead, compute_buffer_overhead
-from kvbudget.engines.records import Deployment, LoggedMemory, ServeSettings, Share, StartUp, logged_sum
+from kvbudget.engines.records import Deployment, LoggedMemory, MemoryShape, ServeSettings, Share, StartUp, logged_sum
 from kvbudget.errors import EngineRefusalError, InputError
 from kvbudget.model.spec import (
     DELTA_VARIANTS,
@@ -494,20 +494,9 @@ class Rules(EngineRules):
     def layout(self, spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions) -> Layout:
         return layout(spec, k, v, tp, options, self.version)
 
-    def usable_share(
-        self,
-        total_bytes: int,
-        *,
-        utilization: float | None,
-        tp: int,
-        pp: int,
-        mla: bool,
-        weights: int,
-        overhead: int,
-        options: EngineOptions | None = None,
-    ) -> Share:
+    def usable_share(self, m: MemoryShape) -> Share:
         # no fraction: the KV size follows -c/-np; the auto-fit keeps a 1,024 MiB margin per device
-        return Share(total_bytes - FIT_MARGIN, "total - 1,024 MiB fit margin (llama_params_fit)")
+        return Share(m.total_bytes - FIT_MARGIN, "total - 1,024 MiB fit margin (llama_params_fit)")
 
     def batched_tokens(
         self, total_bytes: int, gpu_label: str, options: EngineOptions, context: int = 0

@@ -46,6 +46,22 @@ class Deployment:
 
 
 @dataclass(frozen=True)
+class MemoryShape:
+    """What an engine's memory rule reads of one GPU (``usable_share``): its total bytes, the utilization asked
+    (None: the engine's default), the parallel layout, whether the model keeps a latent (MLA), the weights and the
+    runtime overhead per GPU, and the engine settings."""
+
+    total_bytes: int
+    utilization: float | None
+    tp: int = 1
+    pp: int = 1
+    mla: bool = False
+    weights: int = 0
+    overhead: int = 0
+    options: EngineOptions = field(default_factory=EngineOptions)
+
+
+@dataclass(frozen=True)
 class PoolShape:
     """What an engine needs to count the blocks and tokens of a KV pool: the model as served, its cache dtypes,
     tensor parallelism, the engine settings as derived for the GPU, and the context cap."""

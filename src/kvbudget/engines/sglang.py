@@ -40,7 +40,16 @@ from kvbudget.engines.common import (
 )
 from kvbudget.engines.contract import EngineRules, yarn_override
 from kvbudget.engines.overhead import Overhead, activation_overhead
-from kvbudget.engines.records import Deployment, LoggedMemory, Measured, ServeSettings, Share, StartUp, log_line
+from kvbudget.engines.records import (
+    Deployment,
+    LoggedMemory,
+    Measured,
+    MemoryShape,
+    ServeSettings,
+    Share,
+    StartUp,
+    log_line,
+)
 from kvbudget.errors import EngineRefusalError, InputError
 from kvbudget.model.spec import (
     ChunkedLocal,
@@ -663,28 +672,17 @@ class Rules(EngineRules):
     def layout(self, spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions) -> Layout:
         return layout(spec, k, v, tp, options, self.version)
 
-    def usable_share(
-        self,
-        total_bytes: int,
-        *,
-        utilization: float | None,
-        tp: int,
-        pp: int,
-        mla: bool,
-        weights: int,
-        overhead: int,
-        options: EngineOptions | None = None,
-    ) -> Share:
-        o = options or EngineOptions()
+    def usable_share(self, m: MemoryShape) -> Share:
+        o = m.options
         settings = sglang_memory.MemorySettings(
-            tp=tp,
-            pp=pp,
-            mla=mla,
+            tp=m.tp,
+            pp=m.pp,
+            mla=m.mla,
             chunked_prefill=o.max_num_batched_tokens,
             max_running_requests=o.max_running_requests,
             dp_attention=dp_attention(o),
         )
-        return sglang_memory.usable_share(total_bytes, utilization, settings)
+        return sglang_memory.usable_share(m.total_bytes, m.utilization, settings)
 
     def batched_tokens(
         self, total_bytes: int, gpu_label: str, options: EngineOptions, context: int = 0

@@ -37,7 +37,16 @@ from kvbudget.engines.base import NO_SLOTS, EngineOptions, Group, Layout, Slots,
 from kvbudget.engines.common import group_primitives, shared_kv_group, state_dtype
 from kvbudget.engines.contract import EngineRules, yarn_override
 from kvbudget.engines.overhead import Overhead, activation_overhead
-from kvbudget.engines.records import Deployment, LoggedMemory, Measured, ServeSettings, Share, StartUp, log_line
+from kvbudget.engines.records import (
+    Deployment,
+    LoggedMemory,
+    Measured,
+    MemoryShape,
+    ServeSettings,
+    Share,
+    StartUp,
+    log_line,
+)
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model.spec import (
     ChunkedLocal,
@@ -261,22 +270,11 @@ class Rules(EngineRules):
     def layout(self, spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions) -> Layout:
         return layout(spec, k, v, tp, options, self.version)
 
-    def usable_share(
-        self,
-        total_bytes: int,
-        *,
-        utilization: float | None,
-        tp: int,
-        pp: int,
-        mla: bool,
-        weights: int,
-        overhead: int,
-        options: EngineOptions | None = None,
-    ) -> Share:
-        fraction = utilization if utilization is not None else FREE_GPU_MEMORY_FRACTION
-        how = "given" if utilization is not None else "default"
+    def usable_share(self, m: MemoryShape) -> Share:
+        fraction = m.utilization if m.utilization is not None else FREE_GPU_MEMORY_FRACTION
+        how = "given" if m.utilization is not None else "default"
         return Share(
-            usable(total_bytes, weights, overhead, fraction),
+            usable(m.total_bytes, m.weights, m.overhead, fraction),
             f"weights + overhead + free_gpu_memory_fraction {fraction} ({how}) x the memory free after them "
             "(KvCacheCreator: (total - peak) x fraction)",
             fraction,

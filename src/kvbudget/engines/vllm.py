@@ -42,6 +42,7 @@ from kvbudget.engines.records import (
     Deployment,
     LoggedMemory,
     Measured,
+    MemoryShape,
     ServeSettings,
     Share,
     StartUp,
@@ -597,19 +598,8 @@ class Rules(EngineRules):
     def layout(self, spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions) -> Layout:
         return layout(spec, k, v, tp, options, self.version)
 
-    def usable_share(
-        self,
-        total_bytes: int,
-        *,
-        utilization: float | None,
-        tp: int,
-        pp: int,
-        mla: bool,
-        weights: int,
-        overhead: int,
-        options: EngineOptions | None = None,
-    ) -> Share:
-        return vllm_memory.usable_share(total_bytes, utilization, self.version)
+    def usable_share(self, m: MemoryShape) -> Share:
+        return vllm_memory.usable_share(m.total_bytes, m.utilization, self.version)
 
     def served_dtype(self, spec: ModelSpec, capability: int | None) -> tuple[str, str]:
         # vLLM 0.33 config/model.py _resolve_auto_dtype: a float32 checkpoint runs in the platform's first

@@ -16,7 +16,7 @@ from kvbudget.engines.base import EngineOptions, cdiv
 from kvbudget.engines.capability import compute_capability
 from kvbudget.engines.evidence import layout_label
 from kvbudget.engines.overhead import Overhead, Provenance, measured_overhead
-from kvbudget.engines.records import Deployment, Share, StartUp
+from kvbudget.engines.records import Deployment, MemoryShape, Share, StartUp
 from kvbudget.errors import InputError
 from kvbudget.model.architectures import architecture_of
 from kvbudget.model.spec import LatentAttention, ModelSpec
@@ -317,14 +317,7 @@ def usable_share(i: PlanInputs, overhead: int) -> Share:
     mla = any(isinstance(state, LatentAttention) for _, state in i.spec.primitives())
     weights = cdiv(i.weights.bytes, i.tp * i.pp)
     return i.engine.rules.usable_share(
-        i.gpu_memory_bytes,
-        utilization=i.utilization,
-        tp=i.tp,
-        pp=i.pp,
-        mla=mla,
-        weights=weights,
-        overhead=overhead,
-        options=i.options,
+        MemoryShape(i.gpu_memory_bytes, i.utilization, i.tp, i.pp, mla, weights, overhead, i.options)
     )
 
 
