@@ -19,19 +19,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.live.server import free_port
+
 
 def binary() -> str:
     found = shutil.which("redis-server")
     if found is None:
         pytest.skip("no redis-server on PATH: run scripts/setup (apt-get install redis-server)")
     return found
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass
@@ -80,7 +75,7 @@ class Redis:
 
 @contextmanager
 def redis_server(directory: Path) -> Iterator[Redis]:
-    server = Redis(_free_port(), directory)
+    server = Redis(free_port(), directory)
     server.start()
     try:
         yield server

@@ -44,7 +44,7 @@ def binary() -> Path:
     pytest.skip(message)
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
@@ -100,7 +100,7 @@ def llama_server(model: Path, log: Path, *args: str, ready_timeout_s: float = 60
     ``args`` must include ``-c`` (without it llama-server sizes the context to free RAM).
     """
     assert "-c" in args, "always pass -c to llama-server"
-    port = _free_port()
+    port = free_port()
     command = [str(binary()), "-m", str(model), "--host", "127.0.0.1", "--port", str(port)]
     command += ["-lv", "4", "--metrics", "-t", "1", "-tb", "1", "--no-warmup", *args]
     with log.open("wb") as sink:

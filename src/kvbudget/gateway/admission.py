@@ -76,7 +76,7 @@ def pick(load: dict[str, int], healthy: Iterable[str], slots: int, order: Sequen
 
 
 @dataclass(eq=False)
-class _Waiter:
+class Waiter:
     future: asyncio.Future[Session]
     requests: int = 0
 
@@ -108,7 +108,7 @@ class Admission:
         self.on_end = on_end
         self.clock = clock
         self.resident: dict[str, Session] = {}
-        self.queue: OrderedDict[str, _Waiter] = OrderedDict()
+        self.queue: OrderedDict[str, Waiter] = OrderedDict()
 
     # -- entering and leaving ---------------------------------------------------------------------------------
 
@@ -123,7 +123,7 @@ class Admission:
             if len(self.queue) >= self.max_queue:
                 raise Refused("queue-full", self.retry_after_s())
             self._check_quota(session_id)
-            waiter = _Waiter(asyncio.get_running_loop().create_future())
+            waiter = Waiter(asyncio.get_running_loop().create_future())
             self.queue[session_id] = waiter
             self._hold(session_id, 1)
         waiter.requests += 1
@@ -167,7 +167,7 @@ class Admission:
     def _pick(self) -> str | None:
         return pick(self.load, self.healthy, self.slots, self.upstreams)
 
-    def _give_up(self, session_id: str, waiter: _Waiter) -> None:
+    def _give_up(self, session_id: str, waiter: Waiter) -> None:
         waiter.requests -= 1
         if waiter.requests == 0 and self.queue.get(session_id) is waiter and not waiter.future.done():
             del self.queue[session_id]

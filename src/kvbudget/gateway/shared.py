@@ -24,11 +24,10 @@ import contextlib
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from kvbudget.gateway.admission import Counts, Refused, Session
+from kvbudget.gateway.admission import Counts, Refused, Session, Waiter
 from kvbudget.gateway.atomic import SCRIPT
 
 PREFIX = "kvbudget:gateway:{sessions}:"  # the braces keep every key in one Redis Cluster hash slot
@@ -70,12 +69,6 @@ class StateUnavailable(Exception):
     """Redis could not be reached or answered with an error (the message names which)."""
 
 
-@dataclass(eq=False)
-class _Waiter:
-    future: asyncio.Future[Session]
-    requests: int = 0
-
-
 class SharedAdmission:
     """The State interface (admission.State) over Redis; one instance per gateway replica."""
 
@@ -110,7 +103,7 @@ class SharedAdmission:
         self.script = self.redis.register_script(SCRIPT)
         self.keys = [prefix + key for key in KEYS]
         self.sessions: dict[str, Session] = {}  # the sessions this replica has served, still resident
-        self.waiters: dict[str, _Waiter] = {}
+        self.waiters: dict[str, Waiter] = {}
         self._poller: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -156,7 +149,7 @@ class SharedAdmission:
                 raise Refused("queue-full" if reply[0] == "full" else "key-quota", await self.retry_after_s())
             waiter = self.waiters.get(session_id)  # another request of the session may have queued meanwhile
             if waiter is None:
-                waiter = self.waiters[session_id] = _Waiter(asyncio.get_running_loop().create_future())
+                waiter = self.waiters[session_id] = Waiter(asyncio.get_running_loop().create_future())
             self._poll_soon()
         waiter.requests += 1
         try:
@@ -171,7 +164,7 @@ class SharedAdmission:
                 self._give_up(session_id, waiter)
             raise
 
-    def _give_up(self, session_id: str, waiter: _Waiter) -> None:
+    def _give_up(self, session_id: str, waiter: Waiter) -> None:
         waiter.requests -= 1
         if waiter.requests == 0 and self.waiters.get(session_id) is waiter and not waiter.future.done():
             del self.waiters[session_id]
