@@ -288,7 +288,7 @@ class DecodeBatch:
         s.kv = 0
         if not self.fixed_iteration:
             self.t_iter = self._iteration()
-        self._next(now)
+        self.refresh()  # t_last is now: pop() advanced the clock
 
     def regrow(self, s: Session, now: float) -> None:
         """``s`` (just popped) took the block for ``s.gnext`` tokens: key it on its next event."""
@@ -302,24 +302,7 @@ class DecodeBatch:
             s.gnext = 0
             key = s.vfinish
         heappush(self.heap, (key, next(self.seq), s.dver, s))
-        self._next(now)
-
-    def _next(self, now: float) -> None:
-        heap = self.heap
-        while heap and heap[0][2] != heap[0][3].dver:  # refresh(), inlined (t_last is now)
-            heappop(heap)
-        key = heap[0][0] if heap else INF
-        ledger = self.ledger
-        if ledger is not None:
-            self.short_v = ledger.short()[0] if ledger.keys else INF
-            if self.short_v < key:  # noqa: PLR1730 - hot path: a compare, not a call
-                key = self.short_v
-        if key < INF:
-            busy = self.busy_until
-            ahead = key - self.v
-            self.next_t = (now if now > busy else busy) + (ahead * self.t_iter if ahead > 0 else 0.0)
-        else:
-            self.next_t = INF
+        self.refresh()  # t_last is now: pop() advanced the clock
 
     def _rebase(self) -> float:
         """Shift the virtual clock, every live key and finish back by ``v`` (stale entries dropped):
