@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
         help="models x GPUs x engines x caps x cache dtypes x weights x tp side by side, with cost and GPUs for a rate",
     )
     # one GPU total per row comes from its catalog GPU, and a start-up log stands for one deployment only
-    add_plan_options(p, skip=("--gpu-memory", "--from-log"))
+    add_plan_options(p, skip=("--gpu-memory", "--from-log", "--startup"))
     for action in p._actions:
         if action.dest == "model" and not action.option_strings:
             action.help = "model(s), comma-separated: catalog names, config.json, dirs, .gguf"

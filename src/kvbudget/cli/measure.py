@@ -31,6 +31,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     g.add_argument("--context", help="max_model_len / context length")
     g.add_argument("--kv-dtype", help="cache dtype (auto, fp8, q8_0, ...)")
     g.add_argument("--block-size", help="vLLM/SGLang block (page) size")
+    g.add_argument("--startup", help="which start-up of a log holding several: 1, 2, ... or last")
     p.add_argument("--units", choices=["si", "iec"], default="iec", help="GB (10^9) or GiB (2^30); default iec")
     p.add_argument("--json", action="store_true", help="print the versioned JSON contract")
     return {"calibrate": _cmd_calibrate}

@@ -44,6 +44,7 @@ def add_plan_options(p: argparse.ArgumentParser, *, skip: tuple[str, ...] = ()) 
         metavar="LOG",
         help="an engine start-up log: its measured GPU total, weights and overhead become the ledger (calibrate)",
     )
+    g.add_argument("--startup", help="which start-up of a --from-log/--log file holding several: 1, 2, ... or last")
     g.add_argument("--offload-memory", help="CPU memory or disk for offloaded caches, e.g. 512GB")
     g.add_argument("--link", help="link for the offload tier (default pcie-gen5-x16)")
 

@@ -45,4 +45,5 @@ def calibrate_logs(request: CalibrateRequest) -> Calibrations:
     from kvbudget.measure.logs import read_log
 
     given = given_settings(request)
-    return Calibrations(tuple(calibrate(read_log(path, request.engine), request.model, given) for path in request.logs))
+    read = (read_log(path, request.engine, request.startup) for path in request.logs)
+    return Calibrations(tuple(calibrate(log, request.model, given) for log in read))

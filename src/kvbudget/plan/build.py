@@ -44,7 +44,7 @@ def plan_inputs(request: PlanRequest) -> tuple[PlanInputs, int | None]:
 
     r = request
     engine = parse_engine(r.engine)
-    logged = _from_log(r.from_log)
+    logged = _from_log(r.from_log, r.startup)
     if logged is not None:
         engine = _log_engine(r.engine, engine, logged.engine)
     gpu_entry = hardware.gpu(r.gpu) if r.gpu else None
@@ -138,13 +138,13 @@ def requantized(spec: ModelSpec, weights: str | None, group: int) -> str | None:
     return None if asked.bits == own.bits else asked.name
 
 
-def _from_log(path: str | None) -> LogInputs | None:
+def _from_log(path: str | None, startup: int | str | None = None) -> LogInputs | None:
     if not path:
         return None
     from kvbudget.measure.logs import read_log
     from kvbudget.plan.from_log import log_inputs
 
-    return log_inputs(read_log(path))
+    return log_inputs(read_log(path, startup=startup))
 
 
 def _belongs(r: PlanRequest, logged: LogInputs, spec: ModelSpec, gpu: Gpu | None) -> None:

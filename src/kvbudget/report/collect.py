@@ -163,7 +163,7 @@ def collect(request: ReportRequest) -> Report:
     gpu = hardware.gpu(r.gpu) if r.gpu else None
     engine = inputs.engine.name
     measured: list[Measured] = [from_loadtest(path, engine, base, r.model) for path in r.loadtest or ()]
-    measured += [from_log(path, r.model, engine, gpu) for path in r.log or ()]
+    measured += [from_log(path, r.model, engine, gpu, r.startup) for path in r.log or ()]
     commands = plan_doc["commands"]
     assert isinstance(commands, dict)
     units: UnitSystem = "si" if r.units == "si" else "iec"

@@ -64,7 +64,9 @@ def from_loadtest(path: str, engine: str | None = None, spec: ModelSpec | None =
     )
 
 
-def from_log(path: str, model: str | None, engine: str | None = None, gpu: Gpu | None = None) -> Measured:
+def from_log(
+    path: str, model: str | None, engine: str | None = None, gpu: Gpu | None = None, startup: int | str | None = None
+) -> Measured:
     """What ``kvbudget calibrate LOG --model MODEL`` reads: the capacity the engine logged, and how many of
     the logged figures kvbudget's rules reproduce; refused when the log is of another model (calibrate),
     engine than ``engine`` or GPU than ``gpu`` (measure/belong.py)."""
@@ -72,7 +74,7 @@ def from_log(path: str, model: str | None, engine: str | None = None, gpu: Gpu |
     from kvbudget.measure.calibrate import calibrate
     from kvbudget.measure.logs import read_log
 
-    log = read_log(path)
+    log = read_log(path, startup=startup)  # startup: the one taken of a file holding several
     if engine is not None:
         belong.check_engine(log.engine, engine, path, "--log")
     if log.engine in ("vllm", "trtllm"):  # CUDA's total as the engine read it

@@ -23,3 +23,4 @@ class CalibrateRequest(Request):
     context: int | None = option(None, "tokens")
     kv_dtype: str | None = option(None, "text")
     block_size: int | None = option(None, "count")
+    startup: int | str | None = option(None, "startup")  # the start-up taken of logs holding several

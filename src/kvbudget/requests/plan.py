@@ -41,13 +41,15 @@ class Deployment(EngineChoice, DeploymentSettings):
 class PlanRequest(Deployment):
     """Sessions one deployment serves at the ``context`` cap, with its memory ledger; ``sessions``: also the
     largest cap that serves that many; ``from_log``: an engine start-up log whose measured figures replace the
-    modelled ones; ``alerts``: with the Prometheus alerting rules tied to the plan's numbers."""
+    modelled ones (``startup``: which start-up, 1-based or "last", of a log holding several); ``alerts``: with
+    the Prometheus alerting rules tied to the plan's numbers."""
 
     command = "plan"
     model: str = required("model", name="model")
     context: int = required("tokens")
     sessions: int | None = option(None, "sessions")
     from_log: str | None = option(None, "text")
+    startup: int | str | None = option(None, "startup")  # the start-up taken of a log holding several
     alerts: bool = option(False, "switch")  # also the Prometheus alerting rules tied to the plan (plan/alerts.py)
 
 

@@ -103,6 +103,15 @@ def read_index(value: object, what: str) -> int:
     return _whole(value, what, 0, 2**63 - 1, "units")
 
 
+def read_startup(value: object, what: str) -> int | str:
+    """One start-up of a log holding several: 1-based, or "last" (measure/logs/startups.py)."""
+    if isinstance(value, str) and value.strip().lower() == "last":
+        return "last"
+    if isinstance(value, str):
+        value = parse_count(value, what=what, high=MAX_COUNT, noun="start-ups")
+    return _whole(value, what, 1, MAX_COUNT, "start-ups (1-based), or last")
+
+
 def read_memory(value: object, what: str) -> int:
     if isinstance(value, str):
         value = parse_memory(value, what=what)
@@ -267,6 +276,7 @@ READERS: dict[str, Callable[[object, str], object]] = {
     "sessions": read_sessions,
     "model": read_model,
     "index": read_index,
+    "startup": read_startup,
     "memory": read_memory,
     "positive": read_positive,
     "fraction": read_fraction,

@@ -88,9 +88,29 @@ SIZING = {
 }
 
 
-def read_log(path: str | Path, engine: str | None = None) -> EngineLog:
-    """What the log at ``path`` says; ``engine`` forces a reader (vllm, sglang, trtllm, llamacpp, ollama)."""
+def read_log(path: str | Path, engine: str | None = None, startup: int | str | None = None) -> EngineLog:
+    """What the log at ``path`` says; ``engine`` forces a reader (vllm, sglang, trtllm, llamacpp, ollama);
+    ``startup`` (1-based, or "last") takes that start-up of a file holding several (refused without it)."""
     p = Path(path)
+    chosen, clock, ollama = _read(p, engine, (1, 2**63))
+    if startup is not None:
+        starts = startups.begins(chosen, clock)
+        lines = startups.window(starts, startup, str(p))
+        if len(starts) > 1:  # read again, the lines of that start-up alone
+            chosen, clock, ollama = _read(p, engine, lines)
+    startups.check(chosen, str(p), clock)  # one start-up per log
+    plausible.check(chosen, str(p))  # no figure an engine cannot print
+    if chosen.engine == "llamacpp" and (engine == "ollama" or (engine is None and ollama)):
+        chosen.engine = "ollama"
+    if chosen.engine != "ollama":
+        for key in [k for k in chosen.settings if k.startswith("ollama_")]:
+            del chosen.settings[key]
+    return chosen
+
+
+def _read(p: Path, engine: str | None, window: tuple[int, int]) -> tuple[EngineLog, startups.Clock, int]:
+    """One pass over lines [first, past last) of ``window``: the chosen engine's record, the clock, and how many
+    lines were Ollama's own."""
     logs = {name: EngineLog(str(p), name) for name, _ in _READERS}
     v1 = v0 = ollama = lines = 0
     clock = startups.Clock(str(p))
@@ -103,6 +123,8 @@ def read_log(path: str | Path, engine: str | None = None) -> EngineLog:
                 if not raw:
                     lines = n
                     break
+                if not window[0] <= n < window[1]:
+                    continue
                 text = clean(raw)
                 clock.see(n, text)
                 rank = rank_of(text)
@@ -118,14 +140,7 @@ def read_log(path: str | Path, engine: str | None = None) -> EngineLog:
     for log in logs.values():
         log.lines_read = lines
     chosen = _choose(p, logs, engine, lines)
-    startups.check(chosen, str(p))  # one start-up per log
-    plausible.check(chosen, str(p))  # no figure an engine cannot print
-    if chosen.engine == "llamacpp" and (engine == "ollama" or (engine is None and ollama)):
-        chosen.engine = "ollama"
-    if chosen.engine != "ollama":
-        for key in [k for k in chosen.settings if k.startswith("ollama_")]:
-            del chosen.settings[key]
-    return chosen
+    return chosen, clock, ollama
 
 
 def _score(log: EngineLog) -> int:

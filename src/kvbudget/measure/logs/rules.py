@@ -105,11 +105,12 @@ def setting_rule(
     return rule(needle, pattern, handle, flags)
 
 
+MAX_STARTUPS = 1_000  # lines kept per phrase: a file of more start-ups is refused (startups.begins)
 MAX_SEEN = 10_000  # (phrase, rank) pairs remembered: a hostile log cannot grow the record past this
 
 
 def seen(log: EngineLog, r: Rule, line: int, rank: str | None) -> None:
-    """Remember where a once-per-start-up line was printed: its first two lines and how often."""
+    """Remember where a once-per-start-up line was printed: its lines (up to MAX_STARTUPS) and how often."""
     if rank is not None and rank.startswith("pid"):  # a process id names no role: a second start-up has another
         rank = None
     # a per-GPU line without its worker prefix: several GPUs print it, nothing tells them apart ("?": not counted)
@@ -119,8 +120,8 @@ def seen(log: EngineLog, r: Rule, line: int, rank: str | None) -> None:
         if len(log.once) < MAX_SEEN:
             log.once[key] = [line, 1]
         return
-    if len(lines) == 2:
-        lines.insert(1, line)
+    if len(lines) <= MAX_STARTUPS:  # every line it was printed at, to split the file (startups.begins)
+        lines.insert(-1, line)
     lines[-1] += 1
 
 

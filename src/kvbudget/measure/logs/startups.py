@@ -16,7 +16,10 @@ Two signs, each from the engines' own logging:
   by at most a few seconds), so a line dated more than a minute before an earlier one starts another
   run appended out of order.
 
-The refusal names both lines and the fix: cut the file to one start-up.
+The refusal names both lines and the fix: cut the file to one start-up, or take one with ``--startup N``
+(``begins`` finds where each start-up begins; ``window`` the lines of the one taken, read again alone).
+Start-up k (k > 1) begins after the last once-per-start-up line of start-up k - 1 (the KV cache lines
+close a start-up: the engine allocates its cache last), or at the line dated back.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import re
 
 from kvbudget.errors import InputError
 from kvbudget.measure.logs.record import EngineLog
+from kvbudget.measure.logs.rules import MAX_STARTUPS
 
 SLACK_S = 60  # workers write out of order by seconds; a minute back is another run
 _STAMPS = (
@@ -47,11 +51,13 @@ def _seconds(m: re.Match[str]) -> int:
 
 
 class Clock:
-    """The latest time seen; ``see`` raises when a line is dated more than SLACK_S before it."""
+    """The latest time seen; ``see`` notes each line dated more than SLACK_S before it (``backs``: where a run
+    appended out of order begins, with the message that refuses it when no start-up is chosen)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.latest: tuple[int, int, str] | None = None  # (seconds, line, stamp as printed)
+        self.backs: list[tuple[int, str]] = []  # (line, why) of each line dated back
 
     def see(self, line: int, text: str) -> None:
         for pattern in _STAMPS:
@@ -62,11 +68,14 @@ class Clock:
             latest = self.latest
             if latest is not None and t < latest[0] - SLACK_S:
                 new_year = m.groupdict().get("y") is None and m.group("mo") == "01" and latest[2].startswith("12-")
-                if not new_year:  # vLLM prints no year: 12-31 then 01-01 is going forward
-                    raise InputError(
+                if not new_year and len(self.backs) < MAX_STARTUPS:  # vLLM prints no year: 12-31, 01-01 is forward
+                    why = (
                         f"{self.path}: line {line:,} is dated {_printed(m)}, before line {latest[1]:,} "
-                        f"({latest[2]}): the file joins logs of several runs; give the log of one start-up"
+                        f"({latest[2]}): the file joins logs of several runs"
                     )
+                    self.backs.append((line, why))
+                    self.latest = None  # the next run's clock starts here
+                    latest = None
             if latest is None or t >= latest[0]:
                 self.latest = (t, line, _printed(m))
             return
@@ -78,8 +87,9 @@ def _printed(m: re.Match[str]) -> str:
     return f"{date} {g['h']}:{g['mi']}:{g['s']}"
 
 
-def check(log: EngineLog, path: str) -> None:
-    """InputError when the log holds more than one start-up (module docstring)."""
+def check(log: EngineLog, path: str, clock: Clock) -> None:
+    """InputError when the log holds more than one start-up (module docstring), saying how to take one."""
+    starts = begins(log, clock)
     repeated = [
         (lines[-1], needle, rank, lines[0], lines[1])
         for (needle, rank), lines in log.once.items()
@@ -90,8 +100,10 @@ def check(log: EngineLog, path: str) -> None:
         who = f" by {rank}" if rank else ""
         raise InputError(
             f"{path}: holds {times:,} start-ups ('{needle}' printed{who} at line {first:,} and again at line "
-            f"{second:,}); give one start-up: cut the file before line {second:,} or keep what follows it"
+            f"{second:,}); {take(starts)}, or cut the file before line {second:,} or keep what follows it"
         )
+    if clock.backs:
+        raise InputError(f"{clock.backs[0][1]}; {take(starts)}, or give the log of one start-up")
     for (needle, rank), lines in log.once.items():
         if rank is None:  # an engine's line without a prefix, and the same line with one: two runs' formats
             other = next((ls[0] for (n, r), ls in log.once.items() if n == needle and r not in (None, "?")), None)
@@ -109,3 +121,38 @@ def check(log: EngineLog, path: str) -> None:
             f"{path}: holds two vLLM runs of different releases ('{_OLD_NEW[0]}' at line {old:,}, before vLLM 0.8; "
             f"'{_OLD_NEW[1]}' at line {new:,}, from 0.8); give the log of one start-up"
         )
+
+
+def begins(log: EngineLog, clock: Clock) -> list[int]:
+    """The first line of each start-up of the file: [1] when it holds one."""
+    repeated = {key: lines[:-1] for key, lines in log.once.items() if lines[-1] > 1 and key[1] != "?"}
+    if repeated:
+        n = max(len(lines) for lines in repeated.values())
+        every = [lines for lines in repeated.values() if len(lines) == n]  # the lines each start-up printed
+        out = [1]
+        for k in range(1, n):
+            after_last = max(lines[k - 1] for lines in every) + 1
+            out.append(min(after_last, *(lines[k] for lines in every)))
+        return out
+    return [1] + [line for line, _ in clock.backs]
+
+
+def window(starts: list[int], startup: int | str, path: str) -> tuple[int, int]:
+    """The lines [first, past last) of start-up ``startup`` (1-based, or "last") of a file starting at ``starts``."""
+    count = len(starts)
+    k = count if startup == "last" else int(startup)
+    if not 1 <= k <= count:
+        held = f"{count:,} start-ups (lines {_lines(starts)})" if count > 1 else "one start-up"
+        raise InputError(f"--startup {startup}: {path} holds {held}; give --startup 1..{count:,} or last")
+    return starts[k - 1], (starts[k] if k < count else 2**63)
+
+
+def take(starts: list[int]) -> str:
+    """How a refusal of a file of several start-ups says to take one."""
+    n = len(starts)
+    return f"give --startup 1..{n:,} (or last) to take one (they begin at lines {_lines(starts)})"
+
+
+def _lines(starts: list[int]) -> str:
+    shown = ", ".join(f"{s:,}" for s in starts[:8])
+    return shown + (f", … ({len(starts):,} in all)" if len(starts) > 8 else "")
