@@ -126,3 +126,22 @@ def test_plan_and_report_take_the_start_up_and_the_api_agrees(
     assert code == 0, err
     # the L40S run's own line: maximum concurrency 4.84x for 32,768 tokens, line 10 of the joined file
     assert "logged maximum concurrency 4.84x for 32,768 tokens per request (line 10)" in out
+
+
+def test_the_record_of_once_per_start_up_lines_is_bounded_whatever_the_file_holds() -> None:
+    """A hostile log printing a once-per-GPU line under thousands of worker prefixes, thousands of times each,
+    cannot grow the record of where it was printed past MAX_KEPT line numbers (nor past MAX_SEEN phrases)."""
+    from kvbudget.measure.logs.record import EngineLog
+    from kvbudget.measure.logs.rules import MAX_KEPT, MAX_SEEN, Rule, seen
+
+    log = EngineLog(path="hostile.log", engine="vllm")
+    r = Rule(re.compile("x"), lambda *_: None, "GPU KV cache size", "rank")
+    line = 0
+    for rank in range(MAX_SEEN + 50):
+        for _ in range(12):
+            line += 1
+            seen(log, r, line, f"rank={rank}")
+    assert len(log.once) == MAX_SEEN
+    assert log.once_kept == MAX_KEPT
+    assert sum(len(lines) - 1 for lines in log.once.values()) == MAX_SEEN + MAX_KEPT  # first lines + those kept
+    assert all(lines[-1] == 12 for lines in log.once.values())  # every print still counted

@@ -136,6 +136,7 @@ class EngineLog:
     notes: list[str] = field(default_factory=list)
     # (phrase, rank) of a line each start-up prints once -> [first line, second line, ..., times seen]
     once: dict[tuple[str, str | None], list[int]] = field(default_factory=dict)
+    once_kept: int = 0  # line numbers kept in ``once`` over every phrase (bounded by rules.MAX_KEPT)
 
     def setting(self, name: str) -> SettingValue | None:
         s = self.settings.get(name)

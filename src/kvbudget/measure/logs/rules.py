@@ -107,6 +107,7 @@ def setting_rule(
 
 MAX_STARTUPS = 1_000  # lines kept per phrase: a file of more start-ups is refused (startups.begins)
 MAX_SEEN = 10_000  # (phrase, rank) pairs remembered: a hostile log cannot grow the record past this
+MAX_KEPT = 100_000  # line numbers kept over every pair (a few MB at most, whatever the file holds)
 
 
 def seen(log: EngineLog, r: Rule, line: int, rank: str | None) -> None:
@@ -120,8 +121,9 @@ def seen(log: EngineLog, r: Rule, line: int, rank: str | None) -> None:
         if len(log.once) < MAX_SEEN:
             log.once[key] = [line, 1]
         return
-    if len(lines) <= MAX_STARTUPS:  # every line it was printed at, to split the file (startups.begins)
+    if len(lines) <= MAX_STARTUPS and log.once_kept < MAX_KEPT:  # every line it was printed at (startups.begins)
         lines.insert(-1, line)
+        log.once_kept += 1
     lines[-1] += 1
 
 
