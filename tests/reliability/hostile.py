@@ -40,6 +40,8 @@ VALUES: dict[str, list[str]] = {
     "seconds": [*NUMBERS, "10y", "1e9h", "0s"],
     "bandwidth": [*NUMBERS, "1e99", "3.35PB/s", "TB/s"],
     "per_second": RATES,
+    "tolerance": [*NUMBERS, "1", "0.9999999999999999", "1e-400", "-0.0"],
+    "startup": [*NUMBERS, "last ", "LAST", "first", "0", "-1"],
     "text": NAMES,
     "model": NAMES,
     "choice": CHOICES,

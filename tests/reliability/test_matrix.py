@@ -63,6 +63,7 @@ BASE: dict[str, list[str]] = {
     "coverage": ["coverage", "--out", "{tmp}/coverage.md"],
     "measure": ["measure", MODEL, "--tokens", "0"],  # never measures (no GPU in CI): refused before torch
     "speed": ["speed", MODEL, "--gpu", "h100-sxm"],
+    "size": ["size", MODEL, "--gpu", "h100-sxm", "--sessions", "10", "--context", "32k"],
     "gateway": ["gateway", "--port", "99999"],  # never a valid pair: the matrix must not start a gateway
 }
 
@@ -291,7 +292,7 @@ def test_every_request_field_takes_hostile_values(command: str, data: st.DataObj
 # -- the web API: every served command, every parameter, hostile text (the server's own function) ---------------
 
 
-@pytest.mark.parametrize("command", ["cost", "table", "plan", "levers", "compare", "models", "gpus"])
+@pytest.mark.parametrize("command", ["cost", "table", "plan", "levers", "compare", "models", "gpus", "size"])
 def test_every_web_parameter_takes_hostile_values(command: str) -> None:
     pytest.importorskip("starlette")
     from kvbudget.web import api
@@ -303,6 +304,7 @@ def test_every_web_parameter_takes_hostile_values(command: str) -> None:
         base = {"cost": {"model": MODEL}, "table": {"model": MODEL}, "compare": {"model": MODEL, "gpu": "h100-sxm",
                 "context": "32k"}, "plan": {"model": MODEL, "gpu": "h100-sxm", "context": "32k"}}  # fmt: skip
         base["levers"] = base["plan"]
+        base["size"] = {**base["plan"], "sessions": "10"}
         for index, f in enumerate(fields(cls)):
             kind = f.metadata.get("kind")
             if kind is None:
