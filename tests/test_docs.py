@@ -11,8 +11,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "kvbudget"
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 PY_FILES = {p.name for d in ("src", "bench", "tests") for p in (ROOT / d).rglob("*.py")}
-# Files of the engines' own source trees that docs/engines.md cites (TensorRT-LLM), not kvbudget's.
-UPSTREAM = {"_util.py", "resource_manager.py", "mxfp4.py", "schedule_batch.py"}
+# Files of the engines' own source trees the docs cite (TensorRT-LLM, SGLang), not kvbudget's.
+UPSTREAM = {"_util.py", "resource_manager.py", "mxfp4.py", "schedule_batch.py", "collector.py"}
 PY_PATHS = {p.relative_to(SRC).as_posix() for p in SRC.rglob("*.py")}
 
 
