@@ -6,9 +6,7 @@ fails under KVBUDGET_REQUIRE_ALL=1 (tests/conftest.py): CI never passes without 
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -19,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.live.server import free_port
+from tests.live.server import free_port, stop
 
 
 def binary() -> str:
@@ -59,13 +57,8 @@ class Redis:
     def stop(self) -> None:
         """Stop it by its PID (SIGTERM, then SIGKILL after 10 s); always reaped."""
         process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            os.kill(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.kill(process.pid, signal.SIGKILL)
-                process.wait(timeout=10)
+        if process is not None:
+            stop(process)
 
     def flush(self) -> None:
         with socket.create_connection(("127.0.0.1", self.port), timeout=5) as conn:
