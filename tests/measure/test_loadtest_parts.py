@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
+import types
 from pathlib import Path
 
 import pytest
 
+from kvbudget.measure.loadtest import ramp as ramp_module
 from kvbudget.measure.loadtest.client import Reply
 from kvbudget.measure.loadtest.metrics import Snapshot
 from kvbudget.measure.loadtest.predict import closed_loop_sessions, llamacpp_plan, reconcile, slot_memory
 from kvbudget.measure.loadtest.prompts import ALPHABETS, Conversation, TextUnits
-from kvbudget.measure.loadtest.ramp import CEILING_S, make_schedule, sustained
+from kvbudget.measure.loadtest.ramp import CEILING_S, Ramp, make_schedule, sustained
 from kvbudget.measure.loadtest.record import FATAL_STREAK, Level, Recorder, percentile
 from kvbudget.measure.loadtest.session import from_trace, from_workload
 from kvbudget.simulate import MemoryPolicy, SimConfig, TimeModel
@@ -255,3 +258,51 @@ def test_a_servers_plausible_counts_are_kept() -> None:
     _timings(reply, {"prompt_ms": 4.5, "predicted_per_second": 80.0, "prompt_per_second": 900})
     assert (reply.prompt_tokens, reply.completion_tokens, reply.cached_tokens) == (12, 3, 8)
     assert (reply.prompt_ms, reply.predicted_per_s, reply.prompt_per_s) == (4.5, 80.0, 900.0)
+
+
+def _ramp_with_sessions(
+    monkeypatch: pytest.MonkeyPatch, answer_after_s: float, level_time_s: float, hold: int | None = None
+) -> Level:
+    """Run a real Ramp (one level of 2) whose sessions each complete a request every ``answer_after_s``."""
+
+    async def session(drive: types.SimpleNamespace, index: int) -> str:
+        rec = drive.recorder
+        level = rec.level
+        level.sessions_started += 1
+        while True:
+            await asyncio.sleep(answer_after_s)
+            reply = Reply(200, time.monotonic(), ttft_s=0.001, latency_s=0.002, completion_tokens=1)
+            rec.request_done(level, reply, 10, 1)
+
+    async def scrape() -> None:
+        return None
+
+    async def go() -> list[Level]:
+        rec = Recorder("llamacpp", None)
+        schedule = make_schedule(hold=hold, start=2, step=1, max_sessions=2, level_time_s=level_time_s,
+                                 target_ttft_s=1, duration_s=None, max_requests=None)  # fmt: skip
+        await Ramp(types.SimpleNamespace(recorder=rec), schedule, scrape, 10.0, lambda r, n: None).run()  # type: ignore[arg-type]
+        return rec.levels
+
+    monkeypatch.setattr(ramp_module, "run_session", session)
+    (level,) = asyncio.run(go())
+    assert level.ended_s is not None
+    return level
+
+
+def test_a_level_runs_on_until_each_session_has_completed_a_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    # --level-time 0.1 s, requests taking 1 s: the level runs on past its time, to at most 4 x 0.1 s;
+    # still short of a request per session, it fails for want of evidence rather than passing on none.
+    short = _ramp_with_sessions(monkeypatch, 1.0, 0.1)
+    assert short.passed is False and short.requests == 0 and short.ended_s is not None
+    assert short.reasons == ["no request completed for 2 sessions in 0 s (lengthen --level-time)"]
+    assert 0.39 < short.ended_s - short.started_s < 0.95
+    # --level-time 0.1 s, requests taking 0.25 s: the level stretches to 0.25 s, when both sessions
+    # have answered, and passes on one request per session.
+    ok = _ramp_with_sessions(monkeypatch, 0.25, 0.1)
+    assert ok.passed is True and ok.requests == 2 and ok.reasons == [] and ok.ended_s is not None
+    assert 0.24 < ok.ended_s - ok.started_s < 0.39
+    # A held level keeps to its time (--duration bounds the run): no stretch; it says to lengthen --duration.
+    held = _ramp_with_sessions(monkeypatch, 1.0, 0.1, hold=2)
+    assert held.passed is False and held.ended_s is not None and held.ended_s - held.started_s < 0.39
+    assert held.reasons == ["no request completed for 2 sessions in 0 s (lengthen --duration)"]

@@ -5,7 +5,9 @@ or failed) a new one starts, so N stay in flight. Raising the level starts the e
 once; the ones running carry on (their contexts keep growing).
 
 **Ramp** (default): levels ``--start``, ``--start + --step``, ... up to ``--max-sessions``, each
-held for ``--level-time`` seconds. A level fails at its first refused, failed, deferred or
+held for ``--level-time`` seconds and then, when it has completed fewer requests than it has
+sessions, until it has (at most ``STRETCH`` times ``--level-time``): a level is judged only on
+evidence from as many requests as sessions. A level fails at its first refused, failed, deferred or
 preempted request (``record``), or at its end when its p99 time to first token is above
 ``--target-ttft``; the ramp stops there. ``sessions_sustained`` is the largest level that passed
 (0 when level 1 failed; unknown when a ``--start`` above 1 failed). **Hold** (``--sessions N``):
@@ -28,6 +30,7 @@ from kvbudget.measure.loadtest.record import Level, Recorder, percentile
 from kvbudget.measure.loadtest.session import Drive, run_session
 
 CEILING_S = 1800.0  # the bound of a run given neither --duration nor --max-requests
+STRETCH = 4  # a level short of one completed request per session runs on, to this many --level-times
 TOO_BIG_STREAK = 50  # sessions in a row whose first step passes the cap: the run cannot measure anything
 
 
@@ -156,6 +159,8 @@ class Ramp:
         self._fill()
         self.tick(self.rec, n)
         level_end = level.started_s + schedule.level_time_s
+        # A held level keeps to its --duration: every run is bounded by the time it was given.
+        stretch_end = level_end if schedule.hold else level.started_s + STRETCH * schedule.level_time_s
         deadline = start + schedule.deadline_s if schedule.deadline_s is not None else None
         while True:
             now = time.monotonic()
@@ -167,12 +172,15 @@ class Ramp:
                 return "error"
             if rec.budget_spent:
                 return "max-requests"
-            if (level.failure is not None and not schedule.hold) or now >= level_end:
+            if level.failure is not None and not schedule.hold:
+                return None
+            if now >= level_end and (level.requests >= n or now >= stretch_end):
                 return None
             if deadline is not None and now >= deadline:
                 return schedule.deadline_name
             rec.wake.clear()
-            until = min(level_end, deadline) if deadline is not None else level_end
+            end = level_end if now < level_end else stretch_end
+            until = min(end, deadline) if deadline is not None else end
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(rec.wake.wait(), timeout=max(0.0, until - now))
 
@@ -184,8 +192,11 @@ class Ramp:
         p99 = percentile(level.ttfts, 99)
         if p99 is not None and p99 > schedule.target_ttft_s:
             reasons.append(f"p99 TTFT {p99:.3f} s is over the {schedule.target_ttft_s:g} s target")
-        if complete and not reasons and level.requests == 0:
-            reasons.append("no request completed in the level (lengthen --level-time)")
+        if complete and not reasons and level.requests < level.sessions:
+            took = level.ended_s - level.started_s
+            lever = "--duration" if schedule.hold else "--level-time"
+            done = "no request" if level.requests == 0 else f"only {level.requests} requests"
+            reasons.append(f"{done} completed for {level.sessions} sessions in {took:.0f} s (lengthen {lever})")
         if reasons:
             level.passed, level.reasons = False, reasons
         elif complete:

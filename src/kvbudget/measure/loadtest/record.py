@@ -132,6 +132,8 @@ class Recorder:
     def request_done(self, level: Level, reply: Reply, planned_prompt: int, max_tokens: int) -> None:
         self.requests += 1
         level.requests += 1
+        if level.requests == level.sessions:
+            self.wake.set()  # a level stretched past --level-time for evidence may now end (ramp)
         kind = reply.error_kind
         if reply.ok and reply.finish_reason == "length" and (reply.completion_tokens or 0) < max_tokens:
             kind = "truncated"  # the context ran out before max_tokens (llama.cpp cuts silently)
