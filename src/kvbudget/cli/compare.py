@@ -58,4 +58,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     g.add_argument("--search-sessions", help="--simulate: sessions per search probe (default 1000)")
     g.add_argument("--search-probes", help="--simulate: runs in each search (default 6)")
     g.add_argument("--jobs", help="--simulate: processes, one deployment each (default: every core; 1: serial)")
+    g.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="--simulate: run the deployments as tasks on this Ray cluster (HOST:PORT, ray://HOST:PORT, auto; "
+        "extra: ray)",
+    )
     return {"compare": cmd_compare}

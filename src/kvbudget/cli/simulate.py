@@ -171,6 +171,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     g.add_argument("--check", action="store_true", help="assert the pool invariants at every allocation")
     g.add_argument("--jobs", help="processes for the search's probes (default: every core; 1: serial)")
     g.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run the search's probes as tasks on this Ray cluster (HOST:PORT, ray://HOST:PORT, auto; extra: ray)",
+    )
+    g.add_argument(
         "--time-series", action="store_true", help="--json: include the sampled time series (the plot's data)"
     )
     g.add_argument(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from kvbudget.errors import InputError
@@ -13,10 +14,12 @@ from kvbudget.plan.compare import Choice, Row, compare, sort_rows
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from kvbudget.plan.compare import Simulated
     from kvbudget.plan.plan import Plan
     from kvbudget.requests.compare import CompareRequest
-    from kvbudget.requests.simulate import SimulateRequest
+    from kvbudget.simulate.deployment import Prepared
     from kvbudget.workload.little import SessionTime
 
 SCHEMA_VERSION = 1
@@ -152,6 +155,7 @@ def _simulated(request: CompareRequest, rows: list[Row]) -> list[Row]:
     from kvbudget.requests.base import narrowed
     from kvbudget.requests.compare import MAX_SIMULATED_ROWS
     from kvbudget.requests.simulate import SimulateRequest
+    from kvbudget.simulate.deployment import prepare_deployment
     from kvbudget.simulate.parallel import run_all
 
     if not request.workload:
@@ -163,7 +167,7 @@ def _simulated(request: CompareRequest, rows: list[Row]) -> list[Row]:
             "(each is a search of several simulator runs): narrow the lists"
         )
     _check_sweep(request, served)
-    asks: list[SimulateRequest] = []
+    asks: list[Prepared] = []
     for row in rows:
         if row.plan is None or row.plan.sessions < 1:  # nothing served: nothing to simulate
             continue
@@ -176,10 +180,12 @@ def _simulated(request: CompareRequest, rows: list[Row]) -> list[Row]:
             search_sessions=request.search_sessions,
             search_probes=request.search_probes,
             jobs=1,  # the rows are the parallel tasks
+            ray=None,
         )
-        asks.append(simulation)
-    # One process per row (a row's search is serial inside it); the answer is the serial one, in row order.
-    answers = iter(run_all(_sustained, asks, request.jobs))
+        asks.append(prepare_deployment(simulation))  # planned and read here: a task reads no file
+    # One process (or Ray task) per row, a row's search serial inside it; the answer is the serial one, in row
+    # order. The tasks take the rows' indices: the forked workers inherit the prepared rows, Ray carries them once.
+    answers = iter(run_all(partial(_sustained, asks), range(len(asks)), request.jobs, request.ray))
     return [row if row.plan is None or row.plan.sessions < 1 else replace(row, simulated=next(answers)) for row in rows]
 
 
@@ -205,13 +211,12 @@ def _check_sweep(request: CompareRequest, served: int) -> None:
         )
 
 
-def _sustained(simulation: SimulateRequest) -> Simulated:
-    """A row's simulator answer (a plain record: it crosses the process boundary)."""
+def _sustained(asks: Sequence[Prepared], index: int) -> Simulated:
+    """Row ``index``'s simulator answer (a plain record: it crosses the process boundary)."""
     from kvbudget.plan.compare import Simulated
-    from kvbudget.simulate.deployment import simulate_deployment
     from kvbudget.simulate.study import sustained_basis
 
-    study = simulate_deployment(simulation)
+    study = asks[index].run()
     speeds = study.about.get("speeds")
     said = (
         f"prefill {speeds['prefill']['provenance']}, decode {speeds['decode']['provenance']}"

@@ -47,3 +47,4 @@ class CompareRequest(EngineSettings, DeploymentSettings):
     search_sessions: int = option(1000, "count")
     search_probes: int = option(6, "count")
     jobs: int | None = option(None, "count")  # processes for the simulated rows (None: every core)
+    ray: str | None = option(None, "address")  # a Ray cluster the simulated rows run on instead, as tasks

@@ -9,6 +9,8 @@ the option (``--context: ...``), whichever face it came through.
 
 from __future__ import annotations
 
+import re
+
 from kvbudget.errors import InputError
 from kvbudget.units import (
     MAX_BYTES,
@@ -245,6 +247,22 @@ def read_model(value: object, what: str) -> str:
     return ref
 
 
+_ADDRESS = re.compile(r"(?:ray://)?(?:[A-Za-z0-9][A-Za-z0-9.-]*|\[[0-9A-Fa-f:]+\]):([0-9]{1,5})")
+
+
+def read_address(value: object, what: str) -> str:
+    """A Ray cluster's address as ``ray.init`` takes it: ``auto`` (the cluster this machine joined), the head's
+    ``HOST:PORT`` (``ray start --head`` prints it) or a Ray Client ``ray://HOST:PORT``."""
+    text = read_text(value, what)
+    found = _ADDRESS.fullmatch(text)
+    if text != "auto" and (found is None or not 1 <= int(found.group(1)) <= 65535):
+        raise InputError(
+            f"{what}: {shown(text)} is not a Ray cluster's address; give the head's HOST:PORT (ray start --head "
+            "prints it), ray://HOST:PORT, or auto"
+        )
+    return text
+
+
 def read_switch(value: object, what: str) -> bool:
     if not isinstance(value, bool):
         raise InputError(f"{what}: a switch; give True or False, not {_brief(value)}")
@@ -286,4 +304,5 @@ READERS: dict[str, Callable[[object, str], object]] = {
     "bandwidth": read_bandwidth,
     "per_second": read_per_second,
     "switch": read_switch,
+    "address": read_address,
 }

@@ -4,6 +4,8 @@ sustained-sessions search (``kvbudget simulate``; docs/simulate.md)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kvbudget.errors import InputError
 from kvbudget.units import counted
 
@@ -14,7 +16,7 @@ if TYPE_CHECKING:
     from kvbudget.engines.contract import EngineRules
     from kvbudget.requests.simulate import SimulateRequest
     from kvbudget.simulate.policies import CapPolicy, Target
-    from kvbudget.simulate.runner import Progress
+    from kvbudget.simulate.runner import Progress, SimConfig
     from kvbudget.simulate.study import Study
     from kvbudget.workload.record import BadRow, SessionPlan
 
@@ -110,9 +112,49 @@ def check_traffic(r: SimulateRequest) -> None:
         raise InputError("--rate: a trace replays its own arrivals; --rate sets a --workload's arrival rate")
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A simulation made ready here (the plan made, the files read, the sessions' source built): ``run()`` needs
+    nothing of this machine, so it can run in another process or as a task on a Ray cluster."""
+
+    source: Callable[[], Iterable[SessionPlan]]
+    config: SimConfig
+    target: Target
+    static_plan_sessions: int
+    static_prefix_sessions: int | None
+    search_sessions: int
+    search_probes: int
+    about: dict[str, object]
+    jobs: int | None
+    ray: str | None
+
+    def run(self, progress: ProgressHooks | None = None) -> Study:
+        """The study: the run, then (search_sessions > 0) the sustained-sessions search."""
+        from kvbudget.simulate.study import run_study
+
+        return run_study(
+            self.source,
+            self.config,
+            self.target,
+            static_plan_sessions=self.static_plan_sessions,
+            static_prefix_sessions=self.static_prefix_sessions,
+            search_sessions=self.search_sessions,
+            search_probes=self.search_probes,
+            progress=progress,
+            about=self.about,
+            jobs=self.jobs,
+            ray=self.ray,
+        )
+
+
 def simulate_deployment(request: SimulateRequest, progress: ProgressHooks | None = None) -> Study:
     """The study of the request's deployment under its traffic (``kvbudget simulate``); ``progress`` gives a hook
     per run ("run", "search probe i/n"); ``.to_dict()`` is the ``simulate --json`` document."""
+    return prepare_deployment(request).run(progress)
+
+
+def prepare_deployment(request: SimulateRequest) -> Prepared:
+    """The request's simulation made ready: its deployment planned, its traffic read, its configuration built."""
     from kvbudget import hardware
     from kvbudget.plan.build import plan_inputs
     from kvbudget.plan.plan import make_plan
@@ -123,7 +165,6 @@ def simulate_deployment(request: SimulateRequest, progress: ProgressHooks | None
     from kvbudget.simulate.policies import MemoryPolicy
     from kvbudget.simulate.runner import SimConfig
     from kvbudget.simulate.speeds import replica_speeds
-    from kvbudget.simulate.study import run_study
 
     r = request
     check_traffic(r)
@@ -190,7 +231,7 @@ def simulate_deployment(request: SimulateRequest, progress: ProgressHooks | None
         "weights_bytes_per_gpu": plan.weights_per_gpu,
         "speeds": speeds.to_dict(),
     }
-    return run_study(
+    return Prepared(
         source,
         config,
         target,
@@ -198,9 +239,9 @@ def simulate_deployment(request: SimulateRequest, progress: ProgressHooks | None
         static_prefix_sessions=sharing.sessions if sharing else None,
         search_sessions=r.search_sessions,
         search_probes=r.search_probes,
-        progress=progress,
         about=about,
         jobs=r.jobs,
+        ray=r.ray,
     )
 
 

@@ -6,6 +6,8 @@ returned in the items' order, so a sweep's answer is the serial answer whatever 
 so ``fn`` and what it closes over (plans, session sources, cost functions) are inherited rather than
 pickled; only the items and the results cross the process boundary. Where ``fork`` is not offered (Windows)
 or one job is asked, the sweep runs serially in this process. Workers do not start pools of their own.
+With ``ray`` (a cluster's address) the same items run as tasks on that Ray cluster instead
+(simulate/cluster.py), with the same answer.
 """
 
 from __future__ import annotations
@@ -39,8 +41,13 @@ def _mark_worker() -> None:
     _STATE["worker"] = True
 
 
-def run_all(fn: Callable[[T], R], items: Sequence[T], jobs: int | None) -> list[R]:
-    """``[fn(x) for x in items]``, on up to ``jobs`` processes (None: every core), in the items' order."""
+def run_all(fn: Callable[[T], R], items: Sequence[T], jobs: int | None, ray: str | None = None) -> list[R]:
+    """``[fn(x) for x in items]``, on up to ``jobs`` processes (None: every core), or as tasks on the Ray cluster
+    at ``ray``, in the items' order."""
+    if ray is not None and items and not _STATE["worker"]:
+        from kvbudget.simulate.cluster import run_on_ray
+
+        return run_on_ray(fn, items, ray)
     workers = min(jobs or default_jobs(), len(items))
     if workers <= 1 or _STATE["worker"] or "fork" not in multiprocessing.get_all_start_methods():
         return [fn(x) for x in items]

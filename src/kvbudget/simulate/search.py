@@ -8,8 +8,8 @@ factor ``k`` (arrival rate x ``k``; each session's own steps and pauses are unch
 The search: a run at ``k = 1``; then doubling ``k`` while the target holds (or halving until it
 does), then bisection in log ``k`` between the last scale that held and the first that failed, for
 ``probes`` runs in all. Each probe replays the first ``probe_sessions`` sessions of the source.
-The trail of every probe is kept, so the answer shows its evidence. With ``jobs`` processes the probes
-the serial search may need next are run together (``ahead``); the trail is the serial one.
+The trail of every probe is kept, so the answer shows its evidence. With ``jobs`` processes (or on a Ray
+cluster) the probes the serial search may need next are run together (``ahead``); the trail is the serial one.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from kvbudget.simulate.parallel import default_jobs, run_all
 from kvbudget.simulate.policies import Target
@@ -157,6 +158,10 @@ def ahead(history: list[tuple[float, bool]], probes: int, known: Mapping[float, 
     return out
 
 
+def _probe(source: Callable[[], Iterable[SessionPlan]], config: SimConfig, scale: float) -> SimResult:
+    return simulate(scaled(source(), scale), config, None)
+
+
 def find_sustained(
     source: Callable[[], Iterable[SessionPlan]],
     config: SimConfig,
@@ -167,17 +172,26 @@ def find_sustained(
     progress: Callable[[int], Progress | None] | None = None,
     first: SimResult | None = None,
     jobs: int | None = 1,
+    ray: str | None = None,
 ) -> Sustained:
     """Search the arrival scale for the largest mean concurrency that meets ``target``. ``first``:
     an identical run at scale 1 already made (it is used instead of running it again). ``jobs``: processes
     for probes run ahead of the serial search (None: every core; 1: serial); the trail and answer are the
-    serial ones either way."""
+    serial ones either way. ``ray``: a Ray cluster's address; the probes run ahead as tasks there, as many at
+    once as ``jobs`` (None: the cluster's CPUs)."""
     run_config = replace(config, max_sessions=probe_sessions, duration_s=None)
     results: dict[float, SimResult] = {} if first is None else {1.0: first}
-    workers = default_jobs() if jobs is None else jobs
+    if ray is not None:
+        from kvbudget.simulate.cluster import cluster_cpus
+
+        workers = cluster_cpus(ray) if jobs is None else jobs
+    else:
+        workers = default_jobs() if jobs is None else jobs
+    # what a parallel probe runs: no progress hook, nothing but the sessions and the configuration to carry
+    task = partial(_probe, source, run_config)
 
     def probe(scale: float) -> SimResult:
-        hook = progress(len(trail) + 1) if progress and workers <= 1 else None
+        hook = progress(len(trail) + 1) if progress else None
         return simulate(scaled(source(), scale), run_config, hook)
 
     trail: list[Probe] = []
@@ -186,7 +200,10 @@ def find_sustained(
         if scale not in results:
             known = {s: meets(r, target) for s, r in results.items()}
             batch = ahead(history, probes, known, max(1, workers))
-            results.update(zip(batch, run_all(probe, batch, workers), strict=True))
+            if workers <= 1 and ray is None:
+                results[scale] = probe(scale)
+            else:
+                results.update(zip(batch, run_all(task, batch, workers, ray), strict=True))
         result = results[scale]
         holds = meets(result, target)
         history.append((scale, holds))

@@ -71,6 +71,7 @@ def run_study(
     progress: Callable[[str], Progress | None] | None = None,
     about: dict[str, object] | None = None,
     jobs: int | None = 1,
+    ray: str | None = None,
 ) -> Study:
     """Run ``config`` on the sessions ``source()`` yields, then (``search_sessions`` > 0) the search."""
     result = simulate(source(), config, progress("run") if progress else None)
@@ -90,6 +91,7 @@ def run_study(
             progress=(lambda i: progress(f"search probe {i}/{search_probes}")) if progress else None,
             first=result if same else None,
             jobs=jobs,
+            ray=ray,
         )
     return Study(result, config, target, static_plan_sessions, sustained, static_prefix_sessions, about or {})
 

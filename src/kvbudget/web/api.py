@@ -6,7 +6,8 @@ Parameters are named as the command's options, with ``_`` or ``-`` (``kv_dtype``
 the model (comma-separated for ``compare``, as every list); a switch (``no_prefix_caching``) takes ``1``/``true`` or
 ``0``/``false``; ``price`` may repeat. The server reads no file of its machine on a client's behalf: a model is a
 catalog name, a Hub id or an upload's id, and the options that name a file (``--from-log``, ``--workload``,
-``--prices``) are refused. Requests are answered concurrently (the library keeps no state between calls).
+``--prices``) are refused, as is ``--ray`` (the server joins no cluster on a client's behalf). Requests are
+answered concurrently (the library keeps no state between calls).
 """
 
 from __future__ import annotations
@@ -115,6 +116,10 @@ def request_of(command: str, query: Iterable[tuple[str, str]], uploads: Uploads)
             raise InputError(
                 f"--{raw.replace('_', '-')}: names a file on the server's machine, which the web API never reads; "
                 "run the command line for it"
+            )
+        if name == "ray":
+            raise InputError(
+                "--ray: the web API joins no Ray cluster on a client's behalf; run the command line for it"
             )
         if name not in kinds:
             raise InputError(f"unrecognized option --{raw.replace('_', '-')}; see kvbudget {command} --help")
