@@ -24,6 +24,7 @@ RATES = [*NUMBERS, "5/fortnight", "1e9/s", "0/h", "-2/h", "50/", "/h", "1/0"]
 SIZES = [*NUMBERS, "80XB", "80 GiBB", "1e30GB", "0GB", "-24GB", "9" * 40 + "TB", "1.5iB", "NaNGB"]
 HOSTS = ["", "a" * 5000, "-h", "host.invalid", "999.999.999.999", "[::1", "\x00"]
 PORTS = ["99999", "-1", "1e3", "\u0663", "", "http", "8731 8732", LONG]
+ADDRESSES = ["", "-h", "a" * 5000, "\x00", "host:99999", "[::1", "http://host:80", "ray://", "host.invalid:9", " auto"]
 URLS = ["", "-h", "ftp://x", "http://", "http://[::1", "a" * 5000, "file:///etc/passwd", "http://host.invalid:9/"]
 
 # the kind of every value a command takes -> what the matrix gives it
@@ -50,6 +51,7 @@ VALUES: dict[str, list[str]] = {
     "host": HOSTS,
     "port": PORTS,
     "url": URLS,
+    "address": ADDRESSES,  # a Ray cluster's (--ray)
     "switch": [],  # a switch takes no value: given with one is the check
 }
 

@@ -3,7 +3,9 @@
 The cluster is real: a ``ray start --head --block`` of 2 CPUs and a small object store, started here in its own
 process group and stopped by that group's id (SIGTERM, then SIGKILL; always reaped). The sessions and the
 deployment travel with the tasks (simulate/cluster.py), so the workers read no file of the test's.
-Nothing here depends on timing: the answers are compared, not how long they took.
+Nothing here depends on timing: the answers are compared, not how long they took (on the loaded 2-core
+development machine, load average 19, the module took about 90 s wall, almost all of it the head starting and
+its two workers importing Ray, kvbudget and numpy; a few CPU seconds).
 """
 
 from __future__ import annotations
@@ -32,13 +34,14 @@ COMPARE = (
 )  # fmt: skip
 SIMULATE = (
     "simulate", "llama-3.1-8b", "--gpu", "l4", "--engine", "vllm", "--context", "32k",
-    "--workload", "examples/chat.toml", "--rate", "0.05", "--sessions", "200", "--search-sessions", "200", "--search-probes", "4",
+    "--workload", "examples/chat.toml", "--rate", "0.05", "--sessions", "200",
+    "--search-sessions", "200", "--search-probes", "4",
 )  # fmt: skip
 
 
 def _stop_group(process: subprocess.Popen[bytes]) -> None:
     """Stop the head and everything it started (its process group, by id): SIGTERM, then SIGKILL; reaped."""
-    for sig, wait_s in ((signal.SIGTERM, 5), (signal.SIGKILL, 30)):
+    for sig, wait_s in ((signal.SIGTERM, 3), (signal.SIGKILL, 30)):
         try:
             os.killpg(process.pid, sig)
         except ProcessLookupError:
@@ -129,3 +132,18 @@ def test_without_ray_the_extra_is_named(capsys: pytest.CaptureFixture[str], monk
     code, out, err = run_cli(capsys, *COMPARE, "--ray", "127.0.0.1:6379")
     assert code == 1 and out == ""
     assert err.count("\n") == 1 and "pip install 'kvbudget[ray]'" in err
+
+
+def test_the_web_api_joins_no_cluster() -> None:
+    pytest.importorskip("starlette")
+    from kvbudget.web import api
+    from kvbudget.web.uploads import Uploads
+
+    uploads = Uploads()
+    try:
+        query = [("model", "llama-3.1-8b"), ("gpu", "h100-sxm"), ("context", "32k"), ("ray", "127.0.0.1:6379")]
+        reply = api.run("compare", query, uploads)
+    finally:
+        uploads.close()
+    assert reply.status == 400
+    assert json.loads(reply.body)["error"]["message"].startswith("--ray: the web API joins no Ray cluster")
