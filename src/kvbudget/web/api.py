@@ -18,7 +18,7 @@ from pathlib import Path
 
 from kvbudget import errors
 from kvbudget.errors import ConfigError, InputError, KvBudgetError
-from kvbudget.web.uploads import Upload, Uploads
+from kvbudget.web.uploads import Upload, UploadIndex, Uploads
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ def error_document(exc: KvBudgetError) -> str:
     return json.dumps(errors.error_document(exc), indent=2)
 
 
-def run(command: str, query: Iterable[tuple[str, str]], uploads: Uploads) -> Reply:
+def run(command: str, query: Iterable[tuple[str, str]], uploads: UploadIndex) -> Reply:
     """Answer ``command`` with the query's parameters as its request: the CLI's JSON document, or its error."""
     try:
         request = request_of(command, query, uploads)
@@ -73,11 +73,16 @@ def run(command: str, query: Iterable[tuple[str, str]], uploads: Uploads) -> Rep
     except KvBudgetError as exc:
         return Reply(400, public_error(exc, uploads) + "\n")
     except (MemoryError, RecursionError):
-        busy = KvBudgetError("the answer needs more memory or depth than this server gives one request; ask less")
-        return Reply(503, error_document(busy) + "\n")
+        return over_memory()
 
 
-def public_error(exc: KvBudgetError, uploads: Uploads) -> str:
+def over_memory() -> Reply:
+    """The 503 of an answer that needed more memory (or depth) than the server gives one request."""
+    busy = KvBudgetError("the answer needs more memory or depth than this server gives one request; ask less")
+    return Reply(503, error_document(busy) + "\n")
+
+
+def public_error(exc: KvBudgetError, uploads: UploadIndex) -> str:
     """The error document with no path of this machine in its message: an upload is named by its id, the
     server's temporary, home and working folders are left out."""
     import os
@@ -100,7 +105,7 @@ def public_error(exc: KvBudgetError, uploads: Uploads) -> str:
     return json.dumps(document, indent=2)
 
 
-def request_of(command: str, query: Iterable[tuple[str, str]], uploads: Uploads) -> Request:
+def request_of(command: str, query: Iterable[tuple[str, str]], uploads: UploadIndex) -> Request:
     """The request ``command`` takes, from the query's parameters (a model named by an upload's id is its file)."""
     table = served()
     if command not in table:
@@ -149,7 +154,7 @@ def _switch(raw: str, value: str) -> bool:
     raise InputError(f"--{raw.replace('_', '-')}: a switch; give 1 (on) or 0 (off), not {value!r}")
 
 
-def model_ref(ref: str, uploads: Uploads) -> str:
+def model_ref(ref: str, uploads: UploadIndex) -> str:
     """An upload's id becomes its stored file; a catalog name or Hub id is kept; a path of this machine is refused."""
     upload = uploads.get(ref)
     if upload is not None:
