@@ -31,8 +31,8 @@ from kvbudget.weights.sources import WeightSize
 if TYPE_CHECKING:
     from kvbudget.plan.alerts import AlertRules
     from kvbudget.plan.offload import Offload
-    from kvbudget.plan.speeds import PlanSpeeds
     from kvbudget.plan.reproduce import LogCheck
+    from kvbudget.plan.speeds import PlanSpeeds
 
 SCHEMA_VERSION = 1
 GiB = 2**30
