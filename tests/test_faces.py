@@ -216,6 +216,7 @@ def test_the_same_mistake_gives_the_same_error_on_every_face(
     assert web_document(command, options, tmp_path) == (400, cli)
 
 
+SPEEDS = str(ROOT / "tests" / "data" / "loadtest" / "speeds-llama31-8b-vllm.json")
 FILE_QUESTIONS: list[Question] = [
     (
         "simulate",
@@ -233,6 +234,20 @@ FILE_QUESTIONS: list[Question] = [
     ("trace stats", {"files": WEKA}),
     ("trace stats", {"files": WEKA, "model": "qwen3-32b", "gpu": "h200", "engine": "vllm"}),
     ("calibrate", {"logs": [LOG]}),
+    # a load test's measured speeds (--speed-from): the same figures through every face that reads files
+    ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "vllm", "context": "32k", "speed_from": SPEEDS}),
+    (
+        "size",
+        {
+            "model": "llama-3.1-8b",
+            "gpu": "h100-sxm",
+            "engine": "vllm,sglang",
+            "context": "32k",
+            "sessions": "60",
+            "itl": "25ms",
+            "speed_from": SPEEDS,
+        },
+    ),
 ]
 
 
