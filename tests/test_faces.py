@@ -141,7 +141,7 @@ ERRORS: list[Question] = [
 def cli_document(command: str, options: dict[str, Any]) -> tuple[int, str]:
     argv = command.split()
     for name, value in options.items():
-        if name == "model" and command in ("cost", "table", "plan", "levers", "compare"):
+        if name == "model" and command in ("cost", "table", "plan", "levers", "compare", "size"):
             argv.insert(len(command.split()), value)
         elif name in ("files", "logs"):
             argv += list(value)
@@ -171,6 +171,7 @@ def api_document(command: str, options: dict[str, Any]) -> str:
         "simulate": kvbudget.simulate_deployment,
         "trace stats": kvbudget.trace_report,
         "calibrate": kvbudget.calibrate_logs,
+        "size": kvbudget.size_deployments,
     }
     try:
         if command == "gpus":
