@@ -127,6 +127,11 @@ def plan_choice(request: CompareRequest, choice: Choice) -> Plan:
 
 def compare_deployments(request: CompareRequest) -> Comparison:
     """Every combination planned and sorted (``kvbudget compare``); a refused deployment is a row with its reason."""
+    if request.speed_from and not request.simulate:
+        raise InputError(
+            "--speed-from: compare uses a load test's measured speeds only in its simulations; add --simulate "
+            "(with --workload FILE), or drop --speed-from"
+        )
     session = _session(request)
     rows = compare(
         choices_of(request),
@@ -135,11 +140,6 @@ def compare_deployments(request: CompareRequest) -> Comparison:
         session=session,
         rate_per_s=request.rate,
     )
-    if request.speed_from and not request.simulate:
-        raise InputError(
-            "--speed-from: compare uses a load test's measured speeds only in its simulations; add --simulate "
-            "(with --workload FILE), or drop --speed-from"
-        )
     if request.simulate:
         rows = _simulated(request, rows)
     return Comparison(
