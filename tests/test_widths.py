@@ -23,6 +23,7 @@ DATA = ROOT / "tests" / "data"
 WORKLOAD = str(ROOT / "examples" / "coding-agent.toml")
 TRACE = str(DATA / "traces" / "mooncake_fast25" / "conversation_trace.jsonl")
 OTEL = str(DATA / "traces" / "inference_perf_otel_examples" / "multi_agent_research.json")
+SPEEDS = str(DATA / "loadtest" / "speeds-llama31-8b-vllm.json")  # a load test's speeds (--speed-from)
 LOGS = sorted(str(p) for p in (DATA / "logs").glob("*/*.log"))
 
 DEPLOYMENTS = [
@@ -84,6 +85,11 @@ COMMANDS = [
         "--ttft", "2s", "--itl", "50ms",
     ],
     ["size", "llama-3.1-70b", "--gpu", "h100-sxm", "--weights", "fp8", "--sessions", "60", "--context", "32k"],
+    [
+        "size", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm,sglang", "--sessions", "60", "--context", "32k",
+        "--itl", "25ms", "--speed-from", SPEEDS,
+    ],
+    ["plan", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--context", "32k", "--speed-from", SPEEDS],
 ]  # fmt: skip
 
 # The CLI modules that render in place (cli/compare.py) call render.text.fit once the lead ports it (issue 24).

@@ -86,13 +86,14 @@ KINDS: dict[str, str] = {
     "--loadtest": "path", "--log": "path", "--out": "out", "--plot": "out", "--time-series": "out", "--check": "path",
     "--upstream": "url", "--from-plan": "path", "--cap": "tokens", "--idle-timeout": "seconds",
     "--queue-timeout": "seconds", "--upstream-timeout": "seconds", "--max-queue": "count", "--max-body": "memory",
-    "--record": "out", "--isl": "tokens", "--osl": "tokens", "--concurrency": "sessions",
+    "--record": "out", "--isl": "tokens", "--osl": "tokens", "--concurrency": "sessions", "--speed-from": "path",
 }  # fmt: skip
 # what each path option reads (its hostile files are that reader's); --check of coverage/simulate is named there
 READS: dict[str, str] = {
     "--workload": "workload", "file": "workload", "--trace": "trace", "files": "trace", "traces": "trace",
     "--from-log": "log", "logs": "log", "--log": "log", "--prices": "prices", "--loadtest": "loadtest-result",
     "--history": "loadtest-result", "--check": "loadtest-result", "--from-plan": "loadtest-result",
+    "--speed-from": "speed-result",
 }  # fmt: skip
 
 
@@ -242,6 +243,7 @@ READER_ARGV = {
     "log": lambda p: ["calibrate", str(p)],
     "prices": lambda p: ["compare", MODEL, *DEPLOY, "--prices", str(p)],
     "loadtest-result": lambda p: ["report", MODEL, *DEPLOY, "--loadtest", str(p), "--format", "md"],
+    "speed-result": lambda p: ["plan", MODEL, *DEPLOY, "--speed-from", str(p)],
 }
 
 

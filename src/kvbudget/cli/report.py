@@ -47,6 +47,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     g.add_argument("--bandwidth", help="HBM bytes/s per GPU (default: the --gpu catalog entry)")
     g.add_argument("--decode-rate", help="fixed decode tokens/s per session instead of the roofline")
     g.add_argument("--prefill-rate", help="prefill tokens/s per replica (default: the speed model's roofline)")
+    g.add_argument(
+        "--speed-from",
+        metavar="RESULT.json",
+        help="a kvbudget loadtest --json result of this model and engine: its measured speeds for the simulation "
+        "and the plan's latency",
+    )
     g = p.add_argument_group("measured (kvbudget loadtest, kvbudget calibrate)")
     g.add_argument("--loadtest", action="append", metavar="RESULT.json", help="a kvbudget loadtest --json result")
     g.add_argument("--log", action="append", metavar="LOG", help="an engine start-up log (calibrate)")
@@ -64,6 +70,7 @@ def cmd_report(args: argparse.Namespace) -> str:
         from kvbudget.safeio import AtomicWriter
 
         inputs = [*(request.trace or ()), *([request.workload] if request.workload else []), *(request.loadtest or ())]
+        inputs += [request.speed_from] if request.speed_from else []
         writer = AtomicWriter(args.out, "--out", [*inputs, *(request.log or ())])
     report = collect(request)
     if fmt == "json":

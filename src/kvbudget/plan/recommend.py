@@ -66,8 +66,14 @@ def _latency(c: Candidate, s: Sizing) -> str:
     within = f", inside the {' and '.join(targets)} target{'s' if len(targets) > 1 else ''}" if targets else ""
     return (
         f" At {lat.sessions:,} sessions each, a reply should start {_seconds(lat.ttft_s)} and stream at "
-        f"about {1 / lat.itl_s:.0f} tokens/s{within} (computed from the speed model, not measured)."
+        f"about {1 / lat.itl_s:.0f} tokens/s{within} ({_speed_source(s, lat.provenance)})."
     )
+
+
+def _speed_source(s: Sizing, provenance: str) -> str:
+    if provenance == "measured" and s.speed_from:
+        return f"from the speeds load test {s.speed_from} measured on this model and engine"
+    return "computed from the speed model, not measured"
 
 
 def _change(c: Candidate, s: Sizing) -> str:

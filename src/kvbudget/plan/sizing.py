@@ -6,6 +6,11 @@ concurrency). The replicas are the load over that, rounded up; the binding const
 sessions per replica. A combination no replica count serves (the weights do not fit, no session fits at the cap,
 one session alone misses a target) is listed with its reason; one without a price is ranked by its GPUs, after
 the priced ones.
+
+``--speed-from RESULT.json``: a load test's measured speeds (simulate/measured.py) replace the roofline for the
+rows of the model and engine it measured; the other rows keep the roofline, and each row says which it used
+(``speeds``). The result records neither the GPU nor tp, weights or cache dtype: a sweep listing several of
+those is refused, and so is a load test of none of the listed models and engines.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/ar
 if TYPE_CHECKING:
     from kvbudget.plan.plan import Plan
     from kvbudget.requests.size import SizeRequest
+    from kvbudget.simulate.measured import MeasuredSpeeds
     from kvbudget.speed.roofline import Roofline
     from kvbudget.workload.model import Workload
 
@@ -41,6 +47,7 @@ class Candidate:
     replicas: int = 0
     binding: str = ""  # memory, prefill (TTFT) or decode (inter-token latency)
     latency: Latency | None = None  # at the load each replica runs (ceil(load / replicas))
+    speeds: tuple[str, str] | None = None  # (provenance, basis) of the latency's speeds; None: memory alone
 
     @property
     def sessions_per_replica(self) -> int:
@@ -89,6 +96,7 @@ class Candidate:
             "headroom_sessions": self.headroom if not self.unmet else None,
             "binding": self.binding or None,
             "latency": self.latency.to_dict() if self.latency else None,
+            "speeds": {"provenance": self.speeds[0], "basis": self.speeds[1]} if self.speeds else None,
             "price_per_gpu_hour": self.price_per_gpu_hour,
             "cost_per_hour": _round(self.cost_per_hour),
             "cost_per_session_hour": _round(self.cost_per_session_hour),
@@ -113,6 +121,7 @@ class Sizing:
     shape: Shape
     candidates: tuple[Candidate, ...]
     recommendation: str
+    speed_from: str | None = None  # the load test whose measured speeds some rows use (its file name)
 
     @property
     def met(self) -> tuple[Candidate, ...]:
@@ -139,6 +148,7 @@ class Sizing:
             "deployments": [c.to_dict() for c in self.met],
             "unmet": [c.to_dict() for c in self.unmet],
             "recommendation": self.recommendation,
+            "speed_from": self.speed_from,
         }
 
 
@@ -184,10 +194,22 @@ def size_deployments(request: SizeRequest) -> Sizing:
         else given_shape(request.isl, request.osl, request.context)
     )
     prices = _prices(request)
-    sized = [_candidate(request, choice, shape, workload, prices.get(choice.gpu)) for choice in _choices(request)]
+    choices = _choices(request)
+    measured = _measured(request, choices)
+    sized = [
+        _candidate(request, choice, shape, workload, prices.get(choice.gpu), measured.get(choice)) for choice in choices
+    ]
     ordered = sorted(sized, key=_rank)
     answer = Sizing(
-        request.context, request.sessions, request.rate, request.ttft, request.itl, shape, tuple(ordered), ""
+        request.context,
+        request.sessions,
+        request.rate,
+        request.ttft,
+        request.itl,
+        shape,
+        tuple(ordered),
+        "",
+        next(iter(measured.values())).source if measured else None,
     )
     return replace(answer, recommendation=recommendation(answer))
 
@@ -200,15 +222,48 @@ def _rank(c: Candidate) -> tuple[object, ...]:
     return (0 if cost is not None else 1, cost or 0.0, c.gpus, -c.headroom)
 
 
+def _measured(request: SizeRequest, choices: list[Choice]) -> dict[Choice, MeasuredSpeeds]:
+    """The load test's speeds for each row of the model and engine it measured (module doc); {} without one."""
+    if not request.speed_from:
+        return {}
+    from kvbudget.engines import parse_engine
+    from kvbudget.model.sources import resolve
+    from kvbudget.simulate.measured import measured_speeds, one_deployment
+
+    measured = measured_speeds(request.speed_from)
+    lists = {"GPU": request.gpu, "tp": request.tp, "weights": request.weights, "KV dtype": request.kv_dtype}
+    one_deployment(measured, lists, len(set(request.engine)), len(set(request.model)))
+    fitting: dict[Choice, MeasuredSpeeds] = {}
+    for choice in choices:
+        try:
+            spec = resolve(choice.model)
+        except KvBudgetError:  # the row says why itself
+            continue
+        if measured.fits(parse_engine(choice.engine).name, spec, choice.model):
+            fitting[choice] = measured
+    if not fitting:
+        raise InputError(
+            f"--speed-from {measured.source}: the load test measured {measured.served or 'a model'} on "
+            f"{measured.engine or 'an unnamed engine'}, none of the listed models on the listed engines; give the "
+            "load test's --engine and model, or a load test of one of them"
+        )
+    return fitting
+
+
 def _candidate(
-    request: SizeRequest, choice: Choice, shape: Shape, workload: Workload | None, price: float | None
+    request: SizeRequest,
+    choice: Choice,
+    shape: Shape,
+    workload: Workload | None,
+    price: float | None,
+    measured: MeasuredSpeeds | None = None,
 ) -> Candidate:
     from kvbudget.plan.build import plan_deployment
     from kvbudget.requests.base import narrowed
     from kvbudget.requests.plan import PlanRequest
 
     try:
-        plan = plan_deployment(narrowed(PlanRequest, request, **choice.options(), sessions=None))
+        plan = plan_deployment(narrowed(PlanRequest, request, **choice.options(), sessions=None, speed_from=None))
     except KvBudgetError as exc:
         return Candidate(choice, None, None, str(exc), price)
     if plan.sessions < 1:
@@ -220,6 +275,8 @@ def _candidate(
             "GPU; add a larger --tp, a larger GPU, an fp8 --kv-dtype or a lower cap"
         )
         return Candidate(choice, plan, None, why, price)
+    if measured is not None:
+        return _sized(request, choice, plan, measured, shape, workload, price)
     try:
         roof = size_roofline(request, choice, plan)
     except KvBudgetError as exc:
@@ -244,18 +301,24 @@ def _sized(
     request: SizeRequest,
     choice: Choice,
     plan: Plan,
-    roof: Roofline | None,
+    roof: Roofline | MeasuredSpeeds | None,
     shape: Shape,
     workload: Workload | None,
     price: float | None,
 ) -> Candidate:
     from kvbudget.plan.sizing_load import latency_at, most_sessions
+    from kvbudget.simulate.measured import MeasuredSpeeds
 
     memory = plan.sessions
     if roof is None:  # no targets and no compute figures: memory alone
         load = Load(request.sessions or 0, f"--sessions {request.sessions:,} at peak, whole deployment")
         replicas = math.ceil(load.sessions / memory)
         return Candidate(choice, plan, load, "", price, memory, memory, replicas, "memory")
+    speeds = (
+        ("measured", f"{roof.prefill_basis}; {roof.decode_basis}")
+        if isinstance(roof, MeasuredSpeeds)
+        else ("computed", "roofline (kvbudget speed), the engine's fitted efficiencies")
+    )
     alone = latency_at(roof, shape, 1)
     missed = alone.misses(request.ttft, request.itl)
     if missed:
@@ -271,20 +334,22 @@ def _sized(
             f"one session alone misses the target ({what}): no replica count meets it",
             price,
             memory,
+            speeds=speeds,
         )
     fits = most_sessions(roof, shape, memory, request.ttft, request.itl)
     if request.rate is not None and workload is not None:
-        load = _rate_load(request.rate, workload, shape, latency_at(roof, shape, fits))
+        load = _rate_load(request.rate, workload, shape, latency_at(roof, shape, fits), speeds[0])
     else:
         load = Load(request.sessions or 0, f"--sessions {request.sessions:,} at peak, whole deployment")
     per = min(memory, fits)
     replicas = math.ceil(load.sessions / per)
     running = math.ceil(load.sessions / replicas)
     binding = "memory" if memory <= fits else latency_at(roof, shape, fits + 1).misses(request.ttft, request.itl)
-    return Candidate(choice, plan, load, "", price, memory, fits, replicas, binding, latency_at(roof, shape, running))
+    latency = latency_at(roof, shape, running)
+    return Candidate(choice, plan, load, "", price, memory, fits, replicas, binding, latency, speeds)
 
 
-def _rate_load(rate: float, workload: Workload, shape: Shape, slowest: Latency) -> Load:
+def _rate_load(rate: float, workload: Workload, shape: Shape, slowest: Latency, provenance: str) -> Load:
     """The concurrency a rate brings, with E[T] at the slowest speed a replica may run (its latency-limited load):
     an upper bound, since fewer sessions per replica only run faster."""
     from kvbudget.plan.sizing_load import load_from_rate
@@ -295,6 +360,8 @@ def _rate_load(rate: float, workload: Workload, shape: Shape, slowest: Latency) 
     session = session_time(workload, rates)
     speeds = (
         f"at {slowest.sessions:,} sessions per replica: prefill {rates.prefill_tokens_per_s:,.0f} tokens/s, "
-        f"decode {rates.decode_tokens_per_s:,.1f} tokens/s per session (computed, roofline)"
+        f"decode {rates.decode_tokens_per_s:,.1f} tokens/s per session ("
+        + ("measured, load test" if provenance == "measured" else "computed, roofline")
+        + ")"
     )
     return load_from_rate(rate, session, speeds)

@@ -60,11 +60,21 @@ def render_size(s: Sizing) -> str:
         lines += [
             "",
             "mem/lat: sessions one replica holds in memory at the cap (plan, worst case reserved) / runs within",
-            "  the latency targets (speed's roofline, computed; every session generating at once); repl.:",
+            "  the latency targets (speed's roofline, computed, or a load test's speeds, measured: see speeds;",
+            "  every session generating at once); repl.:",
             "  replicas (GPUs / tp); binds: what set the replicas (memory; prefill: TTFT; decode: inter-token",
             "  latency); spare: sessions held beyond the peak; TTFT, ITL: at the load each replica runs",
-            "  (computed); $/sess-h: $/h over the peak sessions",
+            "  (computed or measured, as the speeds); $/sess-h: $/h over the peak sessions",
         ]
+        if s.speed_from:
+            measured = [c for c in s.met if c.speeds and c.speeds[0] == "measured"]
+            rows = ", ".join(dict.fromkeys(_what(c) for c in measured)) or "none of the rows that meet the load"
+            lines += wrap(
+                f"speeds: measured by load test {s.speed_from} for {rows} (TTFT, ITL and the latency limit from "
+                "the load test's prefill and decode speeds); the other rows: computed (roofline)",
+                indent="  ",
+            )
+            lines += [line for c in measured[:1] if c.speeds for line in wrap(f"  {c.speeds[1]}", indent="    ")]
         rate_bases = {c.load.basis for c in s.met if c.load is not None and c.load.rate_per_s is not None}
         for basis in sorted(rate_bases)[:3]:
             lines += wrap(f"load: {basis}", indent="  ")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kvbudget.cost import CostReport
@@ -134,14 +135,23 @@ def simulated(request: ReportRequest) -> Simulated:
         refused=int(_number(doc, "refused")),
         preemptions=int(_number(doc, "preemptions")),
         static_plan_sessions=int(_number(doc, "static_plan_sessions")),
+        speeds=_speeds(doc.get("speeds"), request.speed_from),
     )
+
+
+def _speeds(speeds: object, speed_from: str | None) -> str:
+    """The simulation's speed provenance in words (``simulate --json`` speeds), naming the load test."""
+    if not isinstance(speeds, dict):
+        return ""
+    said = f"prefill {speeds['prefill']['provenance']}, decode {speeds['decode']['provenance']}"
+    return said + (f" (load test {Path(speed_from).name})" if speed_from else " (roofline or given rates)")
 
 
 def collect(request: ReportRequest) -> Report:
     """Every number of the report for the deployment the request describes (``kvbudget report``)."""
     from kvbudget import hardware
     from kvbudget.model.sources import resolve
-    from kvbudget.plan.build import _with_offload, levers_of, plan_inputs
+    from kvbudget.plan.build import _with_offload, levers_of, plan_inputs, with_speeds
     from kvbudget.plan.plan import make_plan
     from kvbudget.plan.report import levers_json
     from kvbudget.report.measured import from_loadtest, from_log
@@ -149,7 +159,7 @@ def collect(request: ReportRequest) -> Report:
 
     r = request
     inputs, bits = plan_inputs(r)
-    plan = _with_offload(r, make_plan(inputs))
+    plan = with_speeds(r, _with_offload(r, make_plan(inputs)))
     plan_doc = plan.to_dict()
     found = levers_of(r, plan, bits)
     trace = (

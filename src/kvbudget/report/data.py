@@ -142,9 +142,11 @@ class Simulated:
     refused: int
     preemptions: int
     static_plan_sessions: int
+    speeds: str = ""  # where the simulation's speeds come from: "prefill measured, decode measured (load test x)"
 
     def to_dict(self) -> dict[str, object]:
         return {
+            "speeds": self.speeds,
             "source": self.source,
             "sustained_sessions": self.sustained_sessions,
             "sustained_sessions_total": self.sustained_sessions_total,

@@ -206,6 +206,8 @@ def _sessions(report: Report) -> str:
             f"<li>simulated ({_e(s.source)}): {_e(s.sustained_basis)}; target {_e(s.target)}; peak concurrency "
             f"{s.peak_concurrency:,}, {s.refused:,} refused, {s.preemptions:,} preempted of {s.sessions_arrived:,}</li>"
         )
+        if s.speeds:
+            notes.append(f"<li>simulated speeds: {_e(s.speeds)}</li>")
     else:
         notes.append("<li>simulated: give --workload FILE to run the simulator</li>")
     for m in report.measured:

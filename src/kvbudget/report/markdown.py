@@ -147,6 +147,7 @@ def render_markdown(report: Report) -> str:
             f"{s.sustained_sessions:,} sessions per replica sustained ({md(s.source)}): {md(s.sustained_basis)}; "
             f"target {md(s.target)}.",
             "",
+            *([f"Speeds: {md(s.speeds)}.", ""] if s.speeds else []),
         ]
     if report.measured:
         out += ["### Measured", ""]

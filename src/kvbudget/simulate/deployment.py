@@ -141,13 +141,13 @@ def simulate_deployment(request: SimulateRequest, progress: ProgressHooks | None
         from kvbudget.plan.sharing import prefix_sharing
 
         sharing = prefix_sharing(plan.layout, inputs.engine, plan.kv_pool_bytes, inputs.context, prefix)
+    measured = measured_speeds(r.speed_from) if r.speed_from else None
+    if measured is not None:  # a load test of another engine or model measured another deployment
+        from kvbudget.model.sources import resolve
+
+        measured.check(inputs.engine.name, resolve(r.model), r.model)
     speeds = replica_speeds(
-        r,
-        plan,
-        prefill_rate=r.prefill_rate,
-        decode_rate=r.decode_rate,
-        bandwidth=r.bandwidth,
-        measured=measured_speeds(r.speed_from) if r.speed_from else None,
+        r, plan, prefill_rate=r.prefill_rate, decode_rate=r.decode_rate, bandwidth=r.bandwidth, measured=measured
     )
     time_model = speeds.time_model(float(hardware.link(r.link).bytes_per_s))
     rules = inputs.engine.rules
