@@ -62,6 +62,7 @@ CASES = [
             "price": "h100-sxm=2.49/h,h200=3.59/h",
         },
     ),
+    ("speed", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "vllm", "concurrency": "13"}),
     ("models", {}),
     ("gpus", {}),
 ]

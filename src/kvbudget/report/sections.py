@@ -77,7 +77,7 @@ def latency_rows(report: Report) -> list[list[str]]:
             if isinstance(pre, dict) and isinstance(dec, dict)
             else "simulated"
         )
-        running = f"{report.simulated.mean_concurrency:,.1f} mean"
+        running = f"{report.simulated.mean_concurrency:,.1f} mean in flight"
         for label, q, out in (("simulated p50", "p50", "p50"), ("simulated p99", "p99", "slowest_1pct")):
             rows.append(
                 [
