@@ -138,7 +138,7 @@ def test_a_missing_or_unknown_option_is_the_requests_one_line(
     status, body = api(server, "serve")
     assert status == 400
     assert json.loads(body)["error"]["message"] == (
-        "/api/serve: no such command; the API serves compare, cost, gpus, levers, models, plan, size, table"
+        "/api/serve: no such command; the API serves compare, cost, gpus, levers, models, plan, size, speed, table"
     )
 
 

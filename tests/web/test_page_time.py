@@ -22,20 +22,21 @@ from kvbudget.requests.report import ReportRequest
 from tests.web.browser import Tab
 from tests.web.test_page import WAIT_MS, cli_error, page_errors, shown
 
-DEPLOYMENT = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "vllm"}
+DEPLOYMENT: dict[str, object] = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "vllm"}
 
 
 def latency_line(context: str) -> tuple[str, str]:
     """The page's latency line and shape for the default deployment at ``context``: speed at the plan's sessions,
     which is also what the report's Latency section holds."""
-    plan = plan_deployment(PlanRequest(**DEPLOYMENT, context=context))
-    speed = estimate_speed(SpeedRequest(**DEPLOYMENT, concurrency=str(plan.total_sessions)))
-    report = collect(ReportRequest(**DEPLOYMENT, context=context))
+    plan = plan_deployment(PlanRequest.from_options({**DEPLOYMENT, "context": context}))
+    speed = estimate_speed(SpeedRequest.from_options({**DEPLOYMENT, "concurrency": str(plan.total_sessions)}))
+    report = collect(ReportRequest.from_options({**DEPLOYMENT, "context": context}))
     assert report.latency is not None and report.latency.planned == speed  # the report says the same
     doc = speed.to_dict()  # the page reads the document: its rounded figures
+    ttft, itl, rate = (float(str(doc[k])) for k in ("ttft_s", "itl_s", "decode_tokens_per_s_per_request"))
     line = (
-        f"TTFT {seconds(doc['ttft_s'])} · inter-token {seconds(doc['itl_s'])} · "
-        f"{per_second(doc['decode_tokens_per_s_per_request'])} tokens/s per session at {speed.batch:,} sessions per "
+        f"TTFT {seconds(ttft)} · inter-token {seconds(itl)} · "
+        f"{per_second(rate)} tokens/s per session at {speed.batch:,} sessions per "
         f"replica · binds: {speed.binding}"
     )
     shape = f"{speed.isl:,}-token prompts, {speed.osl:,} tokens out, {speed.concurrency:,} requests in flight"
@@ -61,15 +62,17 @@ def size_rows(request: SizeRequest) -> tuple[list[list[str]], str]:
     ``kvbudget report --size`` gives for the same inputs."""
     sizing = size_deployments(request)
     report = collect(
-        ReportRequest(
-            **DEPLOYMENT,
-            context=request.context,
-            size=True,
-            size_gpu=request.gpu,
-            sessions=request.sessions,
-            ttft=request.ttft,
-            itl=request.itl,
-            price=request.price,
+        ReportRequest.from_options(
+            {
+                **DEPLOYMENT,
+                "context": request.context,
+                "size": True,
+                "size_gpu": request.gpu,
+                "sessions": request.sessions,
+                "ttft": request.ttft,
+                "itl": request.itl,
+                "price": request.price,
+            }
         )
     )
     assert report.sizing is not None and report.sizing.to_dict() == sizing.to_dict()
@@ -108,15 +111,17 @@ def test_sessions_wanted_size_the_load_on_the_gpus_compared(calculator: Tab) -> 
 
     page = calculator.page
     assert page.locator("#sizing-section").is_hidden()
-    request = SizeRequest(
-        model=("llama-3.1-8b",),
-        gpu=("h100-sxm", "h200"),
-        engine=("vllm",),
-        context="32k",
-        sessions=60,
-        ttft="2s",
-        itl="50ms",
-        price=("h100-sxm=2.49/h", "h200=3.59/h"),
+    request = SizeRequest.from_options(
+        {
+            "model": "llama-3.1-8b",
+            "gpu": "h100-sxm,h200",
+            "engine": "vllm",
+            "context": "32k",
+            "sessions": 60,
+            "ttft": "2s",
+            "itl": "50ms",
+            "price": "h100-sxm=2.49/h,h200=3.59/h",
+        }
     )
     rows, recommendation = size_rows(request)
     # 60 sessions: 3 H200s at $10.77/h before 5 H100s at $12.45/h, memory binding both
