@@ -294,7 +294,7 @@ def test_every_request_field_takes_hostile_values(command: str, data: st.DataObj
 # -- the web API: every served command, every parameter, hostile text (the server's own function) ---------------
 
 
-@pytest.mark.parametrize("command", ["cost", "table", "plan", "levers", "compare", "models", "gpus", "size"])
+@pytest.mark.parametrize("command", ["cost", "table", "plan", "levers", "compare", "models", "gpus", "size", "speed"])
 def test_every_web_parameter_takes_hostile_values(command: str) -> None:
     pytest.importorskip("starlette")
     from kvbudget.web import api
@@ -307,6 +307,7 @@ def test_every_web_parameter_takes_hostile_values(command: str) -> None:
                 "context": "32k"}, "plan": {"model": MODEL, "gpu": "h100-sxm", "context": "32k"}}  # fmt: skip
         base["levers"] = base["plan"]
         base["size"] = {**base["plan"], "sessions": "10"}
+        base["speed"] = {"model": MODEL, "gpu": "h100-sxm", "concurrency": "4"}
         for index, f in enumerate(fields(cls)):
             kind = f.metadata.get("kind")
             if kind is None:

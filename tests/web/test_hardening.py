@@ -194,3 +194,15 @@ def test_serve_takes_its_budgets_as_options(capsys: pytest.CaptureFixture[str]) 
     )  # fmt: skip
     code, _, err = run_cli(capsys, "serve", "--request-seconds", "0")
     assert code == 1 and err.startswith("Error: --request-seconds: '0' must be above 0")
+
+
+def test_the_fork_server_warms_every_served_command() -> None:
+    """web/warm.py answers one question of each command the API serves (gpus is answered in the server itself), so a
+    new command is warmed too, and each question is one the library answers, not a refusal."""
+    from kvbudget.web import api
+    from kvbudget.web.uploads import UploadView
+    from kvbudget.web.warm import QUESTIONS
+
+    assert set(QUESTIONS) == set(api.served()) - {"gpus"}
+    for command, query in QUESTIONS.items():
+        assert api.run(command, query, UploadView(None, {})).status == 200, command

@@ -50,12 +50,13 @@ def served() -> dict[str, tuple[type[Request], Callable[[Any], Any]]]:
         "levers": (api.LeversRequest, api.rank_levers),
         "compare": (api.CompareRequest, api.compare_deployments),
         "size": (api.SizeRequest, api.size_deployments),
+        "speed": (api.SpeedRequest, api.estimate_speed),
         "models": (api.ModelsRequest, api.catalog_costs),
         "gpus": (GpusRequest, gpu_catalog),
     }
 
 
-SERVED = ("cost", "table", "plan", "levers", "compare", "size", "models", "gpus")
+SERVED = ("cost", "table", "plan", "levers", "compare", "size", "speed", "models", "gpus")
 
 
 def error_document(exc: KvBudgetError) -> str:

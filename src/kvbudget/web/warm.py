@@ -13,12 +13,13 @@ from kvbudget.web.uploads import UploadView
 _MODEL = [("model", "llama-3.1-8b")]
 QUESTIONS: dict[str, list[tuple[str, str]]] = {
     "cost": [*_MODEL, ("tokens", "1k")],
-    "table": [*_MODEL, ("context", "1k")],
+    "table": [*_MODEL, ("tokens", "1k")],
     "plan": [*_MODEL, ("gpu", "h100-sxm"), ("context", "8k")],
     "levers": [*_MODEL, ("gpu", "h100-sxm"), ("context", "8k")],
     "compare": [*_MODEL, ("gpu", "h100-sxm"), ("context", "8k")],
     "size": [*_MODEL, ("gpu", "h100-sxm"), ("context", "8k"), ("sessions", "4")],
-    "models": [("context", "1k")],
+    "models": [],
+    "speed": [*_MODEL, ("gpu", "h100-sxm")],
 }
 
 
