@@ -140,6 +140,11 @@ def _refused(
     return False
 
 
+def pct(share: float) -> str:
+    """A share in percent, to three significant figures (0.0224 -> '2.24%')."""
+    return f"{100 * share:.3g}%"
+
+
 def smallest_cap(
     lengths: SessionLengths, caps: list[int], tolerance: float, shared: int | None = None
 ) -> CapRefusals | None:
