@@ -107,7 +107,7 @@ def _roof_and_shape(c: Candidate, workload: str, context: str) -> tuple[Roofline
 def test_a_target_one_session_alone_misses_is_unmet_with_its_reason() -> None:
     sizing = size_deployments(
         ask(SizeRequest, model="qwen3-32b", gpu="h200", engine="vllm", context="32k", sessions=60, workload=AGENTS,
-                    ttft="10ms")
+                    ttft="10ms", target_refusal_rate=TOLERATE)
     )  # fmt: skip
     assert not sizing.met
     (c,) = sizing.unmet
