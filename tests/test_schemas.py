@@ -76,6 +76,10 @@ CASES = [
         "size",
         ("llama-3.1-8b", "--gpu", "l40s", "--context", "8k", "--rate", "0.1/s", "--workload", "examples/chat.toml"),
     ),
+    (
+        "size",
+        ("llama-3.1-8b", "--gpu", "l40s", "--context", "16k", "--rate", "0.1/s", "--workload", "examples/chat.toml"),
+    ),
     ("weights", ("qwen3-32b",)),
     ("weights", ("deepseek-v3",)),
     (

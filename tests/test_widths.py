@@ -84,6 +84,11 @@ COMMANDS = [
         "--ttft", "2s", "--itl", "50ms",
     ],
     ["size", "llama-3.1-70b", "--gpu", "h100-sxm", "--weights", "fp8", "--sessions", "60", "--context", "32k"],
+    [
+        "size", "qwen3-30b-a3b,llama-3.1-8b", "--gpu", "l40s,rtx-5090", "--kv-dtype", "auto,fp8", "--context", "16k",
+        "--rate", "0.5/s", "--workload", "examples/chat.toml", "--price", "l40s=0.79/h,rtx-5090=0.89/h",
+        "--target-refusal-rate", "0.5%",
+    ],
 ]  # fmt: skip
 
 # The CLI modules that render in place (cli/compare.py) call render.text.fit once the lead ports it (issue 24).
