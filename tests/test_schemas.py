@@ -42,6 +42,12 @@ CASES = [
             "0",
         ),
     ),
+    (
+        "simulate",
+        ("llama-3.1-8b", "--gpu", "l40s", "--engine", "vllm", "--context", "16k", "--workload", "examples/chat.toml",
+         "--replicas", "1", "--sessions", "100", "--search-sessions", "100", "--search-probes", "3", "--itl", "45ms",
+         "--ttft", "2s", "--jobs", "1"),
+    ),  # fmt: skip
     ("calibrate", ("tests/data/logs/vllm/v0-0.6.4fmt-llama31-8b-rtx3090-20k.log", "--model", "llama-3.1-8b")),
     ("table", ("llama-3.1-70b",)),
     ("table", ("gemma-3-27b", "--engine", "vllm", "--tokens", "4k,128k", "--sequences", "1,3")),

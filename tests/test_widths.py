@@ -75,6 +75,11 @@ COMMANDS = [
         "simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--context", "32k",
         "--workload", WORKLOAD, "--sessions", "200", "--search-sessions", "200", "--search-probes", "3",
     ],
+    [
+        "simulate", "--model", "llama-3.1-8b", "--gpu", "l40s", "--engine", "vllm", "--context", "16k", "--workload",
+        str(ROOT / "examples" / "chat.toml"), "--replicas", "1", "--sessions", "100", "--search-sessions", "100",
+        "--search-probes", "3", "--ttft", "2s", "--itl", "45ms", "--jobs", "1",
+    ],
     *(["calibrate", log] for log in LOGS),
     ["speed", "qwen3-30b-a3b", "--gpu", "h200", "--engine", "vllm", "--concurrency", "300", "--prefix", "500"],
     ["speed", "llama-3.1-70b", "--gpu", "h100-sxm", "--gpus", "8", "--tp", "4", "--engine", "trtllm", "--weights", "fp8"],  # noqa: E501
