@@ -89,3 +89,29 @@ def test_a_figure_is_a_capacity_only_when_a_higher_load_missed() -> None:
     # no search: the run's own load, which held, is never worded as a capacity
     run = figure(None, result, Target(refusal_rate=0.5), 1)
     assert run.sessions == pytest.approx(result.mean_concurrency) and not run.capacity
+
+
+def test_compare_simulate_holds_each_row_to_the_latency_targets(capsys: pytest.CaptureFixture[str]) -> None:
+    """compare --simulate --itl runs each row as simulate runs it with the same targets: the same two figures."""
+    import jsonschema
+
+    from kvbudget.schemas import schema
+
+    search = {"search_sessions": "300", "search_probes": "4", "itl": "45ms"}
+    code, out, err = run_cli(
+        capsys, "compare", "llama-3.1-8b", "--gpu", "l40s", "--engine", "vllm", "--context", "16k", "--workload",
+        "examples/chat.toml", "--simulate", "--search-sessions=300", "--search-probes=4", "--itl=45ms", "--jobs=1",
+        "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(out)
+    jsonschema.validate(doc, schema("compare"))
+    (row,) = doc["rows"]
+    sim = row["simulated"]
+    assert sim["binds"] == "itl" and sim["sustained_sessions_per_replica"] < sim["memory_sessions_per_replica"]
+    study = _study(sessions="300", **search)
+    at = study.at_targets
+    assert at is not None and at.binds == "itl"
+    assert sim["sustained_sessions_per_replica"] == pytest.approx(at.latency.sessions, abs=1e-3)
+    assert sim["memory_sessions_per_replica"] == pytest.approx(at.memory.sessions, abs=1e-3)
+    assert sim["at_targets"] == at.text

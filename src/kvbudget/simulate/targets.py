@@ -67,7 +67,8 @@ def figure(sustained: Sustained | None, result: SimResult, target: Target, repli
 
 @dataclass(frozen=True)
 class AtTargets:
-    """The memory figure, the latency figure and which binds (``binds``: memory, ttft, itl or ttft+itl)."""
+    """The memory figure, the latency figure and which binds (``binds``: memory, ttft, itl, ttft+itl, or none when
+    every load probed met both)."""
 
     target: Target
     memory: Figure
@@ -81,7 +82,12 @@ class AtTargets:
         m, lat, when = self.memory, self.latency, self.target.describe_latency()
         head = f"memory allows {m.words()} sessions per replica" if m.sessions else "memory allows no load probed"
         held = f"holds {lat.words()}" if lat.sessions else "holds none of the loads probed"
-        which = {"memory": "memory binds", "ttft": "latency (TTFT) binds", "itl": "latency (ITL) binds"}
+        which = {
+            "memory": "memory binds",
+            "ttft": "latency (TTFT) binds",
+            "itl": "latency (ITL) binds",
+            "none": "neither binds within the loads probed (more --search-probes reach higher loads)",
+        }
         return f"{head}; at {when} the simulation {held}: {which.get(self.binds, 'latency (TTFT and ITL) binds')}"
 
     def to_json(self) -> dict[str, object]:
@@ -110,7 +116,8 @@ def at_targets(
     lat = figure(latency, result, target, replicas)
     lower = mem.sessions is not None and (lat.sessions is None or lat.sessions < mem.sessions - 1e-9)
     if not lower:
-        return AtTargets(target, mem, lat, "memory")
+        # the same load: memory binds when a higher load missed the memory target, else nothing bound yet
+        return AtTargets(target, mem, lat, "memory" if mem.capacity or mem.sessions is None else "none")
     missed: list[str] = []
     if latency is not None and latency.failed_above is not None:
         missed = [m for m in latency.failed_above.missed if m.startswith(("p99 TTFT", "p99 ITL"))]
