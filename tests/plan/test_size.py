@@ -78,8 +78,16 @@ def test_latency_is_speeds_at_the_load_each_replica_runs() -> None:
 
 def test_a_tight_inter_token_target_binds_before_memory() -> None:
     loose = size_deployments(
-        ask(SizeRequest, model="qwen3-32b", gpu="h200", engine="vllm", context="32k", sessions=60, workload=AGENTS,
-                    target_refusal_rate=TOLERATE)
+        ask(
+            SizeRequest,
+            model="qwen3-32b",
+            gpu="h200",
+            engine="vllm",
+            context="32k",
+            sessions=60,
+            workload=AGENTS,
+            target_refusal_rate=TOLERATE,
+        )
     ).met[0]
     tight = size_deployments(
         ask(SizeRequest, model="qwen3-32b", gpu="h200", engine="vllm", context="32k", sessions=60, workload=AGENTS,

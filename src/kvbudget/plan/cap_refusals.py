@@ -128,8 +128,8 @@ def _refused(
     shared prefix; a step past the limit is cut to min(target, context) + its tokens + the summary)."""
     target, keep = cut_to
     context = 0
-    for i, (a, o) in enumerate(zip(appends, outputs, strict=True)):
-        a += prefix if i == 0 else 0
+    for i, (appended, o) in enumerate(zip(appends, outputs, strict=True)):
+        a = appended + (prefix if i == 0 else 0)
         if context + a + o > limit:
             cut = max(keep, min(target, context))
             if cut + a + o + summary > limit:

@@ -115,7 +115,8 @@ def render_comparison(comparison: Comparison) -> str:
             if r.plan is not None and r.simulated is not None and r.simulated.at_targets
         ]
         if bound:
-            notes += ["", "sim sessions at the latency targets (per replica; the sim sessions column holds both):", *bound]
+            notes += ["", "sim sessions at the latency targets (per replica; the sim sessions column holds both):"]
+            notes += bound
     if refused:
         notes += ["", "refused:", *refused]
     if warned:

@@ -59,7 +59,8 @@ def render_size(s: Sizing) -> str:
         *_refusal_lines(s),
         "",
     ]
-    head = ["deployment", "GPUs", "mem/lat", "repl.", "binds", "spare", "refused", "TTFT s", "ITL ms", "$/h", "$/sess-h"]
+    head = ["deployment", "GPUs", "mem/lat", "repl.", "binds", "spare", "refused", "TTFT s", "ITL ms", "$/h"]
+    head.append("$/sess-h")
     body = []
     for c in s.met:
         body.append(

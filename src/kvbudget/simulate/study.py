@@ -108,9 +108,7 @@ def run_study(
         if target.has_latency:
             memory = search(target.memory_only(), " (memory)")
         sustained = search(target, " (latency)" if target.has_latency else "")
-    return Study(
-        result, config, target, static_plan_sessions, sustained, static_prefix_sessions, about or {}, memory
-    )
+    return Study(result, config, target, static_plan_sessions, sustained, static_prefix_sessions, about or {}, memory)
 
 
 def _r(value: float, digits: int = 4) -> float:
