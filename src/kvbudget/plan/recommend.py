@@ -90,9 +90,17 @@ def _refused_everywhere(s: Sizing) -> str:
     r = s.refusals
     assert r is not None
     within = s.cap_within
+    windows = [c.plan.inputs.spec.max_position_embeddings or 0 for c in s.candidates if c.plan is not None]
+    widest = max(windows, default=0)
+    past = (
+        f", past every candidate model's trained window (the widest is {format_tokens(widest)}): shorten the "
+        "workload's sessions (its [cap] compaction) or choose a longer-context model"
+        if within is not None and widest and within.cap > widest
+        else ""
+    )
     raise_to = (
         f"Raise the cap to {format_tokens(within.cap)} (--context {format_tokens(within.cap).lower()}), where "
-        f"{pct(within.share)} are refused, and size again"
+        f"{pct(within.share)} are refused{past}, and size again"
         if within is not None
         else "No cap up to 1M tokens keeps them within it: shorten the workload's sessions (compaction, [cap])"
     )
