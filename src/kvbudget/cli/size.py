@@ -57,4 +57,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
         metavar="RESULT.json",
         help="a kvbudget loadtest --json result: its measured speeds replace the roofline for its model and engine",
     )
+    g.add_argument(
+        "--target-refusal-rate",
+        help="with --workload: sessions the cap may refuse, 0.1%% or 0.001 (default 0.1%%, as simulate's target)",
+    )
     return {"size": cmd_size}

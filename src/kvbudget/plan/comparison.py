@@ -234,7 +234,8 @@ def _check_sweep(request: CompareRequest, served: int) -> None:
 
     assert request.workload is not None
     steps = load_workload(request.workload).steps.mean()
-    per_row = request.search_sessions * (1 + request.search_probes) * steps
+    searches = 2 if request.ttft is not None or request.itl is not None else 1  # memory alone, then latency
+    per_row = request.search_sessions * (1 + searches * request.search_probes) * steps
     total = served * per_row
     if total > MAX_SWEEP_CALLS:
         minutes = total / CALLS_PER_S / 60
@@ -261,4 +262,15 @@ def _sustained(simulation: SimulateRequest) -> Simulated:
     if simulation.speed_from:
         said += f" (load test {Path(simulation.speed_from).name})"
     r = study.result
-    return Simulated(study.sustained_sessions, sustained_basis(study), study.target.describe(), r.ttft_s, r.itl_s, said)
+    at = study.at_targets
+    return Simulated(
+        study.sustained_sessions,
+        sustained_basis(study),
+        study.target.describe(),
+        r.ttft_s,
+        r.itl_s,
+        said,
+        None if at is None else at.memory.sessions,
+        None if at is None else at.binds,
+        "" if at is None else at.text,
+    )

@@ -4,8 +4,11 @@ cap; a replica holds the fewer of the sessions its KV pool serves at the cap (me
 and the sessions it runs within the latency targets (plan/sizing_load.py: ``kvbudget speed``'s roofline at that
 concurrency). The replicas are the load over that, rounded up; the binding constraint is whichever set the
 sessions per replica. A combination no replica count serves (the weights do not fit, no session fits at the cap,
-one session alone misses a target) is listed with its reason; one without a price is ranked by its GPUs, after
-the priced ones.
+one session alone misses a target, the cap refuses more of the workload's sessions than tolerated) is listed
+with its reason, which names what would meet it; one without a price is ranked by its GPUs, after the priced ones.
+With a workload, each row says how many of its sessions outgrow the cap (plan/cap_refusals.py: counted on the
+sessions ``simulate`` draws), and the answer names the smallest of ``CAP_CANDIDATES`` that keeps them within
+the tolerance.
 
 ``--speed-from RESULT.json``: a load test's measured speeds (simulate/measured.py) replace the roofline for the
 rows of the model and engine it measured; the other rows keep the roofline, and each row says which it used
@@ -19,8 +22,10 @@ import math
 from dataclasses import dataclass, replace
 
 from kvbudget.errors import InputError, KvBudgetError
+from kvbudget.plan.cap_refusals import CapRefusals, SessionLengths, pct, smallest_cap
 from kvbudget.plan.compare import Choice
 from kvbudget.plan.sizing_load import Latency, Load, Shape
+from kvbudget.units import format_tokens
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
@@ -31,6 +36,8 @@ if TYPE_CHECKING:
     from kvbudget.workload.model import Workload
 
 SCHEMA_VERSION = 1
+# The caps size looks through for the smallest that keeps refusals within the tolerance: 4K to 1M, doubling.
+CAP_CANDIDATES = tuple(1024 * 2**k for k in range(2, 11))
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,7 @@ class Candidate:
     binding: str = ""  # memory, prefill (TTFT) or decode (inter-token latency)
     latency: Latency | None = None  # at the load each replica runs (ceil(load / replicas))
     speeds: tuple[str, str] | None = None  # (provenance, basis) of the latency's speeds; None: memory alone
+    refusals: CapRefusals | None = None  # the workload's sessions this row's cap refuses (None: no workload)
 
     @property
     def sessions_per_replica(self) -> int:
@@ -100,6 +108,7 @@ class Candidate:
             "price_per_gpu_hour": self.price_per_gpu_hour,
             "cost_per_hour": _round(self.cost_per_hour),
             "cost_per_session_hour": _round(self.cost_per_session_hour),
+            "refused_at_cap": self.refusals.to_dict() if self.refusals else None,
             "warnings": list(self.plan.warnings) if self.plan else [],
         }
         return out
@@ -122,6 +131,9 @@ class Sizing:
     candidates: tuple[Candidate, ...]
     recommendation: str
     speed_from: str | None = None  # the load test whose measured speeds some rows use (its file name)
+    refusal_rate: float = 0.001  # the sessions the cap may refuse (--target-refusal-rate)
+    refusals: CapRefusals | None = None  # at the asked cap, the whole prefix kept (None: no workload)
+    cap_within: CapRefusals | None = None  # the smallest of CAP_CANDIDATES within the tolerance
 
     @property
     def met(self) -> tuple[Candidate, ...]:
@@ -147,6 +159,9 @@ class Sizing:
             },
             "deployments": [c.to_dict() for c in self.met],
             "unmet": [c.to_dict() for c in self.unmet],
+            "refusal_tolerance": self.refusal_rate,
+            "refused_at_cap": self.refusals.to_dict() if self.refusals else None,
+            "smallest_cap_within_tolerance": self.cap_within.to_dict() if self.cap_within else None,
             "recommendation": self.recommendation,
             "speed_from": self.speed_from,
         }
@@ -199,6 +214,13 @@ def size_deployments(request: SizeRequest) -> Sizing:
     sized = [
         _candidate(request, choice, shape, workload, prices.get(choice.gpu), measured.get(choice)) for choice in choices
     ]
+    tolerance = _tolerance(request)
+    lengths = SessionLengths(workload) if workload else None
+    refusals = within = None
+    if lengths is not None:
+        refusals = lengths.at(request.context)
+        within = smallest_cap(lengths, list(CAP_CANDIDATES), tolerance)
+        sized = [_refused(c, lengths, tolerance, within) for c in sized]
     ordered = sorted(sized, key=_rank)
     answer = Sizing(
         request.context,
@@ -210,8 +232,51 @@ def size_deployments(request: SizeRequest) -> Sizing:
         tuple(ordered),
         "",
         next(iter(measured.values())).source if measured else None,
+        tolerance,
+        refusals,
+        within,
     )
     return replace(answer, recommendation=recommendation(answer))
+
+
+def _tolerance(request: SizeRequest) -> float:
+    from kvbudget.simulate.policies import DEFAULT_REFUSAL_RATE
+
+    return DEFAULT_REFUSAL_RATE if request.target_refusal_rate is None else request.target_refusal_rate
+
+
+def _refused(c: Candidate, lengths: SessionLengths, tolerance: float, within: CapRefusals | None) -> Candidate:
+    """The row with the sessions its cap refuses; unmet when they exceed the tolerance, saying what would meet
+    it (a larger cap, or a looser tolerance)."""
+    shared = None
+    cap = c.choice.context
+    if c.plan is not None:
+        from kvbudget.simulate.build import memory_from_plan
+
+        cap = c.plan.inputs.context
+        shared = memory_from_plan(c.plan).shared_prefix(lengths.workload.prefix_tokens)
+    refusals = lengths.at(cap, shared)
+    if c.unmet or refusals.within(tolerance):
+        return replace(c, refusals=refusals)
+    larger = (
+        f"{_article_cap(within.cap)} cap keeps them within it ({pct(within.share)})"
+        if within is not None
+        else f"no cap up to {format_tokens(CAP_CANDIDATES[-1])} keeps them within it"
+    )
+    why = (
+        f"{pct(refusals.share)} of the workload's sessions outgrow the {format_tokens(cap)} cap and are refused "
+        f"there ({refusals.refused:,} of {refusals.sessions:,} drawn as simulate draws them), above the "
+        f"{pct(tolerance)} tolerated (--target-refusal-rate): {larger}, or --target-refusal-rate "
+        f"{pct(refusals.share)} accepts them"
+    )
+    return replace(c, unmet=why, refusals=refusals)
+
+
+def _article_cap(tokens: int) -> str:
+    from kvbudget.plan.plan import _article
+
+    label = format_tokens(tokens)
+    return f"{_article(label)} {label}"
 
 
 def _rank(c: Candidate) -> tuple[object, ...]:
@@ -331,7 +396,13 @@ def _sized(
             choice,
             plan,
             None,
-            f"one session alone misses the target ({what}): no replica count meets it",
+            f"one session alone misses the target ({what}): no replica count meets it; "
+            + (
+                f"a --ttft of {math.ceil(alone.ttft_s * 100) / 100:.2f} s or more"  # rounded up: it is met
+                if missed == "prefill"
+                else f"an --itl of {math.ceil(alone.itl_s * 10_000) / 10:.1f} ms or more"
+            )
+            + ", a faster GPU or a larger --tp would",
             price,
             memory,
             speeds=speeds,

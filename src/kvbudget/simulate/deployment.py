@@ -85,7 +85,9 @@ def _check_bounds(r: SimulateRequest, work: tuple[float, float], replicas: int) 
     if r.allow_long:
         return
     sessions, per_session = work
-    total = (sessions + r.search_sessions * r.search_probes) * per_session
+    # with latency targets, two searches (memory alone, then with the targets) sharing their runs: at most twice
+    searches = 2 if r.ttft is not None or r.itl is not None else 1
+    total = (sessions + searches * r.search_sessions * r.search_probes) * per_session
     if total > MAX_CALLS:
         minutes = total / CALLS_PER_S / 60
         raise InputError(
@@ -214,6 +216,8 @@ def target_of(r: SimulateRequest) -> Target:
         allow_preemption=bool(r.target_p99_delay) and r.target_preemption_rate is None,
         preemption_rate=DEFAULT_PREEMPTION_RATE if r.target_preemption_rate is None else r.target_preemption_rate,
         refusal_rate=DEFAULT_REFUSAL_RATE if r.target_refusal_rate is None else r.target_refusal_rate,
+        ttft_p99_s=r.ttft,
+        itl_p99_s=r.itl,
     )
 
 
