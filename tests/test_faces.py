@@ -141,7 +141,7 @@ ERRORS: list[Question] = [
 def cli_document(command: str, options: dict[str, Any]) -> tuple[int, str]:
     argv = command.split()
     for name, value in options.items():
-        if name == "model" and command in ("cost", "table", "plan", "levers", "compare"):
+        if name == "model" and command in ("cost", "table", "plan", "levers", "compare", "size"):
             argv.insert(len(command.split()), value)
         elif name in ("files", "logs"):
             argv += list(value)
@@ -171,6 +171,7 @@ def api_document(command: str, options: dict[str, Any]) -> str:
         "simulate": kvbudget.simulate_deployment,
         "trace stats": kvbudget.trace_report,
         "calibrate": kvbudget.calibrate_logs,
+        "size": kvbudget.size_deployments,
     }
     try:
         if command == "gpus":
@@ -216,6 +217,7 @@ def test_the_same_mistake_gives_the_same_error_on_every_face(
     assert web_document(command, options, tmp_path) == (400, cli)
 
 
+SPEEDS = str(ROOT / "tests" / "data" / "loadtest" / "speeds-llama31-8b-vllm.json")
 FILE_QUESTIONS: list[Question] = [
     (
         "simulate",
@@ -233,6 +235,20 @@ FILE_QUESTIONS: list[Question] = [
     ("trace stats", {"files": WEKA}),
     ("trace stats", {"files": WEKA, "model": "qwen3-32b", "gpu": "h200", "engine": "vllm"}),
     ("calibrate", {"logs": [LOG]}),
+    # a load test's measured speeds (--speed-from): the same figures through every face that reads files
+    ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "vllm", "context": "32k", "speed_from": SPEEDS}),
+    (
+        "size",
+        {
+            "model": "llama-3.1-8b",
+            "gpu": "h100-sxm",
+            "engine": "vllm,sglang",
+            "context": "32k",
+            "sessions": "60",
+            "itl": "25ms",
+            "speed_from": SPEEDS,
+        },
+    ),
 ]
 
 

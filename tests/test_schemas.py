@@ -12,6 +12,7 @@ import pytest
 from kvbudget.schemas import NAMES, schema
 from tests.helpers import run_cli
 
+SPEEDS = "tests/data/loadtest/speeds-llama31-8b-vllm.json"  # a load test's speeds (--speed-from)
 CASES = [
     ("cost", ("llama-3.1-70b", "--tokens", "32k")),
     ("cost", ("qwen3-next-80b-a3b", "--engine", "vllm")),
@@ -22,6 +23,7 @@ CASES = [
     ("plan", ("llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "vllm", "--context", "128k")),  # not served
     ("plan", ("llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "sglang", "--context", "32k", "--alerts")),
     ("plan", ("llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llamacpp", "--context", "128k", "--alerts")),
+    ("plan", ("llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--context", "32k", "--speed-from", SPEEDS)),
     ("compare", ("llama-3.1-8b,qwen3-8b", "--gpu", "h100-sxm,l40s", "--context", "32k", "--price", "l40s=0.99/h")),
     (
         "simulate",
@@ -40,6 +42,34 @@ CASES = [
             "60",
             "--search-sessions",
             "0",
+        ),
+    ),
+    (
+        "simulate",
+        (
+            "llama-3.1-8b",
+            "--gpu",
+            "l40s",
+            "--engine",
+            "vllm",
+            "--context",
+            "16k",
+            "--workload",
+            "examples/chat.toml",
+            "--replicas",
+            "1",
+            "--sessions",
+            "100",
+            "--search-sessions",
+            "100",
+            "--search-probes",
+            "3",
+            "--itl",
+            "45ms",
+            "--ttft",
+            "2s",
+            "--jobs",
+            "1",
         ),
     ),
     ("calibrate", ("tests/data/logs/vllm/v0-0.6.4fmt-llama31-8b-rtx3090-20k.log", "--model", "llama-3.1-8b")),
@@ -75,6 +105,34 @@ CASES = [
     (
         "size",
         ("llama-3.1-8b", "--gpu", "l40s", "--context", "8k", "--rate", "0.1/s", "--workload", "examples/chat.toml"),
+    ),
+    (
+        "size",
+        ("llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm,sglang", "--context", "32k", "--sessions", "60"),
+    ),
+    (
+        "size",
+        (
+            "llama-3.1-8b",
+            "--gpu",
+            "h100-sxm",
+            "--context",
+            "32k",
+            "--sessions",
+            "60",
+            "--itl",
+            "25ms",
+            "--speed-from",
+            SPEEDS,
+        ),
+    ),
+    (
+        "size",
+        ("llama-3.1-8b", "--gpu", "l40s", "--context", "8k", "--rate", "0.1/s", "--workload", "examples/chat.toml"),
+    ),
+    (
+        "size",
+        ("llama-3.1-8b", "--gpu", "l40s", "--context", "16k", "--rate", "0.1/s", "--workload", "examples/chat.toml"),
     ),
     ("weights", ("qwen3-32b",)),
     ("weights", ("deepseek-v3",)),
@@ -152,7 +210,7 @@ def test_errors_are_the_error_document(capsys: pytest.CaptureFixture[str], argv:
 
 
 # Objects whose fields are another document's, checked by that document's own schema.
-OPEN_OBJECTS = {("report", "plan"), ("report", "levers")}
+OPEN_OBJECTS = {("report", "plan"), ("report", "levers"), ("report", "sizing")}
 
 
 def _objects(node: object, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], dict[str, object]]]:

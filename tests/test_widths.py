@@ -23,6 +23,7 @@ DATA = ROOT / "tests" / "data"
 WORKLOAD = str(ROOT / "examples" / "coding-agent.toml")
 TRACE = str(DATA / "traces" / "mooncake_fast25" / "conversation_trace.jsonl")
 OTEL = str(DATA / "traces" / "inference_perf_otel_examples" / "multi_agent_research.json")
+SPEEDS = str(DATA / "loadtest" / "speeds-llama31-8b-vllm.json")  # a load test's speeds (--speed-from)
 LOGS = sorted(str(p) for p in (DATA / "logs").glob("*/*.log"))
 
 DEPLOYMENTS = [
@@ -75,6 +76,11 @@ COMMANDS = [
         "simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--context", "32k",
         "--workload", WORKLOAD, "--sessions", "200", "--search-sessions", "200", "--search-probes", "3",
     ],
+    [
+        "simulate", "--model", "llama-3.1-8b", "--gpu", "l40s", "--engine", "vllm", "--context", "16k", "--workload",
+        str(ROOT / "examples" / "chat.toml"), "--replicas", "1", "--sessions", "100", "--search-sessions", "100",
+        "--search-probes", "3", "--ttft", "2s", "--itl", "45ms", "--jobs", "1",
+    ],
     *(["calibrate", log] for log in LOGS),
     ["speed", "qwen3-30b-a3b", "--gpu", "h200", "--engine", "vllm", "--concurrency", "300", "--prefix", "500"],
     ["speed", "llama-3.1-70b", "--gpu", "h100-sxm", "--gpus", "8", "--tp", "4", "--engine", "trtllm", "--weights", "fp8"],  # noqa: E501
@@ -84,6 +90,16 @@ COMMANDS = [
         "--ttft", "2s", "--itl", "50ms",
     ],
     ["size", "llama-3.1-70b", "--gpu", "h100-sxm", "--weights", "fp8", "--sessions", "60", "--context", "32k"],
+    [
+        "size", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm,sglang", "--sessions", "60", "--context", "32k",
+        "--itl", "25ms", "--speed-from", SPEEDS,
+    ],
+    ["plan", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--context", "32k", "--speed-from", SPEEDS],
+    [
+        "size", "qwen3-30b-a3b,llama-3.1-8b", "--gpu", "l40s,rtx-5090", "--kv-dtype", "auto,fp8", "--context", "16k",
+        "--rate", "0.5/s", "--workload", "examples/chat.toml", "--price", "l40s=0.79/h,rtx-5090=0.89/h",
+        "--target-refusal-rate", "0.5%",
+    ],
 ]  # fmt: skip
 
 # The CLI modules that render in place (cli/compare.py) call render.text.fit once the lead ports it (issue 24).

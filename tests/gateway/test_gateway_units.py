@@ -205,7 +205,10 @@ def test_a_plans_cap_sessions_and_engine_apply_unless_given(tmp_path: Path) -> N
         (["--cap", "32k", "--sessions", "2"], "Error: --upstream is required"),
         (["--upstream", "h:1", "--cap", "32k", "--sessions", "2"], "Error: --upstream h:1: give the engine's base URL"),
         (["--upstream", "http://h:1", "--cap", "lots", "--sessions", "2"], "Error: --cap: "),
-        (["--upstream", "http://h:1", "--cap", "1k", "--sessions", "2", "--port", "70000"], "Error: --port 70000"),
+        (
+            ["--upstream", "http://h:1", "--cap", "1k", "--sessions", "2", "--port", "70000"],
+            "Error: --port: 70,000 is outside 0..65,535",
+        ),
     ],
 )
 def test_a_bad_option_is_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:

@@ -29,6 +29,10 @@ from kvbudget.workload.loader import load_workload
 from tests.helpers import run_cli
 
 AGENTS = "examples/coding-agent.toml"
+# The coding-agent workload's 32K cap refuses a third of its sessions (its summary target is below its 14.7K-token
+# prefix, and a tool result can pass the cap alone: tests/plan/test_cap_refusals.py); the tests that use it for
+# its request shape tolerate that, to test the latency.
+TOLERATE = "50%"
 CHAT = "examples/chat.toml"
 
 
@@ -74,11 +78,20 @@ def test_latency_is_speeds_at_the_load_each_replica_runs() -> None:
 
 def test_a_tight_inter_token_target_binds_before_memory() -> None:
     loose = size_deployments(
-        ask(SizeRequest, model="qwen3-32b", gpu="h200", engine="vllm", context="32k", sessions=60, workload=AGENTS)
+        ask(
+            SizeRequest,
+            model="qwen3-32b",
+            gpu="h200",
+            engine="vllm",
+            context="32k",
+            sessions=60,
+            workload=AGENTS,
+            target_refusal_rate=TOLERATE,
+        )
     ).met[0]
     tight = size_deployments(
         ask(SizeRequest, model="qwen3-32b", gpu="h200", engine="vllm", context="32k", sessions=60, workload=AGENTS,
-                    itl="30ms")
+                    target_refusal_rate=TOLERATE, itl="30ms")
     ).met[0]  # fmt: skip
     assert loose.binding == "memory" and loose.memory_sessions == 7  # Qwen3-32B bf16 on an H200 at 32K
     assert tight.binding == "decode"
@@ -102,7 +115,7 @@ def _roof_and_shape(c: Candidate, workload: str, context: str) -> tuple[Roofline
 def test_a_target_one_session_alone_misses_is_unmet_with_its_reason() -> None:
     sizing = size_deployments(
         ask(SizeRequest, model="qwen3-32b", gpu="h200", engine="vllm", context="32k", sessions=60, workload=AGENTS,
-                    ttft="10ms")
+                    ttft="10ms", target_refusal_rate=TOLERATE)
     )  # fmt: skip
     assert not sizing.met
     (c,) = sizing.unmet
@@ -122,7 +135,7 @@ def test_weights_that_do_not_fit_are_unmet_not_an_error() -> None:
 def test_cheapest_first_with_prices() -> None:
     sizing = size_deployments(
         ask(SizeRequest, model="qwen3-32b,gpt-oss-120b", gpu="h100-sxm,h200", engine="vllm,sglang", tp="1,2",
-                    context="32k", sessions=60, workload=AGENTS, ttft="2s", itl="50ms",
+                    context="32k", sessions=60, workload=AGENTS, ttft="2s", itl="50ms", target_refusal_rate=TOLERATE,
                     price="h100-sxm=2.49/h,h200=3.59/h")
     )  # fmt: skip
     costs = [c.cost_per_hour for c in sizing.met]

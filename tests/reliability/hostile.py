@@ -191,6 +191,23 @@ SPECIFIC: dict[str, tuple[str, dict[str, bytes]]] = {
         {"price-inf": b'h100-sxm = "inf/h"\n', "price-long": b'h100-sxm = "' + b"9" * 400 + b'/h"\n'},
     ),
     "loadtest-result": ("loadtest.json", {"not-a-result": b'{"schema_version": 1}', "nan": b'{"levels": [NaN]}'}),
+    # --speed-from: the speeds of a load test's levels (simulate/measured.py)
+    "speed-result": (
+        "loadtest.json",
+        {
+            "other-engine": b'{"server": {"engine": "sglang", "model": "qwen3-32b"}, "levels": [{"sessions": 1, '
+            b'"decode_tokens_per_s": {"p50": 50}, "prefill_tokens_per_s": {"p50": 5000}}]}',
+            "speed-1e-300": b'{"levels": [{"sessions": 1, "decode_tokens_per_s": {"p50": 1e-300}, '
+            b'"prefill_tokens_per_s": {"p50": 1e-300}}]}',
+            "sessions-bool-zero-huge": b'{"levels": [{"sessions": true}, {"sessions": 0}, {"sessions": '
+            + b"9" * 400
+            + b', "decode_tokens_per_s": {"p50": 50}, "prefill_tokens_per_s": {"p50": 5000}}]}',
+            "many-levels": b'{"levels": ['
+            + b",".join(b'{"sessions": %d, "decode_tokens_per_s": {"p50": 50}}' % n for n in range(1, 5000))
+            + b"]}",
+            "no-speeds": b'{"levels": [{"sessions": 4, "decode_tokens_per_s": {"p50": null}}]}',
+        },
+    ),
 }
 
 

@@ -86,13 +86,14 @@ KINDS: dict[str, str] = {
     "--loadtest": "path", "--log": "path", "--out": "out", "--plot": "out", "--time-series": "out", "--check": "path",
     "--upstream": "url", "--from-plan": "path", "--cap": "tokens", "--idle-timeout": "seconds",
     "--queue-timeout": "seconds", "--upstream-timeout": "seconds", "--max-queue": "count", "--max-body": "memory",
-    "--record": "out", "--isl": "tokens", "--osl": "tokens", "--concurrency": "sessions",
+    "--record": "out", "--isl": "tokens", "--osl": "tokens", "--concurrency": "sessions", "--speed-from": "path",
 }  # fmt: skip
 # what each path option reads (its hostile files are that reader's); --check of coverage/simulate is named there
 READS: dict[str, str] = {
     "--workload": "workload", "file": "workload", "--trace": "trace", "files": "trace", "traces": "trace",
     "--from-log": "log", "logs": "log", "--log": "log", "--prices": "prices", "--loadtest": "loadtest-result",
     "--history": "loadtest-result", "--check": "loadtest-result", "--from-plan": "loadtest-result",
+    "--speed-from": "speed-result",
 }  # fmt: skip
 
 
@@ -242,6 +243,7 @@ READER_ARGV = {
     "log": lambda p: ["calibrate", str(p)],
     "prices": lambda p: ["compare", MODEL, *DEPLOY, "--prices", str(p)],
     "loadtest-result": lambda p: ["report", MODEL, *DEPLOY, "--loadtest", str(p), "--format", "md"],
+    "speed-result": lambda p: ["plan", MODEL, *DEPLOY, "--speed-from", str(p)],
 }
 
 
@@ -292,7 +294,7 @@ def test_every_request_field_takes_hostile_values(command: str, data: st.DataObj
 # -- the web API: every served command, every parameter, hostile text (the server's own function) ---------------
 
 
-@pytest.mark.parametrize("command", ["cost", "table", "plan", "levers", "compare", "models", "gpus", "size"])
+@pytest.mark.parametrize("command", ["cost", "table", "plan", "levers", "compare", "models", "gpus", "size", "speed"])
 def test_every_web_parameter_takes_hostile_values(command: str) -> None:
     pytest.importorskip("starlette")
     from kvbudget.web import api
@@ -305,6 +307,7 @@ def test_every_web_parameter_takes_hostile_values(command: str) -> None:
                 "context": "32k"}, "plan": {"model": MODEL, "gpu": "h100-sxm", "context": "32k"}}  # fmt: skip
         base["levers"] = base["plan"]
         base["size"] = {**base["plan"], "sessions": "10"}
+        base["speed"] = {"model": MODEL, "gpu": "h100-sxm", "concurrency": "4"}
         for index, f in enumerate(fields(cls)):
             kind = f.metadata.get("kind")
             if kind is None:

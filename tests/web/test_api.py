@@ -62,6 +62,7 @@ CASES = [
             "price": "h100-sxm=2.49/h,h200=3.59/h",
         },
     ),
+    ("speed", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "vllm", "concurrency": "13"}),
     ("models", {}),
     ("gpus", {}),
 ]
@@ -137,7 +138,7 @@ def test_a_missing_or_unknown_option_is_the_requests_one_line(
     status, body = api(server, "serve")
     assert status == 400
     assert json.loads(body)["error"]["message"] == (
-        "/api/serve: no such command; the API serves compare, cost, gpus, levers, models, plan, size, table"
+        "/api/serve: no such command; the API serves compare, cost, gpus, levers, models, plan, size, speed, table"
     )
 
 

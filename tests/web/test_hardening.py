@@ -8,12 +8,15 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import sys
 import time
 import urllib.parse
 
 import pytest
 
 from kvbudget.web.hosts import HostPolicy, address, is_loopback, split_host
+from kvbudget.web.limits import Busy
+from tests.helpers import run_cli
 from tests.web.browser import Server
 
 LOOPBACK_SPELLINGS = [
@@ -116,7 +119,7 @@ def test_numbers_past_their_range_are_one_400(server: Server) -> None:
 
 
 def test_a_busy_gate_answers_with_its_reason() -> None:
-    from kvbudget.web.limits import Busy, Gate
+    from kvbudget.web.limits import Gate
 
     async def scenario() -> list[str]:
         gate = Gate(slots=1, queue_s=0.2, answer_s=0.5)
@@ -139,3 +142,67 @@ def test_a_busy_gate_answers_with_its_reason() -> None:
     assert "answering 1 large requests already" in queued
     assert "longer than 0.5 s" in timed_out
     assert later == "42"
+
+
+# -- each answer in a process of its own (web/isolate.py): its time and memory budgets are enforced ---------------
+
+COMPARE = [("model", "llama-3.1-8b,qwen3-32b"), ("gpu", "h100-sxm,h200,l40s"), ("engine", "vllm,sglang"),
+           ("context", "32k")]  # fmt: skip
+
+
+def test_an_answer_in_its_own_process_is_the_same_document() -> None:
+    from kvbudget.web import api, isolate
+    from kvbudget.web.uploads import UploadView
+
+    view = UploadView(None, {})
+    reply = isolate.answer("compare", COMPARE, view, seconds=120, memory_bytes=2**31)
+    assert reply == api.run("compare", COMPARE, view)
+    assert reply.status == 200
+
+
+def test_an_answer_past_its_time_is_stopped_not_left_running() -> None:
+    import multiprocessing
+
+    from kvbudget.web import isolate
+    from kvbudget.web.uploads import UploadView
+
+    with pytest.raises(Busy, match=r"the answer took longer than 0\.01 s, this server's budget per request"):
+        isolate.answer("compare", COMPARE, UploadView(None, {}), seconds=0.01, memory_bytes=2**31)
+    assert multiprocessing.active_children() == []  # the child was killed and reaped, its work stopped
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the memory budget is enforced on Linux only")
+def test_an_answer_past_its_memory_is_a_503_with_the_reason() -> None:
+    from kvbudget.web import api, isolate
+    from kvbudget.web.uploads import UploadView
+
+    tokens = ",".join(str(1024 * (i + 1)) for i in range(64))
+    table = [("model", "llama-3.1-8b"), ("tokens", tokens), ("sequences", ",".join(str(i + 1) for i in range(64)))]
+    view = UploadView(None, {})
+    assert isolate.answer("table", table, view, seconds=120, memory_bytes=2**27) == api.run("table", table, view)
+    # one byte more than the process has: the 64 x 64 table's allocations fail, and the client is told why
+    reply = isolate.answer("table", table, view, seconds=120, memory_bytes=1)
+    assert reply.status == 503
+    assert json.loads(reply.body)["error"]["message"] == (
+        "the answer needs more memory or depth than this server gives one request; ask less"
+    )
+
+
+def test_serve_takes_its_budgets_as_options(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(capsys, "serve", "--request-memory", "lots") == (
+        1, "", "Error: --request-memory: cannot read 'lots' as a memory size; write e.g. 80GB, 80GiB or 512MiB\n"
+    )  # fmt: skip
+    code, _, err = run_cli(capsys, "serve", "--request-seconds", "0")
+    assert code == 1 and err.startswith("Error: --request-seconds: '0' must be above 0")
+
+
+def test_the_fork_server_warms_every_served_command() -> None:
+    """web/warm.py answers one question of each command the API serves (gpus is answered in the server itself), so a
+    new command is warmed too, and each question is one the library answers, not a refusal."""
+    from kvbudget.web import api
+    from kvbudget.web.uploads import UploadView
+    from kvbudget.web.warm import QUESTIONS
+
+    assert set(QUESTIONS) == set(api.served()) - {"gpus"}
+    for command, query in QUESTIONS.items():
+        assert api.run(command, query, UploadView(None, {})).status == 200, command

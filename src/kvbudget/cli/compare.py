@@ -55,6 +55,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
         help="also simulate each served deployment under --workload (its sustained sessions; with --rate, the GPUs "
         f"from them); at most {MAX_SIMULATED_ROWS} deployments",
     )
+    g.add_argument(
+        "--speed-from",
+        metavar="RESULT.json",
+        help="--simulate: a kvbudget loadtest --json result; the rows of its model and engine simulate on its speeds",
+    )
+    g.add_argument("--ttft", help="--simulate: target p99 time to first token (2s); says whether latency binds")
+    g.add_argument("--itl", help="--simulate: target p99 inter-token latency (50ms)")
     g.add_argument("--search-sessions", help="--simulate: sessions per search probe (default 1000)")
     g.add_argument("--search-probes", help="--simulate: runs in each search (default 6)")
     g.add_argument("--jobs", help="--simulate: processes, one deployment each (default: every core; 1: serial)")

@@ -94,6 +94,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
         help="Prometheus alerting rules tied to the plan (gateway and engine metrics): alone, print them (YAML) "
         "instead of the plan; with FILE, write them there; with --json, the plan's 'alerts' object",
     )
+    p.add_argument(
+        "--speed-from",
+        metavar="RESULT.json",
+        help="a kvbudget loadtest --json result of this model and engine: the latency at the planned sessions "
+        "from its measured speeds",
+    )
     p = sub.add_parser("levers", help="what each lever (cap, KV dtype, weights, TP, prefix, engine) buys")
     add_plan_options(p)
     return {"plan": cmd_plan, "levers": cmd_levers}

@@ -1,7 +1,8 @@
 """The `kvbudget report` command (parse, call, render): one page for one deployment.
 
 ``kvbudget report MODEL [plan options] [--trace FILE...] [--workload FILE] [--loadtest RESULT.json]
-[--log ENGINE.log] [--format html|md|json] [--out FILE]``: a self-contained HTML page (default), Markdown
+[--log ENGINE.log] [--isl N --osl N] [--size --sessions N|--rate R [--ttft S --itl S --price G=P]]
+[--format html|md|json] [--out FILE]``: a self-contained HTML page (default), Markdown
 or the collected JSON, to ``--out`` or to stdout.
 """
 
@@ -47,6 +48,24 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     g.add_argument("--bandwidth", help="HBM bytes/s per GPU (default: the --gpu catalog entry)")
     g.add_argument("--decode-rate", help="fixed decode tokens/s per session instead of the roofline")
     g.add_argument("--prefill-rate", help="prefill tokens/s per replica (default: the speed model's roofline)")
+    g.add_argument(
+        "--speed-from",
+        metavar="RESULT.json",
+        help="a kvbudget loadtest --json result of this model and engine: its measured speeds for the simulation "
+        "and the plan's latency",
+    )
+    g = p.add_argument_group("latency at the planned sessions (kvbudget speed)")
+    g.add_argument("--isl", help="prompt tokens per request (default: speed's 1000, or the --workload's mean step)")
+    g.add_argument("--osl", help="output tokens per request (default: speed's 1000, or the --workload's mean step)")
+    g = p.add_argument_group("sizing (kvbudget size; the load is --sessions N, whole deployment, or --rate)")
+    g.add_argument("--size", action="store_true", help="also size the load: replicas, cost, the recommendation")
+    g.add_argument("--size-gpu", help="catalog GPUs to size on, comma-separated (default: --gpu)")
+    g.add_argument("--size-engine", help="engines to size with, comma-separated (default: --engine)")
+    g.add_argument("--rate", help="new sessions per unit time instead of --sessions (50/h; needs --workload)")
+    g.add_argument("--ttft", help="time to first token at most (2s, 500ms)")
+    g.add_argument("--itl", help="inter-token latency at most (50ms)")
+    g.add_argument("--price", help="GPU=PRICE per GPU-hour, comma-separated: h100-sxm=2.49/h,h200=3.59/h")
+    g.add_argument("--prices", help='a TOML or JSON file: GPU name = price ("2.49/h")')
     g = p.add_argument_group("measured (kvbudget loadtest, kvbudget calibrate)")
     g.add_argument("--loadtest", action="append", metavar="RESULT.json", help="a kvbudget loadtest --json result")
     g.add_argument("--log", action="append", metavar="LOG", help="an engine start-up log (calibrate)")
@@ -64,6 +83,8 @@ def cmd_report(args: argparse.Namespace) -> str:
         from kvbudget.safeio import AtomicWriter
 
         inputs = [*(request.trace or ()), *([request.workload] if request.workload else []), *(request.loadtest or ())]
+        inputs += [request.speed_from] if request.speed_from else []
+        inputs += [request.prices] if request.prices else []
         writer = AtomicWriter(args.out, "--out", [*inputs, *(request.log or ())])
     report = collect(request)
     if fmt == "json":

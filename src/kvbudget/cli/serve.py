@@ -18,13 +18,21 @@ from kvbudget.errors import InputError
 if TYPE_CHECKING:
     import socket
 
-DEFAULT_PORT = 8731
+from kvbudget.requests.serve import DEFAULT_PORT
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argparse.Namespace], str]]:
     p = sub.add_parser("serve", help="a local web calculator and JSON API over these commands (extra: web)")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", default=str(DEFAULT_PORT), help=f"port (default {DEFAULT_PORT}; 0 = a free one)")
+    p.add_argument("--host", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", help=f"port (default {DEFAULT_PORT}; 0 = a free one)")
+    p.add_argument(
+        "--request-seconds", help="a heavy answer is stopped past this, with a 503 (default 30s; e.g. 10s, 2m)"
+    )
+    p.add_argument(
+        "--request-memory",
+        help="memory one answer may add, past it a 503 (default 1GiB; enforced on Linux, where each answer "
+        "runs in a process of its own)",
+    )
     return {"serve": _cmd_serve}
 
 
@@ -32,12 +40,6 @@ def is_loopback(host: str) -> bool:
     from kvbudget.web.hosts import is_loopback as loopback
 
     return loopback(host)
-
-
-def _port(text: str) -> int:
-    from kvbudget.units import parse_count
-
-    return parse_count(text, what="--port", low=0, high=65535, noun="(0 = a free port)", example="8731")
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -76,19 +78,31 @@ def _cmd_serve(args: argparse.Namespace) -> str:
     require_extra()
     import uvicorn
 
+    from kvbudget.requests.serve import ServeRequest
     from kvbudget.web.app import create_app
 
-    port = _port(args.port)
-    loopback = is_loopback(args.host)
+    names = ("host", "port", "request_seconds", "request_memory")
+    request = ServeRequest.from_options({name: getattr(args, name) for name in names})
+    port = request.port
+    loopback = is_loopback(request.host)
     if not loopback:
         print(
-            f"Warning: --host {args.host} is not a loopback address: anyone who can reach this machine on port "
+            f"Warning: --host {request.host} is not a loopback address: anyone who can reach this machine on port "
             f"{port} can use the calculator and upload files to it",
             file=sys.stderr,
         )
-    sock = listen(args.host, port)
-    app = create_app(args.host)
+    sock = listen(request.host, port)
+    app = create_app(request.host, seconds=request.request_seconds, memory_bytes=request.request_memory)
     print(f"kvbudget serve: {url_of(sock)} (Ctrl-C stops it)", flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    # uvicorn stops gracefully on SIGTERM, then raises it again: with this handler the process then exits as
+    # Python does (exit handlers run: multiprocessing removes its fork server's folder), instead of being killed
+    import signal
+
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     server.run(sockets=[sock])
     return "kvbudget serve: stopped"
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)

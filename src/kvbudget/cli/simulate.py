@@ -165,6 +165,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
         "--target-refusal-rate",
         help="target: sessions refused per arrived, at the cap included, 0.1%% or 0.001 (default 0.1%%)",
     )
+    g.add_argument(
+        "--ttft",
+        help="target: p99 time to first token at most (2s, 500ms); reports what memory allows and which binds",
+    )
+    g.add_argument("--itl", help="target: p99 inter-token latency at most (50ms)")
     g.add_argument("--search-sessions", help="sessions per search probe (default 2000; 0: no search)")
     g.add_argument("--search-probes", help="runs in the sustained-sessions search (default 8)")
     g.add_argument("--plot", help="write a time-series plot (PNG/SVG/PDF; extra: plot)")

@@ -52,4 +52,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     g.add_argument("--itl", help="inter-token latency at most (50ms)")
     g.add_argument("--isl", help="prompt tokens per request without --workload (default 1000)")
     g.add_argument("--osl", help="output tokens per request without --workload (default 1000)")
+    g.add_argument(
+        "--speed-from",
+        metavar="RESULT.json",
+        help="a kvbudget loadtest --json result: its measured speeds replace the roofline for its model and engine",
+    )
+    g.add_argument(
+        "--target-refusal-rate",
+        help="with --workload: sessions the cap may refuse, 0.1%% or 0.001 (default 0.1%%, as simulate's target)",
+    )
     return {"size": cmd_size}

@@ -118,7 +118,7 @@ def check_engine(logged: str, planned: str, path: str, what: str) -> None:
         )
 
 
-def check_served_model(served: object, spec: ModelSpec, model: str, path: str) -> None:
+def check_served_model(served: object, spec: ModelSpec, model: str, path: str, what: str = "--loadtest") -> None:
     """InputError when a load test's server served a model the catalog knows whose geometry is not ``spec``'s."""
     if not isinstance(served, str) or not served.strip():
         return
@@ -126,6 +126,6 @@ def check_served_model(served: object, spec: ModelSpec, model: str, path: str) -
     if logged is None or logged.layers == spec.layers:
         return
     raise InputError(
-        f"--loadtest {path}: the server served {served} ({logged.name}: {_shape(logged)}), not {model} "
+        f"{what} {path}: the server served {served} ({logged.name}: {_shape(logged)}), not {model} "
         f"({_shape(spec)}): its sessions are that model's; give --model {served} or a load test of {model}"
     )

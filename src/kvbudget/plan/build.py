@@ -189,12 +189,26 @@ def plan_deployment(request: PlanRequest) -> Plan:
     is given; ``.to_dict()`` is the ``plan --json`` document."""
     from kvbudget.plan.plan import make_plan
 
-    plan = _with_offload(request, make_plan(plan_inputs(request)[0]))
+    plan = with_speeds(request, _with_offload(request, make_plan(plan_inputs(request)[0])))
     if request.alerts:
         from kvbudget.plan.alerts import alert_rules
 
         plan = replace(plan, alerts=alert_rules(plan))
     return plan
+
+
+def with_speeds(request: PlanRequest, plan: Plan) -> Plan:
+    """``plan`` with the ``--speed-from`` load test's speeds at its planned concurrency (plan/speeds.py); the load
+    test must be of the plan's engine and model (simulate/measured.py)."""
+    if not request.speed_from:
+        return plan
+    from kvbudget.model.sources import resolve
+    from kvbudget.plan.speeds import plan_speeds
+    from kvbudget.simulate.measured import measured_speeds
+
+    measured = measured_speeds(request.speed_from)
+    measured.check(plan.inputs.engine.name, resolve(request.model), request.model)
+    return replace(plan, speeds=plan_speeds(measured, plan))
 
 
 def _with_offload(request: PlanRequest, plan: Plan) -> Plan:
@@ -225,6 +239,11 @@ def rank_levers(request: LeversRequest) -> LeverRanking:
     from kvbudget.plan.levers import LeverRanking
     from kvbudget.plan.plan import make_plan
 
+    if request.speed_from:
+        raise InputError(
+            "--speed-from: levers rank capacity, not speed; give the load test to plan, simulate, compare "
+            "--simulate, size or report"
+        )
     inputs, bits = plan_inputs(request)
     plan = make_plan(inputs)
     return LeverRanking(plan, tuple(levers_of(request, plan, bits)))

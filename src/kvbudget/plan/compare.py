@@ -57,6 +57,9 @@ class Simulated:
     ttft_s: dict[str, float] | None = None  # the run at the workload's own rate: p50 / p99 time to first token
     itl_s: dict[str, float] | None = None  # and inter-token latency
     speeds: str = ""  # the speeds it ran at and their provenance, in words
+    memory_sessions_per_replica: float | None = None  # with latency targets: what the memory target alone holds
+    binds: str | None = None  # with latency targets: memory, ttft, itl or ttft+itl
+    at_targets: str = ""  # with latency targets: both figures and which binds, in words
 
     def replicas_for(self, concurrent: float | None) -> int | None:
         """Replicas whose sustained sessions cover ``concurrent`` (Little's law at the asked rate)."""
@@ -197,6 +200,9 @@ class Row:
                 "ttft_s": s.ttft_s,
                 "itl_s": s.itl_s,
                 "speeds": s.speeds,
+                "memory_sessions_per_replica": _round(s.memory_sessions_per_replica),
+                "binds": s.binds,
+                "at_targets": s.at_targets or None,
             }
         return out
 

@@ -124,11 +124,17 @@ def plan_choice(request: CompareRequest, choice: Choice) -> Plan:
     from kvbudget.requests.base import narrowed
     from kvbudget.requests.plan import PlanRequest
 
-    return plan_deployment(narrowed(PlanRequest, request, **choice.options()))
+    # a row's plan is memory alone: a load test's speeds are for its simulation (_simulated)
+    return plan_deployment(narrowed(PlanRequest, request, **choice.options(), speed_from=None))
 
 
 def compare_deployments(request: CompareRequest) -> Comparison:
     """Every combination planned and sorted (``kvbudget compare``); a refused deployment is a row with its reason."""
+    if request.speed_from and not request.simulate:
+        raise InputError(
+            "--speed-from: compare uses a load test's measured speeds only in its simulations; add --simulate "
+            "(with --workload FILE), or drop --speed-from"
+        )
     session = _session(request)
     rows = compare(
         choices_of(request),
@@ -167,7 +173,8 @@ def _simulated(request: CompareRequest, rows: list[Row]) -> list[Row]:
             "(each is a search of several simulator runs): narrow the lists"
         )
     _check_sweep(request, served)
-    asks: list[Prepared] = []
+    measured = _measured_rows(request, rows)
+    asks: list[tuple[Prepared, str | None]] = []
     for row in rows:
         if row.plan is None or row.plan.sessions < 1:  # nothing served: nothing to simulate
             continue
@@ -181,12 +188,45 @@ def _simulated(request: CompareRequest, rows: list[Row]) -> list[Row]:
             search_probes=request.search_probes,
             jobs=1,  # the rows are the parallel tasks
             ray=None,
+            speed_from=request.speed_from if row.choice in measured else None,
         )
-        asks.append(prepare_deployment(simulation))  # planned and read here: a task reads no file
+        asks.append((prepare_deployment(simulation), simulation.speed_from))  # planned, files read: a task reads none
     # One process (or Ray task) per row, a row's search serial inside it; the answer is the serial one, in row
     # order. The tasks take the rows' indices: the forked workers inherit the prepared rows, Ray carries them once.
     answers = iter(run_all(partial(_sustained, asks), range(len(asks)), request.jobs, request.ray))
     return [row if row.plan is None or row.plan.sessions < 1 else replace(row, simulated=next(answers)) for row in rows]
+
+
+def _measured_rows(request: CompareRequest, rows: list[Row]) -> set[Choice]:
+    """The served rows of the model and engine the ``--speed-from`` load test measured (simulate/measured.py): they
+    simulate on its speeds, the others on the roofline; refused when the sweep lists several GPUs, tp sizes, weights
+    or cache dtypes (the result records none), or when no row is of its model and engine."""
+    if not request.speed_from:
+        return set()
+    from kvbudget.errors import KvBudgetError
+    from kvbudget.model.sources import resolve
+    from kvbudget.simulate.measured import measured_speeds, one_deployment
+
+    measured = measured_speeds(request.speed_from)
+    lists = {"GPU": request.gpu, "tp": request.tp, "weights": request.weights, "KV dtype": request.kv_dtype}
+    one_deployment(measured, lists, len(set(request.engine)), len(set(request.model)))
+    fitting: set[Choice] = set()
+    for row in rows:
+        if row.plan is None or row.plan.sessions < 1:
+            continue
+        try:
+            spec = resolve(row.choice.model)
+        except KvBudgetError:
+            continue
+        if measured.fits(row.plan.inputs.engine.name, spec, row.choice.model):
+            fitting.add(row.choice)
+    if not fitting:
+        raise InputError(
+            f"--speed-from {measured.source}: the load test measured {measured.served or 'a model'} on "
+            f"{measured.engine or 'an unnamed engine'}, none of the served rows' models on their engines; give the "
+            "load test's --engine and model, or a load test of one of them"
+        )
+    return fitting
 
 
 def _check_sweep(request: CompareRequest, served: int) -> None:
@@ -200,7 +240,8 @@ def _check_sweep(request: CompareRequest, served: int) -> None:
 
     assert request.workload is not None
     steps = load_workload(request.workload).steps.mean()
-    per_row = request.search_sessions * (1 + request.search_probes) * steps
+    searches = 2 if request.ttft is not None or request.itl is not None else 1  # memory alone, then latency
+    per_row = request.search_sessions * (1 + searches * request.search_probes) * steps
     total = served * per_row
     if total > MAX_SWEEP_CALLS:
         minutes = total / CALLS_PER_S / 60
@@ -211,17 +252,32 @@ def _check_sweep(request: CompareRequest, served: int) -> None:
         )
 
 
-def _sustained(asks: Sequence[Prepared], index: int) -> Simulated:
-    """Row ``index``'s simulator answer (a plain record: it crosses the process boundary)."""
+def _sustained(asks: Sequence[tuple[Prepared, str | None]], index: int) -> Simulated:
+    """Row ``index``'s simulator answer (a plain record: it crosses the process boundary); each ask is the
+    prepared simulation and the load-test result its speeds came from, if any."""
     from kvbudget.plan.compare import Simulated
     from kvbudget.simulate.study import sustained_basis
 
-    study = asks[index].run()
+    prepared, speed_from = asks[index]
+    study = prepared.run()
     speeds = study.about.get("speeds")
     said = (
         f"prefill {speeds['prefill']['provenance']}, decode {speeds['decode']['provenance']}"
         if isinstance(speeds, dict)
         else ""
     )
+    if speed_from:
+        said += f" (load test {Path(speed_from).name})"
     r = study.result
-    return Simulated(study.sustained_sessions, sustained_basis(study), study.target.describe(), r.ttft_s, r.itl_s, said)
+    at = study.at_targets
+    return Simulated(
+        study.sustained_sessions,
+        sustained_basis(study),
+        study.target.describe(),
+        r.ttft_s,
+        r.itl_s,
+        said,
+        None if at is None else at.memory.sessions,
+        None if at is None else at.binds,
+        "" if at is None else at.text,
+    )

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from kvbudget.plan.alerts import AlertRules
     from kvbudget.plan.offload import Offload
     from kvbudget.plan.reproduce import LogCheck
+    from kvbudget.plan.speeds import PlanSpeeds
 
 SCHEMA_VERSION = 1
 GiB = 2**30
@@ -100,6 +101,7 @@ class Plan:
     options: EngineOptions = field(default_factory=EngineOptions)  # as the engine derived them for the GPU
     offload: Offload | None = None  # the offload tier, when the request gives its memory (plan/build.py)
     alerts: AlertRules | None = None  # the alerting rules, when the request asks (plan/alerts.py)
+    speeds: PlanSpeeds | None = None  # a load test's measured speeds at the plan (plan/speeds.py, --speed-from)
 
     @property
     def total_sessions(self) -> int:

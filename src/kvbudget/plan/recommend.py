@@ -3,6 +3,7 @@ reader who signs off the purchase rather than for one who reads the ledger."""
 
 from __future__ import annotations
 
+from kvbudget.plan.cap_refusals import pct
 from kvbudget.units import format_tokens
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
@@ -66,8 +67,14 @@ def _latency(c: Candidate, s: Sizing) -> str:
     within = f", inside the {' and '.join(targets)} target{'s' if len(targets) > 1 else ''}" if targets else ""
     return (
         f" At {lat.sessions:,} sessions each, a reply should start {_seconds(lat.ttft_s)} and stream at "
-        f"about {1 / lat.itl_s:.0f} tokens/s{within} (computed from the speed model, not measured)."
+        f"about {1 / lat.itl_s:.0f} tokens/s{within} ({_speed_source(s, lat.provenance)})."
     )
+
+
+def _speed_source(s: Sizing, provenance: str) -> str:
+    if provenance == "measured" and s.speed_from:
+        return f"from the speeds load test {s.speed_from} measured on this model and engine"
+    return "computed from the speed model, not measured"
 
 
 def _change(c: Candidate, s: Sizing) -> str:
@@ -84,11 +91,39 @@ def _change(c: Candidate, s: Sizing) -> str:
     return f" What would change the answer: {lever}{grow}."
 
 
+def _refused_everywhere(s: Sizing) -> str:
+    """No row meets the load because the cap itself refuses too many sessions: say so, and the cap that would."""
+    r = s.refusals
+    assert r is not None
+    within = s.cap_within
+    windows = [c.plan.inputs.spec.max_position_embeddings or 0 for c in s.candidates if c.plan is not None]
+    widest = max(windows, default=0)
+    past = (
+        f", past every candidate model's trained window (the widest is {format_tokens(widest)}): shorten the "
+        "workload's sessions (its [cap] compaction) or choose a longer-context model"
+        if within is not None and widest and within.cap > widest
+        else ""
+    )
+    raise_to = (
+        f"Raise the cap to {format_tokens(within.cap)} (--context {format_tokens(within.cap).lower()}), where "
+        f"{pct(within.share)} are refused{past}, and size again"
+        if within is not None
+        else "No cap up to 1M tokens keeps them within it: shorten the workload's sessions (compaction, [cap])"
+    )
+    return (
+        f"No deployment can meet the target at {_cap(s.context)} cap, whatever its GPUs: {pct(r.share)} of the "
+        f"workload's sessions grow past it and are refused there, above the {pct(s.refusal_rate)} tolerated. "
+        f"{raise_to}, or accept that share with --target-refusal-rate."
+    )
+
+
 def recommendation(s: Sizing) -> str:
     """The pick, why, what it costs and what would change it; or why nothing meets the load."""
     met = s.met
     load = f"{met[0].load.sessions:,} concurrent sessions" if met and met[0].load else "the load"
     if not met:
+        if s.refusals is not None and not s.refusals.within(s.refusal_rate):
+            return _refused_everywhere(s)
         first = s.unmet[0]
         lead = "The only combination" if len(s.unmet) == 1 else f"None of the {len(s.unmet)} combinations meets it;"
         what = f"{_name(first)} on {first.choice.gpu}"
@@ -120,6 +155,11 @@ def recommendation(s: Sizing) -> str:
         text += f" The next cheapest, {_name(nxt)} on {_gpus(nxt)}, {price}."
     elif len(met) > 1 and pick.cost_per_hour is None:
         text += " No prices were given, so the pick is the one with the fewest GPUs; add --price to rank by cost."
+    if pick.refusals is not None and pick.refusals.refused:
+        text += (
+            f" At this cap {pct(pick.refusals.share)} of the workload's sessions outgrow it and are refused, within "
+            f"the {pct(s.refusal_rate)} tolerated."
+        )
     if s.unmet:
         text += f" {len(s.unmet)} other combination{'s' if len(s.unmet) != 1 else ''} cannot meet it (listed above)."
     if pick.plan is not None and any(w.startswith("near the edge") for w in pick.plan.warnings):

@@ -67,6 +67,8 @@ def plan_json(plan: Plan, offload: Offload | None = None) -> dict[str, object]:
         }
     if plan.alerts is not None:
         out["alerts"] = plan.alerts.to_dict()
+    if plan.speeds is not None:
+        out["speeds"] = plan.speeds.to_dict()
     return out
 
 

@@ -4,8 +4,16 @@ cap; a replica holds the fewer of the sessions its KV pool serves at the cap (me
 and the sessions it runs within the latency targets (plan/sizing_load.py: ``kvbudget speed``'s roofline at that
 concurrency). The replicas are the load over that, rounded up; the binding constraint is whichever set the
 sessions per replica. A combination no replica count serves (the weights do not fit, no session fits at the cap,
-one session alone misses a target) is listed with its reason; one without a price is ranked by its GPUs, after
-the priced ones.
+one session alone misses a target, the cap refuses more of the workload's sessions than tolerated) is listed
+with its reason, which names what would meet it; one without a price is ranked by its GPUs, after the priced ones.
+With a workload, each row says how many of its sessions outgrow the cap (plan/cap_refusals.py: counted on the
+sessions ``simulate`` draws), and the answer names the smallest of ``CAP_CANDIDATES`` that keeps them within
+the tolerance.
+
+``--speed-from RESULT.json``: a load test's measured speeds (simulate/measured.py) replace the roofline for the
+rows of the model and engine it measured; the other rows keep the roofline, and each row says which it used
+(``speeds``). The result records neither the GPU nor tp, weights or cache dtype: a sweep listing several of
+those is refused, and so is a load test of none of the listed models and engines.
 """
 
 from __future__ import annotations
@@ -14,17 +22,22 @@ import math
 from dataclasses import dataclass, replace
 
 from kvbudget.errors import InputError, KvBudgetError
+from kvbudget.plan.cap_refusals import CapRefusals, SessionLengths, pct, smallest_cap
 from kvbudget.plan.compare import Choice
 from kvbudget.plan.sizing_load import Latency, Load, Shape
+from kvbudget.units import format_tokens
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
     from kvbudget.plan.plan import Plan
     from kvbudget.requests.size import SizeRequest
+    from kvbudget.simulate.measured import MeasuredSpeeds
     from kvbudget.speed.roofline import Roofline
     from kvbudget.workload.model import Workload
 
 SCHEMA_VERSION = 1
+# The caps size looks through for the smallest that keeps refusals within the tolerance: 4K to 1M, doubling.
+CAP_CANDIDATES = tuple(1024 * 2**k for k in range(2, 11))
 
 
 @dataclass(frozen=True)
@@ -41,6 +54,8 @@ class Candidate:
     replicas: int = 0
     binding: str = ""  # memory, prefill (TTFT) or decode (inter-token latency)
     latency: Latency | None = None  # at the load each replica runs (ceil(load / replicas))
+    speeds: tuple[str, str] | None = None  # (provenance, basis) of the latency's speeds; None: memory alone
+    refusals: CapRefusals | None = None  # the workload's sessions this row's cap refuses (None: no workload)
 
     @property
     def sessions_per_replica(self) -> int:
@@ -89,9 +104,11 @@ class Candidate:
             "headroom_sessions": self.headroom if not self.unmet else None,
             "binding": self.binding or None,
             "latency": self.latency.to_dict() if self.latency else None,
+            "speeds": {"provenance": self.speeds[0], "basis": self.speeds[1]} if self.speeds else None,
             "price_per_gpu_hour": self.price_per_gpu_hour,
             "cost_per_hour": _round(self.cost_per_hour),
             "cost_per_session_hour": _round(self.cost_per_session_hour),
+            "refused_at_cap": self.refusals.to_dict() if self.refusals else None,
             "warnings": list(self.plan.warnings) if self.plan else [],
         }
         return out
@@ -113,6 +130,10 @@ class Sizing:
     shape: Shape
     candidates: tuple[Candidate, ...]
     recommendation: str
+    speed_from: str | None = None  # the load test whose measured speeds some rows use (its file name)
+    refusal_rate: float = 0.001  # the sessions the cap may refuse (--target-refusal-rate)
+    refusals: CapRefusals | None = None  # at the asked cap, the whole prefix kept (None: no workload)
+    cap_within: CapRefusals | None = None  # the smallest of CAP_CANDIDATES within the tolerance
 
     @property
     def met(self) -> tuple[Candidate, ...]:
@@ -138,7 +159,11 @@ class Sizing:
             },
             "deployments": [c.to_dict() for c in self.met],
             "unmet": [c.to_dict() for c in self.unmet],
+            "refusal_tolerance": self.refusal_rate,
+            "refused_at_cap": self.refusals.to_dict() if self.refusals else None,
+            "smallest_cap_within_tolerance": self.cap_within.to_dict() if self.cap_within else None,
             "recommendation": self.recommendation,
+            "speed_from": self.speed_from,
         }
 
 
@@ -184,12 +209,74 @@ def size_deployments(request: SizeRequest) -> Sizing:
         else given_shape(request.isl, request.osl, request.context)
     )
     prices = _prices(request)
-    sized = [_candidate(request, choice, shape, workload, prices.get(choice.gpu)) for choice in _choices(request)]
+    choices = _choices(request)
+    measured = _measured(request, choices)
+    sized = [
+        _candidate(request, choice, shape, workload, prices.get(choice.gpu), measured.get(choice)) for choice in choices
+    ]
+    tolerance = _tolerance(request)
+    lengths = SessionLengths(workload) if workload else None
+    refusals = within = None
+    if lengths is not None:
+        refusals = lengths.at(request.context)
+        within = smallest_cap(lengths, list(CAP_CANDIDATES), tolerance)
+        sized = [_refused(c, lengths, tolerance, within) for c in sized]
     ordered = sorted(sized, key=_rank)
     answer = Sizing(
-        request.context, request.sessions, request.rate, request.ttft, request.itl, shape, tuple(ordered), ""
+        request.context,
+        request.sessions,
+        request.rate,
+        request.ttft,
+        request.itl,
+        shape,
+        tuple(ordered),
+        "",
+        next(iter(measured.values())).source if measured else None,
+        tolerance,
+        refusals,
+        within,
     )
     return replace(answer, recommendation=recommendation(answer))
+
+
+def _tolerance(request: SizeRequest) -> float:
+    from kvbudget.simulate.policies import DEFAULT_REFUSAL_RATE
+
+    return DEFAULT_REFUSAL_RATE if request.target_refusal_rate is None else request.target_refusal_rate
+
+
+def _refused(c: Candidate, lengths: SessionLengths, tolerance: float, within: CapRefusals | None) -> Candidate:
+    """The row with the sessions its cap refuses; unmet when they exceed the tolerance, saying what would meet
+    it (a larger cap, or a looser tolerance)."""
+    shared = None
+    cap = c.choice.context
+    if c.plan is not None:
+        from kvbudget.simulate.build import memory_from_plan
+
+        cap = c.plan.inputs.context
+        shared = memory_from_plan(c.plan).shared_prefix(lengths.workload.prefix_tokens)
+    refusals = lengths.at(cap, shared)
+    if c.unmet or refusals.within(tolerance):
+        return replace(c, refusals=refusals)
+    larger = (
+        f"{_article_cap(within.cap)} cap keeps them within it ({pct(within.share)})"
+        if within is not None
+        else f"no cap up to {format_tokens(CAP_CANDIDATES[-1])} keeps them within it"
+    )
+    why = (
+        f"{pct(refusals.share)} of the workload's sessions outgrow the {format_tokens(cap)} cap and are refused "
+        f"there ({refusals.refused:,} of {refusals.sessions:,} drawn as simulate draws them), above the "
+        f"{pct(tolerance)} tolerated (--target-refusal-rate): {larger}, or --target-refusal-rate "
+        f"{pct(refusals.share)} accepts them"
+    )
+    return replace(c, unmet=why, refusals=refusals)
+
+
+def _article_cap(tokens: int) -> str:
+    from kvbudget.plan.plan import _article
+
+    label = format_tokens(tokens)
+    return f"{_article(label)} {label}"
 
 
 def _rank(c: Candidate) -> tuple[object, ...]:
@@ -200,15 +287,48 @@ def _rank(c: Candidate) -> tuple[object, ...]:
     return (0 if cost is not None else 1, cost or 0.0, c.gpus, -c.headroom)
 
 
+def _measured(request: SizeRequest, choices: list[Choice]) -> dict[Choice, MeasuredSpeeds]:
+    """The load test's speeds for each row of the model and engine it measured (module doc); {} without one."""
+    if not request.speed_from:
+        return {}
+    from kvbudget.engines import parse_engine
+    from kvbudget.model.sources import resolve
+    from kvbudget.simulate.measured import measured_speeds, one_deployment
+
+    measured = measured_speeds(request.speed_from)
+    lists = {"GPU": request.gpu, "tp": request.tp, "weights": request.weights, "KV dtype": request.kv_dtype}
+    one_deployment(measured, lists, len(set(request.engine)), len(set(request.model)))
+    fitting: dict[Choice, MeasuredSpeeds] = {}
+    for choice in choices:
+        try:
+            spec = resolve(choice.model)
+        except KvBudgetError:  # the row says why itself
+            continue
+        if measured.fits(parse_engine(choice.engine).name, spec, choice.model):
+            fitting[choice] = measured
+    if not fitting:
+        raise InputError(
+            f"--speed-from {measured.source}: the load test measured {measured.served or 'a model'} on "
+            f"{measured.engine or 'an unnamed engine'}, none of the listed models on the listed engines; give the "
+            "load test's --engine and model, or a load test of one of them"
+        )
+    return fitting
+
+
 def _candidate(
-    request: SizeRequest, choice: Choice, shape: Shape, workload: Workload | None, price: float | None
+    request: SizeRequest,
+    choice: Choice,
+    shape: Shape,
+    workload: Workload | None,
+    price: float | None,
+    measured: MeasuredSpeeds | None = None,
 ) -> Candidate:
     from kvbudget.plan.build import plan_deployment
     from kvbudget.requests.base import narrowed
     from kvbudget.requests.plan import PlanRequest
 
     try:
-        plan = plan_deployment(narrowed(PlanRequest, request, **choice.options(), sessions=None))
+        plan = plan_deployment(narrowed(PlanRequest, request, **choice.options(), sessions=None, speed_from=None))
     except KvBudgetError as exc:
         return Candidate(choice, None, None, str(exc), price)
     if plan.sessions < 1:
@@ -220,6 +340,8 @@ def _candidate(
             "GPU; add a larger --tp, a larger GPU, an fp8 --kv-dtype or a lower cap"
         )
         return Candidate(choice, plan, None, why, price)
+    if measured is not None:
+        return _sized(request, choice, plan, measured, shape, workload, price)
     try:
         roof = size_roofline(request, choice, plan)
     except KvBudgetError as exc:
@@ -244,18 +366,24 @@ def _sized(
     request: SizeRequest,
     choice: Choice,
     plan: Plan,
-    roof: Roofline | None,
+    roof: Roofline | MeasuredSpeeds | None,
     shape: Shape,
     workload: Workload | None,
     price: float | None,
 ) -> Candidate:
     from kvbudget.plan.sizing_load import latency_at, most_sessions
+    from kvbudget.simulate.measured import MeasuredSpeeds
 
     memory = plan.sessions
     if roof is None:  # no targets and no compute figures: memory alone
         load = Load(request.sessions or 0, f"--sessions {request.sessions:,} at peak, whole deployment")
         replicas = math.ceil(load.sessions / memory)
         return Candidate(choice, plan, load, "", price, memory, memory, replicas, "memory")
+    speeds = (
+        ("measured", f"{roof.prefill_basis}; {roof.decode_basis}")
+        if isinstance(roof, MeasuredSpeeds)
+        else ("computed", "roofline (kvbudget speed), the engine's fitted efficiencies")
+    )
     alone = latency_at(roof, shape, 1)
     missed = alone.misses(request.ttft, request.itl)
     if missed:
@@ -268,23 +396,31 @@ def _sized(
             choice,
             plan,
             None,
-            f"one session alone misses the target ({what}): no replica count meets it",
+            f"one session alone misses the target ({what}): no replica count meets it; "
+            + (
+                f"a --ttft of {math.ceil(alone.ttft_s * 100) / 100:.2f} s or more"  # rounded up: it is met
+                if missed == "prefill"
+                else f"an --itl of {math.ceil(alone.itl_s * 10_000) / 10:.1f} ms or more"
+            )
+            + ", a faster GPU or a larger --tp would",
             price,
             memory,
+            speeds=speeds,
         )
     fits = most_sessions(roof, shape, memory, request.ttft, request.itl)
     if request.rate is not None and workload is not None:
-        load = _rate_load(request.rate, workload, shape, latency_at(roof, shape, fits))
+        load = _rate_load(request.rate, workload, shape, latency_at(roof, shape, fits), speeds[0])
     else:
         load = Load(request.sessions or 0, f"--sessions {request.sessions:,} at peak, whole deployment")
     per = min(memory, fits)
     replicas = math.ceil(load.sessions / per)
     running = math.ceil(load.sessions / replicas)
     binding = "memory" if memory <= fits else latency_at(roof, shape, fits + 1).misses(request.ttft, request.itl)
-    return Candidate(choice, plan, load, "", price, memory, fits, replicas, binding, latency_at(roof, shape, running))
+    latency = latency_at(roof, shape, running)
+    return Candidate(choice, plan, load, "", price, memory, fits, replicas, binding, latency, speeds)
 
 
-def _rate_load(rate: float, workload: Workload, shape: Shape, slowest: Latency) -> Load:
+def _rate_load(rate: float, workload: Workload, shape: Shape, slowest: Latency, provenance: str) -> Load:
     """The concurrency a rate brings, with E[T] at the slowest speed a replica may run (its latency-limited load):
     an upper bound, since fewer sessions per replica only run faster."""
     from kvbudget.plan.sizing_load import load_from_rate
@@ -295,6 +431,8 @@ def _rate_load(rate: float, workload: Workload, shape: Shape, slowest: Latency) 
     session = session_time(workload, rates)
     speeds = (
         f"at {slowest.sessions:,} sessions per replica: prefill {rates.prefill_tokens_per_s:,.0f} tokens/s, "
-        f"decode {rates.decode_tokens_per_s:,.1f} tokens/s per session (computed, roofline)"
+        f"decode {rates.decode_tokens_per_s:,.1f} tokens/s per session ("
+        + ("measured, load test" if provenance == "measured" else "computed, roofline")
+        + ")"
     )
     return load_from_rate(rate, session, speeds)

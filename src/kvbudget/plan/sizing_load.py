@@ -7,6 +7,11 @@ roofline and fitted efficiencies, speed/answer.py ``run_shape``): time to first 
 iterations / ``osl`` (others' prefills included). Every one of the ``B`` sessions is counted as generating at
 once (tool pauses not subtracted): the worst case of the concurrency, as the memory plan reserves the worst case
 of the cap. Both grow with ``B``, so the largest ``B`` meeting the targets is found by bisection.
+
+With a load test's measured speeds (``--speed-from``, simulate/measured.py) the same arithmetic runs on what the
+server did instead of the roofline: a prefill takes ``new / the measured prefill tokens/s`` (per prompt, as the
+load test derived it from TTFT), a decode iteration at ``B`` sessions ``1 / the measured decode tokens/s per
+session`` at concurrency ``B`` (interpolated between the levels, extended past the last by its slope).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
+    from kvbudget.simulate.measured import MeasuredSpeeds
     from kvbudget.speed.roofline import Roofline
     from kvbudget.workload.little import SessionTime
     from kvbudget.workload.model import Workload
@@ -71,7 +77,8 @@ class Latency:
     sessions: int
     ttft_s: float
     itl_s: float
-    decode_bound: str  # what bounds a decode iteration: memory bandwidth or compute
+    decode_bound: str  # what bounds a decode iteration: memory bandwidth or compute ("measured": a load test's)
+    provenance: str = "computed"  # computed (the roofline) or measured (a load test)
 
     def misses(self, ttft: float | None, itl: float | None) -> str:
         """The constraint the latency misses ("prefill": TTFT, "decode": ITL), or "" when both are met."""
@@ -88,20 +95,30 @@ class Latency:
             "itl_s": round(self.itl_s, 6),
             "decode_tokens_per_s_per_session": round(1 / self.itl_s, 3) if self.itl_s else None,
             "decode_bound": self.decode_bound,
-            "provenance": "computed",
+            "provenance": self.provenance,
         }
 
 
-def latency_at(roof: Roofline, shape: Shape, sessions: int) -> Latency:
-    """``kvbudget speed``'s TTFT and inter-token latency at ``sessions`` in flight on one replica."""
+def latency_at(roof: Roofline | MeasuredSpeeds, shape: Shape, sessions: int) -> Latency:
+    """``kvbudget speed``'s TTFT and inter-token latency at ``sessions`` in flight on one replica (the roofline's,
+    or a load test's measured speeds: module doc)."""
+    from kvbudget.simulate.measured import MeasuredSpeeds
     from kvbudget.speed.answer import run_shape
+
+    if isinstance(roof, MeasuredSpeeds):
+        prefill_s = shape.new / roof.prefill_tokens_per_s
+        iteration_s = roof.iteration_s(sessions)
+        cycle = sessions * prefill_s + shape.osl * iteration_s
+        return Latency(sessions, prefill_s + iteration_s, cycle / shape.osl, "measured", "measured")
 
     _, step, cycle = run_shape(roof, shape.isl, shape.osl, shape.cached, sessions)
     ttft = roof.prefill_seconds(shape.new, shape.cached, 1) + step.seconds
     return Latency(sessions, ttft, cycle / shape.osl, step.bound)
 
 
-def most_sessions(roof: Roofline, shape: Shape, top: int, ttft: float | None, itl: float | None) -> int:
+def most_sessions(
+    roof: Roofline | MeasuredSpeeds, shape: Shape, top: int, ttft: float | None, itl: float | None
+) -> int:
     """The most sessions (up to ``top``) one replica runs within the targets; 0 when one session alone misses."""
     if ttft is None and itl is None:
         return top

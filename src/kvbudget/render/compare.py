@@ -108,6 +108,15 @@ def render_comparison(comparison: Comparison) -> str:
             "TTFT s / ITL ms: time to first token and inter-token latency p50 of the simulated run at the workload's "
             f"own rate ({said}; kvbudget simulate shows the speeds and p99)"
         )
+        bound = [
+            f"  {r.plan.inputs.spec.name + _variant(r.choice)} on {r.choice.gpu}, {r.plan.inputs.engine.label}, "
+            f"{format_tokens(r.plan.inputs.context)}: {r.simulated.at_targets}"
+            for r in rows
+            if r.plan is not None and r.simulated is not None and r.simulated.at_targets
+        ]
+        if bound:
+            notes += ["", "sim sessions at the latency targets (per replica; the sim sessions column holds both):"]
+            notes += bound
     if refused:
         notes += ["", "refused:", *refused]
     if warned:

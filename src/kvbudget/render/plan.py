@@ -67,6 +67,8 @@ def render_plan(plan: Plan, units: UnitSystem, offload: Offload | None = None) -
         )
     if i.log_check is not None:
         lines += ["", *_log_check(i.log_check)]
+    if plan.speeds is not None:
+        lines += ["", *(w for line in plan.speeds.lines() for w in wrap(line))]
     lines += ["", plan.statement]
     if plan.engine_lines:
         lines += ["", f"{i.engine.name} would log:"] + [f"  {line}" for line in plan.engine_lines]

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvbudget.errors import MissingExtraError
 from kvbudget.render.text import fit, table
+from kvbudget.simulate.search import Sustained
 from kvbudget.simulate.study import Study
 from kvbudget.units import counted, format_bytes, format_duration, format_int, format_tokens
 
@@ -129,32 +130,47 @@ def render_study(study: Study, units: UnitSystem = "iec") -> str:
     static = f"static plan (worst case reserved at the cap): {study.static_plan_sessions:,} per replica"
     if study.static_prefix_sessions is not None:
         static += f", {study.static_prefix_sessions:,} with the shared prefix"
-    if sustained is None:
+    at = study.at_targets
+    if at is not None:
+        lines.append(f"Sessions sustained: {at.text}  vs  {static}")
+        lines.append(SUSTAINED_VS_STATIC)
+    elif sustained is None:
         lines.append(f"Sessions sustained per replica: not measured (no search, run missed the target); {static}")
     else:
-        lines.append(f"Sessions sustained per replica: {sustained:,.1f}  vs  {static}")
+        bounded = study.sustained is not None and study.sustained.bounded
+        amount = f"{sustained:,.1f}" if bounded else f"at least {sustained:,.1f} (no load tried missed the target)"
+        lines.append(f"Sessions sustained per replica: {amount}  vs  {static}")
         lines.append(SUSTAINED_VS_STATIC)
+    if study.sustained_memory is not None and study.sustained_memory.trail:
+        lines += _trail(study.sustained_memory, "memory target alone")
     if study.sustained is not None and study.sustained.trail:
-        rows = [
-            [
-                f"x{q.scale:.3g}",
-                f"{q.mean_concurrency:,.1f}",
-                f"{q.p99_delay_s:.3g}",
-                f"{q.preemptions:,}",
-                f"{q.refused:,}",
-                "yes" if q.holds else "unstable" if q.unstable else "no",
-            ]
-            for q in study.sustained.trail
-        ]
-        lines += [
-            f"Search ({study.sustained.probe_sessions:,} sessions per probe):",
-            table(
-                ["arrival rate", "mean concurrency", "p99 delay s", "preemptions", "refused", "target met"],
-                rows,
-                [True, True, True, True, True, False],
-            ),
-        ]
+        lines += _trail(study.sustained, "with the latency targets" if at is not None else "")
     return fit("\n".join(lines))
+
+
+def _trail(sustained: Sustained, what: str) -> list[str]:
+    """A search's probes as a table (the p99 TTFT and ITL when they are part of the target)."""
+    rows = [
+        [
+            f"x{q.scale:.3g}",
+            f"{q.mean_concurrency:,.1f}",
+            f"{q.p99_delay_s:.3g}",
+            f"{q.preemptions:,}",
+            f"{q.refused:,}",
+            _ms(q.ttft_p99_s),
+            _ms(q.itl_p99_s),
+            "yes" if q.holds else "unstable" if q.unstable else "no",
+        ]
+        for q in sustained.trail
+    ]
+    return [
+        f"Search{f', {what}' if what else ''} ({sustained.probe_sessions:,} sessions per probe):",
+        table(
+            ["arrival rate", "mean concurrency", "p99 delay s", "preemptions", "refused", "p99 TTFT", "p99 ITL", "met"],
+            rows,
+            [True, True, True, True, True, True, True, False],
+        ),
+    ]
 
 
 def require_matplotlib() -> Any:

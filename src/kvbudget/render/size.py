@@ -3,6 +3,7 @@ that cannot with their reason, and the recommendation."""
 
 from __future__ import annotations
 
+from kvbudget.plan.cap_refusals import pct
 from kvbudget.render.compare import money
 from kvbudget.render.text import table, wrap
 from kvbudget.units import format_tokens
@@ -25,6 +26,24 @@ def _latency(c: Candidate) -> list[str]:
     return [f"{c.latency.ttft_s:,.2f}", f"{c.latency.itl_s * 1000:,.1f}"]
 
 
+def _refusal_lines(s: Sizing) -> list[str]:
+    """The sessions the cap refuses (computed on the sample) and the smallest cap within the tolerance."""
+    r = s.refusals
+    if r is None:
+        return []
+    within = s.cap_within
+    smallest = (
+        f"; the smallest cap within it: {format_tokens(within.cap)} ({pct(within.share)})"
+        if within is not None
+        else "; no cap up to 1M is within it"
+    )
+    return wrap(
+        f"refused at the cap: {pct(r.share)} of the workload's sessions (computed: {r.basis}); tolerated "
+        f"{pct(s.refusal_rate)}{smallest}",
+        indent="  ",
+    )
+
+
 def render_size(s: Sizing) -> str:
     targets = [f"TTFT <= {s.ttft_s:g} s" for _ in [0] if s.ttft_s is not None] + [
         f"inter-token <= {s.itl_s * 1000:g} ms" for _ in [0] if s.itl_s is not None
@@ -37,9 +56,11 @@ def render_size(s: Sizing) -> str:
             indent="  ",
         ),
         *wrap(f"request shape: {s.shape.basis}", indent="  "),
+        *_refusal_lines(s),
         "",
     ]
-    head = ["deployment", "GPUs", "mem/lat", "repl.", "binds", "spare", "TTFT s", "ITL ms", "$/h", "$/sess-h"]
+    head = ["deployment", "GPUs", "mem/lat", "repl.", "binds", "spare", "refused", "TTFT s", "ITL ms", "$/h"]
+    head.append("$/sess-h")
     body = []
     for c in s.met:
         body.append(
@@ -50,21 +71,33 @@ def render_size(s: Sizing) -> str:
                 f"{c.replicas:,}",
                 c.binding,
                 f"+{c.headroom:,}",
+                "-" if c.refusals is None else pct(c.refusals.share),
                 *_latency(c),
                 money(c.cost_per_hour),
                 money(c.cost_per_session_hour),
             ]
         )
     if body:
-        lines.append(table(head, body, [False, False, True, True, False, True, True, True, True, True]))
+        lines.append(table(head, body, [False, False, True, True, False, True, True, True, True, True, True]))
         lines += [
             "",
             "mem/lat: sessions one replica holds in memory at the cap (plan, worst case reserved) / runs within",
-            "  the latency targets (speed's roofline, computed; every session generating at once); repl.:",
+            "  the latency targets (speed's roofline, computed, or a load test's speeds, measured: see speeds;",
+            "  every session generating at once); repl.:",
             "  replicas (GPUs / tp); binds: what set the replicas (memory; prefill: TTFT; decode: inter-token",
-            "  latency); spare: sessions held beyond the peak; TTFT, ITL: at the load each replica runs",
-            "  (computed); $/sess-h: $/h over the peak sessions",
+            "  latency); spare: sessions held beyond the peak; refused: the workload's sessions that outgrow",
+            "  the cap (counted on the sessions simulate draws); TTFT, ITL: at the load each replica runs",
+            "  (computed or measured, as the speeds); $/sess-h: $/h over the peak sessions",
         ]
+        if s.speed_from:
+            measured = [c for c in s.met if c.speeds and c.speeds[0] == "measured"]
+            rows = ", ".join(dict.fromkeys(_what(c) for c in measured)) or "none of the rows that meet the load"
+            lines += wrap(
+                f"speeds: measured by load test {s.speed_from} for {rows} (TTFT, ITL and the latency limit from "
+                "the load test's prefill and decode speeds); the other rows: computed (roofline)",
+                indent="  ",
+            )
+            lines += [line for c in measured[:1] if c.speeds for line in wrap(f"  {c.speeds[1]}", indent="    ")]
         rate_bases = {c.load.basis for c in s.met if c.load is not None and c.load.rate_per_s is not None}
         for basis in sorted(rate_bases)[:3]:
             lines += wrap(f"load: {basis}", indent="  ")

@@ -8,13 +8,17 @@
   ``kvbudget plan --context CAP`` gives at each);
 * session lengths: ``trace stats --model ... --json`` (``report.traces``);
 * simulated sessions: ``simulate_deployment`` with the report's plan options (``kvbudget simulate --json``);
-* measured sessions: a ``loadtest --json`` result, an engine log read by ``calibrate`` (``report.measured``).
+* measured sessions: a ``loadtest --json`` result, an engine log read by ``calibrate`` (``report.measured``);
+* latency: ``kvbudget speed --json`` at the planned sessions, and the simulation's (``report.latency``);
+* with --size, the sizing answer: ``kvbudget size --json`` (``report.sizing``).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kvbudget.cost import CostReport
@@ -22,6 +26,7 @@ from kvbudget.plan.plan import Plan
 from kvbudget.report.data import CapPoint, EnforcedCap, LayerGroup, Measured, Report, Simulated
 
 if TYPE_CHECKING:
+    from kvbudget.report.latency import SimulatedLatency
     from kvbudget.requests.report import ReportRequest
     from kvbudget.requests.simulate import SimulateRequest
     from kvbudget.units import UnitSystem
@@ -105,7 +110,8 @@ def simulate_request(request: ReportRequest) -> SimulateRequest:
     from kvbudget.requests.base import narrowed
     from kvbudget.requests.simulate import SimulateRequest
 
-    return narrowed(SimulateRequest, request, sessions=request.simulate_sessions, trace=None)
+    # --rate is the sizing answer's load (report --size), not the simulated workload's arrival rate
+    return narrowed(SimulateRequest, request, sessions=request.simulate_sessions, trace=None, rate=None)
 
 
 def _number(doc: dict[str, object], key: str) -> float:
@@ -115,14 +121,15 @@ def _number(doc: dict[str, object], key: str) -> float:
     return float(value)
 
 
-def simulated(request: ReportRequest) -> Simulated:
+def simulated(request: ReportRequest) -> tuple[Simulated, SimulatedLatency]:
+    from kvbudget.report.latency import simulated_latency
     from kvbudget.simulate.deployment import simulate_deployment
     from kvbudget.simulate.study import study_json
 
     doc = study_json(simulate_deployment(simulate_request(request)))
     target = doc["target"]
     assert isinstance(target, dict)
-    return Simulated(
+    found = Simulated(
         source=str(doc["source"]),
         sustained_sessions=_number(doc, "sustained_sessions"),
         sustained_sessions_total=_number(doc, "sustained_sessions_total"),
@@ -134,22 +141,34 @@ def simulated(request: ReportRequest) -> Simulated:
         refused=int(_number(doc, "refused")),
         preemptions=int(_number(doc, "preemptions")),
         static_plan_sessions=int(_number(doc, "static_plan_sessions")),
+        speeds=_speeds(doc.get("speeds"), request.speed_from),
     )
+    return found, simulated_latency(doc)
+
+
+def _speeds(speeds: object, speed_from: str | None) -> str:
+    """The simulation's speed provenance in words (``simulate --json`` speeds), naming the load test."""
+    if not isinstance(speeds, dict):
+        return ""
+    said = f"prefill {speeds['prefill']['provenance']}, decode {speeds['decode']['provenance']}"
+    return said + (f" (load test {Path(speed_from).name})" if speed_from else " (roofline or given rates)")
 
 
 def collect(request: ReportRequest) -> Report:
     """Every number of the report for the deployment the request describes (``kvbudget report``)."""
     from kvbudget import hardware
     from kvbudget.model.sources import resolve
-    from kvbudget.plan.build import _with_offload, levers_of, plan_inputs
+    from kvbudget.plan.build import _with_offload, levers_of, plan_inputs, with_speeds
     from kvbudget.plan.plan import make_plan
     from kvbudget.plan.report import levers_json
+    from kvbudget.report.latency import planned_latency
     from kvbudget.report.measured import from_loadtest, from_log
+    from kvbudget.report.sizing import sizing_of
     from kvbudget.report.traces import trace_sessions
 
     r = request
     inputs, bits = plan_inputs(r)
-    plan = _with_offload(r, make_plan(inputs))
+    plan = with_speeds(r, _with_offload(r, make_plan(inputs)))
     plan_doc = plan.to_dict()
     found = levers_of(r, plan, bits)
     trace = (
@@ -167,6 +186,9 @@ def collect(request: ReportRequest) -> Report:
     commands = plan_doc["commands"]
     assert isinstance(commands, dict)
     units: UnitSystem = "si" if r.units == "si" else "iec"
+    sizing = sizing_of(r)
+    simulation = simulated(r) if r.workload else None
+    latency = replace(planned_latency(r, plan), simulated=simulation[1] if simulation else None)
     return Report(
         plan=plan,
         plan_doc=plan_doc,
@@ -176,7 +198,9 @@ def collect(request: ReportRequest) -> Report:
         curve=cap_curve(plan, curve_caps(inputs.context, inputs.spec.max_position_embeddings, marks)),
         cap=enforced_cap(plan, commands),
         trace=trace,
-        simulated=simulated(r) if r.workload else None,
+        simulated=simulation[0] if simulation else None,
         measured=tuple(measured),
         units=units,
+        latency=latency,
+        sizing=sizing,
     )

@@ -13,6 +13,8 @@ from kvbudget.plan.levers import Lever
 from kvbudget.plan.plan import Plan
 
 if TYPE_CHECKING:
+    from kvbudget.plan.sizing import Sizing
+    from kvbudget.report.latency import Latency
     from kvbudget.units import UnitSystem
 
 SCHEMA_VERSION = 1
@@ -142,9 +144,11 @@ class Simulated:
     refused: int
     preemptions: int
     static_plan_sessions: int
+    speeds: str = ""  # where the simulation's speeds come from: "prefill measured, decode measured (load test x)"
 
     def to_dict(self) -> dict[str, object]:
         return {
+            "speeds": self.speeds,
             "source": self.source,
             "sustained_sessions": self.sustained_sessions,
             "sustained_sessions_total": self.sustained_sessions_total,
@@ -200,6 +204,8 @@ class Report:
     simulated: Simulated | None
     measured: tuple[Measured, ...]
     units: UnitSystem
+    latency: Latency | None = None  # at the planned sessions, and simulated (report/latency.py)
+    sizing: Sizing | None = None  # report --size: the kvbudget size answer (report/sizing.py)
 
     @property
     def commands(self) -> dict[str, dict[str, object]]:
@@ -229,6 +235,8 @@ class Report:
                 "simulated": self.simulated.to_dict() if self.simulated else None,
                 "measured": [m.to_dict() for m in self.measured],
             },
+            "latency": None if self.latency is None else self.latency.to_dict(),
+            "sizing": None if self.sizing is None else self.sizing.to_dict(),
             "plan": self.plan_doc,
             "levers": self.levers_doc,
         }

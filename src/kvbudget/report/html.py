@@ -14,7 +14,7 @@ from html import escape
 from pathlib import Path
 
 from kvbudget import __version__
-from kvbudget.report import charts
+from kvbudget.report import charts, sections
 from kvbudget.report.data import Report, TraceSessions
 from kvbudget.units import counted, format_bytes, format_int, format_tokens
 
@@ -148,6 +148,7 @@ def _cards(report: Report) -> str:
             " / ".join(values),
             f"{' / '.join(kinds)}, at the {format_tokens(i.context)} cap{replicas}",
         ),
+        _card("latency", "Latency at the planned sessions", *sections.latency_card(report)),
     ]
     return '<ul class="numbers">' + "".join(cards) + "</ul>"
 
@@ -206,6 +207,8 @@ def _sessions(report: Report) -> str:
             f"<li>simulated ({_e(s.source)}): {_e(s.sustained_basis)}; target {_e(s.target)}; peak concurrency "
             f"{s.peak_concurrency:,}, {s.refused:,} refused, {s.preemptions:,} preempted of {s.sessions_arrived:,}</li>"
         )
+        if s.speeds:
+            notes.append(f"<li>simulated speeds: {_e(s.speeds)}</li>")
     else:
         notes.append("<li>simulated: give --workload FILE to run the simulator</li>")
     for m in report.measured:
@@ -219,6 +222,32 @@ def _sessions(report: Report) -> str:
     if not report.measured:
         notes.append("<li>measured: give --loadtest RESULT.json or --log ENGINE.log</li>")
     return f'<figure>{charts.sessions(report)}</figure><ul class="warnings">{"".join(notes)}</ul>'
+
+
+def _latency(report: Report) -> str:
+    rows = sections.latency_rows(report)
+    table = _table(sections.LATENCY_HEADERS, rows, {1, 2, 3, 4}) if rows else ""
+    notes = "".join(f"<li>{_e(note)}</li>" for note in sections.latency_notes(report))
+    return f'{table}<ul class="warnings">{notes}</ul>'
+
+
+def _sizing(report: Report) -> str:
+    s = report.sizing
+    assert s is not None
+    rows = sections.sizing_rows(s)
+    body = [f'<p class="note">{_e(sections.sizing_heading(s))}</p>']
+    if rows:
+        body += [
+            _table(sections.SIZING_HEADERS, rows, {2, 3, 5, 6, 7, 8, 9}),
+            f'<p class="note">{_e(sections.SIZING_KEY)}</p>',
+        ]
+    else:
+        body.append("<p>No deployment meets the load.</p>")
+    unmet = "".join(f"<li>{_e(line)}</li>" for line in sections.sizing_unmet(s))
+    if unmet:
+        body.append(f'<details><summary>cannot meet it</summary><ul class="warnings">{unmet}</ul></details>')
+    body.append(f'<h3>Recommendation</h3><p class="recommendation">{_e(s.recommendation)}</p>')
+    return "".join(body)
 
 
 def _curve(report: Report) -> str:
@@ -316,8 +345,14 @@ def render_html(report: Report) -> str:
         _panel("per-token-cost", "Per-token cost by layer group", _per_token(report)),
         _panel("memory-ledger", "Memory ledger per GPU", _ledger(report)),
         _panel("sessions-per-replica", "Sessions: planned, simulated, measured", _sessions(report)),
+        _panel("latency", "Latency: planned and simulated", _latency(report)),
         _panel("sessions-against-cap", "Sessions against the cap", _curve(report)),
         _panel("session-lengths", "Session lengths from the traces", _cdf(report)),
+        *(
+            [_panel("sizing", "Sizing: the deployments that meet the load", _sizing(report), wide=True)]
+            if report.sizing
+            else []
+        ),
         _panel("levers-ranked", "Levers, ranked", _levers(report)),
         _panel("serve-commands", "Serving commands", _commands(report), wide=True),
     ]
@@ -341,7 +376,7 @@ def render_html(report: Report) -> str:
             _warnings(report),
             "</main>",
             f"<footer>kvbudget {_e(__version__)} report · every figure is the value of kvbudget plan / levers / "
-            "trace stats / simulate / calibrate --json for the same options (embedded below as JSON) · "
+            "trace stats / simulate / calibrate / speed / size --json for the same options (embedded below as JSON) · "
             "GiB = 2^30 bytes, GB = 10^9 bytes</footer>",
             "</div>",
             _data_block(report),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from kvbudget.report import sections
 from kvbudget.report.charts import ledger_segments
 from kvbudget.report.data import Report, TraceSessions
 from kvbudget.units import counted, format_bytes, format_int, format_tokens
@@ -88,6 +89,7 @@ def render_markdown(report: Report) -> str:
                 " · ".join(sessions),
                 f"{plan.total_sessions:,} over {counted(plan.replicas, 'replica')}",
             ],
+            ["latency at the planned sessions", *sections.latency_card(report)],
         ],
         set(),
     )
@@ -127,6 +129,9 @@ def render_markdown(report: Report) -> str:
         ],
         {1, 2, 3},
     )
+    out += _latency(report)
+    if report.sizing is not None:
+        out += _sizing(report)
     if report.trace is not None:
         t = report.trace
         out += ["### Session lengths from the traces", "", md(t.cap.get("reading", ""), starts_line=True), ""]
@@ -147,6 +152,7 @@ def render_markdown(report: Report) -> str:
             f"{s.sustained_sessions:,} sessions per replica sustained ({md(s.source)}): {md(s.sustained_basis)}; "
             f"target {md(s.target)}.",
             "",
+            *([f"Speeds: {md(s.speeds)}.", ""] if s.speeds else []),
         ]
     if report.measured:
         out += ["### Measured", ""]
@@ -188,6 +194,30 @@ def render_markdown(report: Report) -> str:
     if plan.warnings:
         out += ["### Warnings", "", *[f"- {md(w)}" for w in plan.warnings], ""]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _latency(report: Report) -> list[str]:
+    out = ["### Latency", ""]
+    rows = sections.latency_rows(report)
+    if rows:
+        out += _table(sections.LATENCY_HEADERS, rows, {1, 2, 3, 4})
+    return out + [f"- {md(note)}" for note in sections.latency_notes(report)] + [""]
+
+
+def _sizing(report: Report) -> list[str]:
+    s = report.sizing
+    assert s is not None
+    out = ["### Sizing", "", md(sections.sizing_heading(s), starts_line=True), ""]
+    rows = sections.sizing_rows(s)
+    if rows:
+        out += _table(sections.SIZING_HEADERS, rows, {2, 3, 5, 6, 7, 8, 9})
+        out += [md(sections.SIZING_KEY, starts_line=True), ""]
+    else:
+        out += ["No deployment meets the load.", ""]
+    unmet = sections.sizing_unmet(s)
+    if unmet:
+        out += ["Cannot meet it:", "", *[f"- {md(line)}" for line in unmet], ""]
+    return [*out, "**Recommendation**", "", md(s.recommendation, starts_line=True), ""]
 
 
 def _past_window(t: TraceSessions) -> str:

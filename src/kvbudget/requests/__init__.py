@@ -16,6 +16,7 @@ def by_command() -> dict[str, type[Request]]:
     from kvbudget.requests.gateway import GatewayRequest
     from kvbudget.requests.plan import LeversRequest, PlanRequest
     from kvbudget.requests.report import ReportRequest
+    from kvbudget.requests.serve import ServeRequest
     from kvbudget.requests.simulate import SimulateRequest
     from kvbudget.requests.size import SizeRequest
     from kvbudget.requests.speed import SpeedRequest
@@ -36,5 +37,6 @@ def by_command() -> dict[str, type[Request]]:
         SpeedRequest,
         SizeRequest,
         GatewayRequest,
+        ServeRequest,
     ]
     return {cls.command: cls for cls in classes}

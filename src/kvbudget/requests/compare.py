@@ -24,7 +24,10 @@ class CompareRequest(EngineSettings, DeploymentSettings):
     Each list takes a list or a comma-separated text. ``weights``: serving precisions (``"checkpoint"`` for the
     checkpoint's own); ``price``: ``GPU=PRICE`` per GPU-hour (``h100-sxm=2.49/h``); ``prices``: a TOML or JSON file
     of them; ``rate``: new sessions per unit time (``50/h``) with ``workload`` for Little's law; ``sessions``: also
-    each row's largest cap for that many sessions; ``simulate``: each served row through the simulator too.
+    each row's largest cap for that many sessions; ``simulate``: each served row through the simulator too, held
+    to ``ttft`` / ``itl`` (p99 latency targets) when given, with the sessions memory alone allows and which binds;
+    ``speed_from``: a ``kvbudget loadtest --json`` result whose measured
+    speeds the simulations of its model and engine use (``simulate`` only).
     """
 
     command = "compare"
@@ -44,7 +47,10 @@ class CompareRequest(EngineSettings, DeploymentSettings):
     prefill_rate: float | None = option(None, "positive")
     sort: str = option("sessions", "text", choices=SORTS)
     simulate: bool = option(False, "switch")
+    speed_from: str | None = option(None, "text")
     search_sessions: int = option(1000, "count")
     search_probes: int = option(6, "count")
     jobs: int | None = option(None, "count")  # processes for the simulated rows (None: every core)
     ray: str | None = option(None, "address")  # a Ray cluster the simulated rows run on instead, as tasks
+    ttft: float | None = option(None, "seconds")  # --simulate: latency targets, as simulate --ttft / --itl
+    itl: float | None = option(None, "seconds")

@@ -29,7 +29,7 @@ class GatewayRequest(Request):
     engine: str | None = option(None, "text", choices=ENGINES)
     on_cap: str = option("refuse", "text", choices=ON_CAP)
     host: str = option("127.0.0.1", "text")
-    port: int = option(DEFAULT_PORT, "index")
+    port: int = option(DEFAULT_PORT, "port")
     idle_timeout: float = option(600.0, "seconds")
     queue_timeout: float = option(30.0, "seconds")
     max_queue: int = option(1024, "count")  # new sessions waiting at once; past it a 429 at once (floods)

@@ -42,7 +42,8 @@ class PlanRequest(Deployment):
     """Sessions one deployment serves at the ``context`` cap, with its memory ledger; ``sessions``: also the
     largest cap that serves that many; ``from_log``: an engine start-up log whose measured figures replace the
     modelled ones (``startup``: which start-up, 1-based or "last", of a log holding several); ``alerts``: with
-    the Prometheus alerting rules tied to the plan's numbers."""
+    the Prometheus alerting rules tied to the plan's numbers; ``speed_from``: a ``kvbudget loadtest --json`` result
+    of this model and engine, whose measured speeds give the latency at the planned sessions (plan/speeds.py)."""
 
     command = "plan"
     model: str = required("model", name="model")
@@ -51,6 +52,7 @@ class PlanRequest(Deployment):
     from_log: str | None = option(None, "text")
     startup: int | str | None = option(None, "startup")  # the start-up taken of a log holding several
     alerts: bool = option(False, "switch")  # also the Prometheus alerting rules tied to the plan (plan/alerts.py)
+    speed_from: str | None = option(None, "text")  # a load test's measured speeds (plan/speeds.py)
 
 
 @dataclass(frozen=True, kw_only=True)

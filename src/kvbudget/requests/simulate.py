@@ -20,7 +20,8 @@ class SimulateRequest(Deployment):
     ``prefill_rate`` tokens/s per replica, ``decode_rate`` a fixed decode tokens/s per session instead of the
     speed model's roofline, ``speed_from`` a load-test result whose measured speeds replace it;
     ``search_sessions`` sessions per probe of the sustained-sessions search (0: no search); ``target_*``: the
-    target's tolerances (simulate/policies.py ``Target``).
+    target's tolerances (simulate/policies.py ``Target``); ``ttft`` / ``itl``: latency targets on the p99 time to
+    first token and inter-token latency (the search then also reports what memory alone allows, and which binds).
     """
 
     command = "simulate"
@@ -49,6 +50,8 @@ class SimulateRequest(Deployment):
     target_p99_delay: float | None = option(None, "positive")
     target_preemption_rate: float | None = option(None, "tolerance")
     target_refusal_rate: float | None = option(None, "tolerance")
+    ttft: float | None = option(None, "seconds")
+    itl: float | None = option(None, "seconds")
     search_sessions: int = option(2000, "index")
     search_probes: int = option(8, "count")
     check: bool = option(False, "switch")

@@ -17,7 +17,10 @@ class SizeRequest(EngineSettings):
 
     ``price``: ``GPU=PRICE`` per GPU-hour (``h100-sxm=2.49/h``); ``prices``: a TOML or JSON file of them;
     ``workload``: the request shape (tokens appended and generated per step, the shared prefix) for the latency;
-    without one every request is ``isl`` prompt and ``osl`` output tokens.
+    without one every request is ``isl`` prompt and ``osl`` output tokens; with one, a combination whose cap
+    refuses more than ``target_refusal_rate`` of the workload's sessions (default 0.1%, simulate's) is unmet;
+    ``speed_from``: a ``kvbudget loadtest --json`` result whose measured
+    speeds replace the roofline for the rows of its model and engine.
     """
 
     command = "size"
@@ -40,3 +43,5 @@ class SizeRequest(EngineSettings):
     utilization: float | None = option(None, "fraction")
     overhead: int | None = option(None, "memory")
     group_size: int = option(128, "count")
+    speed_from: str | None = option(None, "text")
+    target_refusal_rate: float | None = option(None, "tolerance")

@@ -105,6 +105,13 @@ def read_index(value: object, what: str) -> int:
     return _whole(value, what, 0, 2**63 - 1, "units")
 
 
+def read_port(value: object, what: str) -> int:
+    """A TCP port to listen on: 0..65,535 (0: a free one, chosen by the system)."""
+    if isinstance(value, str):
+        value = parse_count(value, what=what, low=0, high=65_535, noun="(0 = a free port)", example="8731")
+    return _whole(value, what, 0, 65_535, "(0 = a free port)")
+
+
 def read_startup(value: object, what: str) -> int | str:
     """One start-up of a log holding several: 1-based, or "last" (measure/logs/startups.py)."""
     if isinstance(value, str) and value.strip().lower() == "last":
@@ -189,7 +196,9 @@ def read_seconds(value: object, what: str) -> float:
         else:
             num *= _SECONDS[match.group(2)]
         if not 0 < num <= MAX_SECONDS * den:
-            raise InputError(f"{what}: {shown(value)} is outside 0..{MAX_SECONDS:,} seconds (one year)")
+            raise InputError(
+                f"{what}: {shown(value)} must be above 0 and at most {MAX_SECONDS:,} seconds (one year); write e.g. 30s"
+            )
         return num / den
     return _real(value, what, 1e-6, MAX_SECONDS, "seconds", "600")
 
@@ -294,6 +303,7 @@ READERS: dict[str, Callable[[object, str], object]] = {
     "sessions": read_sessions,
     "model": read_model,
     "index": read_index,
+    "port": read_port,
     "startup": read_startup,
     "memory": read_memory,
     "positive": read_positive,

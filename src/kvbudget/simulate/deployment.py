@@ -87,7 +87,9 @@ def _check_bounds(r: SimulateRequest, work: tuple[float, float], replicas: int) 
     if r.allow_long:
         return
     sessions, per_session = work
-    total = (sessions + r.search_sessions * r.search_probes) * per_session
+    # with latency targets, two searches (memory alone, then with the targets) sharing their runs: at most twice
+    searches = 2 if r.ttft is not None or r.itl is not None else 1
+    total = (sessions + searches * r.search_sessions * r.search_probes) * per_session
     if total > MAX_CALLS:
         minutes = total / CALLS_PER_S / 60
         raise InputError(
@@ -182,13 +184,13 @@ def prepare_deployment(request: SimulateRequest) -> Prepared:
         from kvbudget.plan.sharing import prefix_sharing
 
         sharing = prefix_sharing(plan.layout, inputs.engine, plan.kv_pool_bytes, inputs.context, prefix)
+    measured = measured_speeds(r.speed_from) if r.speed_from else None
+    if measured is not None:  # a load test of another engine or model measured another deployment
+        from kvbudget.model.sources import resolve
+
+        measured.check(inputs.engine.name, resolve(r.model), r.model)
     speeds = replica_speeds(
-        r,
-        plan,
-        prefill_rate=r.prefill_rate,
-        decode_rate=r.decode_rate,
-        bandwidth=r.bandwidth,
-        measured=measured_speeds(r.speed_from) if r.speed_from else None,
+        r, plan, prefill_rate=r.prefill_rate, decode_rate=r.decode_rate, bandwidth=r.bandwidth, measured=measured
     )
     time_model = speeds.time_model(float(hardware.link(r.link).bytes_per_s))
     rules = inputs.engine.rules
@@ -255,6 +257,8 @@ def target_of(r: SimulateRequest) -> Target:
         allow_preemption=bool(r.target_p99_delay) and r.target_preemption_rate is None,
         preemption_rate=DEFAULT_PREEMPTION_RATE if r.target_preemption_rate is None else r.target_preemption_rate,
         refusal_rate=DEFAULT_REFUSAL_RATE if r.target_refusal_rate is None else r.target_refusal_rate,
+        ttft_p99_s=r.ttft,
+        itl_p99_s=r.itl,
     )
 
 

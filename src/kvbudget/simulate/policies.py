@@ -6,7 +6,7 @@ Each rule names the engine behaviour it follows; docs/simulate.md has the whole 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 PolicyName = Literal["reserve", "paged", "watermark"]
@@ -100,20 +100,46 @@ class Target:
     Default: preemptions at most 1 in 1,000 steps (``preemption_rate``), sessions refused at most 1 in 1,000
     arrived (``refusal_rate``: at admission, at the cap and larger than the pool all count), p99 queue delay
     <= 1 s, and a queue that does not grow through the run (``queue_grows``). With ``allow_preemption`` (the
-    CLI's ``--target-p99-delay S`` alone): preemptions are not counted.
+    CLI's ``--target-p99-delay S`` alone): preemptions are not counted. ``ttft_p99_s`` / ``itl_p99_s``: latency
+    targets (``--ttft``, ``--itl``) on the run's p99 time to first token and inter-token latency per step; the
+    rest is the memory target (``memory_only``), which the search also holds alone to say which one binds.
     """
 
     p99_delay_s: float = DEFAULT_DELAY_BOUND_S
     allow_preemption: bool = False
     preemption_rate: float = DEFAULT_PREEMPTION_RATE
     refusal_rate: float = DEFAULT_REFUSAL_RATE
+    ttft_p99_s: float | None = None
+    itl_p99_s: float | None = None
+
+    @property
+    def has_latency(self) -> bool:
+        return self.ttft_p99_s is not None or self.itl_p99_s is not None
+
+    def memory_only(self) -> Target:
+        """The target without its latency bounds: what memory (paging, refusals, queueing for room) must meet."""
+        return replace(self, ttft_p99_s=None, itl_p99_s=None)
+
+    def describe_latency(self) -> str:
+        """'p99 TTFT <= 2 s and p99 ITL <= 50 ms' (empty without latency targets)."""
+        parts = [f"p99 TTFT <= {_seconds(self.ttft_p99_s)}" for _ in [0] if self.ttft_p99_s is not None] + [
+            f"p99 ITL <= {_seconds(self.itl_p99_s)}" for _ in [0] if self.itl_p99_s is not None
+        ]
+        return " and ".join(parts)
 
     def describe(self) -> str:
         pre = "" if self.allow_preemption else f"preemptions <= {_share(self.preemption_rate)} of steps, "
+        latency = f", {self.describe_latency()}" if self.has_latency else ""
         return (
             f"{pre}refusals <= {_share(self.refusal_rate)} of sessions (the cap's included), "
-            f"p99 queue delay <= {self.p99_delay_s:g} s, queue stable"
+            f"p99 queue delay <= {self.p99_delay_s:g} s, queue stable{latency}"
         )
+
+
+def _seconds(seconds: float | None) -> str:
+    """2 s, 50 ms."""
+    assert seconds is not None
+    return f"{seconds * 1000:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
 
 
 def _share(rate: float) -> str:

@@ -36,6 +36,9 @@ class Probe:
     refused: int
     holds: bool
     unstable: bool = False  # the queue grew through this probe's run
+    ttft_p99_s: float = 0.0
+    itl_p99_s: float = 0.0
+    missed: tuple[str, ...] = ()  # what of the target the probe missed, in words
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -44,8 +47,11 @@ class Probe:
             "p99_queue_delay_s": self.p99_delay_s,
             "preemptions": self.preemptions,
             "refused": self.refused,
+            "p99_ttft_s": self.ttft_p99_s,
+            "p99_itl_s": self.itl_p99_s,
             "queue_grows": self.unstable,
             "target_met": self.holds,
+            "misses": list(self.missed),
         }
 
 
@@ -55,6 +61,18 @@ class Sustained:
     scale: float | None  # arrival-rate factor of the probe that gave it
     probe_sessions: int
     trail: tuple[Probe, ...]
+
+    @property
+    def bounded(self) -> bool:
+        """Whether a probe at a higher arrival rate than the answer's missed the target: the answer is then a
+        capacity (the load past which the target fails, to the search's resolution), not only a load that held."""
+        return self.scale is not None and any(not p.holds and p.scale > self.scale for p in self.trail)
+
+    @property
+    def failed_above(self) -> Probe | None:
+        """The lowest-rate probe above the answer that missed the target (what it missed bounds the answer)."""
+        above = [p for p in self.trail if not p.holds and (self.scale is None or p.scale > self.scale)]
+        return min(above, key=lambda p: p.scale) if above else None
 
 
 def misses(result: SimResult, target: Target) -> list[str]:
@@ -75,7 +93,22 @@ def misses(result: SimResult, target: Target) -> list[str]:
         )
     if result.queue_delay_s["p99"] > target.p99_delay_s:
         out.append(f"p99 queue delay {result.queue_delay_s['p99']:.3g} s, above {target.p99_delay_s:g} s")
+    out += latency_misses(result, target)
     return out
+
+
+def latency_misses(result: SimResult, target: Target) -> list[str]:
+    """The latency targets a run misses, in words: its p99 time to first token or inter-token latency per step."""
+    out: list[str] = []
+    if target.ttft_p99_s is not None and result.ttft_s["p99"] > target.ttft_p99_s:
+        out.append(f"p99 TTFT {_time(result.ttft_s['p99'])}, above {_time(target.ttft_p99_s)}")
+    if target.itl_p99_s is not None and result.itl_s["p99"] > target.itl_p99_s:
+        out.append(f"p99 ITL {_time(result.itl_s['p99'])}, above {_time(target.itl_p99_s)}")
+    return out
+
+
+def _time(seconds: float) -> str:
+    return f"{seconds * 1000:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
 
 
 def meets(result: SimResult, target: Target) -> bool:
@@ -172,15 +205,20 @@ def find_sustained(
     progress: Callable[[int], Progress | None] | None = None,
     first: SimResult | None = None,
     jobs: int | None = 1,
+    cache: dict[float, SimResult] | None = None,
     ray: str | None = None,
 ) -> Sustained:
     """Search the arrival scale for the largest mean concurrency that meets ``target``. ``first``:
     an identical run at scale 1 already made (it is used instead of running it again). ``jobs``: processes
     for probes run ahead of the serial search (None: every core; 1: serial); the trail and answer are the
-    serial ones either way. ``ray``: a Ray cluster's address; the probes run ahead as tasks there, as many at
-    once as ``jobs`` (None: the cluster's CPUs)."""
+    serial ones either way. ``cache``: the probes' runs by scale, shared between searches of the same sessions
+    under different targets (a scale probed once is not run again; the simulator is deterministic). ``ray``: a
+    Ray cluster's address; the probes run ahead as tasks there, as many at once as ``jobs`` (None: the
+    cluster's CPUs)."""
     run_config = replace(config, max_sessions=probe_sessions, duration_s=None)
-    results: dict[float, SimResult] = {} if first is None else {1.0: first}
+    results: dict[float, SimResult] = {} if cache is None else cache
+    if first is not None:
+        results.setdefault(1.0, first)
     if ray is not None:
         from kvbudget.simulate.cluster import cluster_cpus
 
@@ -216,6 +254,9 @@ def find_sustained(
                 result.refused,
                 holds,
                 result.queue_grows,
+                result.ttft_s["p99"],
+                result.itl_s["p99"],
+                tuple(misses(result, target)),
             )
         )
     held = [p for p in trail if p.holds]

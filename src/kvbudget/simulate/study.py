@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from kvbudget.simulate.policies import Target
 from kvbudget.simulate.runner import Progress, SimConfig, SimResult, simulate
 from kvbudget.simulate.search import Sustained, find_sustained, meets, misses
+from kvbudget.simulate.targets import AtTargets, at_targets
 from kvbudget.workload.record import SessionPlan
 
 SCHEMA_VERSION = 1
@@ -29,6 +30,14 @@ class Study:
     sustained: Sustained | None = None
     static_prefix_sessions: int | None = None
     about: dict[str, object] = field(default_factory=dict)
+    sustained_memory: Sustained | None = None  # the search under the memory target alone (latency targets given)
+
+    @property
+    def at_targets(self) -> AtTargets | None:
+        """With latency targets: the sessions memory allows, those the latency targets hold, which binds."""
+        if not self.target.has_latency:
+            return None
+        return at_targets(self.target, self.result, self.config.replicas, self.sustained_memory, self.sustained)
 
     @property
     def target_met(self) -> bool:
@@ -75,25 +84,33 @@ def run_study(
 ) -> Study:
     """Run ``config`` on the sessions ``source()`` yields, then (``search_sessions`` > 0) the search."""
     result = simulate(source(), config, progress("run") if progress else None)
-    sustained = None
+    sustained = memory = None
     if search_sessions > 0:
         # The probe at scale 1 is the run itself when the run took the same sessions, unscaled.
         n, cut = result.arrived, config.max_sessions
         same = config.duration_s is None and (
             n == search_sessions or (n < search_sessions and (cut is None or n < cut))
         )
-        sustained = find_sustained(
-            source,
-            config,
-            target,
-            probe_sessions=search_sessions,
-            probes=search_probes,
-            progress=(lambda i: progress(f"search probe {i}/{search_probes}")) if progress else None,
-            first=result if same else None,
-            jobs=jobs,
-            ray=ray,
-        )
-    return Study(result, config, target, static_plan_sessions, sustained, static_prefix_sessions, about or {})
+        cache: dict[float, SimResult] = {}  # the runs by arrival scale, shared by the two searches
+
+        def search(held: Target, label: str) -> Sustained:
+            return find_sustained(
+                source,
+                config,
+                held,
+                probe_sessions=search_sessions,
+                probes=search_probes,
+                progress=(lambda i: progress(f"search{label} probe {i}/{search_probes}")) if progress else None,
+                first=result if same else None,
+                jobs=jobs,
+                cache=cache,
+                ray=ray,
+            )
+
+        if target.has_latency:
+            memory = search(target.memory_only(), " (memory)")
+        sustained = search(target, " (latency)" if target.has_latency else "")
+    return Study(result, config, target, static_plan_sessions, sustained, static_prefix_sessions, about or {}, memory)
 
 
 def _r(value: float, digits: int = 4) -> float:
@@ -149,6 +166,8 @@ def study_json(study: Study, *, time_series: bool = False) -> dict[str, object]:
                 "allow_preemption": study.target.allow_preemption,
                 "preemption_rate": study.target.preemption_rate,
                 "refusal_rate": study.target.refusal_rate,
+                "ttft_p99_s": study.target.ttft_p99_s,
+                "itl_p99_s": study.target.itl_p99_s,
                 "text": study.target.describe(),
                 "met_by_run": study.target_met,
                 "verdict": study.verdict,
@@ -158,15 +177,11 @@ def study_json(study: Study, *, time_series: bool = False) -> dict[str, object]:
             "sustained_sessions": None if sustained is None else _r(sustained, 2),
             "sustained_sessions_total": None if sustained is None else _r(sustained * c.replicas, 2),
             "sustained_basis": sustained_basis(study),
+            "at_targets": None if study.at_targets is None else study.at_targets.to_json(),
             "static_plan_sessions": study.static_plan_sessions,
             "static_plan_sessions_with_prefix": study.static_prefix_sessions,
-            "search": None
-            if study.sustained is None
-            else {
-                "probe_sessions": study.sustained.probe_sessions,
-                "arrival_scale": study.sustained.scale,
-                "probes": [probe.to_json() for probe in study.sustained.trail],
-            },
+            "search": _search_json(study.sustained),
+            "search_memory": _search_json(study.sustained_memory),
         }
     )
     if time_series:
@@ -175,6 +190,17 @@ def study_json(study: Study, *, time_series: bool = False) -> dict[str, object]:
             "samples": [s.to_json() for s in r.samples],
         }
     return out
+
+
+def _search_json(sustained: Sustained | None) -> dict[str, object] | None:
+    if sustained is None:
+        return None
+    return {
+        "probe_sessions": sustained.probe_sessions,
+        "arrival_scale": sustained.scale,
+        "bounded": sustained.bounded,
+        "probes": [probe.to_json() for probe in sustained.trail],
+    }
 
 
 def latency_json(r: SimResult) -> dict[str, object]:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kvbudget import errors
 from kvbudget.errors import ConfigError, InputError, KvBudgetError
-from kvbudget.web.uploads import Upload, Uploads
+from kvbudget.web.uploads import Upload, UploadIndex, Uploads
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from kvbudget.requests.base import Request
 
-FILE_OPTIONS = frozenset({"from_log", "workload", "prices", "trace", "log", "loadtest", "logs", "files"})
+FILE_OPTIONS = frozenset({"from_log", "workload", "prices", "trace", "log", "loadtest", "logs", "files", "speed_from"})
 MAX_CELLS = 4096  # the product of a request's lists: a 64 x 64 table (compare's own ceiling is 500 rows)
 _TRUE, _FALSE = frozenset({"", "1", "true", "on", "yes"}), frozenset({"0", "false", "off", "no"})
 
@@ -51,12 +51,13 @@ def served() -> dict[str, tuple[type[Request], Callable[[Any], Any]]]:
         "levers": (api.LeversRequest, api.rank_levers),
         "compare": (api.CompareRequest, api.compare_deployments),
         "size": (api.SizeRequest, api.size_deployments),
+        "speed": (api.SpeedRequest, api.estimate_speed),
         "models": (api.ModelsRequest, api.catalog_costs),
         "gpus": (GpusRequest, gpu_catalog),
     }
 
 
-SERVED = ("cost", "table", "plan", "levers", "compare", "size", "models", "gpus")
+SERVED = ("cost", "table", "plan", "levers", "compare", "size", "speed", "models", "gpus")
 
 
 def error_document(exc: KvBudgetError) -> str:
@@ -64,7 +65,7 @@ def error_document(exc: KvBudgetError) -> str:
     return json.dumps(errors.error_document(exc), indent=2)
 
 
-def run(command: str, query: Iterable[tuple[str, str]], uploads: Uploads) -> Reply:
+def run(command: str, query: Iterable[tuple[str, str]], uploads: UploadIndex) -> Reply:
     """Answer ``command`` with the query's parameters as its request: the CLI's JSON document, or its error."""
     try:
         request = request_of(command, query, uploads)
@@ -74,11 +75,16 @@ def run(command: str, query: Iterable[tuple[str, str]], uploads: Uploads) -> Rep
     except KvBudgetError as exc:
         return Reply(400, public_error(exc, uploads) + "\n")
     except (MemoryError, RecursionError):
-        busy = KvBudgetError("the answer needs more memory or depth than this server gives one request; ask less")
-        return Reply(503, error_document(busy) + "\n")
+        return over_memory()
 
 
-def public_error(exc: KvBudgetError, uploads: Uploads) -> str:
+def over_memory() -> Reply:
+    """The 503 of an answer that needed more memory (or depth) than the server gives one request."""
+    busy = KvBudgetError("the answer needs more memory or depth than this server gives one request; ask less")
+    return Reply(503, error_document(busy) + "\n")
+
+
+def public_error(exc: KvBudgetError, uploads: UploadIndex) -> str:
     """The error document with no path of this machine in its message: an upload is named by its id, the
     server's temporary, home and working folders are left out."""
     import os
@@ -101,7 +107,7 @@ def public_error(exc: KvBudgetError, uploads: Uploads) -> str:
     return json.dumps(document, indent=2)
 
 
-def request_of(command: str, query: Iterable[tuple[str, str]], uploads: Uploads) -> Request:
+def request_of(command: str, query: Iterable[tuple[str, str]], uploads: UploadIndex) -> Request:
     """The request ``command`` takes, from the query's parameters (a model named by an upload's id is its file)."""
     table = served()
     if command not in table:
@@ -154,7 +160,7 @@ def _switch(raw: str, value: str) -> bool:
     raise InputError(f"--{raw.replace('_', '-')}: a switch; give 1 (on) or 0 (off), not {value!r}")
 
 
-def model_ref(ref: str, uploads: Uploads) -> str:
+def model_ref(ref: str, uploads: UploadIndex) -> str:
     """An upload's id becomes its stored file; a catalog name or Hub id is kept; a path of this machine is refused."""
     upload = uploads.get(ref)
     if upload is not None:

@@ -4,12 +4,13 @@ Every response, refusals and errors included, carries a Content-Security-Policy 
 from this server (no CDN, no inline script) and the other security headers. A request whose Host header is not
 one this server answers (web/hosts.py: loopback in every spelling, its own name) is refused, so a web page
 elsewhere cannot reach the server through a DNS name pointed at its address (DNS rebinding), and a POST from
-another origin is refused. Heavy answers run within web/limits.py's budget: a bounded number at once, each
-within a time, 503 with the reason when over.
+another origin is refused. Heavy answers run within web/limits.py's budget (a bounded number at once, 503 with
+the reason when over), each in a process of its own held to a time and a memory budget (web/isolate.py).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -22,13 +23,15 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kvbudget.errors import InputError, KvBudgetError
+from kvbudget.requests.serve import REQUEST_MEMORY, REQUEST_SECONDS
 from kvbudget.units import parse_count, shown
-from kvbudget.web import api
+from kvbudget.web import api, isolate
 from kvbudget.web.hosts import HostPolicy
 from kvbudget.web.limits import Busy, Gate
 from kvbudget.web.uploads import MAX_GGUF_BYTES, MAX_UPLOAD_BYTES, Uploads
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+KILL_GRACE_S = 2.0  # the gate waits this much past an answer's budget for its process to be stopped
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
@@ -95,18 +98,25 @@ def _busy(exc: Busy) -> Response:
     return Response(api.error_document(exc) + "\n", status_code=503, media_type=JSON, headers={"retry-after": "5"})
 
 
-def create_app(bound: str | None = "127.0.0.1") -> ASGIApp:
-    """The application of a server listening on ``bound`` (its ``--host``; None: any Host header is answered)."""
+def create_app(
+    bound: str | None = "127.0.0.1", *, seconds: float = REQUEST_SECONDS, memory_bytes: int = REQUEST_MEMORY
+) -> ASGIApp:
+    """The application of a server listening on ``bound`` (its ``--host``; None: any Host header is answered);
+    each heavy answer runs in its own process, killed past ``seconds`` and held to ``memory_bytes`` more
+    memory (web/isolate.py)."""
     uploads = Uploads()
-    gate = Gate()
+    gate = Gate(answer_s=seconds + KILL_GRACE_S)  # the child is killed at ``seconds``; the gate is the backstop
 
     async def command(request: Request) -> Response:
         name = request.path_params["command"]
         query = request.query_params.multi_items()
         if name == "gpus":  # the catalog, read once: never behind the heavy answers
             return _json(api.run(name, query, uploads))
+        view = uploads.view()
         try:
-            return _json(await gate.run(lambda: api.run(name, query, uploads)))
+            return _json(
+                await gate.run(lambda: isolate.answer(name, query, view, seconds=seconds, memory_bytes=memory_bytes))
+            )
         except Busy as exc:
             return _busy(exc)
 
@@ -133,6 +143,7 @@ def create_app(bound: str | None = "127.0.0.1") -> ASGIApp:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        threading.Thread(target=isolate.start, name="kvbudget-forkserver", daemon=True).start()
         try:
             yield
         finally:

@@ -4,9 +4,10 @@ how large a question the web API takes.
 Heavy work (every command but ``gpus``, and reading an upload) runs in a worker thread, at most
 ``HEAVY_AT_ONCE`` at a time: a request that finds them all busy for ``QUEUE_SECONDS`` is answered 503 with the
 reason, so a client sending many large compares delays no one else past that, and ``/api/gpus`` or the page
-never waits behind them. A client is answered within ``ANSWER_SECONDS``; past it, 503 (the thread finishes its
-work and only then frees its place, so the number of threads doing work stays bounded). ``MAX_CELLS`` bounds the
-product of a request's lists (a table or compare's size) before any of it is computed.
+never waits behind them. A client is answered within ``answer_s``; past it, 503 (the thread finishes its work and
+only then frees its place, so the number of threads doing work stays bounded). ``kvbudget serve`` runs each answer
+in a process of its own that is killed at its budget (web/isolate.py), so there the gate's time is a backstop.
+``MAX_CELLS`` bounds the product of a request's lists (a table or compare's size) before any of it is computed.
 """
 
 from __future__ import annotations

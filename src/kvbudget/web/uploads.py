@@ -17,6 +17,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from kvbudget.errors import InputError
 
@@ -34,6 +35,27 @@ class Upload:
     path: Path
     sent_bytes: int
     file_bytes: int
+
+
+class UploadIndex(Protocol):
+    """What answering a request needs of the uploads: a model's file by its id, and the folder to keep out of
+    messages."""
+
+    @property
+    def root(self) -> Path | None: ...
+
+    def get(self, ref: str) -> Upload | None: ...
+
+
+@dataclass(frozen=True)
+class UploadView:
+    """A read-only copy of the uploads at one moment, handed to the process answering one request."""
+
+    root: Path | None
+    items: dict[str, Upload]
+
+    def get(self, ref: str) -> Upload | None:
+        return self.items.get(ref) if _ID.match(ref) else None
 
 
 def _gguf_name(name: str) -> str:
@@ -105,6 +127,11 @@ class Uploads:
         gone = self._items.pop(upload_id, None)
         if gone is not None:
             shutil.rmtree(gone.path.parent, ignore_errors=True)
+
+    def view(self) -> UploadView:
+        """The uploads as they are now, read-only (what one request's answer may name)."""
+        with self._lock:
+            return UploadView(self._root, dict(self._items))
 
     def get(self, ref: str) -> Upload | None:
         if not _ID.match(ref):

@@ -7,11 +7,13 @@
   const SVG = "http://www.w3.org/2000/svg";
   const FIELDS = ["model", "gpu", "engine", "kv_dtype", "context", "sessions", "prefix", "tp", "weights"];
   const OPTIONAL = new Set(["sessions", "prefix", "weights"]);
+  // the sizing targets: only /api/size reads them (with Sessions wanted as the load)
+  const SIZE_FIELDS = ["ttft", "itl"];
   // an option named in an error message -> the field that sets it
   const OPTION_FIELD = {
     model: "model", gpu: "gpu", engine: "engine", "kv-dtype": "kv_dtype", "k-dtype": "kv_dtype",
     "v-dtype": "kv_dtype", context: "context", tokens: "context", sessions: "sessions", prefix: "prefix",
-    tp: "tp", weights: "weights",
+    tp: "tp", weights: "weights", ttft: "ttft", itl: "itl",
   };
   const MODEL_ERRORS = new Set(["SourceError", "ConfigError", "UnknownArchitectureError"]);
   const CAPS = [4096, 8192, 16384, 32768, 65536, 131072];
@@ -57,6 +59,11 @@
     return int(b) + " B";
   }
   const tokens = (n) => (!known(n) ? DASH : n % 1024 === 0 ? `${n / 1024}K` : int(n));
+  const fixed = (x, digits) =>
+    x.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+  // a latency as kvbudget report writes one (report/sections.py seconds): milliseconds under a second, else seconds
+  const seconds = (x) => (!known(x) ? DASH : x < 1 ? `${fixed(x * 1000, 1)} ms` : `${fixed(x, 2)} s`);
+  const perSecond = (x) => (known(x) ? fixed(x, 1) : DASH);
   // a price as kvbudget compare writes it (cli/compare.py _money): "-" when there is none, 4 decimals under 1
   function money(x) {
     if (!known(x)) return "-";
@@ -136,12 +143,12 @@
     const lead = message.match(/^--([a-z][a-z0-9-]*)/);
     if (lead && OPTION_FIELD[lead[1]]) return OPTION_FIELD[lead[1]];
     const named = [...message.matchAll(/--([a-z][a-z0-9-]*)/g)].map((m) => OPTION_FIELD[m[1]] || m[1]);
-    if (named.length && named.every((f) => f === named[0]) && FIELDS.includes(named[0])) return named[0];
+    if (named.length && named.every((f) => f === named[0]) && [...FIELDS, ...SIZE_FIELDS].includes(named[0])) return named[0];
     if (MODEL_ERRORS.has(kind)) return "model";
     return null;
   }
   function clearErrors() {
-    for (const f of FIELDS) {
+    for (const f of [...FIELDS, ...SIZE_FIELDS]) {
       $(`${f}-error`).textContent = "";
       $(f).removeAttribute("aria-invalid");
     }
@@ -370,6 +377,72 @@
       (r.warnings || []).map((w) => node("li", { text: `${r.gpu}: ${w}` }))));
   }
 
+  // kvbudget speed at the sessions the plan holds (every replica full): what a session would feel at that load
+  function renderLatency(speed, why) {
+    const line = $("latency-line"), basis = $("latency-basis");
+    $("latency-shape").textContent = "";
+    if (!speed) {
+      line.textContent = why;
+      basis.textContent = "";
+      return;
+    }
+    if (!speed.ok) {
+      line.textContent = "not computed";
+      optionsWhole(basis, `kvbudget speed: ${speed.doc.error.message}`);
+      return;
+    }
+    const s = speed.doc;
+    $("latency-shape").textContent =
+      `${int(s.isl)}-token prompts, ${int(s.osl)} tokens out, ${int(s.concurrency)} requests in flight`;
+    line.replaceChildren("TTFT ", node("b", { text: seconds(s.ttft_s) }), " · inter-token ",
+      node("b", { text: seconds(s.itl_s) }),
+      ` · ${perSecond(s.decode_tokens_per_s_per_request)} tokens/s per session at ${int(s.batch_per_replica)} ` +
+      `sessions per replica · binds: ${s.binding}`);
+    const warned = s.warnings.length ? ` · ${s.warnings.join(" · ")}` : "";
+    basis.textContent = `${s.provenance} (kvbudget speed, the roofline): ${s.compute_basis}; efficiencies: ` +
+      `${s.efficiency.basis}${warned}`;
+  }
+
+  // kvbudget size for Sessions wanted over the GPUs compared: the deployments that meet it, cheapest first
+  function renderSizing(size) {
+    const section = $("sizing-section");
+    section.hidden = !size;
+    $("sizing-error").textContent = "";
+    $("sizing-unmet").replaceChildren();
+    $("recommendation").textContent = "";
+    $("sizing-load").textContent = "";
+    if (!size) return;
+    if (!size.ok) {
+      const field = fieldFor(size.doc);
+      if (SIZE_FIELDS.includes(field)) showError(size.doc, field);
+      else optionsWhole($("sizing-error"), `Error: ${size.doc.error.message}`);
+      $("sizing").replaceChildren();
+      return;
+    }
+    const s = size.doc;
+    const targets = [["TTFT", s.targets.ttft_s], ["inter-token", s.targets.itl_s]]
+      .filter(([, v]) => known(v)).map(([what, v]) => `${what} at most ${seconds(v)}`);
+    $("sizing-load").textContent = `${int(s.sessions)} sessions at peak (whole deployment) at a ${tokens(s.context)} cap` +
+      (targets.length ? `, ${targets.join(", ")}` : ", no latency targets");
+    const head = ["deployment", "GPUs", "replicas", "per replica mem/lat", "binds", "spare", "TTFT", "inter-token",
+      "$/h", "$/session-h"];
+    fillTable($("sizing"), head, s.deployments.map((d) => [
+      `${d.model}${d.weights ? ` ${d.weights}` : ""} ${d.engine}`,
+      `${d.gpu} x ${int(d.gpus)}${d.tp > 1 ? ` tp${d.tp}` : ""}`,
+      int(d.replicas),
+      `${int(d.sessions_per_replica_memory)}/${int(d.sessions_per_replica_latency)}`,
+      d.binding,
+      `+${int(d.headroom_sessions)}`,
+      seconds(d.latency ? d.latency.ttft_s : null),
+      seconds(d.latency ? d.latency.itl_s : null),
+      money(d.cost_per_hour),
+      money(d.cost_per_session_hour),
+    ]));
+    $("sizing-unmet").replaceChildren(...s.unmet.map((d) =>
+      node("li", { text: `${d.model} ${d.engine} on ${d.gpu}, tp ${d.tp}: ${d.unmet}` })));
+    $("recommendation").textContent = s.recommendation;
+  }
+
   function renderLevers(levers) {
     if (!levers.ok) {
       fillTable($("levers"), ["levers"], [[`Error: ${levers.doc.error.message}`]]);
@@ -431,23 +504,35 @@
     const p = params();
     const shared = ["model", "engine", "kv_dtype", "tp", "weights", "prefix"];
     const prices = priceParams(p);
-    const share = query({ ...p, compare: state.extra.join(","), price: prices });
+    const targets = Object.fromEntries(SIZE_FIELDS.map((f) => [f, $(f).value.trim()]));
+    const share = query({ ...p, ...targets, compare: state.extra.join(","), price: prices });
     history.replaceState(null, "", `?${share}`);
     $("api-link").href = `api/plan?${query(p)}`;
     const caps = [...CAPS.map(String), p.context].join(",");
     const compareParams = { ...pick(p, shared), gpu: compared(p).join(","), context: caps };
-    let results, priceError = null;
+    const sizeParams = {
+      ...pick(p, ["model", "engine", "kv_dtype", "tp", "weights", "context", "sessions"]),
+      ...targets, gpu: compared(p).join(","), price: prices,
+    };
+    let results, speed = null, priceError = null;
     try {
       results = await Promise.all([
         call("plan", p, controller.signal),
         call("cost", { ...pick(p, ["model", "engine", "kv_dtype", "tp"]), tokens: p.context }, controller.signal),
         call("levers", p, controller.signal),
         call("compare", { ...compareParams, price: prices }, controller.signal),
+        p.sessions ? call("size", sizeParams, controller.signal) : null,
       ]);
       // a bad price is compare's error for the whole command: shown under its field, the rest drawn without prices
       if (!results[3].ok && prices.length && priceField(results[3].doc)) {
         priceError = results[3].doc;
         results[3] = await call("compare", compareParams, controller.signal);
+        if (results[4]) results[4] = await call("size", { ...sizeParams, price: [] }, controller.signal);
+      }
+      // the speed model at the planned sessions: as many requests in flight as the plan holds over its replicas
+      if (results[0].ok && results[0].doc.total_sessions > 0) {
+        const deployment = pick(p, ["model", "gpu", "engine", "kv_dtype", "tp", "weights", "prefix"]);
+        speed = await call("speed", { ...deployment, concurrency: results[0].doc.total_sessions }, controller.signal);
       }
     } catch (err) {
       if (err.name === "AbortError") return;
@@ -458,7 +543,7 @@
       return;
     }
     if (generation !== state.generation) return;
-    const [plan, cost, levers, compare] = results;
+    const [plan, cost, levers, compare, size] = results;
     clearErrors();
     if (priceError) {
       const li = priceField(priceError);
@@ -480,6 +565,8 @@
       view.refused = true;
       $("results").classList.remove("stale");
       for (const id of PLAN_SECTIONS) $(id).hidden = true;
+      renderLatency(null, "the deployment is refused: there is no load to time");
+      renderSizing(size);
       renderRefusedHeadline(view);
       renderPerToken(cost, null);
       renderCurve(compare, view);
@@ -496,6 +583,8 @@
     renderCompare(compare, view);
     renderLevers(levers);
     renderCommands(plan.doc, p.engine);
+    renderLatency(speed, "no session fits at the cap: there is no load to time");
+    renderSizing(size);
     document.body.dataset.state = "ready";
   }
 
@@ -591,13 +680,13 @@
     $("gpu-add").append(...options.map(([id, label]) => node("option", { value: id, text: label })));
     $("gpu").value = "h100-sxm";
     const given = new URLSearchParams(location.search);
-    for (const f of FIELDS) if (given.has(f)) $(f).value = given.get(f);
+    for (const f of [...FIELDS, ...SIZE_FIELDS]) if (given.has(f)) $(f).value = given.get(f);
     for (const item of given.getAll("price")) {
       const at = item.indexOf("=");
       if (at > 0) state.prices.set(item.slice(0, at), item.slice(at + 1));
     }
     for (const id of (given.get("compare") || "").split(",")) addGpu(id.trim());
-    for (const f of FIELDS) {
+    for (const f of [...FIELDS, ...SIZE_FIELDS]) {
       $(f).addEventListener("input", () => schedule());
       $(f).addEventListener("change", () => schedule());
     }

@@ -1,0 +1,173 @@
+"""The rows and lines of the report's Latency and Sizing sections, shared by the HTML page and the Markdown (each
+escapes them as it writes them: none of this text is markup). Every figure is read from the answer it belongs
+to (``kvbudget speed``, ``simulate`` and ``size`` --json); here they are only formatted."""
+
+from __future__ import annotations
+
+from kvbudget.render.compare import money
+from kvbudget.report.data import Report
+from kvbudget.units import format_tokens
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
+if TYPE_CHECKING:
+    from kvbudget.plan.sizing import Candidate, Sizing
+
+LATENCY_HEADERS = ["latency", "sessions per replica", "TTFT", "inter-token", "tokens/s per session", "binds", "from"]
+SIZING_HEADERS = [
+    "deployment",
+    "GPUs",
+    "replicas",
+    "per replica mem/lat",
+    "binds",
+    "spare",
+    "TTFT",
+    "inter-token",
+    "$/h",
+    "$/session-h",
+]
+
+
+def seconds(value: float | None) -> str:
+    """A latency as the page and the report write it: milliseconds under a second, else seconds."""
+    if value is None:
+        return "-"
+    return f"{value * 1e3:,.1f} ms" if value < 1 else f"{value:,.2f} s"
+
+
+def per_second(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def latency_card(report: Report) -> tuple[str, str]:
+    """The latency card: its value and how it was found."""
+    latency = report.latency
+    if latency is None or latency.planned is None:
+        why = latency.unavailable if latency is not None and latency.unavailable else "not computed"
+        return "-", f"no latency at the planned sessions: {why}"
+    s = latency.planned
+    return (
+        f"TTFT {seconds(s.ttft_s)} · ITL {seconds(s.itl_s)}",
+        f"at {s.batch:,} sessions per replica, {s.decode_tokens_per_s_per_request:,.1f} tokens/s each; {s.binding}; "
+        "computed (kvbudget speed's roofline)",
+    )
+
+
+def latency_rows(report: Report) -> list[list[str]]:
+    latency = report.latency
+    rows: list[list[str]] = []
+    if latency is not None and latency.planned is not None:
+        s = latency.planned
+        rows.append(
+            [
+                "at the planned sessions",
+                f"{s.batch:,}",
+                seconds(s.ttft_s),
+                seconds(s.itl_s),
+                per_second(s.decode_tokens_per_s_per_request),
+                s.binding,
+                "computed: kvbudget speed",
+            ]
+        )
+    simulated = latency.simulated if latency is not None else None
+    if simulated is not None and report.simulated is not None:
+        speeds = simulated.speeds
+        pre, dec = speeds.get("prefill"), speeds.get("decode")
+        source = (
+            f"simulated; speeds: prefill {pre.get('provenance')}, decode {dec.get('provenance')}"
+            if isinstance(pre, dict) and isinstance(dec, dict)
+            else "simulated"
+        )
+        running = f"{report.simulated.mean_concurrency:,.1f} mean in flight"
+        for label, q, out in (("simulated p50", "p50", "p50"), ("simulated p99", "p99", "slowest_1pct")):
+            rows.append(
+                [
+                    label,
+                    running,
+                    seconds(simulated.quantile("ttft_s", q)),
+                    seconds(simulated.quantile("itl_s", q)),
+                    per_second(simulated.quantile("output_tokens_per_s_per_session", out)),
+                    "-",
+                    source,
+                ]
+            )
+    return rows
+
+
+def latency_notes(report: Report) -> list[str]:
+    """What the latency figures rest on: the request shape, the speed model's basis, the simulator's speeds."""
+    latency = report.latency
+    if latency is None:
+        return []
+    notes: list[str] = []
+    if latency.planned is not None:
+        s = latency.planned
+        notes += [
+            f"At the planned sessions: {s.concurrency:,} requests in flight over {s.replicas:,} "
+            f"replica{'s' if s.replicas != 1 else ''}; {latency.shape}. TTFT: the prompt's own prefill and one decode "
+            "iteration; inter-token: the cycle of every session's prefill and decode iterations over the output "
+            "tokens (all sessions generating at once, the worst case).",
+            f"Computed (kvbudget speed): {s.compute_basis}; efficiencies: {s.efficiency.basis}.",
+            f"Not modelled: {', '.join(s.not_modelled)}.",
+            *s.warnings,
+        ]
+    elif latency.unavailable:
+        notes.append(f"No latency at the planned sessions: {latency.unavailable}")
+    if latency.simulated is not None:
+        from kvbudget.render.simulate import speed_lines
+
+        notes += [line.strip() for line in speed_lines(latency.simulated.speeds)]
+    else:
+        notes.append("Simulated latency (TTFT and inter-token p50 / p99): give --workload FILE to run the simulator.")
+    return notes
+
+
+def _what(c: Candidate) -> str:
+    name = c.plan.inputs.spec.name if c.plan else c.choice.model
+    engine = c.plan.inputs.engine.label if c.plan else c.choice.engine
+    weights = f" {c.choice.weights}" if c.choice.weights else ""
+    kv = f" kv {c.choice.kv_dtype}" if c.choice.kv_dtype != "auto" else ""
+    return f"{name}{weights} {engine}{kv}"
+
+
+def sizing_heading(s: Sizing) -> str:
+    load = f"{s.sessions:,} concurrent sessions at peak" if s.sessions else f"{s.rate_per_s:g} new sessions/s"
+    targets = [f"TTFT at most {seconds(s.ttft_s)}"] if s.ttft_s is not None else []
+    targets += [f"inter-token at most {seconds(s.itl_s)}"] if s.itl_s is not None else []
+    return (
+        f"Sized for {load} (whole deployment) at a {format_tokens(s.context)} cap, "
+        + (", ".join(targets) if targets else "no latency targets")
+        + f"; request shape: {s.shape.basis}."
+    )
+
+
+def sizing_rows(s: Sizing) -> list[list[str]]:
+    """The deployments that meet the load, cheapest first (``size``'s order)."""
+    rows = []
+    for c in s.met:
+        rows.append(
+            [
+                _what(c),
+                f"{c.choice.gpu} x {c.gpus}" + (f" tp{c.choice.tp}" if c.choice.tp > 1 else ""),
+                f"{c.replicas:,}",
+                f"{c.memory_sessions:,}/{c.latency_sessions:,}",
+                c.binding,
+                f"+{c.headroom:,}",
+                seconds(c.latency.ttft_s) if c.latency else "-",
+                seconds(c.latency.itl_s) if c.latency else "-",
+                money(c.cost_per_hour),
+                money(c.cost_per_session_hour),
+            ]
+        )
+    return rows
+
+
+def sizing_unmet(s: Sizing) -> list[str]:
+    return [f"{_what(c)} on {c.choice.gpu}, tp {c.choice.tp}: {c.unmet}" for c in s.unmet]
+
+
+SIZING_KEY = (
+    "per replica mem/lat: sessions one replica holds in memory at the cap (plan, the worst case reserved) / runs "
+    "within the latency targets (speed's roofline, computed); binds: what set the replicas (memory; prefill: TTFT; "
+    "decode: inter-token latency); spare: sessions held beyond the peak; TTFT, inter-token: at the load each "
+    "replica runs (computed); $/session-h: $/h over the peak sessions."
+)
