@@ -129,7 +129,7 @@ def profiled_overhead(
 ) -> Overhead:
     """non-torch + max(activation peak, sampler peak) [+ CUDA graphs]; the plan reserves the high end."""
     hidden, inter, vocab = dims(spec)
-    act = _activations(spec, tp, batched)
+    act, moe = _activations(spec, tp, batched), moe_workspace(spec, tp, batched)
     sequences = min(seqs, batched)
     sampler_peak = sampler_bytes(spec, sequences, sampler)
     graph = GRAPHS if graphs else (0, 0)
@@ -142,11 +142,7 @@ def profiled_overhead(
         f"vLLM's profile run: the larger of the activations at {batched:,} batched tokens"
         + (f" ({batched_basis})" if batched_basis else "")
         + f" x 1.0-1.35 (hidden {hidden}, "
-        + (
-            f"fused-MoE buffers {moe_workspace(spec, tp, batched):,} B"
-            if moe_workspace(spec, tp, batched)
-            else f"intermediate {inter}"
-        )
+        + (f"fused-MoE buffers {moe:,} B" if moe else f"intermediate {inter}")
         + f") and the sampler at {sequences:,} sequences "
         f"({seqs_basis}) x vocab {vocab:,} x {_sampler_words(sampler, spec, sequences)} = {sampler_peak:,} B"
         + ", non-torch 0.15-0.4 GiB"
