@@ -12,7 +12,15 @@ SRC = ROOT / "src" / "kvbudget"
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 PY_FILES = {p.name for d in ("src", "bench", "tests") for p in (ROOT / d).rglob("*.py")}
 # Files of the engines' own source trees the docs cite (TensorRT-LLM, SGLang), not kvbudget's.
-UPSTREAM = {"_util.py", "resource_manager.py", "mxfp4.py", "schedule_batch.py", "collector.py"}
+UPSTREAM = {
+    "_util.py",
+    "resource_manager.py",
+    "mxfp4.py",
+    "schedule_batch.py",
+    "collector.py",
+    "topk_topp_sampler.py",  # vLLM v1/sample/ops: the sampler paths of docs/measure.md
+    "fused_moe.py",  # vLLM model_executor/layers/fused_moe
+}
 PY_PATHS = {p.relative_to(SRC).as_posix() for p in SRC.rglob("*.py")}
 
 

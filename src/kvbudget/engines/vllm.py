@@ -65,7 +65,7 @@ from kvbudget.engines.vllm_pool import (
     num_blocks,
     report_lines,
 )
-from kvbudget.engines.vllm_profile import profiled_overhead, v0_profiled_overhead
+from kvbudget.engines.vllm_profile import profiled_overhead, sampler_path, v0_profiled_overhead
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model.spec import (
     ChunkedLocal,
@@ -636,7 +636,14 @@ class Rules(EngineRules):
             return activation_overhead(spec, tp=tp, batched=batched, batched_basis=batched_basis, graphs=graphs)
         seqs, seqs_basis = vllm_memory.max_num_seqs(gpu_memory, gpu_label)
         return profiled_overhead(
-            spec, tp=tp, batched=batched, batched_basis=batched_basis, seqs=seqs, seqs_basis=seqs_basis, graphs=graphs
+            spec,
+            tp=tp,
+            batched=batched,
+            batched_basis=batched_basis,
+            seqs=seqs,
+            seqs_basis=seqs_basis,
+            graphs=graphs,
+            sampler=sampler_path(self.version),
         )
 
     def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:

@@ -5,13 +5,23 @@ determine_available_memory, gpu_model_runner.py profile_run):
 
 * profile_run runs ``_dummy_run(max_num_batched_tokens)`` (the activation peak: hidden and MLP activations of
   the batch), then ``_dummy_sampler_run`` on the hidden states of ``min(max_num_seqs, max_num_batched_tokens)``
-  requests: fp32 logits of that many sequences x the full vocabulary, with top-k and top-p set for every request
-  (the PyTorch path sorts them: sorted values, int64 indices, probabilities). The two runs follow each other, so
-  the torch peak is the larger of the two, not their sum.
-* The sampler's bytes per (sequence, vocabulary entry) are fitted, not read: 37 B reproduces vLLM 0.10.1's
-  refusal of gpt-oss-120b on one H100 ("Available KV cache memory: -2.14 GiB", issue #23278, with the weights as
-  loaded, weights/loaded.py); 4 B of fp32 logits + 4 B sorted values + 8 B int64 indices + fp32 softmax, cumsum
-  and probabilities account for ~30 B. docs/measure.md gives the error on the logs it was not fitted on.
+  requests: fp32 logits of that many sequences x the full vocabulary, with top-k and top-p set for every request.
+  The two runs follow each other, so the torch peak is the larger of the two, not their sum.
+* Which top-k/top-p sampler runs decides the sampler's bytes per (sequence, vocabulary entry)
+  (v1/sample/ops/topk_topp_sampler.py, per version; ``sampler_path``):
+  - the PyTorch-native path sorts the logits (fp32 values + int64 indices), then softmax, cumsum, scatter,
+    probabilities and exponential noise: 37 B, fitted on vLLM 0.10.1's refusal of gpt-oss-120b on one H100
+    ("Available KV cache memory: -2.14 GiB", issue #23278, with the weights as loaded, weights/loaded.py);
+  - FlashInfer's kernel sorts nothing: the bf16 logits (2 B), their fp32 copy (4 B), FlashInfer's top-k-masked
+    logits (4 B) and its softmax probabilities (4 B) = 14 B, read from flashinfer sampling.py
+    top_k_top_p_sampling_from_logits (top_k_mask_logits, then softmax, then top_p_sampling_from_probs).
+  vLLM 0.8 turned FlashInfer sampling off for FlashInfer >= 0.2.3 (PR #14815); 0.9-0.11.0 use it whenever
+  flashinfer-python is installed (PR #15777), but their wheels list it only as an extra (``vllm[flashinfer]``;
+  the wheel metadata of 0.10.1, 0.10.2 and 0.11.0), so a plain install samples natively; 0.11.1 made
+  flashinfer-python a dependency and turned the sampler off by default (PR #26859); PR #40376 (merged
+  2026-04-20, after 0.19.0) turned it back on by default, so kvbudget reads it as on from 0.20 (the exact
+  release is not pinned). Where the path depends on the installation (0.9-0.11.0) the plan keeps the native
+  figure, which errs toward a smaller pool, and says how much less FlashInfer keeps.
 * The activation factor, non-torch memory and CUDA-graph range are engines/overhead.py's measured ranges.
 
 V0 (before 0.8) profiles differently (worker/model_runner.py profile_run): one forward of
@@ -25,36 +35,116 @@ tokens, 1.23x and 1.24x) + 256 fp32 logits rows + non-torch memory; the batch is
 
 from __future__ import annotations
 
+from typing import Literal
+
+from kvbudget.engines.base import version_tuple
 from kvbudget.engines.overhead import ACT_FACTOR, GRAPHS, NON_TORCH, Overhead, activations, dims
 from kvbudget.model.spec import ModelSpec
 
+Sampler = Literal["native", "flashinfer", "flashinfer if installed"]
+
 V0_ACT_FIT = 1.23  # V0 activation peak / (T x (4 hidden + 2 intermediate / tp) x 2 B), issue #10517 (fit split)
 V0_SEQUENCES = 256  # V0 SchedulerConfig max_num_seqs default: one fp32 logits row each in the dummy sampler run
-SAMPLER_BYTES = 37  # per (profiled sequence, vocab entry); fitted on vLLM 0.10.1 gpt-oss-120b H100 (issue #23278)
+SAMPLER_BYTES = (
+    37  # native path, per (profiled sequence, vocab entry); fitted on vLLM 0.10.1 gpt-oss-120b H100 (#23278)
+)
+FLASHINFER_BYTES = (
+    14  # bf16 logits 2 + fp32 logits 4 + top-k-masked logits 4 + probabilities 4 (flashinfer sampling.py)
+)
 FITTED_ON = "gpt-oss-120b on an H100, vLLM 0.10.1 (github.com/vllm-project/vllm/issues/23278)"
+FLASHINFER_IF_INSTALLED = ((0, 9), (0, 11, 1))  # PR #15777 (on when importable) .. PR #26859 (off by default)
+FLASHINFER_DEFAULT_SINCE = (0, 20)  # PR #40376 "Enable FlashInfer top-k/top-p sampler by default", after 0.19.0
 
 
-def sampler_bytes(spec: ModelSpec, sequences: int) -> int:
+def sampler_path(version: str) -> Sampler:
+    """The top-k/top-p sampler vLLM ``version`` runs by default (topk_topp_sampler.py; module docstring)."""
+    v = version_tuple(version)
+    if v[:2] >= FLASHINFER_DEFAULT_SINCE:
+        return "flashinfer"
+    low, high = FLASHINFER_IF_INSTALLED
+    return "flashinfer if installed" if low <= v < high else "native"
+
+
+def sampler_bytes(spec: ModelSpec, sequences: int, path: Sampler = "native") -> int:
     """The dummy sampler run's peak: every rank samples from the full vocabulary (logits are gathered)."""
-    return sequences * dims(spec)[2] * SAMPLER_BYTES
+    per_entry = FLASHINFER_BYTES if path == "flashinfer" else SAMPLER_BYTES
+    return sequences * dims(spec)[2] * per_entry
+
+
+def _config_int(spec: ModelSpec, *keys: str) -> int:
+    for key in keys:
+        value = spec.config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return 0
+
+
+def moe_workspace(spec: ModelSpec, tp: int, batched: int) -> int:
+    """The fused-MoE buffers of the dummy forward, per GPU (0 for a dense model).
+
+    vLLM's fused_moe.py (fused_experts_impl) allocates, for M tokens routed to top-k experts, N = the expert width
+    per GPU and K = hidden: intermediate_cache1 (M, topk, 2N), intermediate_cache2 (M x topk, N) and
+    intermediate_cache3 (M, topk, K) in the activation dtype (2 B). M is the batch (the chunk,
+    VLLM_FUSED_MOE_CHUNK_SIZE, is larger than every default batch)."""
+    experts = _config_int(spec, "num_local_experts", "num_experts", "n_routed_experts")
+    topk = _config_int(spec, "num_experts_per_tok")
+    if not (experts and topk):
+        return 0
+    hidden = _config_int(spec, "hidden_size")
+    width = _config_int(spec, "moe_intermediate_size", "intermediate_size") // max(tp, 1)
+    return batched * topk * (2 * width + width + hidden) * 2
+
+
+def _activations(spec: ModelSpec, tp: int, batched: int) -> int:
+    """The dummy forward's activations: a MoE model's MLP is its fused-expert buffers, not a dense MLP."""
+    moe = moe_workspace(spec, tp, batched)
+    if not moe:
+        return activations(spec, tp, batched)
+    return batched * 4 * dims(spec)[0] * 2 + moe
+
+
+def _sampler_words(path: Sampler, spec: ModelSpec, sequences: int) -> str:
+    if path == "flashinfer":
+        return f"{FLASHINFER_BYTES} B (FlashInfer top-k/top-p, vLLM's default from 0.20: no sort)"
+    words = f"{SAMPLER_BYTES} B (the native sort path; the constant fitted on {FITTED_ON})"
+    if path == "flashinfer if installed":
+        less = sampler_bytes(spec, sequences) - sampler_bytes(spec, sequences, "flashinfer")
+        words += (
+            f"; with flashinfer-python installed (vllm[flashinfer], the vLLM container) this version samples with "
+            f"FlashInfer and keeps up to {less / 2**30:.2f} GiB less: boot once and calibrate"
+        )
+    return words
 
 
 def profiled_overhead(
-    spec: ModelSpec, *, tp: int, batched: int, batched_basis: str, seqs: int, seqs_basis: str, graphs: bool
+    spec: ModelSpec,
+    *,
+    tp: int,
+    batched: int,
+    batched_basis: str,
+    seqs: int,
+    seqs_basis: str,
+    graphs: bool,
+    sampler: Sampler = "native",
 ) -> Overhead:
     """non-torch + max(activation peak, sampler peak) [+ CUDA graphs]; the plan reserves the high end."""
     hidden, inter, vocab = dims(spec)
-    act = activations(spec, tp, batched)
+    act, moe = _activations(spec, tp, batched), moe_workspace(spec, tp, batched)
     sequences = min(seqs, batched)
-    sampler = sampler_bytes(spec, sequences)
+    sampler_peak = sampler_bytes(spec, sequences, sampler)
     graph = GRAPHS if graphs else (0, 0)
-    low = NON_TORCH[0] + max(int(ACT_FACTOR[0] * act), sampler) + graph[0]
-    high = NON_TORCH[1] + max(int(ACT_FACTOR[1] * act), sampler) + graph[1]
+    # where the sampler depends on the installation, the range reaches down to FlashInfer's figure, so a pool within
+    # that difference of zero or of a session boundary is flagged near the edge (plan/edge.py)
+    low_sampler = sampler_bytes(spec, sequences, "flashinfer") if sampler == "flashinfer if installed" else sampler_peak
+    low = NON_TORCH[0] + max(int(ACT_FACTOR[0] * act), low_sampler) + graph[0]
+    high = NON_TORCH[1] + max(int(ACT_FACTOR[1] * act), sampler_peak) + graph[1]
     basis = (
         f"vLLM's profile run: the larger of the activations at {batched:,} batched tokens"
         + (f" ({batched_basis})" if batched_basis else "")
-        + f" x 1.0-1.35 (hidden {hidden}, intermediate {inter}) and the sampler at {sequences:,} sequences "
-        f"({seqs_basis}) x vocab {vocab:,} x {SAMPLER_BYTES} B ({sampler:,} B; the constant fitted on {FITTED_ON})"
+        + f" x 1.0-1.35 (hidden {hidden}, "
+        + (f"fused-MoE buffers {moe:,} B" if moe else f"intermediate {inter}")
+        + f") and the sampler at {sequences:,} sequences "
+        f"({seqs_basis}) x vocab {vocab:,} x {_sampler_words(sampler, spec, sequences)} = {sampler_peak:,} B"
         + ", non-torch 0.15-0.4 GiB"
         + (", CUDA graphs 0.1-0.9 GiB" if graphs else "")
         + "; measure it (calibrate, plan --from-log) or pass --overhead"
