@@ -86,7 +86,8 @@ KINDS: dict[str, str] = {
     "--loadtest": "path", "--log": "path", "--out": "out", "--plot": "out", "--time-series": "out", "--check": "path",
     "--upstream": "url", "--from-plan": "path", "--cap": "tokens", "--idle-timeout": "seconds",
     "--queue-timeout": "seconds", "--upstream-timeout": "seconds", "--max-queue": "count", "--max-body": "memory",
-    "--record": "out", "--isl": "tokens", "--osl": "tokens", "--concurrency": "sessions", "--speed-from": "path",
+    "--record": "out", "--alerts": "out", "--isl": "tokens", "--osl": "tokens", "--concurrency": "sessions",
+    "--speed-from": "path",
 }  # fmt: skip
 # what each path option reads (its hostile files are that reader's); --check of coverage/simulate is named there
 READS: dict[str, str] = {
