@@ -160,3 +160,20 @@ async def redis_keys(redis: Redis) -> set[str]:
         return {key.rsplit(":", 1)[1] for key in await client.keys("kvbudget:gateway:*")}
     finally:
         await client.aclose()
+
+
+def test_in_redis_requests_of_a_replica_that_died_do_not_hold_an_ended_session(redis: Redis) -> None:
+    async def scenario() -> None:
+        ended: list[tuple[str, str]] = []
+        dead = replica(redis, ended)
+        await dead.wait("s")  # in flight when its replica dies: never released, never refreshed again
+        await dead.close()
+        live = replica(redis, ended, stale_s=0.3)
+        assert await live.finish("s")  # seen just now: its request may still run somewhere, the end waits
+        assert (await live.counts()).resident == {UP: 1} and ended == []
+        await asyncio.sleep(0.5)  # past stale_s without a refresh (only longer under load: the outcome holds)
+        assert await live.finish("s")
+        assert ended == [("s", "ended")] and (await live.counts()).resident == {UP: 0}
+        await live.close()
+
+    asyncio.run(scenario())

@@ -15,7 +15,9 @@ A slot is freed by ``remove`` only, which does nothing for a session no longer r
 request's end (``DELETE`` against the last ``leave``, or two replicas ending one session) frees it once; and a
 request's ``leave`` for a session already gone creates nothing (the flight count lives only while resident).
 A session granted from the queue is ``claim``-ed until its replica's poll counts its requests in flight, so an
-end arriving between the grant and that poll waits for them too.
+end arriving between the grant and that poll waits for them too. Requests counted by a replica that died never
+leave: a session in flight but not seen for ``stale`` ms (the live replicas refresh theirs every second) is no
+longer held up by them, so an end frees it at once, as it did before requests were counted.
 """
 
 from __future__ import annotations
@@ -71,8 +73,13 @@ local function remove(s)  -- the one place a slot is freed: nothing for a sessio
   hold(s, -1)
   return state
 end
-local function busy(s)  -- requests of the session in flight on some replica, or granted and not yet polled
-  return tonumber(redis.call('HGET', flight, s) or '0') > 0 or redis.call('HEXISTS', claim, s) == 1
+local function busy(s)  -- requests of the session in flight on a live replica, or granted and not yet polled
+  if tonumber(redis.call('HGET', flight, s) or '0') <= 0 and redis.call('HEXISTS', claim, s) == 0 then
+    return false
+  end
+  -- a replica refreshes 'seen' of its sessions in flight at least once a second: not seen for 'stale' ms, the
+  -- replica that counted them died (its requests will never leave), so they hold nothing up
+  return tonumber(redis.call('ZSCORE', seen, s) or '0') > now - stale
 end
 local function prune()
   for _, s in ipairs(redis.call('ZRANGEBYSCORE', beat, '-inf', now - stale)) do
