@@ -11,8 +11,10 @@ reported per concurrency: time to first byte and to the last byte, p50 and p99, 
 and the added p50/p99 (gateway minus direct, of the same percentile). The upstream runs in its own process so
 that the direct call crosses processes as a call to an engine does: with the upstream inside the client's event
 loop, a direct call never waited for the scheduler, and on an oversubscribed machine each wake-up of another
-process costs milliseconds, which the "added" figure then wrongly charged to the gateway. Measured, on whatever machine runs it: a
-shared 2-core machine makes the 64-stream figures mostly queueing on the CPU. Results: one JSON document.
+process costs milliseconds, which the "added" figure then wrongly charged to the gateway. Also reported: the
+gateway process's own CPU time per request (user + system, /proc), its cost whatever the machine's load.
+Measured, on whatever machine runs it: a shared 2-core machine makes the 64-stream figures mostly queueing on
+the CPU. Results: one JSON document.
 
 Also measured: the memory of 10,000 resident sessions in the gateway's own structures (admission state with a
 pending trace row each, as under ``--record``), by tracemalloc, in this process.
