@@ -157,7 +157,7 @@ async def redis_keys(redis: Redis) -> set[str]:
 
     client = aioredis.Redis.from_url(redis.url, decode_responses=True)
     try:
-        return {key.rsplit(":", 1)[1] for key in await client.keys("kvbudget:gateway:*")}
+        return {str(key).rsplit(":", 1)[1] for key in await client.keys("kvbudget:gateway:*")}
     finally:
         await client.aclose()
 
