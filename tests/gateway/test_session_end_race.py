@@ -177,3 +177,26 @@ def test_in_redis_requests_of_a_replica_that_died_do_not_hold_an_ended_session(r
         await live.close()
 
     asyncio.run(scenario())
+
+
+def test_in_redis_a_slot_granted_as_its_waiter_gives_up_goes_to_the_next(redis: Redis) -> None:
+    async def scenario() -> None:
+        ended: list[tuple[str, str]] = []
+        a, b = replica(redis, ended), replica(redis, ended)
+        holder = await a.wait("holder")
+        assert (await b._call("queue", "w"))[0] == "queued"  # b's waiter, before b's poll runs
+        await a.release(holder)
+        assert await a.finish("holder")  # "w" is granted the slot in the same script
+        await b._call("give_up", "w")  # its queue time ran out before b's poll saw the grant
+        assert (await a.counts()).resident == {UP: 0}  # not held until the idle timeout by nobody's request
+        holder = await a.wait("holder")
+        assert (await b._call("queue", "x"))[0] == "queued"
+        await a.release(holder)
+        assert await a.finish("holder")  # "x" is granted the slot
+        assert await b._call("poll", ids=["x", "2"]) == [UP]  # two requests of "x" counted: both gave up meanwhile
+        assert (await a.counts()).resident == {UP: 1}
+        await b._return("x", 2)
+        assert (await a.counts()).resident == {UP: 0}
+        await asyncio.gather(a.close(), b.close())
+
+    asyncio.run(scenario())

@@ -7,7 +7,8 @@ replica's waiters: heartbeat, grant the queue's head the free slots, which of th
 requests count in ``flight``), ``leave`` (a request is done: its flight count returned, the session's carried
 state written, and the session ended when an end was asked and nothing of it is in flight on any replica),
 ``move`` (a session off an upstream out of health), ``touch`` (sessions seen now), ``end`` (now, or when its
-requests in flight anywhere are done), ``give_up`` (a waiter leaves the queue), ``reap`` (end the sessions idle
+requests in flight anywhere are done), ``give_up`` (a waiter leaves the queue; granted meanwhile, its slot goes
+on), ``drop`` (requests a poll counted that gave up), ``reap`` (end the sessions idle
 past the timeout), ``counts`` and ``retry`` (ms until the soonest idle expiry). The time is Redis's own ``TIME``
 (scripts replicate their effects, Redis >= 5).
 
@@ -192,9 +193,20 @@ elseif op == 'end' then  -- {1, state}: ended now; {2, ''}: when its requests in
 elseif op == 'give_up' then
   if redis.call('ZREM', queue, sid) == 1 then hold(sid, -1) end
   redis.call('ZREM', beat, sid)
-  if redis.call('HDEL', claim, sid) == 1 and redis.call('SISMEMBER', ending, sid) == 1 and not busy(sid) then
-    remove(sid)  -- granted, then given up before its replica polled, and asked to end meanwhile
+  if redis.call('HDEL', claim, sid) == 1 and tonumber(redis.call('HGET', flight, sid) or '0') <= 0 then
+    remove(sid)  -- granted as its waiter gave up (before its replica polled): none of its requests will run
     grant()
+  end
+  return 0
+elseif op == 'drop' then  -- ids: how many requests a poll counted in flight that will not run (they gave up)
+  if redis.call('HEXISTS', where, sid) == 0 then return 0 end
+  if redis.call('HINCRBY', flight, sid, -tonumber(ids[1])) <= 0 then
+    redis.call('HDEL', flight, sid)
+    if redis.call('HEXISTS', claim, sid) == 0 then
+      remove(sid)  -- granted to requests that all gave up: nothing of it ran, the slot goes on
+      grant()
+      return 1
+    end
   end
   return 0
 elseif op == 'reap' then

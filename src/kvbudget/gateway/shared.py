@@ -291,10 +291,11 @@ class SharedAdmission:
         await self.redis.aclose()
 
     async def _return(self, session_id: str, requests: int) -> None:
-        """Requests counted in flight by a poll that no longer run (their clients gave up meanwhile)."""
+        """Requests counted in flight by a poll that no longer run (their clients gave up meanwhile); a session
+        granted to requests that all gave up leaves its slot (nothing of it ran)."""
         with contextlib.suppress(StateUnavailable):
-            for _ in range(requests):
-                await self._call("leave", session_id, ids=["", ""])
+            await self._call("drop", session_id, ids=[str(requests)])
+        self._poll_soon()
 
     # -- the waiters' poll ------------------------------------------------------------------------------------------
 
