@@ -1,14 +1,20 @@
 """Gateway overhead benchmark: the latency ``kvbudget gateway`` adds over a direct call, per streamed request.
 
-A small local upstream (aiohttp, on this machine) answers like llama-server with no model behind it:
+A small local upstream (aiohttp, in a process of its own on this machine, as an engine is) answers like
+llama-server with no model behind it:
 ``/apply-template`` and ``/tokenize`` (the gateway counts every request through them, as it does with a real
 llama-server) and a streamed chat completion of ``EVENTS`` SSE events plus the usage event. The gateway runs as
 its command line (a subprocess, ``--engine llamacpp``). A client (aiohttp) sends streamed requests at 1, 64 and
 512 concurrent streams (``--streams``), each stream a session of its own, directly and through the gateway,
 rounds alternating;
 reported per concurrency: time to first byte and to the last byte, p50 and p99, direct and through the gateway,
-and the added p50/p99 (gateway minus direct, of the same percentile). Measured, on whatever machine runs it: a
-shared 2-core machine makes the 64-stream figures mostly queueing on the CPU. Results: one JSON document.
+and the added p50/p99 (gateway minus direct, of the same percentile). The upstream runs in its own process so
+that the direct call crosses processes as a call to an engine does: with the upstream inside the client's event
+loop, a direct call never waited for the scheduler, and on an oversubscribed machine each wake-up of another
+process costs milliseconds, which the "added" figure then wrongly charged to the gateway. Also reported: the
+gateway process's own CPU time per request (user + system, /proc), its cost whatever the machine's load.
+Measured, on whatever machine runs it: a shared 2-core machine makes the 64-stream figures mostly queueing on
+the CPU. Results: one JSON document.
 
 Also measured: the memory of 10,000 resident sessions in the gateway's own structures (admission state with a
 pending trace row each, as under ``--record``), by tracemalloc, in this process.
@@ -65,6 +71,12 @@ def _upstream_app() -> web.Application:
     return app
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds a process has used (Linux /proc; its clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(share * len(ordered)) - 1))]
@@ -115,16 +127,25 @@ def _summary(times: list[tuple[float, float]]) -> dict[str, float]:
 PER_STREAM = {1: (400, 50), 64: (10, 2), 512: (4, 1)}
 
 
-async def _bench(
-    smoke: bool, engine: str, state: str | None = None, levels: tuple[int, ...] = (1, 64, 512)
-) -> dict[str, Any]:
+async def _serve_upstream() -> None:
+    """The upstream alone, in this process: its URL on stdout, then it serves until killed."""
     runner = web.AppRunner(_upstream_app(), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    upstream = f"http://127.0.0.1:{port}"
+    print(f"http://127.0.0.1:{port}", flush=True)
+    await asyncio.Event().wait()
+
+
+async def _bench(
+    smoke: bool, engine: str, state: str | None = None, levels: tuple[int, ...] = (1, 64, 512)
+) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    server = subprocess.Popen([sys.executable, __file__, "--serve-upstream"], stdout=subprocess.PIPE, text=True,
+                              env=env)  # fmt: skip
+    assert server.stdout is not None
+    upstream = (await asyncio.to_thread(server.stdout.readline)).strip()
     command = [sys.executable, "-m", "kvbudget", "gateway", "--upstream", upstream, "--port", "0",
                "--cap", "1M", "--sessions", "100000", "--engine", engine]  # fmt: skip
     if state is not None:
@@ -144,9 +165,12 @@ async def _bench(
                 each = quick if smoke else full
                 direct: list[tuple[float, float]] = []
                 through: list[tuple[float, float]] = []
+                cpu_s = 0.0  # the gateway's own CPU time over its rounds: its cost, whatever waits the machine adds
                 for r in range(4):  # alternate, so a busy spell hits both alike
                     direct += await _round(client, upstream, streams, max(1, each // 4), f"d{streams}-{r}")
+                    before = _cpu_s(gateway.pid)
                     through += await _round(client, url, streams, max(1, each // 4), f"g{streams}-{r}")
+                    cpu_s += _cpu_s(gateway.pid) - before
                 d, g = _summary(direct), _summary(through)
                 out["concurrency"][str(streams)] = {
                     "requests": len(through),
@@ -154,12 +178,15 @@ async def _bench(
                     "gateway": g,
                     "added_p50_ms": g["total_p50_ms"] - d["total_p50_ms"],
                     "added_p99_ms": g["total_p99_ms"] - d["total_p99_ms"],
+                    "added_ttfb_p50_ms": g["ttfb_p50_ms"] - d["ttfb_p50_ms"],
+                    "gateway_cpu_ms_per_request": cpu_s * 1e3 / len(through),
                 }
         out["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     finally:
         os.kill(gateway.pid, signal.SIGINT)
         gateway.wait(15)
-        await runner.cleanup()
+        server.kill()
+        server.wait(15)
     return out
 
 
@@ -197,15 +224,20 @@ def main() -> int:
     parser.add_argument("--engine", default="llamacpp", help=f"the gateway's --engine ({counting})")
     parser.add_argument("--state", help="the gateway's --state (redis://HOST:PORT/DB: two Redis calls a request)")
     parser.add_argument("--streams", default="1,64,512", help="concurrent streams to measure, e.g. 1,64,512")
+    parser.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)  # the upstream's process
     args = parser.parse_args()
+    if args.serve_upstream:
+        asyncio.run(_serve_upstream())
+        return 0
     levels = tuple(int(part) for part in args.streams.split(",") if part.strip())
     result = asyncio.run(_bench(args.smoke, args.engine, args.state, levels))
     result["memory"] = _session_memory()
     if not args.json:
         for streams, row in result["concurrency"].items():
             print(
-                f"{streams:>3} streams: added p50 {row['added_p50_ms']:.2f} ms, p99 {row['added_p99_ms']:.2f} ms "
-                f"(direct p50 {row['direct']['total_p50_ms']:.2f} ms, gateway {row['gateway']['total_p50_ms']:.2f} ms)"
+                f"{streams:>3} streams: added p50 {row['added_p50_ms']:.2f} ms, p99 {row['added_p99_ms']:.2f} ms, "
+                f"TTFB p50 {row['added_ttfb_p50_ms']:.2f} ms (direct p50 {row['direct']['total_p50_ms']:.2f} ms); "
+                f"gateway CPU {row['gateway_cpu_ms_per_request']:.2f} ms a request"
             )
         memory = result["memory"]
         print(f"{memory['sessions']:,} resident sessions: {memory['bytes'] / 2**20:.1f} MiB "

@@ -66,6 +66,7 @@ class State(Protocol):
     async def counts(self) -> Counts: ...
     async def run(self) -> None: ...
     def local(self) -> Iterable[Session]: ...
+    async def salt(self) -> str | None: ...
     async def close(self) -> None: ...
 
 
@@ -79,6 +80,7 @@ def pick(load: dict[str, int], healthy: Iterable[str], slots: int, order: Sequen
 class Waiter:
     future: asyncio.Future[Session]
     requests: int = 0
+    counted: int = 0  # shared state: of its requests, those the granting poll counted in flight
 
 
 class Admission:
@@ -282,6 +284,10 @@ class Admission:
 
     def local(self) -> Iterable[Session]:
         return list(self.resident.values())
+
+    async def salt(self) -> str | None:
+        """None: the recorder makes a salt of its own (shared.SharedAdmission keeps one in Redis)."""
+        return None
 
     async def close(self) -> None:
         return None

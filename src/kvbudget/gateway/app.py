@@ -82,6 +82,9 @@ class Gateway:
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         self.upstreams.open()
+        if self.recorder is not None:  # with Redis, one salt for every replica (a session hashes the same anywhere)
+            with contextlib.suppress(StateUnavailable):  # else this process's own: rows of one session then differ
+                self.recorder.salt = await self.admission.salt() or self.recorder.salt
         background = [asyncio.create_task(self.admission.run()), asyncio.create_task(self.health.run())]
         try:
             yield
@@ -97,8 +100,9 @@ class Gateway:
             await self.admission.close()
 
     def _ended(self, session: Session, why: str) -> None:
-        if why != FORGOTTEN:  # a session another replica ended: that replica counts it
-            self.metrics.ended.labels(why).inc()
+        if why == FORGOTTEN:  # a session another replica ended: that replica counts it and writes its last row
+            return
+        self.metrics.ended.labels(why).inc()
         if self.recorder is not None:
             self.recorder.end(session)
 

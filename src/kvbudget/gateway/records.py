@@ -2,7 +2,8 @@
 
 A row is written when the session's next step starts (its ``pause_s`` is known then: the next request's
 arrival minus this step's end) or when the session ends (no pause). Rows carry the session id hashed with a
-salt of this gateway process (one id, one hash, within a recording; ids cannot be recovered), ``start_s`` on
+salt of this gateway process (with ``--state redis``, one salt kept in Redis for every replica and restart; one
+id, one hash, within a recording; ids cannot be recovered), ``start_s`` on
 the Unix clock, ``prompt_tokens`` (as the engine reported them, else as counted), ``output_tokens``,
 ``cached_tokens`` (the engine's prefix-cache hits), ``new_tokens``, and, where the cap acted, ``cap`` ("refused",
 "truncated" or "compacted") with ``dropped_tokens``; ``kvbudget trace stats`` reads the file unchanged (it
@@ -19,17 +20,17 @@ from typing import IO
 
 from kvbudget.gateway.admission import Session
 
-_KEY = "record"
+KEY = "record"  # in Session.state (gateway/carried.py carries it through Redis)
 
 
 class Recorder:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, salt: str | None = None) -> None:
         self.path = path
-        self._salt = secrets.token_hex(16)
+        self.salt = salt or secrets.token_hex(16)  # with --state redis: one salt kept in Redis for every replica
         self._file: IO[str] = path.open("a", encoding="utf-8")
 
     def hashed(self, session_id: str) -> str:
-        return hashlib.sha256((self._salt + session_id).encode()).hexdigest()[:16]
+        return hashlib.sha256((self.salt + session_id).encode()).hexdigest()[:16]
 
     def step(
         self,
@@ -43,7 +44,7 @@ class Recorder:
         cap: str | None = None,
         dropped_tokens: int = 0,
     ) -> None:
-        state = session.state.setdefault(_KEY, {"step": 0, "context": None, "pending": None})
+        state = session.state.setdefault(KEY, {"step": 0, "context": None, "pending": None})
         assert isinstance(state, dict)
         pending = state["pending"]
         if pending is not None:
@@ -65,11 +66,11 @@ class Recorder:
             row["dropped_tokens"] = dropped_tokens
         state["step"] += 1
         state["context"] = prompt_tokens + output_tokens
-        state["pending"] = (row, end_s)
+        state["pending"] = [row, end_s]  # a list: it reads back the same from JSON (carried.py)
 
     def end(self, session: Session) -> None:
         """The session ended: its last step has no pause after it."""
-        state = session.state.get(_KEY)
+        state = session.state.get(KEY)
         if isinstance(state, dict) and state["pending"] is not None:
             self._write(state["pending"][0])
             state["pending"] = None

@@ -12,9 +12,16 @@ replicas on hosts with skewed clocks agree on idleness. The keys (one deployment
   heartbeat. A replica polls for its waiters (every ``POLL_S``, at once after a local slot frees); a waiter not
   polled for ``STALE_S`` (its replica died) leaves the queue, so it cannot block the ones behind it.
 
-What stays in each replica's memory: the in-flight count of the requests it relays, and the recorder's state
-of the sessions it has served (``local``). A session stays resident across a gateway restart; requests of one
-session may go through any replica.
+* ``flight``: session -> its requests in flight on all replicas; ``claim``: sessions granted from the queue whose
+  replica has not yet counted their waiting requests; ``ending``: sessions asked to end, which leave their slot
+  when nothing of theirs is in flight (an end and a request's end racing free the slot once: atomic.py);
+* ``carried``: session -> what it carries between steps (its compaction summary, its place in the record:
+  carried.py), written with each request's end and read with the next request's entry, on any replica;
+  ``salt``: the recorder's salt, one for every replica and restart.
+
+Each replica keeps in memory only its own requests in flight (``local``) and the waiters it polls for. A session
+stays resident across a gateway restart, with its summary and its place in the record; requests of one session
+may go through any replica.
 """
 
 from __future__ import annotations
@@ -27,11 +34,12 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from kvbudget.gateway import carried
 from kvbudget.gateway.admission import Counts, Refused, Session, Waiter
 from kvbudget.gateway.atomic import SCRIPT
 
 PREFIX = "kvbudget:gateway:{sessions}:"  # the braces keep every key in one Redis Cluster hash slot
-KEYS = ("where", "seen", "load", "queue", "beat", "ticket", "held")
+KEYS = ("where", "seen", "load", "queue", "beat", "ticket", "held", "flight", "claim", "ending", "carried")
 POLL_S = 0.05  # a replica with waiting sessions asks for free slots this often (and at once when one frees)
 STALE_S = 5.0  # a waiter whose replica has not polled for this long has gone
 FORGOTTEN = "forgotten"  # on_end's reason for a session another replica ended (no metric: that replica counts it)
@@ -102,6 +110,7 @@ class SharedAdmission:
                                                   socket_connect_timeout=5)  # fmt: skip
         self.script = self.redis.register_script(SCRIPT)
         self.keys = [prefix + key for key in KEYS]
+        self.salt_key = prefix + "salt"
         self.sessions: dict[str, Session] = {}  # the sessions this replica has served, still resident
         self.waiters: dict[str, Waiter] = {}
         self._poller: asyncio.Task[None] | None = None
@@ -121,11 +130,13 @@ class SharedAdmission:
         except (redis.exceptions.RedisError, OSError) as exc:
             raise StateUnavailable(f"session state in Redis unavailable: {type(exc).__name__}: {exc}") from None
 
-    def _take(self, session_id: str, upstream: str, requests: int = 1) -> Session:
+    def _take(self, session_id: str, upstream: str, requests: int = 1, state: str = "") -> Session:
         now = time.monotonic()
         session = self.sessions.get(session_id)
         if session is None:
             session = self.sessions[session_id] = Session(session_id, upstream, now, now)
+        if session.in_flight == 0:  # none of its requests here: what Redis carries is the newest
+            session.state = carried.decode(state)
         session.upstream = upstream
         session.in_flight += requests
         session.last_seen_s = now
@@ -137,14 +148,14 @@ class SharedAdmission:
         reply = await self._call("enter", session_id)
         if reply[0] == "quota":
             raise Refused("key-quota", await self.retry_after_s())
-        return self._take(session_id, reply[1]) if reply[0] in ("resident", "admitted") else None
+        return self._take(session_id, reply[1], state=reply[2]) if reply[0] in ("resident", "admitted") else None
 
     async def wait(self, session_id: str) -> Session:
         waiter = self.waiters.get(session_id)
         if waiter is None:
             reply = await self._call("queue", session_id)
             if reply[0] in ("resident", "admitted"):
-                return self._take(session_id, reply[1])
+                return self._take(session_id, reply[1], state=reply[2])
             if reply[0] in ("full", "quota"):
                 raise Refused("queue-full" if reply[0] == "full" else "key-quota", await self.retry_after_s())
             waiter = self.waiters.get(session_id)  # another request of the session may have queued meanwhile
@@ -153,16 +164,23 @@ class SharedAdmission:
             self._poll_soon()
         waiter.requests += 1
         try:
-            return await asyncio.wait_for(asyncio.shield(waiter.future), self.queue_timeout_s)
+            session = await asyncio.wait_for(asyncio.shield(waiter.future), self.queue_timeout_s)
         except asyncio.TimeoutError:
             self._give_up(session_id, waiter)
             raise Refused("queue-timeout", await self.retry_after_s()) from None
         except asyncio.CancelledError:  # the client went away while waiting
             if waiter.future.done() and not waiter.future.cancelled() and waiter.future.exception() is None:
-                self._background(self.release(waiter.future.result()))
+                if waiter.counted > 0:  # granted meanwhile and counted in flight: its count returns
+                    waiter.counted -= 1
+                    self._background(self.release(waiter.future.result()))
             else:
                 self._give_up(session_id, waiter)
             raise
+        if waiter.counted > 0:
+            waiter.counted -= 1
+            return session
+        again = await self.admit_now(session_id)  # joined while the poll that granted it ran: not counted yet
+        return again if again is not None else await self.wait(session_id)
 
     def _give_up(self, session_id: str, waiter: Waiter) -> None:
         waiter.requests -= 1
@@ -172,13 +190,18 @@ class SharedAdmission:
             self._background(self._call("give_up", session_id))
 
     async def release(self, session: Session) -> None:
+        """One request done: its flight count returned and the session's state written, in one script; the
+        session leaves its slot here when an end was asked (``x-session-end`` or DELETE) and nothing of it is in
+        flight on any replica. A lost write is not an error: the session idles out in Redis."""
         session.in_flight -= 1
         session.last_seen_s = time.monotonic()
-        with contextlib.suppress(StateUnavailable):  # the slot is Redis's: it idles out if this write is lost
-            if session.ending and session.in_flight == 0:
-                await self._end(session.id, "ended")
-            else:
-                await self._call("touch", ids=[session.id])
+        if session.in_flight == 0 and self.sessions.get(session.id) is session:
+            del self.sessions[session.id]  # nothing of it here now: the next request reads its state from Redis
+        with contextlib.suppress(StateUnavailable):
+            ids = [carried.encode(session.state), "1" if session.ending else ""]
+            ended, _ = await self._call("leave", session.id, ids=ids)  # this replica holds the newest state
+            if int(ended):
+                self.on_end(session, "ended")
         self._poll_soon()
 
     async def rehome(self, session: Session) -> str | None:
@@ -191,19 +214,20 @@ class SharedAdmission:
         return old
 
     async def finish(self, session_id: str) -> bool:
-        session = self.sessions.get(session_id)
-        if session is not None and session.in_flight > 0:
-            session.ending = True
-            return True
-        return await self._end(session_id, "ended")
+        """End a session now, or (Redis decides, atomically) when its requests in flight on any replica are done;
+        False when it is not resident."""
+        code, state = await self._call("end", session_id)
+        if int(code) == 1:
+            self.on_end(self._ghost(session_id, state), "ended")
+            self._poll_soon()
+        return int(code) > 0
 
-    async def _end(self, session_id: str, why: str) -> bool:
-        removed = bool(await self._call("end", session_id))
-        session = self.sessions.pop(session_id, None)
-        if removed or session is not None:
-            self.on_end(session or Session(session_id, "", 0.0, 0.0), why if removed else FORGOTTEN)
-        self._poll_soon()
-        return removed
+    @staticmethod
+    def _ghost(session_id: str, state: str) -> Session:
+        """A session ended here with nothing of it in flight here: its id and the state Redis carried."""
+        session = Session(session_id, "", 0.0, 0.0)
+        session.state = carried.decode(state)
+        return session
 
     async def counts(self) -> Counts:
         load, queued = await self._call("counts")
@@ -232,10 +256,10 @@ class SharedAdmission:
         busy = [s.id for s in self.sessions.values() if s.in_flight > 0]
         if busy:
             await self._call("touch", ids=busy)
-        expired, gone = await self._call("reap", ids=list(self.sessions))
-        for session_id in expired:
-            session = self.sessions.pop(session_id, None)
-            self.on_end(session or Session(session_id, "", 0.0, 0.0), "idle")
+        expired, gone, states = await self._call("reap", ids=list(self.sessions))
+        for session_id, state in zip(expired, states, strict=True):
+            self.sessions.pop(session_id, None)  # in flight here yet idle: this replica stalled past the timeout
+            self.on_end(self._ghost(session_id, state), "idle")
         for session_id in gone:
             session = self.sessions.get(session_id)
             if session is not None and session.in_flight == 0:
@@ -246,13 +270,32 @@ class SharedAdmission:
         return len(expired)
 
     def local(self) -> Iterable[Session]:
-        return list(self.sessions.values())
+        """Nothing to flush at a stop: what the sessions carry (their pending record rows) stays in Redis, for the
+        replica that serves or ends them next."""
+        return ()
+
+    async def salt(self) -> str:
+        """The recorder's salt, made once by the first replica to ask and kept in Redis."""
+        import secrets
+
+        try:
+            await self.redis.set(self.salt_key, secrets.token_hex(16), nx=True)
+            return str(await self.redis.get(self.salt_key))
+        except Exception as exc:  # redis's errors and OSError alike: one line at start-up
+            raise StateUnavailable(f"session state in Redis unavailable: {type(exc).__name__}: {exc}") from None
 
     async def close(self) -> None:
         if self._poller is not None:
             self._poller.cancel()
         await asyncio.gather(*self._tasks, *([self._poller] if self._poller else []), return_exceptions=True)
         await self.redis.aclose()
+
+    async def _return(self, session_id: str, requests: int) -> None:
+        """Requests counted in flight by a poll that no longer run (their clients gave up meanwhile); a session
+        granted to requests that all gave up leaves its slot (nothing of it ran)."""
+        with contextlib.suppress(StateUnavailable):
+            await self._call("drop", session_id, ids=[str(requests)])
+        self._poll_soon()
 
     # -- the waiters' poll ------------------------------------------------------------------------------------------
 
@@ -273,8 +316,9 @@ class SharedAdmission:
         while self.waiters:
             self._wake.clear()
             ids = list(self.waiters)
+            sent = {session_id: self.waiters[session_id].requests for session_id in ids}
             try:
-                found = await self._call("poll", ids=ids)
+                found = await self._call("poll", ids=[str(x) for pair in sent.items() for x in pair])
             except StateUnavailable as exc:
                 for waiter in self.waiters.values():
                     if not waiter.future.done():
@@ -283,9 +327,17 @@ class SharedAdmission:
                 return
             for session_id, upstream in zip(ids, found, strict=True):
                 granted = self.waiters.get(session_id)
-                if upstream and granted is not None:
-                    del self.waiters[session_id]
-                    if not granted.future.done():
-                        granted.future.set_result(self._take(session_id, upstream, granted.requests))
+                if not upstream:
+                    continue
+                counted = sent[session_id]  # the poll counted these requests in flight
+                if granted is None:  # all its requests gave up while the poll ran: they return their count
+                    self._background(self._return(session_id, counted))
+                    continue
+                del self.waiters[session_id]
+                if granted.requests < counted:  # some gave up while the poll ran
+                    self._background(self._return(session_id, counted - granted.requests))
+                    counted = granted.requests
+                granted.counted = counted  # a request that joined during the poll enters by itself (wait)
+                granted.future.set_result(self._take(session_id, upstream, counted))
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), POLL_S)

@@ -1,0 +1,132 @@
+"""``--state redis://``: what a session carries between steps (its compaction summary, its place in the record)
+survives a gateway restart and is shared by replicas, against a real redis-server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvbudget.gateway import carried, compact
+from kvbudget.gateway.admission import Session
+from kvbudget.gateway.records import Recorder
+from kvbudget.gateway.shared import SharedAdmission
+from kvbudget.workload.traces import kvbudget_jsonl
+from tests.gateway.redis_server import Redis, redis_server
+
+UP = "http://a:1"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redis]:
+    pytest.importorskip("redis")
+    with redis_server(tmp_path_factory.mktemp("redis")) as running:
+        yield running
+
+
+@pytest.fixture
+def redis(server: Redis) -> Redis:
+    server.flush()
+    return server
+
+
+class Replica:
+    """One gateway replica's state and recorder, wired as gateway/app.py wires them."""
+
+    def __init__(self, redis: Redis, record: Path) -> None:
+        self.recorder = Recorder(record)
+        self.state = SharedAdmission(redis.url, 2, (UP,), queue_timeout_s=5, max_queue=4, idle_timeout_s=60,
+                                     on_end=lambda session, why: self.recorder.end(session))  # fmt: skip
+
+    async def open(self) -> Replica:
+        self.recorder.salt = await self.state.salt() or self.recorder.salt
+        return self
+
+    async def step(self, sid: str, start_s: float, prompt: int, output: int) -> Session:
+        session = await self.state.wait(sid)
+        self.recorder.step(session, start_s=start_s, end_s=start_s + 1, prompt_tokens=prompt, output_tokens=output,
+                           cached_tokens=prompt - 10)  # fmt: skip
+        return session
+
+    async def close(self) -> None:
+        for session in self.state.local():
+            self.recorder.end(session)
+        self.recorder.close()
+        await self.state.close()
+
+
+def test_a_summary_kept_by_one_replica_is_recalled_by_another_and_after_a_restart(redis: Redis, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        one, two = await Replica(redis, tmp_path / "1.jsonl").open(), await Replica(redis, tmp_path / "2.jsonl").open()
+        session = await one.state.wait("s")
+        memory = compact.Memory(4, "d" * 64, "The user wants a haiku about ¼ of a cake.")
+        session.state[compact.KEY] = memory
+        await one.state.release(session)
+        elsewhere = await two.state.wait("s")
+        assert elsewhere.state[compact.KEY] == memory  # the other replica reuses it: no second summarising call
+        await two.state.release(elsewhere)
+        await asyncio.gather(one.close(), two.close())
+        restarted = await Replica(redis, tmp_path / "3.jsonl").open()
+        again = await restarted.state.wait("s")
+        assert again.state[compact.KEY] == memory
+        await restarted.state.release(again)
+        assert await restarted.state.finish("s")
+        back = await restarted.state.wait("s")  # a session that ended starts afresh: nothing carried
+        assert back.state == {}
+        await restarted.state.release(back)
+        await restarted.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_session_recorded_through_two_replicas_and_a_restart_is_one_session_step_by_step(
+    redis: Redis, tmp_path: Path
+) -> None:
+    async def scenario() -> list[Path]:
+        files = [tmp_path / f"{n}.jsonl" for n in range(3)]
+        one, two = await Replica(redis, files[0]).open(), await Replica(redis, files[1]).open()
+        await one.state.release(await one.step("s", 100.0, 50, 5))  # step 0 on replica one
+        await two.state.release(await two.step("s", 103.0, 70, 6))  # step 1 on replica two: writes step 0's row
+        await asyncio.gather(one.close(), two.close())  # both stop: step 1's row stays in Redis, not written twice
+        restarted = await Replica(redis, files[2]).open()
+        last = await restarted.step("s", 110.0, 90, 7)  # step 2 after the restart: writes step 1's row
+        last.ending = True  # its request carries x-session-end: the last row is written when it completes
+        await restarted.state.release(last)
+        await restarted.close()
+        return files
+
+    files = asyncio.run(scenario())
+    rows = [json.loads(line) for path in files for line in path.read_text().splitlines()]
+    assert [row["step"] for row in rows] == [0, 1, 2]  # each step once, in order, across the three files
+    assert len({row["session"] for row in rows}) == 1  # one salt in Redis: one hashed id everywhere
+    assert [row["new_tokens"] for row in rows] == [50, 70 - 55, 90 - 76]
+    assert [row.get("pause_s") for row in rows] == [2.0, 6.0, None]  # next start minus this step's end
+    joined = tmp_path / "all.jsonl"  # the replicas' files together: kvbudget's trace reader takes them unchanged
+    joined.write_text("".join(path.read_text() for path in files))
+    bad: list[object] = []
+    read = list(kvbudget_jsonl.read(joined, bad.append))
+    assert not bad and [(r.step, r.prompt_tokens, r.output_tokens) for r in read] == [
+        (0, 50, 5),
+        (1, 70, 6),
+        (2, 90, 7),
+    ]
+
+
+@settings(deadline=None)  # no time limit: on a loaded machine one example may take over 200 ms
+@given(covered=st.integers(0, 10**6), summary=st.text(), step=st.integers(0, 10**6),
+       context=st.one_of(st.none(), st.integers(0, 10**7)), pending=st.booleans())  # fmt: skip
+def test_what_a_session_carries_reads_back_the_same(covered: int, summary: str, step: int, context: int | None,
+                                                     pending: bool) -> None:  # fmt: skip
+    row: dict[str, Any] = {"session": "ab", "step": step, "start_s": 1.5, "prompt_tokens": 3, "output_tokens": 1}
+    state: dict[str, object] = {
+        compact.KEY: compact.Memory(covered, "0" * 64, summary),
+        "record": {"step": step, "context": context, "pending": [row, 2.25] if pending else None},
+    }
+    assert carried.decode(carried.encode(state)) == state
+    assert carried.decode("") == {} and carried.decode("not json") == {} and carried.decode("[1]") == {}
