@@ -169,9 +169,12 @@ def test_a_cap_above_the_slot_is_refused_by_the_server(
     big.write_text(workload_text(prefix=32, first=48, append=100, output=8), encoding="utf-8")  # 89, 197, 305
     code, doc, err = _run(
         capsys, server.url, "--workload", str(big), "--context", "1024", "--history", "filler",
-        "--sessions", "2", "--duration", "4", *FAST,
+        "--sessions", "2", "--max-requests", "6", "--duration", "120", *FAST,
     )  # fmt: skip
+    # bounded by requests, not time (a slow machine once finished only 2 steps in a 4 s hold): of any 6 requests
+    # of 2 sessions, one session's is a third step (305 tokens), which no 256-cell slot holds
     assert code == 0, err
+    assert doc["stopped_by"] == "max-requests"
     assert int(str(doc["refused"])) >= 1, "past 256 cells llama-server refuses or cuts the request"
     (level,) = _levels(doc).values()
     assert level["passed"] is False and "refused" in str(level["reasons"])
