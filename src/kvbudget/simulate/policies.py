@@ -91,6 +91,9 @@ class TimeModel:
     swap_bytes_per_s: float = 64e9
     prefill_s: Callable[[int, int], float] | None = None
     step_s: Callable[[int, int], float] | None = None
+    # Prompts waiting together are prefilled in one batch and get their first token together (llama.cpp's
+    # server, scheduler._first_token); off: one after another, each its first token at its own prefill's end.
+    group_prompts: bool = False
 
 
 @dataclass(frozen=True)
