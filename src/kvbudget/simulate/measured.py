@@ -39,6 +39,11 @@ class MeasuredSpeeds:
     clean: bool = False  # from the clean gaps and the prefill fit (``speeds``), not the levels' client figures
     prefill_per_token: float | None = None  # the fit's a: seconds a prompt token (measure/loadtest/speeds.py)
     prefill_per_context: float = 0.0  # its b: seconds a prompt token per token of context it reads on average
+    first_token_s: float = 0.0  # its c: what a request waits that holds no batch (added to TTFT, stalls nothing)
+    # (c0, c1, c2): a decode iteration of k sessions holding t tokens takes c0 + c1 k + c2 t seconds, used by
+    # ``step`` when ``bytes_per_token`` says how the simulator's cache bytes count tokens
+    decode_fit: tuple[float, float, float] | None = None
+    bytes_per_token: float | None = None
 
     @property
     def levels(self) -> tuple[int, ...]:
@@ -50,8 +55,8 @@ class MeasuredSpeeds:
             return (
                 f"load test {self.source}: prefill {self.prefill_per_token * 1e3:.3g} ms a token + "
                 f"{self.prefill_per_context * 1e6:.3g} us a token per token of context "
-                f"({self.prefill_tokens_per_s:,.0f} tokens/s at its median request), fitted to time to first token "
-                "less one decode iteration"
+                f"({self.prefill_tokens_per_s:,.0f} tokens/s at its median request) and {self.first_token_s * 1e3:.3g} "
+                "ms a request, fitted to time to first token less one decode iteration"
             )
         return f"load test {self.source}: median prefill {self.prefill_tokens_per_s:,.0f} tokens/s over its levels"
 
@@ -84,7 +89,11 @@ class MeasuredSpeeds:
         return new * (self.prefill_per_token + self.prefill_per_context * (cached + new / 2))
 
     def step(self, running: int, kv_bytes: int) -> float:
-        """The simulator's hook: the iteration of ``running`` sessions (cache bytes are in the measurement)."""
+        """The simulator's hook: the iteration of ``running`` sessions whose caches hold ``kv_bytes``: the fit over
+        sessions and tokens held when the bytes can be counted in tokens, else the curve by sessions alone."""
+        fit, per_token = self.decode_fit, self.bytes_per_token
+        if fit is not None and per_token:
+            return fit[0] + fit[1] * max(1, running) + fit[2] * kv_bytes / per_token
         return self.iteration_s(max(1, running))
 
 
@@ -100,8 +109,10 @@ def _p50(level: dict[str, object], key: str) -> float | None:
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-# ({running: (iteration s, gaps)}, prefill tokens/s, requests, (a, b) of the prefill fit or None)
-Figures = tuple[dict[int, tuple[float, int]], float, int, tuple[float, float] | None]
+# ({running: (iteration s, gaps)}, prefill tokens/s, requests, (a, b, c) of the prefill fit or None, the decode fit)
+Figures = tuple[
+    dict[int, tuple[float, int]], float, int, tuple[float, float, float] | None, tuple[float, float, float] | None
+]
 
 
 def _clean(doc: object) -> Figures | None:
@@ -121,30 +132,53 @@ def _clean(doc: object) -> Figures | None:
     if not points or not isinstance(rate, (int, float)) or not rate > 0:
         return None
     a, b = speeds.get("prefill_s_per_token"), speeds.get("prefill_s_per_token_context")
+    c = speeds.get("first_token_overhead_s")
+    c = float(c) if isinstance(c, (int, float)) and c >= 0 else 0.0
     fit = None
     if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a >= 0 and b >= 0 and a + b > 0:
-        fit = (float(a), float(b))
-    return points, float(rate), requests if isinstance(requests, int) and requests > 0 else 1, fit
+        fit = (float(a), float(b), c)
+    decode = speeds.get("decode_fit")
+    names = ("s_per_iteration", "s_per_session", "s_per_token_held")
+    terms = [decode.get(k) for k in names] if isinstance(decode, dict) else []
+    line = None
+    if len(terms) == 3 and all(isinstance(t, (int, float)) and t >= 0 for t in terms):
+        line = (float(terms[0]), float(terms[1]), float(terms[2]))  # type: ignore[arg-type]
+    return points, float(rate), requests if isinstance(requests, int) and requests > 0 else 1, fit, line
 
 
 def _pooled(figures: list[Figures], source: str) -> MeasuredSpeeds:
-    """Several results' speeds as one: each concurrency's iteration the mean of the results' medians weighted by
-    their clean gaps, the prefill figures weighted by the requests they were fitted over."""
+    """Several results' speeds as one: each concurrency's iteration the mean of the results' means weighted by
+    their clean gaps, the fits weighted by the requests (prefill) or the clean gaps (decode) they were fitted over."""
     seconds: dict[int, float] = {}
     weights: dict[int, int] = {}
-    for points, _, _, _ in figures:
-        for running, (t, n) in points.items():
+    for rows, _, _, _, _ in figures:
+        for running, (t, n) in rows.items():
             seconds[running] = seconds.get(running, 0.0) + t * n
             weights[running] = weights.get(running, 0) + n
     requests = sum(f[2] for f in figures)
     rate = sum(f[1] * f[2] for f in figures) / requests
     points = tuple((k, weights[k] / seconds[k]) for k in sorted(seconds))
     fits = [(f[3], f[2]) for f in figures if f[3] is not None]
-    if len(fits) < len(figures):  # a result without the fit: the rate alone, for all
-        return MeasuredSpeeds(source, rate, points, clean=True)
-    a = sum(fit[0] * n for fit, n in fits) / requests
-    b = sum(fit[1] * n for fit, n in fits) / requests
-    return MeasuredSpeeds(source, rate, points, clean=True, prefill_per_token=a, prefill_per_context=b)
+    a: float | None = None
+    b = c = 0.0
+    if len(fits) == len(figures):  # every result has the prefill fit (else the rate alone, for all)
+        a, b, c = (sum(fit[i] * n for fit, n in fits) / requests for i in range(3))
+    lines = [(f[4], sum(n for _, n in f[0].values())) for f in figures if f[4] is not None]
+    decode = None
+    if len(lines) == len(figures):  # every result has the fit: weighted by their clean gaps
+        total = sum(n for _, n in lines)
+        c0, c1, c2 = (sum(line[i] * n for line, n in lines) / total for i in range(3))
+        decode = (c0, c1, c2)
+    return MeasuredSpeeds(
+        source,
+        rate,
+        points,
+        clean=True,
+        prefill_per_token=a,
+        prefill_per_context=b,
+        first_token_s=c,
+        decode_fit=decode,
+    )
 
 
 def speeds_of(doc: object, source: str) -> MeasuredSpeeds:

@@ -146,11 +146,11 @@ def simulate(sessions: Iterable[SessionPlan], config: SimConfig, progress: Progr
             due = True
             heappush(heap, (max(plan.arrival_s, now), next(seq), ARRIVAL, None, 0))
 
-    def admit_closed() -> None:  # the closed loop: the next session arrives as soon as one is missing
+    def admit_closed() -> None:  # the closed loop: the next session's first request as soon as one is missing
         nonlocal due
         if pending is not None and not due and sum(r.live for r in replicas) < closed:  # type: ignore[operator]
             due = True
-            heappush(heap, (now, next(seq), ARRIVAL, None, 0))
+            heappush(heap, (now + config.time.first_token_s, next(seq), ARRIVAL, None, 0))
 
     pull()
     if closed is not None:

@@ -222,7 +222,8 @@ class Replica:
                 self._unhold(s)
             if not grown or self.evictable:
                 self.drain(now)  # blocks were freed into the cache: the waiting head may fit now
-        heappush(self.events, (now + pause, next(self.seq), PAUSE_END, s, 0))
+        # the request's own overhead (TimeModel.first_token_s) comes before the server takes the step, after the pause
+        heappush(self.events, (now + pause + self.time.first_token_s, next(self.seq), PAUSE_END, s, 0))
 
     # -- admission --------------------------------------------------------------------------
 
@@ -342,7 +343,7 @@ class Replica:
         s.t_first = t = self.batch.first_token(now)
         s.out0 = s.output
         if before is None or not self.time.group_prompts:
-            self.stats.ttft.add(t - s.ready_at)
+            self.stats.ttft.add(t + self.time.first_token_s - s.ready_at)
             return
         if before > now and self.group_start >= now:  # the last batch has not started: this prompt joins it
             for member in self.group:
@@ -357,7 +358,7 @@ class Replica:
     def close_group(self) -> None:
         """Count the TTFTs of the last batch of prompts (``_first_token``); at the end of the run too."""
         for ready in self.group_ready:
-            self.stats.ttft.add(self.group_t - ready)
+            self.stats.ttft.add(self.group_t + self.time.first_token_s - ready)
         self.group.clear()
         self.group_ready.clear()
 

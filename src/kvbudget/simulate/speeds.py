@@ -66,6 +66,7 @@ class ReplicaSpeeds:
     prefill_tokens_per_s: float
     decode_quotes: tuple[tuple[int, float], ...]  # (running sessions, decode tokens/s per session)
     group_prompts: bool = False  # prompts waiting together share a batch (TimeModel.group_prompts): measured so
+    first_token_s: float = 0.0  # TimeModel.first_token_s (measured)
 
     def time_model(self, swap_bytes_per_s: float) -> TimeModel:
         from kvbudget.simulate.policies import TimeModel
@@ -77,6 +78,7 @@ class ReplicaSpeeds:
             prefill_s=self.prefill,
             step_s=self.step,
             group_prompts=self.group_prompts,
+            first_token_s=self.first_token_s,
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -165,6 +167,7 @@ def replica_speeds(
         prefill_tokens_per_s=rate,
         decode_quotes=quotes,
         group_prompts=prefill_from.provenance == "measured" and measured is not None and measured.clean,
+        first_token_s=measured.first_token_s if prefill_from.provenance == "measured" and measured else 0.0,
     )
 
 
@@ -179,6 +182,7 @@ def measured_time_model(measured: MeasuredSpeeds, swap_bytes_per_s: float = 64e9
         prefill_s=measured.prefill_s,
         step_s=measured.step,
         group_prompts=measured.clean,
+        first_token_s=measured.first_token_s,
     )
 
 

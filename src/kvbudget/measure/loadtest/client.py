@@ -58,7 +58,7 @@ class Reply:
     text: str = ""
     error: str | None = None
     error_kind: str | None = None  # "context", "http_4xx", "http_5xx", "transport", "stream"
-    gaps: list[tuple[int, float]] = field(default_factory=list)  # clean decode gaps (flow.py): (decoding, s)
+    gaps: list[tuple[int, int, float]] = field(default_factory=list)  # clean gaps (flow.py): decoding, held, s
     beside: int = 0  # requests decoding when it was sent (flow.py)
 
     @property
@@ -200,15 +200,22 @@ class Client:
         return "/v1/chat/completions" if self.api == "chat" else "/v1/completions"
 
     async def complete(
-        self, prompt: str | list[dict[str, str]], max_tokens: int, *, keep_text: bool = True, session: str | None = None
+        self,
+        prompt: str | list[dict[str, str]],
+        max_tokens: int,
+        *,
+        keep_text: bool = True,
+        session: str | None = None,
+        prompt_tokens: int = 0,
     ) -> Reply:
         """One streamed request (``session``: sent as ``x-session-id``, which a session gateway admits by and an
-        engine ignores). Never raises for the server's answers (see Reply)."""
+        engine ignores; ``prompt_tokens``: its planned size, for the flow). Never raises for the server's answers
+        (see Reply)."""
         sent = time.monotonic()
         reply = Reply(status=TRANSPORT, sent_s=sent)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30.0, sock_read=self.timeout_s)
         body = self.body(prompt, max_tokens)
-        stream = self.flow.send()
+        stream = self.flow.send(prompt_tokens)
         try:
             answered = await self._attempts(reply, stream, body, timeout, keep_text, session)
         finally:

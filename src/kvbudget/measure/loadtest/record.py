@@ -184,8 +184,8 @@ class Recorder:
             level.prefill_rates.append(new / span)
         elif reply.prompt_per_s:
             level.prefill_rates.append(reply.prompt_per_s)
-        for running, gap in reply.gaps:
-            self.decode_gaps.setdefault(running, Reservoir()).add(gap)
+        for running, held, gap in reply.gaps:
+            self.decode_gaps.setdefault(running, Reservoir()).add((held, gap))
         if new > 0 and reply.ttft_s and len(self.prefills) < SAMPLE_CAP:
             self.prefills.append((reply.sent_s, reply.ttft_s, new, reply.cached_tokens or 0, reply.beside))
 
