@@ -34,6 +34,9 @@ class Geometry:
 
 # Llama-3.1-8B's KV geometry (meta-llama/Llama-3.1-8B config.json): 32 layers x 8 KV heads x 128.
 LLAMA_31_8B = Geometry("llama-3.1-8b-tiny", layers=32, heads=32, kv_heads=8, head_dim=128)
+# Llama-3.2-1B's (meta-llama/Llama-3.2-1B config.json): 16 layers x 8 KV heads x 64 (2048 / 32 heads); a
+# sixteenth of the 8B's attention work per token, so a CPU server completes enough requests to measure speeds.
+LLAMA_32_1B = Geometry("llama-3.2-1b-tiny", layers=16, heads=32, kv_heads=8, head_dim=64)
 
 
 def _vocab(w: gguf.GGUFWriter) -> None:
@@ -52,12 +55,26 @@ def _vocab(w: gguf.GGUFWriter) -> None:
     w.add_add_space_prefix(False)
 
 
-def write_llama(path: Path, g: Geometry = LLAMA_31_8B, seed: int = 0) -> Path:
-    """Write a loadable ``llama``-architecture GGUF with ``g``'s KV geometry; returns ``path``."""
+def write_llama(path: Path, g: Geometry = LLAMA_31_8B, seed: int = 0, letter: str | None = None) -> Path:
+    """Write a loadable ``llama``-architecture GGUF with ``g``'s KV geometry; returns ``path``.
+
+    ``letter``: the model generates only that ASCII letter (one byte token), so its output, sent back as text,
+    is the same tokens again and the server's prompt cache keeps them: every embedding carries a constant in its
+    first dimension that the small random layers never outweigh, the output norm keeps only that dimension, and
+    the output row of the letter alone reads it."""
     rng = np.random.default_rng(seed)
 
     def weight(rows: int, cols: int) -> np.ndarray:  # GGUF shape (cols, rows) = numpy (rows, cols)
         return (rng.standard_normal((rows, cols)) * 0.02).astype(np.float16)
+
+    embed, out, out_norm = weight(VOCAB, EMBED), weight(VOCAB, EMBED), np.ones(EMBED, dtype=np.float32)
+    if letter is not None:
+        assert len(letter) == 1 and letter.isascii() and letter.isalpha(), "one ASCII letter"
+        embed[:, 0] = 1.0
+        out_norm[:] = 0.0
+        out_norm[0] = 1.0
+        out[:, 0] = 0.0
+        out[3 + ord(letter), 0] = 10.0  # byte tokens follow <unk> <s> </s>
 
     w = gguf.GGUFWriter(str(path), "llama")
     w.add_name(g.name)
@@ -74,9 +91,9 @@ def write_llama(path: Path, g: Geometry = LLAMA_31_8B, seed: int = 0) -> Path:
     w.add_layer_norm_rms_eps(1e-5)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
     _vocab(w)
-    w.add_tensor("token_embd.weight", weight(VOCAB, EMBED))
-    w.add_tensor("output_norm.weight", np.ones(EMBED, dtype=np.float32))
-    w.add_tensor("output.weight", weight(VOCAB, EMBED))
+    w.add_tensor("token_embd.weight", embed)
+    w.add_tensor("output_norm.weight", out_norm)
+    w.add_tensor("output.weight", out)
     q, kv = g.heads * g.head_dim, g.kv_heads * g.head_dim
     for i in range(g.layers):
         w.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(EMBED, dtype=np.float32))

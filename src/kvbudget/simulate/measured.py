@@ -1,9 +1,17 @@
 """Speeds measured by a load test (``--speed-from RESULT.json``): what a real server did, for the simulator.
 
-A ``kvbudget loadtest --json`` result holds, per concurrency level it held (docs/loadtest.md), the median
-decode tokens/s per request (1 / the inter-token latency p50 the client's stream saw; the server's own
-``timings`` without a stream) and the median prefill tokens/s (new prompt tokens over TTFT less one inter-token
-gap: the prefill the simulator charges before a step's first iteration). From them:
+A result of this version holds ``speeds`` (kvbudget.measure.loadtest.speeds): the decode iteration seconds per
+number of sessions decoding, from the stream gaps that held one decode iteration and nothing else, and the
+prefill tokens/s of the prompts that ran alone, less the iteration that gives their first token. Those are what
+the simulator charges (a prefill backlog during which decode stands still, then iterations of the sessions
+running), so another load test's interleaved prompts are charged once, by the simulator, not folded into the
+decode speed as well. The iteration of ``running`` sessions is interpolated between the measured counts as below.
+
+An older result (or one with no clean gap: a server that streams several tokens per chunk) holds, per concurrency
+level it held (docs/loadtest.md), the median decode tokens/s per request (1 / the inter-token latency p50 the
+client's stream saw; the server's own ``timings`` without a stream) and the median prefill tokens/s (new prompt
+tokens over TTFT less one inter-token gap: the prefill the simulator charges before a step's first iteration). From
+them:
 
 * prefill: the median over the levels of each level's median prefill tokens/s, one prompt at a time;
 * a decode iteration of ``running`` sessions takes ``1 / decode tokens/s`` of the level whose concurrency is
@@ -21,7 +29,8 @@ elsewhere, saying so per row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from pathlib import Path
 
@@ -32,6 +41,7 @@ if TYPE_CHECKING:
     from kvbudget.model.spec import ModelSpec
 
 KNOWN_ENGINES = ("vllm", "sglang", "llamacpp", "ollama", "trtllm")  # a server kvbudget can plan for
+MAX_FILES = 16  # results pooled by one --speed-from
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,14 @@ class MeasuredSpeeds:
     source: str
     prefill_tokens_per_s: float
     points: tuple[tuple[int, float], ...]  # ascending concurrency
+    clean: bool = False  # from the clean gaps and the prefill fit (``speeds``), not the levels' client figures
+    prefill_per_token: float | None = None  # the fit's a: seconds a prompt token (measure/loadtest/speeds.py)
+    prefill_per_context: float = 0.0  # its b: seconds a prompt token per token of context it reads on average
+    first_token_s: float = 0.0  # its c: what a request waits that holds no batch (added to TTFT, stalls nothing)
+    # (c0, c1, c2): a decode iteration of k sessions holding t tokens takes c0 + c1 k + c2 t seconds, used by
+    # ``step`` when ``bytes_per_token`` says how the simulator's cache bytes count tokens
+    decode_fit: tuple[float, float, float] | None = None
+    bytes_per_token: float | None = None
     engine: str | None = None  # the server's engine as the load test identified it (None: not one kvbudget plans)
     served: str | None = None  # the model name the server reported
 
@@ -71,11 +89,23 @@ class MeasuredSpeeds:
 
     @property
     def prefill_basis(self) -> str:
+        if self.prefill_per_token is not None:
+            return (
+                f"load test {self.source}: prefill {self.prefill_per_token * 1e3:.3g} ms a token + "
+                f"{self.prefill_per_context * 1e6:.3g} us a token per token of context "
+                f"({self.prefill_tokens_per_s:,.0f} tokens/s at its median request) and {self.first_token_s * 1e3:.3g} "
+                "ms a request, fitted to time to first token less one decode iteration"
+            )
         return f"load test {self.source}: median prefill {self.prefill_tokens_per_s:,.0f} tokens/s over its levels"
 
     @property
     def decode_basis(self) -> str:
         rates = ", ".join(f"{rate:,.1f} at {n}" for n, rate in self.points)
+        if self.clean:
+            return (
+                f"load test {self.source}: decode tokens/s per session by sessions decoding, from clean stream gaps "
+                f"({rates}), interpolated"
+            )
         return f"load test {self.source}: decode tokens/s per session at each concurrency ({rates}), interpolated"
 
     def iteration_s(self, running: int) -> float:
@@ -90,8 +120,18 @@ class MeasuredSpeeds:
         slope = max(0.0, (t1 - t0) / (n1 - n0))
         return t1 + slope * (running - n1)
 
+    def prefill_s(self, new: int, cached: int) -> float:
+        """Seconds to prefill ``new`` tokens after ``cached`` ones: the fit when there is one, else the rate."""
+        if self.prefill_per_token is None:
+            return new / self.prefill_tokens_per_s
+        return new * (self.prefill_per_token + self.prefill_per_context * (cached + new / 2))
+
     def step(self, running: int, kv_bytes: int) -> float:
-        """The simulator's hook: the iteration of ``running`` sessions (cache bytes are in the measurement)."""
+        """The simulator's hook: the iteration of ``running`` sessions whose caches hold ``kv_bytes``: the fit over
+        sessions and tokens held when the bytes can be counted in tokens, else the curve by sessions alone."""
+        fit, per_token = self.decode_fit, self.bytes_per_token
+        if fit is not None and per_token:
+            return fit[0] + fit[1] * max(1, running) + fit[2] * kv_bytes / per_token
         return self.iteration_s(max(1, running))
 
 
@@ -118,53 +158,176 @@ def _p50(level: dict[str, object], key: str, source: str) -> float | None:
     return float(value)
 
 
-def speeds_of(doc: object, source: str) -> MeasuredSpeeds:
-    """The measured speeds of a load-test document (``kvbudget loadtest --json``)."""
-    levels = doc.get("levels") if isinstance(doc, dict) else None
-    if not isinstance(levels, list):
-        raise InputError(f"--speed-from {source}: not a kvbudget loadtest --json result (no levels)")
-    if len(levels) > MAX_LEVELS:
+# ({running: (iteration s, gaps)}, prefill tokens/s, requests, (a, b, c) of the prefill fit or None, the decode fit)
+Figures = tuple[
+    dict[int, tuple[float, int]], float, int, tuple[float, float, float] | None, tuple[float, float, float] | None
+]
+
+
+def _seconds(value: object, what: str, source: str, *, zero: bool = False) -> float | None:
+    """A measured time in seconds, or None when absent; a figure no load test measures is an error."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    if not math.isfinite(value) or not (value >= 0 if zero else value > 0) or value > 1 / LOWEST:
         raise InputError(
-            f"--speed-from {source}: {len(levels):,} levels, more than a load test's ramp holds ({MAX_LEVELS:,}); "
+            f"--speed-from {source}: speeds.{what} of {value!r} is not a measured time (0-{1 / LOWEST:g} s); "
             "give the kvbudget loadtest --json result as written"
         )
+    return float(value)
+
+
+def _clean(doc: object, source: str) -> Figures | None:
+    """The result's ``speeds`` (module doc), or None when it has none usable (then the levels' figures)."""
+    speeds = doc.get("speeds") if isinstance(doc, dict) else None
+    if not isinstance(speeds, dict):
+        return None
+    rate, requests = speeds.get("prefill_tokens_per_s"), speeds.get("prefill_requests")
+    rows = speeds.get("decode_iterations")
+    rows = rows if isinstance(rows, list) else []
+    if len(rows) > MAX_LEVELS:
+        raise InputError(
+            f"--speed-from {source}: {len(rows):,} decode rows, more than a load test measures ({MAX_LEVELS:,}); "
+            "give the kvbudget loadtest --json result as written"
+        )
+    points: dict[int, tuple[float, int]] = {}
+    for row in rows:
+        if not isinstance(row, dict):
+            continue
+        running, gaps = row.get("running"), row.get("gaps")
+        seconds = _seconds(row.get("iteration_s"), "decode_iterations.iteration_s", source)
+        if isinstance(running, int) and not isinstance(running, bool) and 1 <= running <= 10**7 and seconds:
+            points[running] = (seconds, gaps if isinstance(gaps, int) and 0 < gaps <= 10**9 else 1)
+    if not points or not isinstance(rate, (int, float)) or isinstance(rate, bool) or not rate > 0:
+        return None
+    if not LOWEST <= rate <= HIGHEST:
+        raise InputError(
+            f"--speed-from {source}: speeds.prefill_tokens_per_s of {rate:.3g} is not a measured speed "
+            f"({LOWEST:g}-{HIGHEST:g} tokens/s); give the kvbudget loadtest --json result as written"
+        )
+    a = _seconds(speeds.get("prefill_s_per_token"), "prefill_s_per_token", source, zero=True)
+    b = _seconds(speeds.get("prefill_s_per_token_context"), "prefill_s_per_token_context", source, zero=True)
+    c = _seconds(speeds.get("first_token_overhead_s"), "first_token_overhead_s", source, zero=True) or 0.0
+    fit = (a, b, c) if a is not None and b is not None and a + b > 0 else None
+    decode = speeds.get("decode_fit")
+    names = ("s_per_iteration", "s_per_session", "s_per_token_held")
+    terms = (
+        [_seconds(decode.get(k), f"decode_fit.{k}", source, zero=True) for k in names]
+        if isinstance(decode, dict)
+        else []
+    )
+    c0, c1, c2 = terms if len(terms) == 3 else (None, None, None)
+    line = (c0, c1, c2) if c0 is not None and c1 is not None and c2 is not None else None
+    count = requests if isinstance(requests, int) and not isinstance(requests, bool) and 0 < requests <= 10**9 else 1
+    return points, float(rate), count, fit, line
+
+
+def _pooled(figures: list[Figures], source: str) -> MeasuredSpeeds:
+    """Several results' speeds as one: each concurrency's iteration the mean of the results' means weighted by
+    their clean gaps, the fits weighted by the requests (prefill) or the clean gaps (decode) they were fitted over."""
+    seconds: dict[int, float] = {}
+    weights: dict[int, int] = {}
+    for rows, _, _, _, _ in figures:
+        for running, (t, n) in rows.items():
+            seconds[running] = seconds.get(running, 0.0) + t * n
+            weights[running] = weights.get(running, 0) + n
+    requests = sum(f[2] for f in figures)
+    rate = sum(f[1] * f[2] for f in figures) / requests
+    points = tuple((k, weights[k] / seconds[k]) for k in sorted(seconds))
+    fits = [(f[3], f[2]) for f in figures if f[3] is not None]
+    a: float | None = None
+    b = c = 0.0
+    if len(fits) == len(figures):  # every result has the prefill fit (else the rate alone, for all)
+        a, b, c = (sum(fit[i] * n for fit, n in fits) / requests for i in range(3))
+    lines = [(f[4], sum(n for _, n in f[0].values())) for f in figures if f[4] is not None]
+    decode = None
+    if len(lines) == len(figures):  # every result has the fit: weighted by their clean gaps
+        total = sum(n for _, n in lines)
+        c0, c1, c2 = (sum(line[i] * n for line, n in lines) / total for i in range(3))
+        decode = (c0, c1, c2)
+    return MeasuredSpeeds(
+        source,
+        rate,
+        points,
+        clean=True,
+        prefill_per_token=a,
+        prefill_per_context=b,
+        first_token_s=c,
+        decode_fit=decode,
+    )
+
+
+def speeds_of(doc: object, source: str) -> MeasuredSpeeds:
+    """The measured speeds of a load-test document (``kvbudget loadtest --json``)."""
+    return speeds_of_all([(doc, source)])
+
+
+def speeds_of_all(docs: list[tuple[object, str]]) -> MeasuredSpeeds:
+    """The measured speeds of one or more load-test documents (``(document, name)``), pooled. Pooled results must
+    name the same server engine and served model (they measured one deployment)."""
+    source = ", ".join(name for _, name in docs)
+    servers = {_server(doc) for doc, _ in docs}
+    if len(servers) > 1:
+        raise InputError(
+            f"--speed-from {source}: the results measured different servers ({', '.join(sorted(map(str, servers)))}); "
+            "pool only load tests of one deployment"
+        )
+    engine, served = servers.pop()
+    figures = [_clean(doc, name) for doc, name in docs]
+    if all(f is not None for f in figures):
+        return replace(_pooled([f for f in figures if f is not None], source), engine=engine, served=served)
     points: dict[int, float] = {}
     prefill: list[float] = []
-    for level in levels:
-        sessions = level.get("sessions") if isinstance(level, dict) else None
-        if not isinstance(level, dict) or not isinstance(sessions, int) or isinstance(sessions, bool):
-            continue
-        if not 1 <= sessions <= 10**7:  # a level of no session measured nothing
-            continue
-        decode = _p50(level, "decode_tokens_per_s", source)
-        if decode is not None:
-            points[sessions] = decode
-        rate = _p50(level, "prefill_tokens_per_s", source)
-        if rate is not None:
-            prefill.append(rate)
+    for doc, name in docs:
+        levels = doc.get("levels") if isinstance(doc, dict) else None
+        if not isinstance(levels, list):
+            raise InputError(f"--speed-from {name}: not a kvbudget loadtest --json result (no levels)")
+        if len(levels) > MAX_LEVELS:
+            raise InputError(
+                f"--speed-from {name}: {len(levels):,} levels, more than a load test's ramp holds ({MAX_LEVELS:,}); "
+                "give the kvbudget loadtest --json result as written"
+            )
+        for level in levels:
+            sessions = level.get("sessions") if isinstance(level, dict) else None
+            if not isinstance(level, dict) or not isinstance(sessions, int) or isinstance(sessions, bool):
+                continue
+            if not 1 <= sessions <= 10**7:  # a level of no session measured nothing
+                continue
+            decode = _p50(level, "decode_tokens_per_s", name)
+            if decode is not None:
+                points[sessions] = decode
+            rate = _p50(level, "prefill_tokens_per_s", name)
+            if rate is not None:
+                prefill.append(rate)
     if not points or not prefill:
         raise InputError(
             f"--speed-from {source}: the load test measured no decode or prefill speed per level "
             "(a result of kvbudget loadtest from this version, with completed requests, is needed)"
         )
+    return MeasuredSpeeds(source, _median(prefill), tuple(sorted(points.items())), engine=engine, served=served)
+
+
+def _server(doc: object) -> tuple[str | None, str | None]:
+    """(engine, served model) the result names: an engine kvbudget plans for, else None; the model as reported."""
     server = doc.get("server") if isinstance(doc, dict) else None
     server = server if isinstance(server, dict) else {}
     engine, served = server.get("engine"), server.get("model")
-    return MeasuredSpeeds(
-        source,
-        _median(prefill),
-        tuple(sorted(points.items())),
+    return (
         engine if engine in KNOWN_ENGINES else None,
         served.strip() if isinstance(served, str) and served.strip() else None,
     )
 
 
 def measured_speeds(path: str) -> MeasuredSpeeds:
-    """The measured speeds in the load-test result at ``path``."""
+    """The measured speeds in the load-test result at ``path`` (several, comma-separated: pooled)."""
     from kvbudget.safeio import loads_json, read_text
 
-    text = read_text(Path(path), "--speed-from")
-    return speeds_of(loads_json(text, path, "--speed-from"), Path(path).name)
+    names = [p.strip() for p in path.split(",") if p.strip()]
+    if not names:
+        raise InputError("--speed-from: name a kvbudget loadtest --json result (several: comma-separated)")
+    if len(names) > MAX_FILES:
+        raise InputError(f"--speed-from: {len(names)} results; pool at most {MAX_FILES} load tests of one deployment")
+    docs = [(loads_json(read_text(Path(one), "--speed-from"), one, "--speed-from"), Path(one).name) for one in names]
+    return speeds_of_all(docs)
 
 
 def one_deployment(measured: MeasuredSpeeds, lists: dict[str, tuple[object, ...]], engines: int, models: int) -> None:

@@ -91,6 +91,13 @@ class TimeModel:
     swap_bytes_per_s: float = 64e9
     prefill_s: Callable[[int, int], float] | None = None
     step_s: Callable[[int, int], float] | None = None
+    # Prompts waiting together are prefilled in one batch and get their first token together (llama.cpp's
+    # server, scheduler._first_token); off: one after another, each its first token at its own prefill's end.
+    group_prompts: bool = False
+    # Seconds a request spends before the server's batch takes it, holding nothing (its own overhead and its wait
+    # for the running iteration; measured, kvbudget.measure.loadtest.speeds): a step starts this much after its
+    # pause (a closed loop's session after the one it replaces) and its TTFT counts it.
+    first_token_s: float = 0.0
 
 
 @dataclass(frozen=True)

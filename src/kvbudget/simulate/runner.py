@@ -39,6 +39,9 @@ class SimConfig:
     host_bytes: int | None = None  # host tier for swap, per replica (None: unbounded)
     duration_s: float | None = None  # stop the clock here; live sessions stay live
     max_sessions: int | None = None  # consume at most this many sessions
+    # A closed loop of N sessions (kvbudget loadtest's, measure/loadtest/ramp.py): a session arrives only when
+    # fewer than N are live, at the moment one ends, whatever its plan's arrival time. None: the plans' arrivals.
+    closed_loop: int | None = None
     sample_interval_s: float = 1.0
     max_samples: int = 500
     check: bool = False  # assert the pool invariants at every allocation (tests)
@@ -46,6 +49,8 @@ class SimConfig:
     def validate(self) -> None:
         if self.replicas < 1:
             raise InputError(f"replicas must be at least 1, got {self.replicas}")
+        if self.closed_loop is not None and self.closed_loop < 1:
+            raise InputError(f"a closed loop holds at least 1 session, got {self.closed_loop}")
         t = self.time
         if not t.decode_tokens_per_s and t.step_s is None and not t.bandwidth_bytes_per_s > 0:
             raise InputError("the decode roofline needs a memory bandwidth (--bandwidth) or a fixed --decode-rate")
@@ -125,19 +130,31 @@ def simulate(sessions: Iterable[SessionPlan], config: SimConfig, progress: Progr
     pending: SessionPlan | None = None
     now = 0.0
     inf = math.inf
+    closed = config.closed_loop
+    due = False  # the pending plan's arrival is in the heap
 
     def pull() -> None:
-        nonlocal pending
-        pending = None
+        nonlocal pending, due
+        pending, due = None, False
         if limit is not None and stats.arrived >= limit:
             return
         plan = next(source, None)
         if plan is None or plan.arrival_s > stop_at:
             return
         pending = plan
-        heappush(heap, (max(plan.arrival_s, now), next(seq), ARRIVAL, None, 0))
+        if closed is None:
+            due = True
+            heappush(heap, (max(plan.arrival_s, now), next(seq), ARRIVAL, None, 0))
+
+    def admit_closed() -> None:  # the closed loop: the next session's first request as soon as one is missing
+        nonlocal due
+        if pending is not None and not due and sum(r.live for r in replicas) < closed:  # type: ignore[operator]
+            due = True
+            heappush(heap, (now + config.time.first_token_s, next(seq), ARRIVAL, None, 0))
 
     pull()
+    if closed is not None:
+        admit_closed()
     loops = 0
     next_sample = series.next_t
     while True:
@@ -177,10 +194,14 @@ def simulate(sessions: Iterable[SessionPlan], config: SimConfig, progress: Progr
                 replicas[s.replica].swap_done(s, t)
         else:
             r_dec.decode_done(t)
+        if closed is not None:
+            admit_closed()
         loops += 1
         if progress is not None and loops & 0xFFFF == 0:
             progress(stats.arrived, now)
     series.add(_sample(now, replicas))
+    for r in replicas:
+        r.close_group()
     return _result(stats, replicas, series, now, config)
 
 

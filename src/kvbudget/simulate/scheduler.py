@@ -84,6 +84,10 @@ class Replica:
         self.paused = 0
         self.orders = 0
         self.check = check
+        self.group: list[Session] = []  # the last batch of prompts (TimeModel.group_prompts, _first_token)
+        self.group_ready: list[float] = []
+        self.group_start = -1.0
+        self.group_t = 0.0
 
     # -- arrivals and steps -------------------------------------------------------------------
 
@@ -138,9 +142,10 @@ class Replica:
                 s.state = RUNNING
                 end = prompt + s.output
                 kv = self.costs.memo.get(end)
+                before = self.batch.busy_until
                 self.batch.join(s, now, prompt - context, self.costs.bytes(end) if kv is None else kv)
                 if s.t_first < 0:
-                    self._first_token(s, now)
+                    self._first_token(s, now, before if prompt > context else None)
             else:  # preempted itself: wait at the front, as vLLM re-queues a preempted request
                 s.state = WAITING
                 self.waiting.appendleft(s)
@@ -217,7 +222,8 @@ class Replica:
                 self._unhold(s)
             if not grown or self.evictable:
                 self.drain(now)  # blocks were freed into the cache: the waiting head may fit now
-        heappush(self.events, (now + pause, next(self.seq), PAUSE_END, s, 0))
+        # the request's own overhead (TimeModel.first_token_s) comes before the server takes the step, after the pause
+        heappush(self.events, (now + pause + self.time.first_token_s, next(self.seq), PAUSE_END, s, 0))
 
     # -- admission --------------------------------------------------------------------------
 
@@ -321,15 +327,40 @@ class Replica:
         kv = self.costs.memo.get(prompt + s.output)
         if kv is None:
             kv = self.costs.bytes(prompt + s.output)
+        before = self.batch.busy_until
         self.batch.join(s, now, prompt - hits, kv)
         if s.t_first < 0:
-            self._first_token(s, now)
+            self._first_token(s, now, before if prompt > hits else None)
 
-    def _first_token(self, s: Session, now: float) -> None:
-        """The step's first run: its first token's time (prefill backlog + one iteration) and its TTFT."""
+    def _first_token(self, s: Session, now: float, before: float | None = None) -> None:
+        """The step's first run: its first token's time (prefill backlog + one iteration) and its TTFT.
+
+        With ``TimeModel.group_prompts`` a prompt (``before``: the prefill backlog's end before it joined) is
+        prefilled in one batch with the prompts waiting beside it, and all of them get their first token when that
+        batch ends: the prompts that arrive while a batch runs form the next one (llama.cpp
+        tools/server/server-context.cpp ``update_slots`` puts every pending prompt in the next batch, up to
+        n_batch). Their TTFTs are counted when their batch can take no more prompts (``close_group``)."""
         s.t_first = t = self.batch.first_token(now)
         s.out0 = s.output
-        self.stats.ttft.add(t - s.ready_at)
+        if before is None or not self.time.group_prompts:
+            self.stats.ttft.add(t + self.time.first_token_s - s.ready_at)
+            return
+        if before > now and self.group_start >= now:  # the last batch has not started: this prompt joins it
+            for member in self.group:
+                member.t_first = t
+        else:  # no backlog (a batch of its own, now) or the last batch is running (the next, at its end)
+            self.close_group()
+            self.group_start = now if before <= now else before
+        self.group.append(s)
+        self.group_ready.append(s.ready_at)
+        self.group_t = t
+
+    def close_group(self) -> None:
+        """Count the TTFTs of the last batch of prompts (``_first_token``); at the end of the run too."""
+        for ready in self.group_ready:
+            self.stats.ttft.add(self.group_t + self.time.first_token_s - ready)
+        self.group.clear()
+        self.group_ready.clear()
 
     def _grow(self, s: Session, tokens: int, now: float) -> bool:
         """Holder ``s`` grows to ``tokens`` tokens, preempting newer holders when the pool is short;

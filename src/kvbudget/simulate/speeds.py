@@ -65,6 +65,8 @@ class ReplicaSpeeds:
     efficiency: Efficiency | None
     prefill_tokens_per_s: float
     decode_quotes: tuple[tuple[int, float], ...]  # (running sessions, decode tokens/s per session)
+    group_prompts: bool = False  # prompts waiting together share a batch (TimeModel.group_prompts): measured so
+    first_token_s: float = 0.0  # TimeModel.first_token_s (measured)
 
     def time_model(self, swap_bytes_per_s: float) -> TimeModel:
         from kvbudget.simulate.policies import TimeModel
@@ -75,6 +77,8 @@ class ReplicaSpeeds:
             swap_bytes_per_s=swap_bytes_per_s,
             prefill_s=self.prefill,
             step_s=self.step,
+            group_prompts=self.group_prompts,
+            first_token_s=self.first_token_s,
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -121,7 +125,7 @@ def replica_speeds(
         prefill_from = Assumption("given", f"--prefill-rate {rate:,.0f} tokens/s per replica")
     elif measured is not None:
         rate = measured.prefill_tokens_per_s
-        prefill = _fixed_prefill(rate)
+        prefill = measured.prefill_s
         prefill_from = Assumption("measured", measured.prefill_basis)
     elif roof is not None and roof.machine.linear_flops:
         prefill = _roof_prefill(roof)
@@ -162,6 +166,8 @@ def replica_speeds(
         else None,
         prefill_tokens_per_s=rate,
         decode_quotes=quotes,
+        group_prompts=prefill_from.provenance == "measured" and measured is not None and measured.clean,
+        first_token_s=measured.first_token_s if prefill_from.provenance == "measured" and measured else 0.0,
     )
 
 
@@ -173,8 +179,10 @@ def measured_time_model(measured: MeasuredSpeeds, swap_bytes_per_s: float = 64e9
     return TimeModel(
         prefill_tokens_per_s=measured.prefill_tokens_per_s,
         swap_bytes_per_s=swap_bytes_per_s,
-        prefill_s=_fixed_prefill(measured.prefill_tokens_per_s),
+        prefill_s=measured.prefill_s,
         step_s=measured.step,
+        group_prompts=measured.clean,
+        first_token_s=measured.first_token_s,
     )
 
 

@@ -16,13 +16,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 
 from kvbudget.errors import KvBudgetError
+from kvbudget.measure.loadtest.flow import Flow, Stream
 
 Api = Literal["completions", "chat"]
 ERROR_TEXT = 300  # characters of an error body kept in a message
@@ -57,6 +58,8 @@ class Reply:
     text: str = ""
     error: str | None = None
     error_kind: str | None = None  # "context", "http_4xx", "http_5xx", "transport", "stream"
+    gaps: list[tuple[int, int, float]] = field(default_factory=list)  # clean gaps (flow.py): decoding, held, s
+    beside: int = 0  # requests decoding when it was sent (flow.py)
 
     @property
     def ok(self) -> bool:
@@ -98,6 +101,7 @@ class Client:
         self.gateway = False  # a kvbudget gateway answered (it echoes the session): end sessions there
         self.retries = 0  # requests sent again because they never reached the server
         self.unreadable = 0  # counts the server reported that are no count (negative, past 2^40, NaN, a string)
+        self.flow = Flow()  # requests prefilling and decoding across the run's sessions (flow.py)
         self._http: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> Client:
@@ -196,14 +200,42 @@ class Client:
         return "/v1/chat/completions" if self.api == "chat" else "/v1/completions"
 
     async def complete(
-        self, prompt: str | list[dict[str, str]], max_tokens: int, *, keep_text: bool = True, session: str | None = None
+        self,
+        prompt: str | list[dict[str, str]],
+        max_tokens: int,
+        *,
+        keep_text: bool = True,
+        session: str | None = None,
+        prompt_tokens: int = 0,
     ) -> Reply:
         """One streamed request (``session``: sent as ``x-session-id``, which a session gateway admits by and an
-        engine ignores). Never raises for the server's answers (see Reply)."""
+        engine ignores; ``prompt_tokens``: its planned size, for the flow). Never raises for the server's answers
+        (see Reply)."""
         sent = time.monotonic()
         reply = Reply(status=TRANSPORT, sent_s=sent)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30.0, sock_read=self.timeout_s)
         body = self.body(prompt, max_tokens)
+        stream = self.flow.send(prompt_tokens)
+        try:
+            answered = await self._attempts(reply, stream, body, timeout, keep_text, session)
+        finally:
+            stream.end()
+        reply.gaps, reply.beside = stream.gaps, stream.beside
+        if answered:
+            reply.latency_s = time.monotonic() - sent
+        return reply
+
+    async def _attempts(
+        self,
+        reply: Reply,
+        stream: Stream,
+        body: dict[str, Any],
+        timeout: aiohttp.ClientTimeout,
+        keep_text: bool,
+        session: str | None,
+    ) -> bool:
+        """Send (again while it never reached the server); False for an HTTP error answer (no latency)."""
+        sent = reply.sent_s
         for attempt in range(MAX_RETRIES + 1):
             try:
                 headers = {"x-session-id": session} if session is not None else None
@@ -216,8 +248,8 @@ class Client:
                     if r.status != 200:
                         text = (await r.read())[:ERROR_BODY].decode("utf-8", "replace")
                         reply.error_kind, reply.error = classify_http(r.status, text)
-                        return reply
-                    self.unreadable += await _read_stream(r, reply, sent, keep_text)
+                        return False
+                    self.unreadable += await _read_stream(r, reply, sent, keep_text, stream)
             except ServerError as exc:  # a redirect: no answer of this server
                 reply.error_kind, reply.error = "http_4xx", str(exc)
             except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, HttpProcessingError) as exc:
@@ -227,8 +259,7 @@ class Client:
                 reply.error_kind = "transport" if reply.status == TRANSPORT else "stream"
                 reply.error = describe(exc)
             break
-        reply.latency_s = time.monotonic() - sent
-        return reply
+        return True
 
 
 def redirect(resp: aiohttp.ClientResponse, url: str) -> None:
@@ -241,7 +272,9 @@ def redirect(resp: aiohttp.ClientResponse, url: str) -> None:
         )
 
 
-async def _read_stream(r: aiohttp.ClientResponse, reply: Reply, sent: float, keep_text: bool) -> int:
+async def _read_stream(
+    r: aiohttp.ClientResponse, reply: Reply, sent: float, keep_text: bool, stream: Stream | None = None
+) -> int:
     """Server-sent events: ``data: {...}`` lines until ``data: [DONE]`` or the end of the body, at most
     MAX_STREAM bytes; the number of counts the server reported that are no count."""
     parts: list[str] = []
@@ -273,16 +306,21 @@ async def _read_stream(r: aiohttp.ClientResponse, reply: Reply, sent: float, kee
         for choice in choices if isinstance(choices, list) else ():
             if not isinstance(choice, dict):
                 continue
-            if reply.ttft_s is None:
+            first = reply.ttft_s is None
+            if first:
                 reply.ttft_s = time.monotonic() - sent
             text = choice.get("text")
             delta = choice.get("delta")
             if text is None and isinstance(delta, dict):
                 text = delta.get("content")
+            if stream is not None and (first or (isinstance(text, str) and text)):
+                stream.token()
             if isinstance(text, str) and text and keep_text:
                 parts.append(text)
             if isinstance(choice.get("finish_reason"), str):
                 reply.finish_reason = choice["finish_reason"]
+                if stream is not None:
+                    stream.end()
         usage = obj.get("usage")
         if isinstance(usage, dict) and usage:
             unreadable += _usage(reply, usage)

@@ -24,6 +24,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from kvbudget.measure.loadtest.client import Reply
+from kvbudget.measure.loadtest.flow import SAMPLE_CAP, Reservoir
 from kvbudget.measure.loadtest.metrics import Snapshot
 from kvbudget.units import counted
 
@@ -100,6 +101,9 @@ class Recorder:
         self.decode_rates: list[float] = []
         self.prefill_rates: list[float] = []
         self.last_error: str | None = None
+        # The mechanism's speeds (flow.py, speeds.py): clean decode gaps by sessions decoding, every prompt
+        self.decode_gaps: dict[int, Reservoir] = {}
+        self.prefills: list[tuple[float, float, int, int, int]] = []  # (sent s, TTFT s, new, cached, decoding)
 
     @property
     def level(self) -> Level:
@@ -180,6 +184,10 @@ class Recorder:
             level.prefill_rates.append(new / span)
         elif reply.prompt_per_s:
             level.prefill_rates.append(reply.prompt_per_s)
+        for running, held, gap in reply.gaps:
+            self.decode_gaps.setdefault(running, Reservoir()).add((held, gap))
+        if new > 0 and reply.ttft_s and len(self.prefills) < SAMPLE_CAP:
+            self.prefills.append((reply.sent_s, reply.ttft_s, new, reply.cached_tokens or 0, reply.beside))
 
     def _tokens(self, reply: Reply, planned_prompt: int) -> None:
         t = self.tokens

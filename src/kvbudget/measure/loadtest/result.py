@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from kvbudget.measure.loadtest.metrics import KV_USAGE_METRIC
 from kvbudget.measure.loadtest.record import Level, Recorder, percentile
+from kvbudget.measure.loadtest.speeds import speeds_json
 
 if TYPE_CHECKING:
     from kvbudget.measure.loadtest.predict import Prediction
@@ -116,6 +117,7 @@ def to_json(o: Outcome) -> dict[str, object]:
         "prefix_hit_rate": _r(hit_rate),
         "prefix_hit_source": hit_source,
         "levels": [level_json(lv) for lv in rec.levels] if rec else [],
+        "speeds": speeds_json(rec.decode_gaps, rec.prefills) if rec else None,
         "scrapes": rec.scrapes if rec else 0,
         "scrape_errors": rec.scrape_errors if rec else 0,
         "predicted": o.prediction.to_json() if o.prediction else {"plan_sessions": None, "simulated_sessions": None},

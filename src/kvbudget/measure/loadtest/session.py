@@ -174,7 +174,10 @@ async def _run_session(drive: Drive, index: int, session: str) -> str:
         if not rec.permit():
             return "stopped"
         level = rec.level
-        reply = await drive.client.complete(conv.prompt(), output, keep_text=drive.history == "output", session=session)
+        keep = drive.history == "output"
+        reply = await drive.client.complete(
+            conv.prompt(), output, keep_text=keep, session=session, prompt_tokens=held + turn + append
+        )
         rec.request_done(level, reply, planned, output)
         if not reply.ok:
             rec.sessions["failed"] += 1

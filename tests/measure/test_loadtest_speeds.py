@@ -1,0 +1,200 @@
+"""Measured speeds that mean what the simulator charges (measure/loadtest/flow.py, speeds.py, simulate/measured.py).
+
+The live check against a real llama-server is tests/live/test_speed_live.py; here the parts are held to
+hand-worked cases: which stream gaps are clean, which prompts were batched together, that the fits recover the
+coefficients of data made from them, and that the simulator charges what they say.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvbudget.errors import InputError
+from kvbudget.measure.loadtest.flow import SAMPLE_CAP, Flow, Reservoir
+from kvbudget.measure.loadtest.speeds import (
+    MIN_GAPS,
+    batched_work,
+    decode_fit,
+    decode_iterations,
+    prefill_fit,
+    speeds_json,
+)
+from kvbudget.simulate import MemoryModel, MemoryPolicy, SimConfig, TimeModel, simulate
+from kvbudget.simulate.measured import measured_speeds, speeds_of
+from kvbudget.simulate.speeds import measured_time_model
+from kvbudget.workload.record import SessionPlan, Step
+
+
+def test_a_gap_is_clean_only_with_no_prompt_in_flight_and_the_same_sessions_decoding() -> None:
+    flow = Flow()
+    a = flow.send(10)
+    a.token()  # a's first token: a decodes, holding 11 tokens
+    a.token()
+    assert a.gaps[-1][:2] == (1, 12), "one session decoding, 10 prompt + 2 generated tokens held"
+    b = flow.send(5)  # b's prompt is in flight: a's next gap holds it
+    a.token()
+    assert len(a.gaps) == 1
+    b.token()  # b starts decoding: the flow changed during a's gap
+    a.token()
+    assert len(a.gaps) == 1
+    a.token()
+    b.token()
+    assert a.gaps[-1][:2] == (2, 14 + 7) and b.gaps[-1][:2] == (2, 15 + 7)
+    b.end()
+    b.end()  # idempotent
+    assert (flow.decoding, flow.prefilling, flow.context) == (1, 0, 15)
+    a.end()
+    assert (flow.decoding, flow.context) == (0, 0)
+    failed = flow.send(3)
+    failed.end()  # never got a token
+    assert (flow.prefilling, flow.decoding) == (0, 0) and failed.gaps == []
+
+
+def test_reservoir_keeps_a_bounded_sample_of_everything_offered() -> None:
+    r = Reservoir()
+    for i in range(SAMPLE_CAP + 5000):
+        r.add((i, float(i)))
+    assert r.seen == SAMPLE_CAP + 5000 and len(r.values) == SAMPLE_CAP
+    assert max(v[0] for v in r.values) >= SAMPLE_CAP, "later values replace earlier ones"
+
+
+def test_prompts_whose_prefills_overlap_are_summed() -> None:
+    # (sent, ttft, new, cached, decoding): the first two overlap; the third comes after both have their token
+    prefills = [(0.0, 1.0, 10, 0, 0), (0.5, 0.6, 20, 100, 1), (2.0, 0.5, 5, 50, 2)]
+    work = batched_work(prefills)
+    own = [(10.0, 10 * 5.0), (20.0, 20 * 110.0), (5.0, 5 * 52.5)]  # tokens, tokens x mean context read
+    assert work[0] == (own[0][0] + own[1][0], own[0][1] + own[1][1])
+    assert work[1] == work[0]
+    assert work[2] == own[2]
+
+
+def _gaps(c0: float, c1: float, c2: float) -> dict[int, Reservoir]:
+    gaps: dict[int, Reservoir] = {}
+    for k in (1, 2, 3, 4):
+        r = gaps.setdefault(k, Reservoir())
+        for held in range(50 * k, 50 * k + 40):
+            r.add((held, c0 + c1 * k + c2 * held))
+    return gaps
+
+
+def test_the_decode_fit_recovers_the_iteration_it_was_made_from() -> None:
+    gaps = _gaps(0.004, 0.010, 1e-4)
+    fit = decode_fit(gaps)
+    assert fit is not None
+    assert fit == pytest.approx((0.004, 0.010, 1e-4), rel=1e-6, abs=1e-9)
+    points = decode_iterations(gaps)
+    assert [k for k, _, _ in points] == [1, 2, 3, 4]
+    assert points[0][1] == pytest.approx(0.004 + 0.010 + 1e-4 * (50 + 19.5 - 0.5 * 0.4), rel=0.01)  # trimmed mean
+    few = Reservoir()
+    for _ in range(MIN_GAPS - 1):
+        few.add((1, 0.01))
+    assert decode_iterations({1: few}) == [] and decode_fit({1: few}) is None
+
+
+def test_the_prefill_fit_recovers_the_costs_it_was_made_from() -> None:
+    c, a, b = 0.05, 0.002, 1e-4
+    iterations = [(1, 0.02, 100), (2, 0.03, 100), (3, 0.04, 100)]
+    prefills = []
+    for i in range(40):  # one request at a time, 10 s apart: none overlaps another
+        new, cached, beside = 5 + 3 * (i % 7), 40 * (i % 5), i % 3
+        seconds = c + a * new + b * new * (cached + new / 2) + (0.02 + 0.01 * beside)  # + the iteration of k + 1
+        prefills.append((10.0 * i, seconds, new, cached, beside))
+    fit = prefill_fit(prefills, iterations)
+    assert fit is not None
+    assert fit[:3] == pytest.approx((c, a, b), rel=1e-6, abs=1e-9)
+    gaps = _gaps(0.004, 0.010, 1e-4)
+    doc = speeds_json(gaps, prefills)
+    again = prefill_fit(prefills, decode_iterations(gaps))  # the document's fit is over its own decode curve
+    assert again is not None and doc["prefill_requests"] == 40
+    assert (doc["first_token_overhead_s"], doc["prefill_s_per_token"]) == (again[0], again[1])
+    assert prefill_fit(prefills[:3], iterations) is None, "too few requests to fit"
+
+
+def _doc(iteration: dict[int, float], gaps: int = 100) -> dict[str, object]:
+    return {
+        "levels": [],
+        "speeds": {
+            "decode_iterations": [{"running": k, "iteration_s": t, "gaps": gaps} for k, t in iteration.items()],
+            "decode_fit": {"s_per_iteration": 0.004, "s_per_session": 0.01, "s_per_token_held": 1e-4},
+            "prefill_tokens_per_s": 100.0,
+            "prefill_s_per_token": 0.002,
+            "prefill_s_per_token_context": 1e-4,
+            "first_token_overhead_s": 0.05,
+            "prefill_requests": 10,
+            "basis": "",
+        },
+    }
+
+
+def test_measured_speeds_read_the_clean_figures_and_pool_several_results(tmp_path: Path) -> None:
+    one = speeds_of(_doc({2: 0.05}), "a.json")
+    assert one.clean and one.points == ((2, 20.0),) and one.first_token_s == 0.05
+    assert one.prefill_s(10, 100) == pytest.approx(10 * (0.002 + 1e-4 * 105))
+    assert one.step(3, 300) == pytest.approx(1 / 20.0), "without bytes per token: the curve by sessions"
+    counted = type(one)(**{**one.__dict__, "bytes_per_token": 2.0})
+    assert counted.step(3, 600) == pytest.approx(0.004 + 0.03 + 1e-4 * 300)
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text(json.dumps(_doc({2: 0.05}, gaps=100)), encoding="utf-8")
+    second.write_text(json.dumps(_doc({2: 0.08, 4: 0.1}, gaps=300)), encoding="utf-8")
+    pooled = measured_speeds(f"{first},{second}")
+    assert pooled.source == "a.json, b.json"
+    assert dict(pooled.points)[2] == pytest.approx(1 / ((0.05 * 100 + 0.08 * 300) / 400))
+    assert dict(pooled.points)[4] == pytest.approx(10.0)
+    old = {"levels": [{"sessions": 2, "decode_tokens_per_s": {"p50": 20.0}, "prefill_tokens_per_s": {"p50": 50.0}}]}
+    legacy = speeds_of(old, "old.json")
+    assert not legacy.clean and legacy.points == ((2, 20.0),) and legacy.prefill_s(100, 0) == 2.0
+    with pytest.raises(InputError, match="--speed-from"):
+        measured_speeds(",")
+
+
+def _one_step(index: int, prompt: int, output: int) -> SessionPlan:
+    return SessionPlan(f"s{index}", 0.0, iter([Step(prompt, output, 0.0)]))
+
+
+def _config(time: TimeModel, closed: int | None = None) -> SimConfig:
+    return SimConfig(
+        memory=MemoryModel.linear(10_000, 1, 1000, share_prefix=False),
+        policy=MemoryPolicy(policy="reserve", admission="queue"),
+        time=time,
+        closed_loop=closed,
+    )
+
+
+def test_a_closed_loop_starts_a_session_when_one_ends_and_keeps_none_waiting() -> None:
+    time = TimeModel(prefill_tokens_per_s=100.0, decode_tokens_per_s=10.0)
+    result = simulate((_one_step(i, 100, 11) for i in range(3)), _config(time, closed=1))
+    # one at a time: 1 s of prefill, then 11 tokens at 0.1 s each (the first with the prefill's iteration)
+    assert result.peak_concurrency == 1 and result.finished == 3
+    assert result.sim_time_s == pytest.approx(3 * (1.0 + 1.1))
+    assert result.ttft_s["p99"] == pytest.approx(1.1, rel=0.011), "no session waited for the loop"
+    assert result.queue_delay_s["p99"] == 0
+
+
+def test_prompts_waiting_together_get_their_first_token_together() -> None:
+    apart = TimeModel(prefill_tokens_per_s=100.0, decode_tokens_per_s=10.0)
+    together = TimeModel(prefill_tokens_per_s=100.0, decode_tokens_per_s=10.0, group_prompts=True)
+    a = simulate((_one_step(i, 100, 11) for i in range(2)), _config(apart))
+    b = simulate((_one_step(i, 100, 11) for i in range(2)), _config(together))
+    assert a.ttft_s["p50"] == pytest.approx(1.1, rel=0.011) and a.ttft_s["p99"] == pytest.approx(2.1, rel=0.011)
+    assert b.ttft_s["p50"] == pytest.approx(2.1, rel=0.011) and b.ttft_s["p99"] == pytest.approx(2.1, rel=0.011)
+
+
+def test_the_first_token_overhead_delays_the_step_and_counts_in_its_ttft() -> None:
+    base = TimeModel(prefill_tokens_per_s=100.0, decode_tokens_per_s=10.0)
+    late = TimeModel(prefill_tokens_per_s=100.0, decode_tokens_per_s=10.0, first_token_s=0.5)
+    sessions = [SessionPlan("s", 0.0, iter([Step(100, 11, 1.0), Step(100, 11, 0.0)]))]
+    a = simulate(iter(sessions), _config(base, closed=1))
+    sessions = [SessionPlan("s", 0.0, iter([Step(100, 11, 1.0), Step(100, 11, 0.0)]))]
+    b = simulate(iter(sessions), _config(late, closed=1))
+    assert b.ttft_s["p99"] == pytest.approx(a.ttft_s["p99"] + 0.5, rel=0.011)
+    assert b.sim_time_s == pytest.approx(a.sim_time_s + 2 * 0.5)
+
+
+def test_measured_time_model_carries_the_mechanism() -> None:
+    speeds = speeds_of(_doc({2: 0.05}), "a.json")
+    time = measured_time_model(speeds)
+    assert time.group_prompts and time.first_token_s == 0.05 and time.prefill_s is not None
+    assert time.prefill_s(10, 100) == speeds.prefill_s(10, 100)
