@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,22 +16,9 @@ from kvbudget.gateway.admission import Session
 from kvbudget.gateway.records import Recorder
 from kvbudget.gateway.shared import SharedAdmission
 from kvbudget.workload.traces import kvbudget_jsonl
-from tests.gateway.redis_server import Redis, redis_server
+from tests.gateway.redis_server import Redis
 
 UP = "http://a:1"
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redis]:
-    pytest.importorskip("redis")
-    with redis_server(tmp_path_factory.mktemp("redis")) as running:
-        yield running
-
-
-@pytest.fixture
-def redis(server: Redis) -> Redis:
-    server.flush()
-    return server
 
 
 class Replica:

@@ -9,29 +9,15 @@ and the recorder's last row hang on them: more than one per session would be a d
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from kvbudget.gateway.admission import Admission, Session
 from kvbudget.gateway.shared import SharedAdmission
-from tests.gateway.redis_server import Redis, redis_server
+from tests.gateway.redis_server import Redis
 
 UP = "http://a:1"
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redis]:
-    pytest.importorskip("redis")
-    with redis_server(tmp_path_factory.mktemp("redis")) as running:
-        yield running
-
-
-@pytest.fixture
-def redis(server: Redis) -> Redis:
-    server.flush()
-    return server
 
 
 def replica(redis: Redis, ended: list[tuple[str, str]], slots: int = 1, **options: Any) -> SharedAdmission:

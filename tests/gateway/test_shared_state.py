@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,18 +21,6 @@ from tests.gateway.redis_server import Redis, redis_server
 pytest.importorskip("redis")
 
 UP = ("http://a:1", "http://b:2")
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redis]:
-    with redis_server(tmp_path_factory.mktemp("redis")) as running:
-        yield running
-
-
-@pytest.fixture
-def redis(server: Redis) -> Redis:
-    server.flush()
-    return server
 
 
 def replica(redis: Redis, slots: int = 2, upstreams: tuple[str, ...] = UP[:1], **options: Any) -> SharedAdmission:

@@ -45,3 +45,15 @@ def html(*argv: str) -> str:
     code, out, err = run("report", *argv)
     assert code == 0, err
     return out
+
+
+# one deployment with the chat workload: a report with its simulation, and the same simulation run by ``simulate``
+CHAT = ("llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--context", "32k")
+
+
+def chat_report_and_simulation() -> tuple[Any, Any]:
+    """(``report --json``, ``simulate --json``) of CHAT with examples/chat.toml and 200 simulated sessions."""
+    report = document("report", *CHAT, "--workload", "examples/chat.toml", *QUICK_SIM)
+    sessions = ("--sessions", "200", "--search-sessions", "200")
+    sim = document("simulate", "--model", *CHAT, "--workload", "examples/chat.toml", *sessions)
+    return report, sim

@@ -18,7 +18,7 @@ from kvbudget.report.latency import PLANNED_FIELDS
 from kvbudget.report.markdown import md
 from kvbudget.report.sections import per_second, seconds
 from kvbudget.schemas import schema
-from tests.report.cli_runs import QUICK_SIM, document, html, run
+from tests.report.cli_runs import CHAT, QUICK_SIM, chat_report_and_simulation, document, html, run
 
 LLAMA = ("llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--context", "32k")
 DEPLOYMENT = ("llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm")
@@ -77,19 +77,8 @@ def test_a_deployment_the_speed_model_does_not_cover_says_why() -> None:
 
 
 def test_simulated_latency_is_simulate_json() -> None:
-    argv = ("llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--context", "32k")
-    doc = document("report", *argv, "--workload", "examples/chat.toml", *QUICK_SIM)
-    sim = document(
-        "simulate",
-        "--model",
-        *argv,
-        "--workload",
-        "examples/chat.toml",
-        "--sessions",
-        "200",
-        "--search-sessions",
-        "200",
-    )
+    argv = CHAT
+    doc, sim = chat_report_and_simulation()
     assert doc["latency"]["simulated"] == {**sim["latency"], "speeds": sim["speeds"]}
     # the planned figures are for the workload's mean step (as kvbudget size reads a workload)
     size = document(

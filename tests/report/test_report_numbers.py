@@ -13,7 +13,7 @@ import pytest
 from kvbudget.measure.loadtest.result import Outcome, to_json
 from kvbudget.schemas import schema
 from kvbudget.workload.stats import percentile
-from tests.report.cli_runs import QUICK_SIM, QWEN, WEKA, document, run
+from tests.report.cli_runs import QWEN, WEKA, chat_report_and_simulation, document, run
 
 LLAMA_L40S = ("llama-3.1-8b", "--gpu", "l40s", "--engine", "vllm", "--context", "32k")
 L40S_LOG = "tests/data/logs/vllm/v1-pr17122-llama31-8b-l40s.log"
@@ -109,19 +109,7 @@ def test_trace_figures_are_trace_stats() -> None:
 
 
 def test_simulated_is_simulate_json() -> None:
-    argv = ("llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--context", "32k")
-    doc = document("report", *argv, "--workload", "examples/chat.toml", *QUICK_SIM)
-    sim = document(
-        "simulate",
-        "--model",
-        *argv,
-        "--workload",
-        "examples/chat.toml",
-        "--sessions",
-        "200",
-        "--search-sessions",
-        "200",
-    )
+    doc, sim = chat_report_and_simulation()
     simulated = doc["sessions"]["simulated"]
     for key in (
         "sustained_sessions",
