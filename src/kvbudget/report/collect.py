@@ -183,6 +183,7 @@ def collect(request: ReportRequest) -> Report:
     engine = inputs.engine.name
     measured: list[Measured] = [from_loadtest(path, engine, base, r.model) for path in r.loadtest or ()]
     measured += [from_log(path, r.model, engine, gpu, r.startup) for path in r.log or ()]
+    measured = [_at_the_cap(m, plan.inputs.context) for m in measured]
     commands = plan_doc["commands"]
     assert isinstance(commands, dict)
     units: UnitSystem = "si" if r.units == "si" else "iec"
@@ -204,3 +205,17 @@ def collect(request: ReportRequest) -> Report:
         latency=latency,
         sizing=sizing,
     )
+
+
+def _at_the_cap(m: Measured, cap: int) -> Measured:
+    """A measurement at another cap than the plan's is shown, and says so next to its figure: sessions at an 8K
+    cap are not sessions at 32K (each holds a quarter of the cache), so it does not confirm or refute the plan."""
+    if m.context is None or m.context == cap:
+        return m
+    from kvbudget.units import format_tokens
+
+    note = (
+        f"measured at the {format_tokens(m.context)} cap, not the plan's {format_tokens(cap)}: not the same question, "
+        "so it neither confirms nor refutes the plan's sessions"
+    )
+    return replace(m, basis=f"{m.basis}; {note}")
