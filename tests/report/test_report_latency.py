@@ -157,7 +157,10 @@ def test_size_defaults_to_the_reports_own_gpu() -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (("--ttft", "2s"), "Error: --ttft: a sizing option; add --size (with --sessions N or --rate R)"),
+        (
+            ("--ttft", "2s"),
+            "Error: --ttft: a sizing option; add --size (with --sessions N or --rate R) to size the load, or --work",
+        ),
         (
             ("--size",),
             "Error: give the load as --sessions N (peak concurrent, whole deployment) or --rate R with --workload",
@@ -185,3 +188,20 @@ def test_the_sizing_panel_escapes_what_it_did_not_write(tmp_path: Path) -> None:
     assert code == 0, err
     prose = re.sub(r"(?ms)^(`{3,})sh\n.*?^\1$", "", out)
     assert "<script" not in prose and "### Sizing" in prose
+
+
+def test_sessions_at_latency_targets_are_simulate_json() -> None:
+    """With --ttft / --itl the report's simulation says what memory allows, what the targets hold and which binds:
+    simulate's own sentence for the same deployment, workload and targets, in the JSON, the page and Markdown."""
+    targets = ("--ttft", "2s", "--itl", "12ms")
+    doc = document("report", *CHAT, "--workload", "examples/chat.toml", *QUICK_SIM, *targets)
+    sessions = ("--sessions", "200", "--search-sessions", "200")
+    sim = document("simulate", "--model", *CHAT, "--workload", "examples/chat.toml", *sessions, *targets)
+    said = sim["at_targets"]["text"]
+    assert said.startswith("memory allows ") and "binds" in said
+    assert doc["sessions"]["simulated"]["at_targets"] == said
+    assert f"latency targets: {escape(said)}" in html(*CHAT, "--workload", "examples/chat.toml", *QUICK_SIM, *targets)
+    _, markdown, _ = run("report", *CHAT, "--workload", "examples/chat.toml", *QUICK_SIM, *targets, "--format", "md")
+    assert f"Latency targets: {md(said)}." in markdown
+    # without targets there is no such figure
+    assert chat_report_and_simulation()[0]["sessions"]["simulated"]["at_targets"] is None

@@ -142,8 +142,14 @@ def simulated(request: ReportRequest) -> tuple[Simulated, SimulatedLatency]:
         preemptions=int(_number(doc, "preemptions")),
         static_plan_sessions=int(_number(doc, "static_plan_sessions")),
         speeds=_speeds(doc.get("speeds"), request.speed_from),
+        at_targets=_at_targets(doc.get("at_targets")),
     )
     return found, simulated_latency(doc)
+
+
+def _at_targets(at: object) -> str:
+    """The sessions at the memory limit and at the latency targets, which binds (``simulate --json`` at_targets)."""
+    return str(at["text"]) if isinstance(at, dict) and isinstance(at.get("text"), str) else ""
 
 
 def _speeds(speeds: object, speed_from: str | None) -> str:

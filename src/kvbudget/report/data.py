@@ -145,10 +145,13 @@ class Simulated:
     preemptions: int
     static_plan_sessions: int
     speeds: str = ""  # where the simulation's speeds come from: "prefill measured, decode measured (load test x)"
+    # with --ttft / --itl: "memory allows 31.2 sessions per replica; at p99 TTFT <= 2 s ... holds 24.0: latency binds"
+    at_targets: str = ""
 
     def to_dict(self) -> dict[str, object]:
         return {
             "speeds": self.speeds,
+            "at_targets": self.at_targets or None,
             "source": self.source,
             "sustained_sessions": self.sustained_sessions,
             "sustained_sessions_total": self.sustained_sessions_total,

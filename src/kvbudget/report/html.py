@@ -209,6 +209,8 @@ def _sessions(report: Report) -> str:
         )
         if s.speeds:
             notes.append(f"<li>simulated speeds: {_e(s.speeds)}</li>")
+        if s.at_targets:
+            notes.append(f"<li>latency targets: {_e(s.at_targets)}</li>")
     else:
         notes.append("<li>simulated: give --workload FILE to run the simulator</li>")
     for m in report.measured:

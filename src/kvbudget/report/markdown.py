@@ -153,6 +153,7 @@ def render_markdown(report: Report) -> str:
             f"target {md(s.target)}.",
             "",
             *([f"Speeds: {md(s.speeds)}.", ""] if s.speeds else []),
+            *([f"Latency targets: {md(s.at_targets)}.", ""] if s.at_targets else []),
         ]
     if report.measured:
         out += ["### Measured", ""]

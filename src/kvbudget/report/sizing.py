@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 # the options that only the sizing answer reads
 SIZING_OPTIONS = ("size_gpu", "size_engine", "rate", "ttft", "itl", "price", "prices")
+LATENCY = ("ttft", "itl")  # the targets: of the sizing, and of the simulation with --workload
 
 
 def size_request(request: ReportRequest) -> SizeRequest:
@@ -40,10 +41,15 @@ def size_request(request: ReportRequest) -> SizeRequest:
 def sizing_of(request: ReportRequest) -> Sizing | None:
     """The sizing answer with ``--size``; without it None, and a sizing option given alone is refused."""
     if not request.size:
-        given = [name for name in SIZING_OPTIONS if getattr(request, name) is not None]
+        # --ttft / --itl also hold the report's simulation (--workload) to latency targets
+        alone = SIZING_OPTIONS if request.workload is None else tuple(n for n in SIZING_OPTIONS if n not in LATENCY)
+        given = [name for name in alone if getattr(request, name) is not None]
         if given:
             flag = "--" + given[0].replace("_", "-")
-            raise InputError(f"{flag}: a sizing option; add --size (with --sessions N or --rate R) to size the load")
+            raise InputError(
+                f"{flag}: a sizing option; add --size (with --sessions N or --rate R) to size the load"
+                + (", or --workload W to hold the simulation to it" if flag in ("--ttft", "--itl") else "")
+            )
         return None
     if request.pp != 1:
         raise InputError("--size: sizing covers tensor parallelism only; give --pp 1")
