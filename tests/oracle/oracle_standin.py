@@ -191,6 +191,12 @@ def _make_platform() -> Any:
             return True
 
         @classmethod
+        def get_cuda_runtime_major(cls) -> int:
+            # the CUDA runtime of vLLM 0.33's CUDA wheels (13), which the CPU torch cannot report; it picks
+            # FlashInfer's Gated DeltaNet prefill on Blackwell (qwen_gdn_linear_attn.py)
+            return int(os.environ.get("KVBUDGET_ORACLE_CUDA_MAJOR", "13"))
+
+        @classmethod
         def device_count(cls) -> int:
             # one node of this many GPUs (default 8): vLLM checks a tensor-parallel world fits the node
             return int(os.environ.get("KVBUDGET_ORACLE_DEVICES", "8"))

@@ -11,6 +11,7 @@ must give the same block size, ``num_blocks``, "KV cache size" tokens, maximum c
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
@@ -27,20 +28,21 @@ from kvbudget.coverage_oracle import (
     VLLM_READ_NOT_RUN,
     gpu,
 )
-from kvbudget.engines import EngineRef, served_spec, vllm
+from kvbudget.engines import EngineRef, served_spec, vllm, vllm_batches
 from kvbudget.engines.base import EngineOptions
 from kvbudget.engines.capability import compute_capability
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model import catalog
 from kvbudget.model.families import read_spec
 from kvbudget.model.spec import ModelSpec
-from kvbudget.plan.capacity import stage_specs
+from kvbudget.plan.capacity import stage_specs, staged_layout
 from kvbudget.precision import parse_cache_dtype
 from tests.oracle.oracle_env import Runs, run_probes
 
 VERSION = "0.33.0"  # tests/oracle/requirements-oracle.txt
 GiB = 2**30
 CONTEXT = 8192
+PP_CONTEXT = 32768  # past the batches in flight, so a sliding window shows them (3 x 8,192 at PP 2)
 BUDGETS = (20 * GiB, 3 * GiB)
 # the matrix (kvbudget.coverage_oracle, which docs/coverage.md renders): every GPU x model x TP, and PP 2 at TP 1
 CASES = [(g.key, model, tp) for g in GPUS for model in VLLM_MODELS for tp in TPS]
@@ -60,7 +62,7 @@ def _config(name: str) -> dict[str, Any]:
 def _probe_case(model: str, tp: int, pp: int = 1) -> dict[str, Any]:
     return {
         "config": _config(model),
-        "max_model_len": CONTEXT,
+        "max_model_len": PP_CONTEXT if pp > 1 else CONTEXT,
         "tensor_parallel_size": tp,
         "pipeline_parallel_size": pp,
         "available": list(BUDGETS),
@@ -102,27 +104,31 @@ def _check(key: str, name: str, tp: int, pp: int) -> None:
     k = parse_cache_dtype("auto", model_dtype=spec.dtype)
     batched = EngineRef("vllm", VERSION).rules.batched_tokens(card.cuda_total_bytes, card.name, EngineOptions())[0]
     assert batched == got["max_num_batched_tokens"]
+    assert vllm_batches.concurrent_batches(pp) * batched == got["max_in_flight_tokens"]
     options = EngineOptions(gpu_capability=compute_capability(card.name), max_num_batched_tokens=batched)
+    context = PP_CONTEXT if pp > 1 else CONTEXT
     # one pool per pipeline stage (kvbudget's split: vLLM's get_pp_indices gives the same at PP 2)
-    stages = [vllm.pool(s, k, k, tp, options, VERSION) for s in stage_specs(spec, pp)]
+    layout = staged_layout(spec, EngineRef("vllm", VERSION), k, k, tp, pp, options)
+    stages = [vllm.pool(s, k, k, tp, replace(options, pipeline_parallel=pp), VERSION) for s in stage_specs(spec, pp)]
+    assert [stage.block_size for stage in layout.stages] == [stage.block_size for stage in stages]
     assert [sum(len(b.layer_indices) for b in p.buckets) for p in stages] == got["stage_layers"]
     for result in got["results"]:
         available = result["available"]
         if "error" in result:
             with pytest.raises(EngineRefusalError):
                 for pool in stages:
-                    vllm.check_admission(pool, available, CONTEXT)
+                    vllm.check_admission(pool, available, context)
             continue
         # vLLM gives every worker the smallest stage's num_blocks (get_kv_cache_configs); that stage plans
         pool = min(stages, key=lambda p: vllm.num_blocks(p, available))
-        vllm.check_admission(pool, available, CONTEXT)
+        vllm.check_admission(pool, available, context)
         assert pool.block_size == result["block_size"], (got["attention_backends"], result)
         assert vllm.num_blocks(pool, available) == result["num_blocks"], (available, result)
         if (key, name) in VLLM_BLOCKS_ONLY:
             continue
-        assert vllm.kv_cache_size_tokens(pool, available, CONTEXT) == result["tokens"], (available, result)
-        assert vllm.max_concurrency(pool, available, CONTEXT) == pytest.approx(result["concurrency"], rel=1e-12)
-        assert vllm.report_lines(pool, available, CONTEXT) == (result["line"],)
+        assert vllm.kv_cache_size_tokens(pool, available, context) == result["tokens"], (available, result)
+        assert vllm.max_concurrency(pool, available, context) == pytest.approx(result["concurrency"], rel=1e-12)
+        assert vllm.report_lines(pool, available, context) == (result["line"],)
 
 
 @pytest.mark.parametrize(("key", "name", "tp"), CASES, ids=[_case_id(*c) for c in CASES])
