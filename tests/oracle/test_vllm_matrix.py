@@ -22,7 +22,6 @@ from kvbudget.coverage_oracle import (
     GPUS,
     PP,
     TPS,
-    VLLM_BLOCKS_ONLY,
     VLLM_MODELS,
     VLLM_PP_MODELS,
     VLLM_READ_NOT_RUN,
@@ -124,8 +123,6 @@ def _check(key: str, name: str, tp: int, pp: int) -> None:
         vllm.check_admission(pool, available, context)
         assert pool.block_size == result["block_size"], (got["attention_backends"], result)
         assert vllm.num_blocks(pool, available) == result["num_blocks"], (available, result)
-        if (key, name) in VLLM_BLOCKS_ONLY:
-            continue
         assert vllm.kv_cache_size_tokens(pool, available, context) == result["tokens"], (available, result)
         assert vllm.max_concurrency(pool, available, context) == pytest.approx(result["concurrency"], rel=1e-12)
         assert vllm.report_lines(pool, available, context) == (result["line"],)
