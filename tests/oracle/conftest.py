@@ -30,7 +30,7 @@ def _start_probes(request: pytest.FixtureRequest) -> None:
     Without the oracle environment nothing starts: the modules skip (or fail) on their own."""
     if oracle_python() is None:
         return
-    modules = {item.module for item in request.session.items if item.module is not None}
+    modules = {item.module for item in request.session.items if isinstance(item, pytest.Function)}
     runs = [
         (module.__name__, probe, gpu, run)
         for module in modules

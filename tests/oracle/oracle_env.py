@@ -90,7 +90,7 @@ def run_probe(
         text=True,
         env=env,
         cwd=str(ROOT),
-        timeout=600,
+        timeout=1800,  # a hang guard: a loaded 2-core machine runs one GPU's cases in up to ~10 min
         check=False,
     )
     results = {}
