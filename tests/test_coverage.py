@@ -88,3 +88,19 @@ def test_a_layout_no_test_ran_against_the_engine_is_computed_not_exact() -> None
     assert layout_label("vllm", "Qwen2") == "computed"  # read from vLLM's source, never run against it here
     assert layout_label("trtllm", "Llama") == "computed"
     assert layout_label("ideal", "Qwen2") == "exact"  # kvbudget's own arithmetic: the definition
+
+
+def test_the_oracle_declaration_names_only_its_own_cells() -> None:
+    from kvbudget import coverage_oracle as o
+
+    keys = {g.key for g in o.GPUS}
+    for key, model in [*o.VLLM_READ_NOT_RUN, *o.VLLM_NOT_AS_SERVED]:
+        assert key in keys and model in o.VLLM_MODELS, (key, model)
+    assert set(o.VLLM_PP_MODELS) <= set(o.VLLM_MODELS) and set(o.SGLANG_PP_MODELS) <= set(o.SGLANG_MODELS)
+    assert set(o.SGLANG_PP_GPUS) <= keys
+    # a cell read rather than run is not counted exact: B200's vLLM cells run 4 of the 6 models whole
+    assert o.run_models("vllm", "b200", 1) == ("Llama-3.1-8B", "Qwen3-30B-A3B", "gpt-oss-20b", "gemma-2-9b")
+    assert o.run_models("trtllm", "h100", 1) == () and o.run_models("vllm", "h100", 16) == ()
+    text = render(matrix())
+    assert "| vllm | B200 (Blackwell) | 4 run, 1 read [" in text
+    assert "| vllm | RTX 5090 (Blackwell, consumer) | 6 run | 6 run | 6 run | 6 run | 4 run |" in text

@@ -163,6 +163,17 @@ def test_max_num_batched_tokens_option() -> None:
     assert any("2,048 (as set)" in n for n in layout.notes)
 
 
+def test_pipeline_parallelism_keeps_pp_plus_one_batches_in_flight() -> None:
+    # vLLM 0.33 at PP 2 (V2 model runner): max_in_flight_tokens 3 x 8,192 = 24,576 (read from vLLM's own
+    # VllmConfig in tests/oracle/test_vllm_matrix.py); a 32K sliding-window sequence holds 128 - 1 + 24,576
+    # -> (cdiv(24,703, 16) + 1) x 16 = (1,544 + 1) x 16 = 24,720 slots, against 16,528 at PP 1
+    single = _layout("gpt-oss-20b")
+    staged = _layout("gpt-oss-20b", pipeline_parallel=2)
+    window = [next(g for g in layout.groups if g.kind == "sliding_window") for layout in (single, staged)]
+    assert [g.slots(32_768, 1) for g in window] == [16_528, 24_720]
+    assert "24,576 = 3 batches x 8,192" in window[1].slots.text
+
+
 def test_disable_hybrid_turns_sliding_into_full() -> None:
     spec = resolve("gpt-oss-20b")
     options = EngineOptions(disable_hybrid_kv_cache_manager=True)

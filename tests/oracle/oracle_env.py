@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import subprocess
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +90,7 @@ def run_probe(
         text=True,
         env=env,
         cwd=str(ROOT),
-        timeout=600,
+        timeout=1800,  # a hang guard: a loaded 2-core machine runs one GPU's cases in up to ~10 min
         check=False,
     )
     results = {}
@@ -102,15 +103,34 @@ def run_probe(
     return results
 
 
-def run_probes(probe: str, runs: dict[str, tuple[list[dict[str, Any]], int, int, str]]) -> dict[str, dict[str, Any]]:
-    """Run ``probe`` once per stood-in GPU, the runs in parallel processes: ``runs`` maps a GPU key to its
-    (cases, compute capability, memory bytes, name); the results by GPU key, then by case id."""
-    from concurrent.futures import ThreadPoolExecutor
+# Every probe run of the session goes through one pool: a process per (probe, GPU) run, as many at once as
+# the machine has cores (KVBUDGET_ORACLE_JOBS overrides). The conftest submits all the selected modules' runs
+# when the session starts (``prefetch``), so the vLLM and SGLang runs overlap each other and the in-process
+# tests; each module then waits on its own. Results are keyed by case id, so they do not depend on the order.
+_POOL: list[ThreadPoolExecutor] = []
+_RUNS: dict[tuple[str, str, str], Future[dict[str, Any]]] = {}
+Runs = dict[str, tuple[list[dict[str, Any]], int, int, str]]
 
+
+def jobs() -> int:
+    """Probe processes at once: $KVBUDGET_ORACLE_JOBS, else the machine's cores (at most 8)."""
+    explicit = os.environ.get("KVBUDGET_ORACLE_JOBS")
+    return max(1, int(explicit) if explicit else min(os.cpu_count() or 1, 8))
+
+
+def submit_probes(probe: str, runs: Runs, tag: str) -> dict[str, Future[dict[str, Any]]]:
+    """Start ``probe`` once per stood-in GPU of ``runs`` (a GPU key -> (cases, compute capability, memory
+    bytes, name)), unless this ``tag``'s run of it is already started; the futures by GPU key."""
     require_oracle()
-    with ThreadPoolExecutor(max_workers=max(1, min(len(runs), os.cpu_count() or 1, 4))) as pool:
-        futures = {
-            gpu: pool.submit(run_probe, probe, cases, sm=sm, gpu_bytes=memory, gpu_name=name)
-            for gpu, (cases, sm, memory, name) in runs.items()
-        }
-        return {gpu: future.result() for gpu, future in futures.items()}
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(max_workers=jobs(), thread_name_prefix="oracle-probe"))
+    for gpu, (cases, sm, memory, name) in runs.items():
+        if (probe, tag, gpu) not in _RUNS:
+            _RUNS[probe, tag, gpu] = _POOL[0].submit(run_probe, probe, cases, sm=sm, gpu_bytes=memory, gpu_name=name)
+    return {gpu: _RUNS[probe, tag, gpu] for gpu in runs}
+
+
+def run_probes(probe: str, runs: Runs, tag: str) -> dict[str, dict[str, Any]]:
+    """Run ``probe`` once per stood-in GPU, in parallel processes (``submit_probes``); the results by GPU key,
+    then by case id."""
+    return {gpu: future.result() for gpu, future in submit_probes(probe, runs, tag).items()}

@@ -8,15 +8,18 @@ subprocesses (model inspection) see the same stand-ins. Every stand-in is listed
 * the device: an NVIDIA GPU of compute capability ``KVBUDGET_ORACLE_SM`` (default 90, H100/H200),
   named ``KVBUDGET_ORACLE_GPU_NAME``, with ``KVBUDGET_ORACLE_GPU_BYTES`` of memory and
   ``KVBUDGET_ORACLE_SMS`` multiprocessors, ``KVBUDGET_ORACLE_DEVICES`` of them in the node (default 8),
-  fully connected; the tensor-parallel group answers as rank 0 of N (vllm_probe.py); tensors a layer allocates
-  while it is built go to the meta device;
+  fully connected, with CUDA runtime 13 (the vLLM 0.33 wheels'); the tensor-parallel group answers as rank 0
+  of N and the pipeline group as stage k of N (vllm_probe.py); tensors a layer allocates while it is built go
+  to the meta device;
 * the compiled kernels a CUDA build of the wheel carries, whose import needs a CUDA runtime:
   ``vllm._C_stable_libtorch`` (custom ops, registered but never called: nothing runs a forward pass)
   FlashAttention 2/3 (``_vllm_fa2_C``, ``_vllm_fa3_C``) and FlashMLA (``_flashmla_C``,
   ``_flashmla_extension_C``), all shipped in the wheel, so that backend selection sees them present as
   on a real H100; their capability queries answer by compute capability. FlashAttention 4 (CuTe DSL)
-  imports on its own; FlashInfer (a separate wheel) is absent, as it is from a plain ``pip install
-  vllm`` on Hopper it is not the backend chosen for the matrix here.
+  imports on its own. FlashInfer (flashinfer-python, a separate CUDA wheel vLLM 0.33 depends on) is absent:
+  off Blackwell 10.x FlashAttention precedes it (where FlashAttention cannot run a model, as gpt-oss's sinks
+  on 12.x, a real server may take FlashInfer where the stand-in takes Triton: 16-token blocks either way);
+  on 10.x it heads vLLM's list, so those cells say what they run (src/kvbudget/coverage_oracle.py).
 
 Nothing else is replaced: engine arguments, defaults, model classes, KV-cache specs, block sizes,
 grouping and capacity are the engines' own code.
@@ -189,6 +192,12 @@ def _make_platform() -> Any:
         @classmethod
         def is_fully_connected(cls, physical_device_ids: list[int]) -> bool:  # noqa: ARG003
             return True
+
+        @classmethod
+        def get_cuda_runtime_major(cls) -> int:
+            # the CUDA runtime of vLLM 0.33's CUDA wheels (13), which the CPU torch cannot report; it picks
+            # FlashInfer's Gated DeltaNet prefill on Blackwell (qwen_gdn_linear_attn.py)
+            return int(os.environ.get("KVBUDGET_ORACLE_CUDA_MAJOR", "13"))
 
         @classmethod
         def device_count(cls) -> int:

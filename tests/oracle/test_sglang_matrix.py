@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 
 from kvbudget import hardware
+from kvbudget.coverage_oracle import GPUS, PP, SGLANG_MODELS, SGLANG_PP_GPUS, SGLANG_PP_MODELS, TPS
+from kvbudget.coverage_oracle import gpu as oracle_gpu
 from kvbudget.engines import EngineRef, served_spec, sglang
 from kvbudget.engines.base import EngineOptions
 from kvbudget.engines.common import group_primitives
@@ -28,25 +30,9 @@ from kvbudget.model import catalog
 from kvbudget.model.families import read_spec
 from kvbudget.model.spec import LatentAttention, ModelSpec
 from kvbudget.precision import parse_cache_dtype
-from tests.oracle.oracle_env import run_probes
+from tests.oracle.oracle_env import Runs, run_probes
 
 GiB = 2**30
-# the matrix's GPUs: kvbudget's catalog entry (the total CUDA reports, what SGLang reads) and compute capability
-GPUS = {
-    "a100": ("a100-80gb", 80),
-    "l40s": ("l40s", 89),
-    "h100": ("h100-80gb", 90),
-    "h200": ("h200", 90),
-    "b200": ("b200", 100),
-}
-MODELS = (
-    "Llama-3.1-8B",  # 8 KV heads: split to 1 per rank at TP 8
-    "Qwen3-30B-A3B",  # 4 KV heads: replicated at TP 8
-    "DeepSeek-V3",  # MLA: the latent on every rank; 1.5 GiB prefill-graph reserve
-    "gpt-oss-20b",  # hybrid SWA pool
-    "Qwen3-Next-80B-A3B",  # Gated DeltaNet hybrid, 2 KV heads: the state split by TP, heads replicated
-)
-TPS = (1, 2, 4, 8)
 BUDGETS = (20 * GiB, 4 * GiB)
 CONTEXT = 32768
 
@@ -85,14 +71,14 @@ class Case:
             max_running_requests=self.running,
             dp_attention=self.dp if self.dp > 1 else None,
             prefix_caching=False if self.no_radix else None,
-            gpu_capability=GPUS[self.gpu][1],
+            gpu_capability=oracle_gpu(self.gpu).capability,
         )
 
 
 CASES = [
-    *(Case(gpu, model, tp) for gpu in GPUS for model in MODELS for tp in TPS),
+    *(Case(g.key, model, tp) for g in GPUS for model in SGLANG_MODELS for tp in TPS),
     # DP attention: the graph reserve grows with max_bs x dp; attention heads split over tp / dp
-    *(Case(gpu, model, 8, dp=dp) for gpu in ("h100", "b200", "l40s") for model in MODELS[:3] for dp in (2, 8)),
+    *(Case(gpu, model, 8, dp=dp) for gpu in ("h100", "b200", "l40s") for model in SGLANG_MODELS[:3] for dp in (2, 8)),
     Case("h200", "DeepSeek-V3", 8, dp=8),
     Case("h200", "Llama-3.1-8B", 4, dp=2),
     # the settings that change the reserve and the cap
@@ -108,7 +94,7 @@ CASES = [
     Case("b200", "Nemotron-H-8B-Base-8K", 2),
     Case("b200", "Qwen3-Next-80B-A3B", 2, no_radix=True),
     # pipeline parallelism: no prefill graphs by default (resolution only)
-    *(Case(gpu, model, 2, pp=2) for gpu in ("h100", "b200") for model in ("Llama-3.1-8B", "DeepSeek-V3")),
+    *(Case(key, model, 2, pp=PP) for key in SGLANG_PP_GPUS for model in SGLANG_PP_MODELS),
 ]
 
 
@@ -136,14 +122,19 @@ def _probe_case(case: Case) -> dict[str, Any]:
     return out
 
 
+def oracle_runs() -> tuple[str, Runs]:
+    """The probe and its runs, one per GPU (tests/oracle/conftest.py starts them all when the session starts)."""
+    runs = {}
+    for g in GPUS:
+        card = hardware.gpu(g.entry)
+        cases = [_probe_case(case) for case in CASES if case.gpu == g.key]
+        runs[g.key] = (cases, g.capability, card.cuda_total_bytes, card.name)
+    return "sglang_probe.py", runs
+
+
 @cache
 def _oracle() -> dict[str, dict[str, Any]]:
-    runs = {}
-    for gpu, (entry, sm) in GPUS.items():
-        card = hardware.gpu(entry)
-        cases = [_probe_case(case) for case in CASES if case.gpu == gpu]
-        runs[gpu] = (cases, sm, card.cuda_total_bytes, card.name)
-    return run_probes("sglang_probe.py", runs)
+    return run_probes(*oracle_runs(), tag=__name__)
 
 
 def _spec(name: str) -> ModelSpec:
@@ -159,7 +150,7 @@ def test_sglang_matrix_equals_sglang(case: Case) -> None:
     assert "refused" not in got, got
     spec = _spec(case.model)
     options = case.options()
-    memory = hardware.gpu(GPUS[case.gpu][0]).cuda_total_bytes
+    memory = hardware.gpu(oracle_gpu(case.gpu).entry).cuda_total_bytes
     mla = any(isinstance(state, LatentAttention) for state, _ in group_primitives(spec))
     settings = MemorySettings(
         tp=case.tp,

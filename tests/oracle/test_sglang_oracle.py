@@ -25,7 +25,7 @@ from kvbudget.model import catalog
 from kvbudget.model.families import read_spec
 from kvbudget.model.spec import LatentAttention, ModelSpec
 from kvbudget.precision import parse_cache_dtype
-from tests.oracle.oracle_env import run_probe
+from tests.oracle.oracle_env import Runs, run_probes
 
 GiB = 2**30
 # kvbudget's GPU catalog: the total CUDA reports (what SGLang reads), and the compute capability
@@ -85,22 +85,30 @@ def _case_id(gpu: str, name: str, context: int, kv: str, no_radix: bool) -> str:
     return f"{gpu} {name} ctx={context} kv={kv}" + (" no-radix" if no_radix else "")
 
 
+def oracle_runs() -> tuple[str, Runs]:
+    """The probe and its runs, one per GPU (tests/oracle/conftest.py starts them all when the session starts)."""
+    runs: Runs = {}
+    for gpu, (memory, sm, label) in GPUS.items():
+        cases = [
+            {
+                "id": _case_id(*case),
+                "config": _config(case[1]),
+                "context_len": case[2],
+                "kv_cache_dtype": case[3],
+                "disable_radix_cache": case[4],
+                "budgets": list(BUDGETS),
+            }
+            for case in CASES
+            if case[0] == gpu
+        ]
+        if cases:
+            runs[gpu] = (cases, sm, memory, label)
+    return "sglang_probe.py", runs
+
+
 @cache
 def _oracle(gpu: str) -> dict[str, Any]:
-    memory, sm, label = GPUS[gpu]
-    cases = [
-        {
-            "id": _case_id(*case),
-            "config": _config(case[1]),
-            "context_len": case[2],
-            "kv_cache_dtype": case[3],
-            "disable_radix_cache": case[4],
-            "budgets": list(BUDGETS),
-        }
-        for case in CASES
-        if case[0] == gpu
-    ]
-    return run_probe("sglang_probe.py", cases, sm=sm, gpu_bytes=memory, gpu_name=label)
+    return run_probes(*oracle_runs(), tag=__name__)[gpu]
 
 
 def _spec(name: str) -> ModelSpec:

@@ -11,50 +11,45 @@ must give the same block size, ``num_blocks``, "KV cache size" tokens, maximum c
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
 import pytest
 
 from kvbudget import hardware
-from kvbudget.engines import EngineRef, served_spec, vllm
+from kvbudget.coverage_oracle import (
+    GPUS,
+    PP,
+    TPS,
+    VLLM_MODELS,
+    VLLM_PP_MODELS,
+    VLLM_READ_NOT_RUN,
+    gpu,
+)
+from kvbudget.engines import EngineRef, served_spec, vllm, vllm_batches
 from kvbudget.engines.base import EngineOptions
 from kvbudget.engines.capability import compute_capability
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model import catalog
 from kvbudget.model.families import read_spec
 from kvbudget.model.spec import ModelSpec
+from kvbudget.plan.capacity import stage_specs, staged_layout
 from kvbudget.precision import parse_cache_dtype
-from tests.oracle.oracle_env import run_probes
+from tests.oracle.oracle_env import Runs, run_probes
 
 VERSION = "0.33.0"  # tests/oracle/requirements-oracle.txt
 GiB = 2**30
-GPUS = ("a100-80gb", "l40s", "h100-80gb", "h200", "b200")
-MODELS = (
-    "Llama-3.1-8B",  # 8 KV heads: 1 per rank at TP 8
-    "Qwen3-30B-A3B",  # 4 KV heads: replicated at TP 8
-    "DeepSeek-V3",  # MLA: the latent on every rank; FlashMLA / Triton MLA / Blackwell MLA backends
-    "gpt-oss-20b",  # sliding 128 + sinks, alternating with full
-    "Qwen3-Next-80B-A3B",  # Gated DeltaNet hybrid: the state split by TP, 2 KV heads replicated; head 256 (FA4)
-    "gemma-2-9b",  # head 256 with logit soft capping: no FA4 hd256 kernel on Blackwell, blocks of 16
-)
-TPS = (1, 2, 4, 8)
 CONTEXT = 8192
+PP_CONTEXT = 32768  # past the batches in flight, so a sliding window shows them (3 x 8,192 at PP 2)
 BUDGETS = (20 * GiB, 3 * GiB)
-CASES = [(gpu, model, tp) for gpu in GPUS for model in MODELS for tp in TPS]
-# Read, not run: cells whose backend cannot be stood in honestly on a CPU, with the reason. On Blackwell vLLM picks
-# FLASHINFER_MLA for DeepSeek-V3, whose module queries the CUDA runtime at import; kvbudget's rule (32-token blocks,
-# vllm.mla_backend) is read from vLLM's backend priority list and the backend's supported block sizes.
-READ_NOT_RUN = {("b200", "DeepSeek-V3"): "Torch not compiled with CUDA enabled"}
-# Run in part: on Blackwell vLLM picks FlashInfer's Gated DeltaNet prefill only on a CUDA 13 runtime, which the CPU
-# torch cannot report, so the stand-in takes the Triton prefill (2 state pages per request, not 3 with FlashInfer's
-# checkpoint); the block size and num_blocks are the same either way and are run, the per-request figures are read
-# (vllm._gdn_flashinfer; with the Triton rule kvbudget gives vLLM's 588,530 tokens at TP 1 exactly).
-BLOCKS_ONLY = {("b200", "Qwen3-Next-80B-A3B"): "Gated DeltaNet prefill backend needs CUDA 13 (read)"}
+# the matrix (kvbudget.coverage_oracle, which docs/coverage.md renders): every GPU x model x TP, and PP 2 at TP 1
+CASES = [(g.key, model, tp) for g in GPUS for model in VLLM_MODELS for tp in TPS]
+PP_CASES = [(g.key, model) for g in GPUS for model in VLLM_PP_MODELS]
 
 
-def _case_id(gpu: str, model: str, tp: int) -> str:
-    return f"{gpu} {model} tp={tp}"
+def _case_id(key: str, model: str, tp: int, pp: int = 1) -> str:
+    return f"{key} {model} tp={tp}" + (f" pp={pp}" if pp > 1 else "")
 
 
 def _config(name: str) -> dict[str, Any]:
@@ -63,26 +58,30 @@ def _config(name: str) -> dict[str, Any]:
     return copy.deepcopy(entry.config)
 
 
+def _probe_case(model: str, tp: int, pp: int = 1) -> dict[str, Any]:
+    return {
+        "config": _config(model),
+        "max_model_len": PP_CONTEXT if pp > 1 else CONTEXT,
+        "tensor_parallel_size": tp,
+        "pipeline_parallel_size": pp,
+        "available": list(BUDGETS),
+    }
+
+
+def oracle_runs() -> tuple[str, Runs]:
+    """The probe and its runs, one per GPU (tests/oracle/conftest.py starts them all when the session starts)."""
+    runs = {}
+    for g in GPUS:
+        card = hardware.gpu(g.entry)
+        cases = [{"id": _case_id(*c), **_probe_case(c[1], c[2])} for c in CASES if c[0] == g.key]
+        cases += [{"id": _case_id(k, m, 1, PP), **_probe_case(m, 1, PP)} for k, m in PP_CASES if k == g.key]
+        runs[g.key] = (cases, g.capability, card.cuda_total_bytes, card.name)
+    return "vllm_probe.py", runs
+
+
 @cache
 def _oracle() -> dict[str, dict[str, Any]]:
-    runs = {}
-    for gpu in GPUS:
-        card = hardware.gpu(gpu)
-        sm = compute_capability(card.name)
-        assert sm is not None, gpu
-        cases = [
-            {
-                "id": _case_id(*case),
-                "config": _config(case[1]),
-                "max_model_len": CONTEXT,
-                "tensor_parallel_size": case[2],
-                "available": list(BUDGETS),
-            }
-            for case in CASES
-            if case[0] == gpu
-        ]
-        runs[gpu] = (cases, sm, card.cuda_total_bytes, card.name)
-    return run_probes("vllm_probe.py", runs)
+    return run_probes(*oracle_runs(), tag=__name__)
 
 
 def _spec(name: str, label: str) -> ModelSpec:
@@ -92,32 +91,48 @@ def _spec(name: str, label: str) -> ModelSpec:
     return served_spec(spec, EngineRef("vllm", VERSION), compute_capability(label))
 
 
-@pytest.mark.parametrize(("gpu", "name", "tp"), CASES, ids=[_case_id(*c) for c in CASES])
-def test_vllm_matrix_equals_vllm(gpu: str, name: str, tp: int) -> None:
-    got = _oracle()[gpu][_case_id(gpu, name, tp)]
-    if (gpu, name) in READ_NOT_RUN:
+def _check(key: str, name: str, tp: int, pp: int) -> None:
+    got = _oracle()[key][_case_id(key, name, tp, pp)]
+    if (key, name) in VLLM_READ_NOT_RUN:
         # the stand-in's limit, not vLLM's refusal: the day it runs, this fails and the cell joins the matrix
-        assert READ_NOT_RUN[gpu, name] in got.get("refused", ""), got
+        assert VLLM_READ_NOT_RUN[key, name][1] in got.get("refused", ""), got
         return
     assert "refused" not in got, got
-    card = hardware.gpu(gpu)
+    card = hardware.gpu(gpu(key).entry)
     spec = _spec(name, card.name)
     k = parse_cache_dtype("auto", model_dtype=spec.dtype)
     batched = EngineRef("vllm", VERSION).rules.batched_tokens(card.cuda_total_bytes, card.name, EngineOptions())[0]
     assert batched == got["max_num_batched_tokens"]
+    assert vllm_batches.concurrent_batches(pp) * batched == got["max_in_flight_tokens"]
     options = EngineOptions(gpu_capability=compute_capability(card.name), max_num_batched_tokens=batched)
-    pool = vllm.pool(spec, k, k, tp, options, VERSION)
+    context = PP_CONTEXT if pp > 1 else CONTEXT
+    # one pool per pipeline stage (kvbudget's split: vLLM's get_pp_indices gives the same at PP 2)
+    layout = staged_layout(spec, EngineRef("vllm", VERSION), k, k, tp, pp, options)
+    stages = [vllm.pool(s, k, k, tp, replace(options, pipeline_parallel=pp), VERSION) for s in stage_specs(spec, pp)]
+    assert [stage.block_size for stage in layout.stages] == [stage.block_size for stage in stages]
+    assert [sum(len(b.layer_indices) for b in p.buckets) for p in stages] == got["stage_layers"]
     for result in got["results"]:
         available = result["available"]
         if "error" in result:
             with pytest.raises(EngineRefusalError):
-                vllm.check_admission(pool, available, CONTEXT)
+                for pool in stages:
+                    vllm.check_admission(pool, available, context)
             continue
-        vllm.check_admission(pool, available, CONTEXT)
+        # vLLM gives every worker the smallest stage's num_blocks (get_kv_cache_configs); that stage plans
+        pool = min(stages, key=lambda p: vllm.num_blocks(p, available))
+        vllm.check_admission(pool, available, context)
         assert pool.block_size == result["block_size"], (got["attention_backends"], result)
         assert vllm.num_blocks(pool, available) == result["num_blocks"], (available, result)
-        if (gpu, name) in BLOCKS_ONLY:
-            continue
-        assert vllm.kv_cache_size_tokens(pool, available, CONTEXT) == result["tokens"], (available, result)
-        assert vllm.max_concurrency(pool, available, CONTEXT) == pytest.approx(result["concurrency"], rel=1e-12)
-        assert vllm.report_lines(pool, available, CONTEXT) == (result["line"],)
+        assert vllm.kv_cache_size_tokens(pool, available, context) == result["tokens"], (available, result)
+        assert vllm.max_concurrency(pool, available, context) == pytest.approx(result["concurrency"], rel=1e-12)
+        assert vllm.report_lines(pool, available, context) == (result["line"],)
+
+
+@pytest.mark.parametrize(("key", "name", "tp"), CASES, ids=[_case_id(*c) for c in CASES])
+def test_vllm_matrix_equals_vllm(key: str, name: str, tp: int) -> None:
+    _check(key, name, tp, 1)
+
+
+@pytest.mark.parametrize(("key", "name"), PP_CASES, ids=[_case_id(k, m, 1, PP) for k, m in PP_CASES])
+def test_vllm_pipeline_stages_equal_vllm(key: str, name: str) -> None:
+    _check(key, name, 1, PP)

@@ -27,7 +27,7 @@ from kvbudget.model.families import read_spec
 from kvbudget.model.spec import ModelSpec
 from kvbudget.plan.capacity import StagedLayout, sessions_at
 from kvbudget.precision import parse_cache_dtype
-from tests.oracle.oracle_env import run_probe
+from tests.oracle.oracle_env import Runs, run_probes
 
 VERSION = "0.33.0"  # tests/oracle/requirements-oracle.txt
 GiB = 2**30
@@ -101,24 +101,31 @@ CASES: list[tuple[str, str, int, str, bool | None]] = [
 ]
 
 
+def oracle_runs() -> tuple[str, Runs]:
+    """The probe and its runs, one per GPU (tests/oracle/conftest.py starts them all when the session starts)."""
+    runs: Runs = {}
+    for gpu, (memory, label) in GPUS.items():
+        cases = [
+            {
+                "id": _case_id(*case),
+                "config": _config(case[1]),
+                "max_model_len": case[2],
+                "kv_cache_dtype": case[3],
+                "enable_prefix_caching": case[4],
+                "available": list(BUDGETS),
+            }
+            for case in CASES
+            if case[0] == gpu
+        ]
+        sm = compute_capability(label)
+        assert sm is not None
+        runs[gpu] = (cases, sm, memory, label)
+    return "vllm_probe.py", runs
+
+
 @cache
 def _oracle(gpu: str) -> dict[str, Any]:
-    cases = [
-        {
-            "id": _case_id(*case),
-            "config": _config(case[1]),
-            "max_model_len": case[2],
-            "kv_cache_dtype": case[3],
-            "enable_prefix_caching": case[4],
-            "available": list(BUDGETS),
-        }
-        for case in CASES
-        if case[0] == gpu
-    ]
-    memory, label = GPUS[gpu]
-    sm = compute_capability(label)
-    assert sm is not None
-    return run_probe("vllm_probe.py", cases, sm=sm, gpu_bytes=memory, gpu_name=label)
+    return run_probes(*oracle_runs(), tag=__name__)[gpu]
 
 
 def _spec(name: str, label: str) -> ModelSpec:

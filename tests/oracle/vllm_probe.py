@@ -103,6 +103,7 @@ def _engine_config(case: dict[str, Any], folder: str) -> Any:
         "max_num_batched_tokens",
         "max_num_seqs",
         "tensor_parallel_size",
+        "pipeline_parallel_size",
     ):
         if case.get(key) is not None:
             kwargs[key] = case[key]
@@ -122,17 +123,17 @@ def _kind(spec: Any) -> str:
     return type(spec).__name__
 
 
-def run_case(case: dict[str, Any], folder: str) -> dict[str, Any]:
+def _answer_as_stage(pp_rank: int, pp: int) -> None:
+    """The pipeline group answers as stage ``pp_rank`` of ``pp``: ``make_layers`` builds that stage's layers
+    (``get_pp_indices``, vLLM's own split); the other layers are missing, as on that stage's GPU."""
+    group = parallel_state.get_pp_group()
+    group.world_size = pp
+    group.rank_in_group = pp_rank
+
+
+def _stage(case: dict[str, Any], folder: str, pp_rank: int) -> tuple[Any, dict[str, Any], Any, Any]:
+    """One pipeline stage's worker up to its KV-cache specs: (vllm_config, specs, attention backends, model)."""
     vllm_config = _engine_config(case, folder)
-    cache = vllm_config.cache_config
-    out: dict[str, Any] = {
-        "id": case["id"],
-        "enable_prefix_caching": bool(cache.enable_prefix_caching),
-        "mamba_cache_mode": str(cache.mamba_cache_mode),
-        "configured_block_size": cache.block_size,
-        "max_num_batched_tokens": vllm_config.scheduler_config.max_num_batched_tokens,
-        "model_dtype": str(vllm_config.model_config.dtype).removeprefix("torch."),
-    }
     with set_current_vllm_config(vllm_config):
         # the parallel groups depend on the model (an expert-parallel group only for MoE models)
         if model_parallel_is_initialized():
@@ -142,6 +143,7 @@ def run_case(case: dict[str, Any], folder: str) -> dict[str, Any]:
         )
         ensure_model_parallel_initialized(1, 1)
         _answer_as_rank_zero(case.get("tensor_parallel_size") or 1)
+        _answer_as_stage(pp_rank, case.get("pipeline_parallel_size") or 1)
     # BaseModelLoader.load_model without the weights: the model's dtype, on the meta device
     loader = get_model_loader(vllm_config.load_config)
     with set_default_torch_dtype(vllm_config.model_config.dtype), torch.device("meta"):
@@ -149,17 +151,37 @@ def run_case(case: dict[str, Any], folder: str) -> dict[str, Any]:
     with set_current_vllm_config(vllm_config):
         # the executor's step after load_model: block size for the backends, hybrid Mamba alignment
         current_platform.update_block_size_for_backend(vllm_config)
-        out["block_size"] = cache.block_size
-        out["mamba_block_size"] = cache.mamba_block_size
-        out["mamba_page_size_padded"] = cache.mamba_page_size_padded
         register_all_kvcache_specs(vllm_config)
         specs = get_kv_cache_spec(vllm_config)
         backends = get_current_attn_backends(vllm_config)
-        out["attention_backends"] = sorted({b.get_name() for b in backends})
+    return vllm_config, specs, backends, model
+
+
+def run_case(case: dict[str, Any], folder: str) -> dict[str, Any]:
+    pp = case.get("pipeline_parallel_size") or 1
+    # every stage's worker, as the engine core gathers them (rank 0's config plans for all)
+    stages = [_stage(case, folder, rank) for rank in range(pp)]
+    vllm_config, specs, backends, model = stages[0]
+    worker_specs = [stage[1] for stage in stages]
+    cache = vllm_config.cache_config
+    out: dict[str, Any] = {
+        "id": case["id"],
+        "enable_prefix_caching": bool(cache.enable_prefix_caching),
+        "mamba_cache_mode": str(cache.mamba_cache_mode),
+        "max_num_batched_tokens": vllm_config.scheduler_config.max_num_batched_tokens,
+        "max_in_flight_tokens": vllm_config.max_in_flight_tokens,
+        "model_dtype": str(vllm_config.model_config.dtype).removeprefix("torch."),
+        "block_size": cache.block_size,
+        "mamba_block_size": cache.mamba_block_size,
+        "mamba_page_size_padded": cache.mamba_page_size_padded,
+        "stage_layers": [len(s) for s in worker_specs],
+        "attention_backends": sorted({b.get_name() for b in backends}),
+    }
+    with set_current_vllm_config(vllm_config):
         resolve_kv_cache_layout(
             vllm_config, [[m.name for m in get_supported_kv_cache_layouts(backends)]], list(specs.values())
         )
-        groups = get_global_kv_cache_groups(vllm_config, [specs])
+        groups = get_global_kv_cache_groups(vllm_config, worker_specs)
     out["layers"] = len(specs)
     out["groups"] = [
         {
@@ -178,7 +200,7 @@ def run_case(case: dict[str, Any], folder: str) -> dict[str, Any]:
         before = len(LINES.lines)
         try:
             with set_current_vllm_config(vllm_config):
-                configs = get_kv_cache_configs(vllm_config, [specs], [available], groups)
+                configs = get_kv_cache_configs(vllm_config, worker_specs, [available] * pp, groups)
                 scheduler = generate_scheduler_kv_cache_config(configs)
                 participating = [
                     g.kv_cache_spec.block_size for g in scheduler.kv_cache_groups if g.kv_cache_spec.prefix_cacheable
@@ -191,6 +213,7 @@ def run_case(case: dict[str, Any], folder: str) -> dict[str, Any]:
             results.append(entry)
             continue
         entry.update(
+            stage_num_blocks=[c.num_blocks for c in configs],
             num_blocks=scheduler.num_blocks,
             tokens=tokens,
             concurrency=concurrency,
@@ -199,7 +222,7 @@ def run_case(case: dict[str, Any], folder: str) -> dict[str, Any]:
         )
         results.append(entry)
     out["results"] = results
-    del model
+    del model, stages
     return out
 
 

@@ -153,3 +153,4 @@ class EngineOptions(FrozenRecord):
     gpu_capability: int | None = None  # compute capability x 10 (90 = Hopper) of the plan's GPU; None: SM90
     max_running_requests: int | None = None  # SGLang --max-running-requests; None: derived from the pool
     dp_attention: int | None = None  # SGLang --enable-dp-attention --dp N (attention data-parallel size); None: off
+    pipeline_parallel: int = 1  # the plan's --pp: vLLM keeps pp + 1 batches in flight (engines/vllm_batches.py)

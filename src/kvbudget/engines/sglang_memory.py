@@ -63,7 +63,9 @@ def mem_fraction_static(total_bytes: int, settings: MemorySettings) -> tuple[flo
     """SGLang 0.5.23's default mem_fraction_static for a GPU of ``total_bytes`` (checked against SGLang's own
     ServerArgs resolution in tests/oracle/test_sglang_oracle.py). VLM reductions are not modelled."""
     s = settings
-    total_mib = total_bytes / MiB
+    # whole MiB: nvidia-smi's memory.total (nounits), or torch's total // 1024 // 1024 without nvidia-smi
+    # (utils/common.py get_nvgpu_memory_capacity, _cuda_mem_fallback); an RTX 5090's 32,122.9 MiB is 32,122
+    total_mib = total_bytes // MiB
     default_chunked, graph_bs = graph_defaults(total_mib, s.tp)
     chunked = s.chunked_prefill or default_chunked
     # memory_hook.py: a --max-running-requests below the default decode graph batch lowers it
@@ -102,7 +104,7 @@ def usable_share(total_bytes: int, utilization: float | None, settings: MemorySe
 def chunked_prefill(total_bytes: int, dp_attention: int = 1) -> tuple[int, str]:
     """The chunked prefill a DP-attention rank runs: SGLang's default for the GPU size, divided by the DP size
     (arg_groups/parallel_hook.py handle_data_parallelism)."""
-    chunked, _ = graph_defaults(total_bytes / MiB, 1)
+    chunked, _ = graph_defaults(total_bytes // MiB, 1)
     if dp_attention > 1:
         return chunked // dp_attention, (
             f"SGLang chunked_prefill_size default for this GPU size, {chunked} / DP attention {dp_attention}"

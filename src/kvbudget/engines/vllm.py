@@ -5,7 +5,7 @@ Per sequence of N tokens (N in the role of ``max_model_len``) each layer holds w
 
 * full attention and MLA: ``cdiv(N, B)`` blocks; MLA caches the latent only, replicated on every rank;
 * sliding window W: ``cdiv(min(W - 1 + R, N), B) + 1`` blocks, R = max_num_batched_tokens (<= 0.25) or
-  max_in_flight_tokens = 2 x max_num_batched_tokens (>= 0.26, async scheduling, pp <= 1);
+  max_in_flight_tokens = concurrent batches x max_num_batched_tokens (>= 0.26; 2, or pp + 1: vllm_batches);
 * chunked local attention: ``cdiv(min(chunk + R, N), B)`` blocks; cross attention ``cdiv(image_tokens, B)``;
 * Mamba / gated-delta-net state, padded to the attention page: one page per sequence with prefix caching
   off (mamba_cache_mode "none"); with prefix caching on, vLLM's default for hybrids (mode "align"),
@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, ClassVar
 
-from kvbudget.engines import vllm_memory
+from kvbudget.engines import vllm_batches, vllm_memory
 from kvbudget.engines.base import NO_SLOTS, EngineOptions, Group, Layout, Slots, version_tuple
 from kvbudget.engines.common import (
     attention_slot,
@@ -119,10 +119,7 @@ PREFIX_CACHING_DEFAULT_SINCE = (0, 26)
 MAMBA2_CHECKPOINT_SINCE = (0, 32)  # vLLM 0.32 MambaMixer2.get_kv_cache_spec: num_prefill_checkpoint_blocks=1
 GDN_CHECKPOINT_SINCE = (0, 33)  # vLLM 0.33 QwenGatedDeltaNetAttention: FlashInfer prefill exports checkpoints
 GDN_CHECKPOINT_ALIGNMENT = 64  # vLLM 0.33 FLASHINFER_GDN_CHECKPOINT_ALIGNMENT (v1/attention/backends/gdn_attn.py)
-DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM API server on >=70 GiB non-A100 GPUs (EngineArgs.get_batch_defaults)
-MAX_CONCURRENT_BATCHES = 2  # vLLM >=0.26 async scheduling, V1 runner, pp <= 1 (VllmConfig.max_concurrent_batches)
 V1_SINCE = (0, 8)  # vLLM 0.8.0 made the V1 engine the default (VLLM_USE_V1); V0 sized hybrids differently
-IN_FLIGHT_SINCE = (0, 26)  # vLLM PR #47728: sliding window reserves max_in_flight_tokens
 # nvfp4 appears in the newest CacheDType list (vllm/config/cache.py @ 002f10e0, ~0.27) and not in the
 # v0.11-era list; 0.27 is the threshold chosen here (the exact first release was not pinned down).
 NVFP4_SINCE = (0, 27)
@@ -156,17 +153,6 @@ def _check_dtypes(k: CacheDType, v: CacheDType, version: str, latent: bool) -> N
             f"vllm: no MLA attention backend supports --kv-cache-dtype {k.name}; use auto, fp8 or fp8_e4m3 "
             "(or mla_storage='expanded' to model VLLM_MLA_DISABLE=1)"
         )
-
-
-def _in_flight(options: EngineOptions, version: str) -> tuple[int, int, str]:
-    """(max_num_batched_tokens, R added to windows and chunks, R in words)."""
-    batched = options.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
-    if version_tuple(version)[:2] >= IN_FLIGHT_SINCE:
-        # vLLM >=0.26 VllmConfig.max_in_flight_tokens = max_concurrent_batches * T_b (vllm/config/vllm.py)
-        r = MAX_CONCURRENT_BATCHES * batched
-        return batched, r, f"max_in_flight_tokens {r:,} = {MAX_CONCURRENT_BATCHES} batches x {batched:,}"
-    # vLLM <=0.25 SlidingWindowSpec: window-1 + max_num_batched_tokens (kv_cache_interface.py)
-    return batched, batched, f"max_num_batched_tokens {batched:,}"
 
 
 def _buckets(
@@ -409,7 +395,7 @@ def _plan(
     if options.disable_hybrid_kv_cache_manager:
         buckets = disable_hybrid(buckets)
     pool_mode, grouped, page, per_block, pool_notes = group_buckets(buckets)
-    batched, in_flight, _text = _in_flight(options, version)
+    batched, in_flight, _text = vllm_batches.in_flight(options, version)
     has_attention = any(b.kind in ATTENTION for b in grouped)
     result = VllmPool(
         version,
@@ -524,7 +510,7 @@ def layout(
 ) -> Layout:
     """vLLM's per-GPU bytes for S sequences of N tokens, as the admission worst case (max_memory_usage_bytes)."""
     result, shared, notes, warnings = _plan(spec, k, v, tp, options, version)
-    _, r, r_text = _in_flight(options, version)
+    _, r, r_text = vllm_batches.in_flight(options, version)
     if version_tuple(version)[:2] < V1_SINCE:
         kinds_v0 = {b.kind for b in result.buckets} | ({"shared"} if shared else set())
         if kinds_v0 != {"full_attention"}:

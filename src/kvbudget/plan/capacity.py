@@ -58,7 +58,8 @@ class StagedLayout:
 def staged_layout(
     spec: ModelSpec, engine: EngineRef, k: CacheDType, v: CacheDType, tp: int, pp: int, options: EngineOptions
 ) -> StagedLayout:
-    return StagedLayout(tuple(build_layout(s, engine, k, v, tp, options) for s in stage_specs(spec, pp)))
+    staged = replace(options, pipeline_parallel=pp)  # vLLM's batches in flight follow the pipeline depth
+    return StagedLayout(tuple(build_layout(s, engine, k, v, tp, staged) for s in stage_specs(spec, pp)))
 
 
 def fits(layout: StagedLayout, pool_bytes: int, tokens: int, sequences: int) -> bool:
