@@ -13,14 +13,16 @@ if TYPE_CHECKING:
     from playwright.sync_api import Browser
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def server() -> Iterator[Server]:
     with serve() as running:
         yield running
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Browser]:
+    """One Chromium for tests/web, closed when its last test ends: Playwright's sync API keeps an event loop
+    running in this thread while it is open, which would break every later test that calls asyncio.run."""
     with chromium() as launched:
         yield launched
 

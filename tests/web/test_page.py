@@ -371,7 +371,7 @@ def test_prices_show_the_clis_cost_per_hour_and_per_session_hour(
     assert [r["gpu"] for r in rows] == ["h200", "h100-sxm", "t4"]
     assert rows[2]["refused"] is not None  # t4: the model does not fit; a refused row has no price
     expected = [served_cells(r) for r in rows[:2]]
-    assert expected[0][2:] == ["3.10", "0.1192"]  # 74.40/day is 3.10/h; 3.10 / 26 sessions
+    assert expected[0][2:] == ["3.10", "0.1148"]  # 74.40/day is 3.10/h; 3.10 / 27 sessions
     shown(calculator, "#compare tbody tr:nth-child(1) td:last-child", expected[0][3])
     shown(calculator, "#compare tbody tr:nth-child(2) td:last-child", expected[1][3])
     got = compare_rows(calculator)
