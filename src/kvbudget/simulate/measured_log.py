@@ -43,13 +43,13 @@ NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama-server"}
 
 def is_log(path: Path) -> bool:
     """Whether ``path`` holds an engine's log rather than a JSON document (its first character that is not space
-    is not ``{``); an unreadable file is left to the JSON reader's error."""
+    is not ``{``; an empty file is an empty log); an unreadable file is left to the JSON reader's error."""
     try:
         with path.open("rb") as f:
             head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
     except OSError:
         return False
-    return bool(head) and not head.startswith(b"{")
+    return not head.startswith(b"{")
 
 
 def _lines(numbers: list[int]) -> str:
@@ -129,15 +129,12 @@ def _prefill(log: ServingLog, curve: MeasuredSpeeds, source: str) -> tuple[float
 
 
 def _served(path: Path, engine: str) -> tuple[str, str | None]:
-    """(engine, model) as the log's start-up lines say (measure/logs read_log); the serving lines' engine and no
-    model when the log has no start-up it can read."""
+    """(engine, model) as the log's start-up lines say (measure/logs read_names): Ollama for a llama.cpp log of
+    Ollama's; no model when the log has no start-up line naming one."""
     from kvbudget.measure.belong import log_model_name
-    from kvbudget.measure.logs import read_log
+    from kvbudget.measure.logs import read_names
 
-    try:
-        startup = read_log(path, engine)
-    except InputError:
-        return engine, None
+    startup = read_names(path, engine)
     return startup.engine, log_model_name(startup)
 
 

@@ -19,7 +19,7 @@ from kvbudget.measure.logs.rules import Rule, apply
 from kvbudget.measure.logs.text import MAX_LOG_BYTES, clean, rank_of
 from kvbudget.safeio import regular_file
 
-__all__ = ["EngineLog", "read_log"]
+__all__ = ["EngineLog", "read_log", "read_names"]
 
 _READERS: tuple[tuple[str, tuple[Rule, ...]], ...] = (
     ("vllm", vllm.RULES),
@@ -108,7 +108,18 @@ def read_log(path: str | Path, engine: str | None = None, startup: int | str | N
     return chosen
 
 
-def _read(p: Path, engine: str | None, window: tuple[int, int]) -> tuple[EngineLog, startups.Clock, int]:
+def read_names(path: str | Path, engine: str) -> EngineLog:
+    """What the log at ``path`` says of ``engine``'s settings (its model, tp, ...), sizing lines or not: a serving
+    log (``--speed-from LOG``) is read for its speeds, and needs no KV cache line to name its model."""
+    chosen, _, ollama = _read(Path(path), engine, (1, 2**63), sizing=False)
+    if chosen.engine == "llamacpp" and ollama:
+        chosen.engine = "ollama"
+    return chosen
+
+
+def _read(
+    p: Path, engine: str | None, window: tuple[int, int], *, sizing: bool = True
+) -> tuple[EngineLog, startups.Clock, int]:
     """One pass over lines [first, past last) of ``window``: the chosen engine's record, the clock, and how many
     lines were Ollama's own."""
     logs = {name: EngineLog(str(p), name) for name, _ in _READERS}
@@ -139,7 +150,7 @@ def _read(p: Path, engine: str | None, window: tuple[int, int]) -> tuple[EngineL
     llamacpp.finish(logs["llamacpp"])
     for log in logs.values():
         log.lines_read = lines
-    chosen = _choose(p, logs, engine, lines)
+    chosen = _choose(p, logs, engine, lines, sizing)
     return chosen, clock, ollama
 
 
@@ -149,7 +160,7 @@ def _score(log: EngineLog) -> int:
     )
 
 
-def _choose(p: Path, logs: dict[str, EngineLog], engine: str | None, lines: int) -> EngineLog:
+def _choose(p: Path, logs: dict[str, EngineLog], engine: str | None, lines: int, sizing: bool = True) -> EngineLog:
     if engine is not None:
         key = "llamacpp" if engine in ("ollama", "llama.cpp", "llamacpp") else engine
         if key not in logs:
@@ -164,7 +175,12 @@ def _choose(p: Path, logs: dict[str, EngineLog], engine: str | None, lines: int)
                 "start-up "
                 "log (llama-server needs -lv 4 to print its KV lines)"
             )
-    if chosen.refusal is None and not any(k in chosen.measured for k in SIZING[chosen.engine]) and not chosen.caches:
+    if (
+        sizing
+        and chosen.refusal is None
+        and not any(k in chosen.measured for k in SIZING[chosen.engine])
+        and not chosen.caches
+    ):
         found = ", ".join(sorted(chosen.settings)) or "no settings"
         hint = " (llama-server prints its KV lines only with -lv 4)" if chosen.engine == "llamacpp" else ""
         raise InputError(
