@@ -44,6 +44,8 @@ NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama-server"}
 def is_log(path: Path) -> bool:
     """Whether ``path`` holds an engine's log rather than a JSON document (its first character that is not space
     is not ``{``; an empty file is an empty log); an unreadable file is left to the JSON reader's error."""
+    if not path.is_file():  # a FIFO, a device, a directory: the JSON reader refuses it without reading
+        return False
     try:
         with path.open("rb") as f:
             head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
