@@ -155,3 +155,21 @@ def test_over_long_lines_are_skipped_and_samples_bounded(tmp_path: Path, monkeyp
     read = read_serving(log)
     assert read.stats_lines == 6  # the over-long line is not read
     assert len(read.decode) == 3 and read.dropped == 2 and read.decode[0].tokens_per_s == 20.0
+
+
+def test_size_says_the_log_measured_its_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    """The log names no model: size lists one, and the vLLM row takes the log's speeds, the SGLang row the
+    roofline; the text says a log measured them, not a load test."""
+    size = ["llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm,sglang", "--sessions", "60", "--context", "32k"]
+    code, out, err = run_cli(capsys, "size", *size, "--itl", "25ms", "--speed-from", str(VLLM_V1))
+    assert code == 0, err
+    assert "speeds: measured by log vllm-v1-mtp-running18-h.log for Llama-3.1-8B vllm" in out
+    assert "from the speeds log vllm-v1-mtp-running18-h.log measured on this model and engine" in out
+
+
+def test_what_measured_the_speeds_in_words() -> None:
+    from kvbudget.simulate.measured_log import measured_by
+
+    result = Path(__file__).resolve().parents[1] / "data" / "loadtest" / "speeds-llama31-8b-vllm.json"
+    assert measured_by(str(VLLM_V1)) == "log vllm-v1-mtp-running18-h.log"
+    assert measured_by(f"{result},{result}") == "load test speeds-llama31-8b-vllm.json, speeds-llama31-8b-vllm.json"

@@ -93,8 +93,8 @@ def render_size(s: Sizing) -> str:
             measured = [c for c in s.met if c.speeds and c.speeds[0] == "measured"]
             rows = ", ".join(dict.fromkeys(_what(c) for c in measured)) or "none of the rows that meet the load"
             lines += wrap(
-                f"speeds: measured by load test {s.speed_from} for {rows} (TTFT, ITL and the latency limit from "
-                "the load test's prefill and decode speeds); the other rows: computed (roofline)",
+                f"speeds: measured by {s.speed_origin} {s.speed_from} for {rows} (TTFT, ITL and the latency limit "
+                f"from the {s.speed_origin}'s prefill and decode speeds); the other rows: computed (roofline)",
                 indent="  ",
             )
             lines += [line for c in measured[:1] if c.speeds for line in wrap(f"  {c.speeds[1]}", indent="    ")]

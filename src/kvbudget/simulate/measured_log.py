@@ -54,6 +54,13 @@ def is_log(path: Path) -> bool:
     return not head.startswith(b"{")
 
 
+def measured_by(speed_from: str) -> str:
+    """``load test NAME[, NAME...]`` or ``log NAME``: what ``--speed-from`` named, in words."""
+    paths = [Path(one.strip()) for one in speed_from.split(",") if one.strip()]
+    kind = "log" if len(paths) == 1 and is_log(paths[0]) else "load test"
+    return f"{kind} {', '.join(p.name for p in paths)}"
+
+
 def _lines(numbers: list[int]) -> str:
     """``lines 12, 40, 77 and 9 more`` (the lines a figure came from, the first few named)."""
     shown = ", ".join(f"{n:,}" for n in numbers[:3])
