@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvbudget.errors import InputError
 from kvbudget.measure.logs.serving import read_serving
@@ -173,3 +175,38 @@ def test_what_measured_the_speeds_in_words() -> None:
     result = Path(__file__).resolve().parents[1] / "data" / "loadtest" / "speeds-llama31-8b-vllm.json"
     assert measured_by(str(VLLM_V1)) == "log vllm-v1-mtp-running18-h.log"
     assert measured_by(f"{result},{result}") == "load test speeds-llama31-8b-vllm.json, speeds-llama31-8b-vllm.json"
+
+
+INTERVAL = st.tuples(
+    st.sampled_from([0.0, 0.0, 250.5, 4000.0]),  # prompt tokens/s (0: no prefill in the interval)
+    st.floats(min_value=1.0, max_value=5000.0).map(lambda g: round(g, 1)),  # generation tokens/s
+    st.integers(min_value=0, max_value=40),  # running at the line
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(INTERVAL, min_size=2, max_size=30))
+def test_vllm_lines_invariants(tmp_path_factory: pytest.TempPathFactory, lines: list[tuple[float, float, int]]) -> None:
+    """Whatever the lines: a decode sample is an interval with no prefill at the count of the line before it,
+    G / N each; a prefill figure is never below the prompt tokens/s of the intervals it came from (decode's share
+    is only ever taken off their time), and the error, when there is one, is one line."""
+    log = tmp_path_factory.mktemp("prop") / "vllm.log"
+    log.write_text(
+        "".join(
+            f"Avg prompt throughput: {p} tokens/s, Avg generation throughput: {g} tokens/s, Running: {n} reqs, "
+            "Waiting: 0 reqs\n"
+            for p, g, n in lines
+        ),
+        encoding="utf-8",
+    )
+    read = read_serving(log)
+    for d in read.decode:
+        p, g, n = lines[d.line - 1]
+        assert p == 0 and n == lines[d.line - 2][2] > 0 and d.running == n and d.tokens_per_s == g / n
+    try:
+        m = measured_speeds(str(log))
+    except InputError as e:
+        assert "\n" not in str(e)
+        return
+    assert m.prefill_tokens_per_s >= min(x.prompt_tokens_per_s for x in read.mixed)
+    assert m.levels == tuple(sorted({d.running for d in read.decode}))
