@@ -224,6 +224,7 @@ def _llama(log: ServingLog, s: _State, text: str, n: int) -> None:
 
 def read_serving(path: str | Path) -> ServingLog:
     """The serving samples of the log at ``path`` (module doc); no engine's stats lines is an empty record."""
+    from kvbudget.measure.logs import candidate_lines
     from kvbudget.safeio import regular_file
 
     p = Path(path)
@@ -234,8 +235,10 @@ def read_serving(path: str | Path) -> ServingLog:
         if p.stat().st_size > MAX_LOG_BYTES:
             raise InputError(f"--speed-from {p}: larger than 2 GiB; give a log of the serving stretch measured")
         with p.open("r", encoding="utf-8-sig", errors="replace", newline="") as f:
-            for n, raw in enumerate(f, 1):
-                if len(raw) > MAX_LINE or not any(needle in raw for needle in NEEDLES):
+            for n, raw in candidate_lines(f, NEEDLES):  # block scans with str.find: only these lines reach Python
+                if not raw:
+                    break
+                if len(raw) > MAX_LINE:
                     continue
                 text = clean(raw)
                 if (m := _VLLM.search(text)) is not None:
