@@ -192,8 +192,9 @@ def _llama(log: ServingLog, s: _State, text: str, n: int) -> None:
     if task_m:
         slot = int(task_m.group("s") or task_m.group("s2"))
         task = int(task_m.group("t") or task_m.group("t2"))
-    if task is not None and ("processing task" in text or "slot is processing task" in text):
-        s.ll_busy.add(slot or 0)
+    if task is not None and "processing task" in text:
+        if len(s.ll_busy) < MAX_RUNNING:  # slots a server has: a log naming more is bounded, not trusted
+            s.ll_busy.add(slot or 0)
         s.ll_events += 1
         if len(s.ll_launch) < MAX_SAMPLES:
             s.ll_launch[task] = (s.ll_events, len(s.ll_busy))
