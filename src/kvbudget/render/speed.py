@@ -24,7 +24,7 @@ def render_speed(s: Speed) -> str:
         f"  per request decode    {s.decode_tokens_per_s_per_request:>12,.1f} tokens/s",
         f"  prefill               {s.prefill_tokens_per_s:>12,.0f} tokens/s",
         f"  TTFT                  {s.ttft_s * 1000:>12,.1f} ms  (own prefill + one iteration"
-        + (f" + {s.ttft_wait_s * 1000:,.1f} ms for others' prefills)" if s.ttft_wait_s else ", no wait)"),
+        + (f" + wait {s.ttft_wait_s * 1000:,.1f} ms)" if s.ttft_wait_s else ", no wait)"),
         f"  inter-token latency   {s.itl_s * 1000:>12,.2f} ms  (mean, prefills of others included)",
         f"  binding               {s.binding}",
         "",
