@@ -53,8 +53,9 @@ FIT_SOURCE = (
     "1.8.0 TTFT / inter-token latency (Llama-3.3-70B, 2 x H100), training part; see docs/speed.md"
 )
 
-# bench/speed.py --fit-all prints the first five (kvbudget.speed.fit.fit on the throughput training figures of
-# trtllm_perf_overview.json); bench/speed.py --fit the last two (on every training figure, the five held)
+# the first five: kvbudget.speed.fit.fit of THROUGHPUT_PARAMETERS on the 20 training figures of
+# trtllm_perf_overview.json (tests/speed/test_fit.py); the last two: bench/speed.py --fit (LATENCY_PARAMETERS on
+# every training figure, the five held)
 FITTED = Efficiency(
     prefill=0.570,  # of the dense peak in prefill
     prefill_bf16=0.779,  # with bf16 products (fitted on TensorRT-LLM v0.5 A100 FP16 first-token latency)
