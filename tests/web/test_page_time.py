@@ -45,7 +45,7 @@ def latency_line(context: str) -> tuple[str, str]:
 
 def test_latency_next_to_capacity_is_speed_at_the_planned_sessions(calculator: Tab) -> None:
     line, shape = latency_line("32k")
-    assert line.startswith("TTFT 35.6 ms · inter-token 10.7 ms · 93.3 tokens/s per session at 13 sessions")
+    assert line.startswith("TTFT 29.3 ms · inter-token 10.6 ms · 94.1 tokens/s per session at 13 sessions")
     shown(calculator, "#latency-line", line)
     shown(calculator, "#latency-shape", shape)
     basis = calculator.page.text_content("#latency-basis") or ""

@@ -103,7 +103,7 @@ def latency_at(roof: Roofline | MeasuredSpeeds, shape: Shape, sessions: int) -> 
     """``kvbudget speed``'s TTFT and inter-token latency at ``sessions`` in flight on one replica (the roofline's,
     or a load test's measured speeds: module doc)."""
     from kvbudget.simulate.measured import MeasuredSpeeds
-    from kvbudget.speed.answer import run_shape
+    from kvbudget.speed.answer import prefill_wait, run_shape
 
     if isinstance(roof, MeasuredSpeeds):
         prefill_s = shape.new / roof.prefill_tokens_per_s
@@ -111,8 +111,10 @@ def latency_at(roof: Roofline | MeasuredSpeeds, shape: Shape, sessions: int) -> 
         cycle = sessions * prefill_s + shape.osl * iteration_s
         return Latency(sessions, prefill_s + iteration_s, cycle / shape.osl, "measured", "measured")
 
-    _, step, cycle = run_shape(roof, shape.isl, shape.osl, shape.cached, sessions)
-    ttft = roof.prefill_seconds(shape.new, shape.cached, 1) + step.seconds
+    prefill_s, step, cycle = run_shape(roof, shape.isl, shape.osl, shape.cached, sessions)
+    own = roof.prefill_seconds(shape.new, shape.cached, 1)
+    # kvbudget speed's steady-state wait for the other sessions' prefills (docs/speed.md, fitted on NIM's TTFT)
+    ttft = own + step.seconds + prefill_wait(own, prefill_s / cycle, sessions, roof.efficiency.prefill_queue)
     return Latency(sessions, ttft, cycle / shape.osl, step.bound)
 
 

@@ -23,7 +23,8 @@ def render_speed(s: Speed) -> str:
         f"  ({s.output_tokens_per_s_per_gpu:,.0f} per GPU)",
         f"  per request decode    {s.decode_tokens_per_s_per_request:>12,.1f} tokens/s",
         f"  prefill               {s.prefill_tokens_per_s:>12,.0f} tokens/s",
-        f"  TTFT                  {s.ttft_s * 1000:>12,.1f} ms  (own prefill + one iteration, no queue)",
+        f"  TTFT                  {s.ttft_s * 1000:>12,.1f} ms  (own prefill + one iteration"
+        + (f" + wait {s.ttft_wait_s * 1000:,.1f} ms)" if s.ttft_wait_s else ", no wait)"),
         f"  inter-token latency   {s.itl_s * 1000:>12,.2f} ms  (mean, prefills of others included)",
         f"  binding               {s.binding}",
         "",
@@ -32,10 +33,12 @@ def render_speed(s: Speed) -> str:
         f"  fixed {step.overhead_s * 1000:,.2f} ms, all-reduce {step.allreduce_s * 1000:,.2f} ms",
         f"cycle {s.cycle_s:,.2f} s = prefill {s.prefill_s:,.2f} s + {s.osl:,} iterations",
         *[f"compute: {part}" if i == 0 else f"  {part}" for i, part in enumerate(s.compute_basis.split("; "))],
-        f"efficiencies: prefill {e.prefill:.3f}, decode compute {e.decode_compute:.3f}, bandwidth {e.bandwidth:.3f},",
-        f"  {e.step_overhead_s * 1000:.2f} ms per iteration, {e.allreduce_latency_s * 1e6:.1f} us per all-reduce",
+        f"efficiencies: prefill {e.prefill:.3f} (bf16 {e.prefill_bf16:.3f}), decode compute {e.decode_compute:.3f}, "
+        f"bandwidth {e.bandwidth:.3f},",
+        f"  {e.step_overhead_s * 1000:.2f} ms per iteration, {e.allreduce_latency_s * 1e6:.1f} us per all-reduce, "
+        f"prefill queue x{e.prefill_queue:.2f} of M/M/1",
         "sources: datasheet peaks and bandwidth (kvbudget gpus --json), efficiencies fitted to TensorRT-LLM's",
-        "  published throughput (docs/speed.md)"
+        "  published throughput and latency and NIM's TTFT / ITL (docs/speed.md)"
         + ("" if s.engine["name"] == "trtllm" else f"; none fitted to {s.engine['name']} yet"),
         "not modelled:",
         *[f"  {item}" for item in s.not_modelled],

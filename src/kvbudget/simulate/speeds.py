@@ -130,7 +130,7 @@ def replica_speeds(
     elif roof is not None and roof.machine.linear_flops:
         prefill = _roof_prefill(roof)
         rate = REFERENCE_PROMPT / prefill(REFERENCE_PROMPT, 0)
-        prefill_from = Assumption("computed", f"roofline: {why}; prefill efficiency {roof.efficiency.prefill:g}")
+        prefill_from = Assumption("computed", f"roofline: {why}; prefill efficiency {roof.prefill_efficiency:g}")
     else:
         raise InputError(
             f"--prefill-rate: {plan.inputs.gpu_label} has no compute figures in the GPU catalog for the prefill "

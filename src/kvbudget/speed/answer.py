@@ -53,6 +53,7 @@ class Speed:
     decode_tokens_per_s_per_request: float
     prefill_tokens_per_s: float
     ttft_s: float
+    ttft_wait_s: float
     itl_s: float
     cycle_s: float
     prefill_s: float
@@ -87,6 +88,7 @@ class Speed:
             "decode_tokens_per_s_per_request": round(self.decode_tokens_per_s_per_request, 3),
             "prefill_tokens_per_s": round(self.prefill_tokens_per_s, 3),
             "ttft_s": round(self.ttft_s, 6),
+            "ttft_wait_s": round(self.ttft_wait_s, 6),
             "itl_s": round(self.itl_s, 6),
             "cycle_s": round(self.cycle_s, 6),
             "prefill_s": round(self.prefill_s, 6),
@@ -163,6 +165,7 @@ def roofline_of(request: Deployment, plan: Plan, gpu: Gpu, efficiency: Efficienc
         bandwidth=float(gpu.bandwidth_bytes_per_s or 0),
         link=float(link.bytes_per_s),
         tp=request.tp,
+        bf16=precision == "bf16",
     )
     roof = Roofline(
         work=model_work(spec, count),
@@ -236,7 +239,9 @@ def _answer(
     new = request.isl - (request.prefix or 0)
     total = replicas * batch * request.osl / cycle
     itl = cycle / request.osl
-    ttft = roof.prefill_seconds(new, request.prefix or 0, 1) + step.seconds
+    own = roof.prefill_seconds(new, request.prefix or 0, 1)
+    wait = prefill_wait(own, prefill_s / cycle, batch, roof.efficiency.prefill_queue)
+    ttft = own + step.seconds + wait
     decode_s = request.osl * step.seconds
     binding = (
         f"prefill compute ({prefill_s / cycle:.0%} of the cycle)"
@@ -264,6 +269,7 @@ def _answer(
         decode_tokens_per_s_per_request=1 / itl,
         prefill_tokens_per_s=replicas * batch * new / prefill_s if prefill_s else 0.0,
         ttft_s=ttft,
+        ttft_wait_s=wait,
         itl_s=itl,
         cycle_s=cycle,
         prefill_s=prefill_s,
@@ -279,6 +285,20 @@ def _answer(
         not_modelled=NOT_MODELLED,
         warnings=tuple(warnings),
     )
+
+
+def prefill_wait(own_s: float, busy: float, batch: int, factor: float) -> float:
+    """Mean seconds a request's prompt waits for the other requests' prefills in steady state.
+
+    Each of the ``batch`` requests prefills once a cycle, so prefill takes ``busy`` of the cycle, ``busy x (batch -
+    1) / batch`` of it the others'. A prompt that finds one running waits for it: the M/M/1 mean wait is
+    others' share x own prefill / (1 - busy); ``factor`` (fitted, ``Efficiency.prefill_queue``) scales it (0.5
+    would be a deterministic service, M/D/1). Heuristic: fitted to NIM's TTFT at concurrency 1 and 25 (docs/speed.md).
+    """
+    if batch <= 1 or busy <= 0 or factor <= 0:
+        return 0.0
+    others = busy * (batch - 1) / batch
+    return factor * others * own_s / max(1.0 - busy, 0.05)
 
 
 def run_shape(roof: Roofline, isl: int, osl: int, prefix: int, batch: int) -> tuple[float, Step, float]:

@@ -1,10 +1,11 @@
 """Fitting the speed model's efficiencies to published measurements, and its error on held-out ones.
 
 A figure file (tests/data/speed/*.json) holds measured figures, each a request shape (model, GPU, tp, engine,
-weights, KV dtype, isl, osl, concurrency), the metric measured, its value and its split (``train`` or
-``held_out``). ``prepare`` plans each shape once (the exact part: batch, FLOPs, bytes); ``predict`` then costs
-only arithmetic, so ``fit`` can search the efficiencies: coordinate descent on a log grid minimizing the mean
-squared log error over the training figures.
+weights, KV dtype, isl, osl, concurrency), the metric measured (``output_tokens_per_s``, ``ttft_ms`` or
+``itl_ms``: ``METRICS``), its value and its split (``train`` or ``held_out``); a model given as a ``.json`` path
+is a config.json beside the file. ``prepare`` plans each shape once (the exact part: batch, FLOPs, bytes);
+``predict`` then costs only arithmetic, so ``fit`` can search the efficiencies: coordinate descent on a log grid
+minimizing the mean squared log error of each kind of figure (throughput, TTFT, ITL), the kinds weighed alike.
 """
 
 from __future__ import annotations
@@ -24,9 +25,29 @@ if TYPE_CHECKING:
     from kvbudget.requests.speed import SpeedRequest
     from kvbudget.speed.roofline import Roofline
 
-PARAMETERS = ("prefill", "decode_compute", "bandwidth", "step_overhead_s", "allreduce_latency_s")
+# metric in a figure file -> (kind, attribute of the Speed answer, factor from the answer's unit to the figure's)
+METRICS = {
+    "output_tokens_per_s": ("throughput", "output_tokens_per_s", 1.0),
+    "ttft_ms": ("ttft", "ttft_s", 1000.0),
+    "itl_ms": ("itl", "itl_s", 1000.0),
+}
+KINDS = ("throughput", "ttft", "itl")
+
+PARAMETERS = (
+    "prefill",
+    "prefill_bf16",
+    "decode_compute",
+    "bandwidth",
+    "step_overhead_s",
+    "allreduce_latency_s",
+    "prefill_queue",
+)
+THROUGHPUT_PARAMETERS = PARAMETERS[:1] + PARAMETERS[2:6]  # fitted on offline throughput (the first fit)
+LATENCY_PARAMETERS = ("prefill_bf16", "prefill_queue")  # fitted on TTFT / ITL with the others held
 BOUNDS = {
     "prefill": (0.05, 1.0),
+    "prefill_bf16": (0.05, 1.0),
+    "prefill_queue": (0.01, 4.0),
     "decode_compute": (0.05, 1.0),
     "bandwidth": (0.2, 1.0),
     "step_overhead_s": (1e-4, 0.05),
@@ -43,6 +64,11 @@ class Figure:
     value: float
     split: str
     label: str
+    source: str = ""
+
+    @property
+    def kind(self) -> str:
+        return METRICS[self.metric][0]
 
 
 @dataclass(frozen=True)
@@ -59,11 +85,15 @@ def load(path: str | Path) -> tuple[list[Figure], dict[str, object]]:
     """The figures of one file and its source record."""
     from kvbudget.requests.speed import SpeedRequest
 
-    doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    path = Path(path)
+    doc = json.loads(path.read_text(encoding="utf-8"))
     figures = []
     for row in doc["figures"]:
+        if row["metric"] not in METRICS:
+            raise ValueError(f"{path.name}: metric {row['metric']!r} is not one of {', '.join(METRICS)}")
+        model = str(path.parent / row["model"]) if row["model"].endswith(".json") else row["model"]
         request = SpeedRequest(
-            model=row["model"],
+            model=model,
             gpu=row["gpu"],
             gpus=row["tp"],
             tp=row["tp"],
@@ -74,9 +104,15 @@ def load(path: str | Path) -> tuple[list[Figure], dict[str, object]]:
             osl=row["osl"],
             concurrency=str(row["concurrency"]),
         )
-        label = f"{row['model']} {row['gpu']} tp{row['tp']} {row['isl']}/{row['osl']}"
-        figures.append(Figure(request, row["metric"], float(row["value"]), row["split"], label))
+        name = Path(row["model"]).stem if row["model"].endswith(".json") else row["model"]
+        label = f"{name} {row['gpu']} tp{row['tp']} {row['isl']}/{row['osl']} c={row['concurrency']}"
+        figures.append(Figure(request, row["metric"], float(row["value"]), row["split"], label, path.stem))
     return figures, doc["source"]
+
+
+def load_all(folder: str | Path) -> list[Figure]:
+    """The figures of every file in ``folder`` (sorted by file name)."""
+    return [f for path in sorted(Path(folder).glob("*.json")) for f in load(path)[0]]
 
 
 def prepare(figures: list[Figure]) -> list[Prepared]:
@@ -103,7 +139,8 @@ def predict(p: Prepared, efficiency: Efficiency) -> float:
     r = p.figure.request
     roof = replace(p.roof, efficiency=efficiency)
     answer = _answer(r, p.plan, p.gpu, roof, p.precision, p.why, read_concurrency(r.concurrency))
-    value: float = getattr(answer, p.figure.metric)
+    _, attribute, factor = METRICS[p.figure.metric]
+    value: float = getattr(answer, attribute) * factor
     return value
 
 
@@ -113,14 +150,26 @@ def errors(prepared: list[Prepared], efficiency: Efficiency) -> list[float]:
 
 
 def _loss(prepared: list[Prepared], efficiency: Efficiency) -> float:
-    return statistics.fmean(math.log(predict(p, efficiency) / p.figure.value) ** 2 for p in prepared)
+    """Mean over the kinds present of each kind's mean squared log error (a kind with few figures counts as much
+    as one with many)."""
+    by_kind: dict[str, list[float]] = {}
+    for p in prepared:
+        by_kind.setdefault(p.figure.kind, []).append(math.log(predict(p, efficiency) / p.figure.value) ** 2)
+    return statistics.fmean(statistics.fmean(v) for v in by_kind.values())
 
 
-def fit(prepared: list[Prepared], start: Efficiency, rounds: int = 6, steps: int = 24) -> Efficiency:
-    """Efficiencies minimizing the mean squared log error on ``prepared`` (coordinate descent, log grids)."""
+def fit(
+    prepared: list[Prepared],
+    start: Efficiency,
+    rounds: int = 6,
+    steps: int = 24,
+    names: tuple[str, ...] = PARAMETERS,
+) -> Efficiency:
+    """Efficiencies minimizing the mean squared log error on ``prepared`` (coordinate descent, log grids), searching
+    the parameters ``names`` (the others kept as in ``start``)."""
     best, best_loss = start, _loss(prepared, start)
     for _ in range(rounds):
-        for name in PARAMETERS:
+        for name in names:
             low, high = BOUNDS[name]
             for i in range(steps + 1):
                 value = low * (high / low) ** (i / steps)

@@ -1,7 +1,8 @@
 """Seconds from FLOPs and bytes: the roofline of one deployment (one replica of ``tp`` GPUs).
 
 * Prefill is compute-bound: linear FLOPs over the GPU's dense peak at the precision the engine multiplies in,
-  attention FLOPs over the bf16 peak (attention kernels run in bf16), both times the fitted prefill efficiency.
+  attention FLOPs over the bf16 peak (attention kernels run in bf16), both times the fitted prefill efficiency
+  (fitted apart for fp8 / fp4 products and for bf16 ones: a bf16 GEMM reaches a larger share of its peak).
 * A decode iteration takes the longer of reading its bytes (weights touched + every sequence's cache) at the
   fitted share of the memory bandwidth and computing its FLOPs at the fitted share of the peak, plus a fixed
   per-iteration cost (scheduling, sampling, kernel launches: fitted).
@@ -33,6 +34,7 @@ class Machine:
     bandwidth: float
     link: float
     tp: int
+    bf16: bool = False  # the linear products run at bf16 (the prefill efficiency at bf16 applies)
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,12 @@ class Roofline:
         moved = 2 * (tp - 1) / tp * tokens * self.work.hidden * ACTIVATION_BYTES
         return 2 * self.work.layers * (self.efficiency.allreduce_latency_s + moved / self.machine.link)
 
+    @property
+    def prefill_efficiency(self) -> float:
+        """The fitted share of the peak in prefill at the precision the linear products run in."""
+        e = self.efficiency
+        return e.prefill_bf16 if self.machine.bf16 else e.prefill
+
     def prefill_seconds(self, new: int, cached: int, sequences: int) -> float:
         """Seconds to prefill ``sequences`` prompts of ``new`` tokens after ``cached`` prefix-cache hits each."""
         if new <= 0 or sequences <= 0:
@@ -78,7 +86,7 @@ class Roofline:
         m, tp = self.machine, self.machine.tp
         linear = self.work.linear_flops(new * sequences, sequences) / tp / m.linear_flops
         attention = self.work.attention_flops(cached, new) * sequences / tp / m.attention_flops
-        return (linear + attention) / self.efficiency.prefill + self.allreduce_seconds(new * sequences)
+        return (linear + attention) / self.prefill_efficiency + self.allreduce_seconds(new * sequences)
 
     def decode_step(self, batch: int, context: int) -> Step:
         """One iteration of ``batch`` sequences at ``context`` tokens each."""
