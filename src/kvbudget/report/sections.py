@@ -4,15 +4,7 @@ to (``kvbudget speed``, ``simulate`` and ``size`` --json); here they are only fo
 
 from __future__ import annotations
 
-from kvbudget.plan.sizing_table import (
-    load_notes,
-    load_phrase,
-    refusal_note,
-    sizing_cells,
-    sizing_key,
-    speeds_notes,
-    unmet_line,
-)
+from kvbudget.plan import sizing_table as size_text  # the sizing table's cells and notes, as size's text has them
 from kvbudget.report.data import Report
 from kvbudget.units import format_tokens
 
@@ -138,7 +130,7 @@ def sizing_heading(s: Sizing) -> str:
     targets = [f"TTFT at most {seconds(s.ttft_s)}"] if s.ttft_s is not None else []
     targets += [f"inter-token at most {seconds(s.itl_s)}"] if s.itl_s is not None else []
     return (
-        f"Sized for {load_phrase(s)} (whole deployment) at a {format_tokens(s.context)} cap, "
+        f"Sized for {size_text.load_phrase(s)} (whole deployment) at a {format_tokens(s.context)} cap, "
         + (", ".join(targets) if targets else "no latency targets")
         + f"; request shape: {s.shape.basis}."
     )
@@ -154,7 +146,7 @@ def sizing_table(s: Sizing) -> tuple[list[str], list[list[str]], set[int]]:
     columns = _columns(s)
     rows = []
     for c in s.met:
-        cells = sizing_cells(c)
+        cells = size_text.sizing_cells(c)
         rows.append(
             [seconds(getattr(cells, name)) if name.endswith("_s") else getattr(cells, name) for name, _, _ in columns]
         )
@@ -174,9 +166,14 @@ def sizing_notes(s: Sizing) -> list[str]:
     }
     if s.refusals is None:
         del labels["refused"]
-    notes = [f"{sizing_key(labels)}."]
-    return notes + [note for note in [refusal_note(s)] if note] + speeds_notes(s) + load_notes(s)
+    notes = [f"{size_text.sizing_key(labels)}."]
+    return (
+        notes
+        + [note for note in [size_text.refusal_note(s)] if note]
+        + size_text.speeds_notes(s)
+        + size_text.load_notes(s)
+    )
 
 
 def sizing_unmet(s: Sizing) -> list[str]:
-    return [unmet_line(c) for c in s.unmet]
+    return [size_text.unmet_line(c) for c in s.unmet]
