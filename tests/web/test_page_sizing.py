@@ -16,6 +16,8 @@ from tests.web.browser import Tab
 from tests.web.test_page import WAIT_MS, cli_error, page_errors, shown
 from tests.web.test_page_time import table
 
+PATIENT_MS = 3 * WAIT_MS  # one update sizes 8 combinations besides plan, compare and levers, on a shared CPU
+
 
 def page_rows(doc: dict[str, Any], kv: str = "auto") -> list[list[str]]:
     """The sizing table as the page writes it from the document (the report's columns and units)."""
@@ -61,13 +63,13 @@ def test_a_rate_with_a_request_shape_is_size_json_on_the_page(
     for field, value in (("size_model", "qwen3-32b"), ("size_engine", "sglang"), ("itl", "30ms"), ("rate", "2/s"),
                          ("isl", "2000")):  # fmt: skip
         page.fill(f"#{field}", value)
-        page.wait_for_selector("body[data-state=ready]", timeout=WAIT_MS)
+        page.wait_for_selector("body[data-state=ready]", timeout=PATIENT_MS)
     # the last field typed starts the one update whose /api/size answer the page then draws
-    with page.expect_response(lambda r: "/api/size?" in r.url and "osl=500" in r.url, timeout=WAIT_MS) as answer:
+    with page.expect_response(lambda r: "/api/size?" in r.url and "osl=500" in r.url, timeout=PATIENT_MS) as answer:
         page.fill("#osl", "500")
     assert answer.value.status == 200
     assert answer.value.json() == expected
-    page.wait_for_selector("body[data-state=ready]", timeout=WAIT_MS)
+    page.wait_for_selector("body[data-state=ready]", timeout=PATIENT_MS)
     shown(calculator, "#recommendation", expected["recommendation"])
     assert table(calculator, "#sizing") == page_rows(expected)
     shown(calculator, "#sizing-load", "2 new sessions/s (whole deployment) at a 32K cap, inter-token at most 30.0 ms")
