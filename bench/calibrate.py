@@ -5,13 +5,16 @@ of the kind a server prints while it runs, then the same start-up again (a resta
 reader has to scan all of it, find the two start-ups and read the second again on its own (``--startup 2``).
 Target (issue 13): under 5 s on the development machine (2 cores).
 ``--smoke`` (scripts/check) reads a 10 MB log and fails only on a gross regression (3x the per-MB
-target), since CI machines vary. Results are printed as one JSON line.
+target), since CI machines vary. The bound is held to the child's CPU seconds (user + system), not its
+wall time: on a shared machine the wall time measures the machine's queue (6-9 s wall for 1.3 s of CPU at a
+load average of 15 on 2 cores), the CPU time what calibrate costs. Results are printed as one JSON line.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -42,17 +45,22 @@ def build_log(path: Path, megabytes: int) -> int:
     return path.stat().st_size
 
 
-def run(path: Path) -> tuple[float, dict[str, object]]:
-    begin = time.perf_counter()
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run(path: Path) -> tuple[float, float, dict[str, object]]:
+    begin, cpu = time.perf_counter(), _children_cpu()
     done = subprocess.run(
         [sys.executable, "-m", "kvbudget", "calibrate", str(path), *ARGS],
         check=True,
         capture_output=True,
         text=True,
     )
-    elapsed = time.perf_counter() - begin
+    elapsed, cpu = time.perf_counter() - begin, _children_cpu() - cpu
     doc: dict[str, object] = json.loads(done.stdout)
-    return elapsed, doc
+    return elapsed, cpu, doc
 
 
 def main() -> int:
@@ -63,7 +71,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "engine.log"
         size = build_log(path, megabytes)
-        elapsed, doc = run(path)
+        elapsed, cpu, doc = run(path)
     bound = TARGET_S * megabytes / FULL_MB * (3 if args.smoke else 1)
     reconciled = doc["reconciliation"]
     assert isinstance(reconciled, list) and all(r["consistent"] for r in reconciled)
@@ -74,12 +82,13 @@ def main() -> int:
                 "log_bytes": size,
                 "lines": doc["lines_read"],
                 "seconds": round(elapsed, 3),
+                "cpu_seconds": round(cpu, 3),
                 "bound_s": bound,
-                "ok": elapsed <= bound,
+                "ok": cpu <= bound,
             }
         )
     )
-    return 0 if elapsed <= bound else 1
+    return 0 if cpu <= bound else 1
 
 
 if __name__ == "__main__":

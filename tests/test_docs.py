@@ -20,6 +20,8 @@ UPSTREAM = {
     "collector.py",
     "topk_topp_sampler.py",  # vLLM v1/sample/ops: the sampler paths of docs/measure.md
     "fused_moe.py",  # vLLM model_executor/layers/fused_moe
+    "loggers.py",  # vLLM v1/metrics: the stats line --speed-from LOG reads (docs/speed.md)
+    "scheduler_metrics_mixin.py",  # SGLang srt/managers: its Decode / Prefill batch lines
 }
 PY_PATHS = {p.relative_to(SRC).as_posix() for p in SRC.rglob("*.py")}
 

@@ -24,7 +24,8 @@ WORKLOAD = str(ROOT / "examples" / "coding-agent.toml")
 TRACE = str(DATA / "traces" / "mooncake_fast25" / "conversation_trace.jsonl")
 OTEL = str(DATA / "traces" / "inference_perf_otel_examples" / "multi_agent_research.json")
 SPEEDS = str(DATA / "loadtest" / "speeds-llama31-8b-vllm.json")  # a load test's speeds (--speed-from)
-LOGS = sorted(str(p) for p in (DATA / "logs").glob("*/*.log"))
+LOGS = sorted(str(p) for p in (DATA / "logs").glob("*/*.log") if p.parent.name != "serving")  # start-up logs
+SERVING = str(DATA / "logs" / "serving" / "vllm-v1-mtp-running18-h.log")  # an engine's serving lines (--speed-from)
 
 DEPLOYMENTS = [
     ["qwen3-32b", "--gpu", "h100-sxm", "--engine", "vllm", "--context", "32k"],
@@ -95,6 +96,7 @@ COMMANDS = [
         "--itl", "25ms", "--speed-from", SPEEDS,
     ],
     ["plan", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--context", "32k", "--speed-from", SPEEDS],
+    ["plan", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--context", "32k", "--speed-from", SERVING],
     [
         "size", "qwen3-30b-a3b,llama-3.1-8b", "--gpu", "l40s,rtx-5090", "--kv-dtype", "auto,fp8", "--context", "16k",
         "--rate", "0.5/s", "--workload", "examples/chat.toml", "--price", "l40s=0.79/h,rtx-5090=0.89/h",

@@ -206,6 +206,18 @@ SPECIFIC: dict[str, tuple[str, dict[str, bytes]]] = {
             + b",".join(b'{"sessions": %d, "decode_tokens_per_s": {"p50": 50}}' % n for n in range(1, 5000))
             + b"]}",
             "no-speeds": b'{"levels": [{"sessions": 4, "decode_tokens_per_s": {"p50": null}}]}',
+            # --speed-from LOG: an engine's serving lines (simulate/measured_log.py)
+            "log-running-huge": b"Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 1.0 tokens/s, "
+            b"Running: " + b"9" * 400 + b" reqs, Waiting: 0 reqs\n",
+            "log-throughput-inf": (
+                b"Avg prompt throughput: "
+                + b"9" * 400
+                + b".0 tokens/s, Avg generation throughput: "
+                + b"9" * 400
+                + b".0 tokens/s, Running: 4 reqs, Waiting: 0 reqs\n"
+            )
+            * 3,
+            "log-slots-only": b"slot launch_slot_: id  0 | task 1 | processing task\n" * 5000,
         },
     ),
 }

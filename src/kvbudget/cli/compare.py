@@ -57,8 +57,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     )
     g.add_argument(
         "--speed-from",
-        metavar="RESULT.json",
-        help="--simulate: a kvbudget loadtest --json result; the rows of its model and engine simulate on its speeds",
+        metavar="RESULT.json|LOG",
+        help="--simulate: a kvbudget loadtest --json result or an engine log; the rows of its model and engine "
+        "simulate on its speeds",
     )
     g.add_argument("--ttft", help="--simulate: target p99 time to first token (2s); says whether latency binds")
     g.add_argument("--itl", help="--simulate: target p99 inter-token latency (50ms)")

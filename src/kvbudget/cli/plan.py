@@ -96,9 +96,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     )
     p.add_argument(
         "--speed-from",
-        metavar="RESULT.json",
-        help="a kvbudget loadtest --json result of this model and engine: the latency at the planned sessions "
-        "from its measured speeds",
+        metavar="RESULT.json|LOG",
+        help="a kvbudget loadtest --json result or the engine's log, of this model and engine: the latency at the "
+        "planned sessions from its measured speeds",
     )
     p = sub.add_parser("levers", help="what each lever (cap, KV dtype, weights, TP, prefix, engine) buys")
     add_plan_options(p)

@@ -50,9 +50,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     g.add_argument("--prefill-rate", help="prefill tokens/s per replica (default: the speed model's roofline)")
     g.add_argument(
         "--speed-from",
-        metavar="RESULT.json",
-        help="a kvbudget loadtest --json result of this model and engine: its measured speeds for the simulation "
-        "and the plan's latency",
+        metavar="RESULT.json|LOG",
+        help="a kvbudget loadtest --json result or the engine's log, of this model and engine: its measured speeds "
+        "for the simulation and the plan's latency",
     )
     g = p.add_argument_group("latency at the planned sessions (kvbudget speed)")
     g.add_argument("--isl", help="prompt tokens per request (default: speed's 1000, or the --workload's mean step)")

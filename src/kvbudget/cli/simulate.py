@@ -153,8 +153,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     g.add_argument("--bandwidth", help="HBM bytes/s per GPU (default: the --gpu catalog entry)")
     g.add_argument(
         "--speed-from",
-        metavar="RESULT.json",
-        help="a kvbudget loadtest --json result: its measured prefill and decode speeds replace the roofline",
+        metavar="RESULT.json|LOG",
+        help="a kvbudget loadtest --json result or the engine's log: its measured prefill and decode speeds replace "
+        "the roofline",
     )
     g = p.add_argument_group("target and output")
     g.add_argument("--target-p99-delay", help="target: p99 queue delay bound in s (allows preemption)")

@@ -58,8 +58,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     g.add_argument("--osl", help="output tokens per request without --workload (default 1000)")
     g.add_argument(
         "--speed-from",
-        metavar="RESULT.json",
-        help="a kvbudget loadtest --json result: its measured speeds replace the roofline for its model and engine",
+        metavar="RESULT.json|LOG",
+        help="a kvbudget loadtest --json result, or the engine's log: its measured speeds replace the roofline for "
+        "its model and engine",
     )
     g.add_argument(
         "--target-refusal-rate",

@@ -152,7 +152,15 @@ class EngineRules:
         return options
 
     def overhead(
-        self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str, gpu_memory: int = 0, gpu_label: str = ""
+        self,
+        spec: ModelSpec,
+        *,
+        tp: int,
+        batched: int,
+        batched_basis: str,
+        gpu_memory: int = 0,
+        gpu_label: str = "",
+        interconnect: str | None = None,
     ) -> Overhead:
         from kvbudget.engines.overhead import activation_overhead
 

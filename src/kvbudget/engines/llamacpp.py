@@ -510,7 +510,15 @@ class Rules(EngineRules):
         return "fp16", f"{self.title} caches f16 by default (-ctk/-ctv f16), whatever the checkpoint's {spec.dtype}"
 
     def overhead(
-        self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str, gpu_memory: int = 0, gpu_label: str = ""
+        self,
+        spec: ModelSpec,
+        *,
+        tp: int,
+        batched: int,
+        batched_basis: str,
+        gpu_memory: int = 0,
+        gpu_label: str = "",
+        interconnect: str | None = None,
     ) -> Overhead:
         return compute_buffer_overhead(spec, ubatch=batched, what=self.title)
 

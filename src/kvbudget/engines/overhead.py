@@ -7,7 +7,7 @@ Each engine's ``Rules.overhead`` picks the parts that apply to it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from kvbudget.model.spec import ModelSpec
@@ -86,6 +86,19 @@ def compute_buffer_overhead(spec: ModelSpec, *, ubatch: int, what: str) -> Overh
         f"intermediate {inter}) and its logits; measure it (calibrate, plan --from-log) or pass --overhead"
     )
     return Overhead(high, low, high, "heuristic", basis)
+
+
+def plus(overhead: Overhead, extra: int, words: str) -> Overhead:
+    """The overhead with a fixed term added to its figure and both ends of its range (0: unchanged)."""
+    if not extra:
+        return overhead
+    return replace(
+        overhead,
+        bytes=overhead.bytes + extra,
+        low=overhead.low + extra,
+        high=overhead.high + extra,
+        basis=f"{overhead.basis}; + {words}",
+    )
 
 
 def measured_overhead(value: int, basis: str | None = None) -> Overhead:

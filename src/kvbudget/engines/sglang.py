@@ -702,7 +702,15 @@ class Rules(EngineRules):
         return replace(options, gpu_capability=options.gpu_capability or capability)
 
     def overhead(
-        self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str, gpu_memory: int = 0, gpu_label: str = ""
+        self,
+        spec: ModelSpec,
+        *,
+        tp: int,
+        batched: int,
+        batched_basis: str,
+        gpu_memory: int = 0,
+        gpu_label: str = "",
+        interconnect: str | None = None,
     ) -> Overhead:
         return activation_overhead(spec, tp=tp, batched=batched, batched_basis=batched_basis, graphs=True)
 

@@ -286,7 +286,15 @@ class Rules(EngineRules):
         return MAX_NUM_TOKENS, "trtllm-serve --max_num_tokens default (the profiling run fills it)"
 
     def overhead(
-        self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str, gpu_memory: int = 0, gpu_label: str = ""
+        self,
+        spec: ModelSpec,
+        *,
+        tp: int,
+        batched: int,
+        batched_basis: str,
+        gpu_memory: int = 0,
+        gpu_label: str = "",
+        interconnect: str | None = None,
     ) -> Overhead:
         # the peak includes non-torch memory (NCCL, CUDA graphs): extra_cost in _cal_max_memory
         return activation_overhead(spec, tp=tp, batched=batched, batched_basis=batched_basis, graphs=True)

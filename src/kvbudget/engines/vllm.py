@@ -37,7 +37,8 @@ from kvbudget.engines.common import (
     shared_kv_group,
 )
 from kvbudget.engines.contract import EngineRules, yarn_override
-from kvbudget.engines.overhead import Overhead, activation_overhead
+from kvbudget.engines.nccl_memory import nvls_bytes
+from kvbudget.engines.overhead import Overhead, activation_overhead, plus
 from kvbudget.engines.records import (
     Deployment,
     LoggedMemory,
@@ -613,15 +614,26 @@ class Rules(EngineRules):
         )
 
     def overhead(
-        self, spec: ModelSpec, *, tp: int, batched: int, batched_basis: str, gpu_memory: int = 0, gpu_label: str = ""
+        self,
+        spec: ModelSpec,
+        *,
+        tp: int,
+        batched: int,
+        batched_basis: str,
+        gpu_memory: int = 0,
+        gpu_label: str = "",
+        interconnect: str | None = None,
     ) -> Overhead:
         graphs = vllm_memory.subtracts_graphs(self.version)
+        # NCCL's NVLS buffers at TP > 2 on NVSwitch boards are non-torch memory vLLM subtracts (nccl_memory.py)
+        nvls, nvls_words = nvls_bytes(tp, interconnect, self.version)
         if vllm_memory.is_v0(self.version):
-            return v0_profiled_overhead(spec, tp=tp, batched=batched, batched_basis=batched_basis)
+            v0 = v0_profiled_overhead(spec, tp=tp, batched=batched, batched_basis=batched_basis)
+            return plus(v0, nvls, nvls_words)
         if not gpu_memory:
             return activation_overhead(spec, tp=tp, batched=batched, batched_basis=batched_basis, graphs=graphs)
         seqs, seqs_basis = vllm_memory.max_num_seqs(gpu_memory, gpu_label)
-        return profiled_overhead(
+        profiled = profiled_overhead(
             spec,
             tp=tp,
             batched=batched,
@@ -631,6 +643,7 @@ class Rules(EngineRules):
             graphs=graphs,
             sampler=sampler_path(self.version),
         )
+        return plus(profiled, nvls, nvls_words)
 
     def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:
         # vLLM automatic prefix caching hashes whole blocks only (vllm/v1/core/kv_cache_utils.py hash_block_tokens)

@@ -162,6 +162,7 @@ def _simulated(request: CompareRequest, rows: list[Row]) -> list[Row]:
     from kvbudget.requests.compare import MAX_SIMULATED_ROWS
     from kvbudget.requests.simulate import SimulateRequest
     from kvbudget.simulate.deployment import prepare_deployment
+    from kvbudget.simulate.measured_log import measured_by
     from kvbudget.simulate.parallel import run_all
 
     if not request.workload:
@@ -190,7 +191,8 @@ def _simulated(request: CompareRequest, rows: list[Row]) -> list[Row]:
             ray=None,
             speed_from=request.speed_from if row.choice in measured else None,
         )
-        asks.append((prepare_deployment(simulation), simulation.speed_from))  # planned, files read: a task reads none
+        source = measured_by(simulation.speed_from) if simulation.speed_from else None  # "load test X" / "log X"
+        asks.append((prepare_deployment(simulation), source))  # planned, files read: a task reads none
     # One process (or Ray task) per row, a row's search serial inside it; the answer is the serial one, in row
     # order. The tasks take the rows' indices: the forked workers inherit the prepared rows, Ray carries them once.
     answers = iter(run_all(partial(_sustained, asks), range(len(asks)), request.jobs, request.ray))
@@ -254,7 +256,7 @@ def _check_sweep(request: CompareRequest, served: int) -> None:
 
 def _sustained(asks: Sequence[tuple[Prepared, str | None]], index: int) -> Simulated:
     """Row ``index``'s simulator answer (a plain record: it crosses the process boundary); each ask is the
-    prepared simulation and the load-test result its speeds came from, if any."""
+    prepared simulation and, in words, the load test or log its speeds came from, if any."""
     from kvbudget.plan.compare import Simulated
     from kvbudget.simulate.study import sustained_basis
 
@@ -267,7 +269,7 @@ def _sustained(asks: Sequence[tuple[Prepared, str | None]], index: int) -> Simul
         else ""
     )
     if speed_from:
-        said += f" (load test {Path(speed_from).name})"
+        said += f" ({speed_from})"
     r = study.result
     at = study.at_targets
     return Simulated(

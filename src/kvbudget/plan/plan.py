@@ -234,6 +234,15 @@ def _fractions() -> str:
     return " and ".join(found) if len(found) < 3 else ", ".join(found[:-1]) + " and " + found[-1]
 
 
+def _interconnect(gpu_id: str | None) -> str | None:
+    """The catalog GPU's link between the GPUs of one server (NVSwitch generations decide NCCL's NVLS buffers)."""
+    if gpu_id is None:
+        return None
+    from kvbudget.hardware import gpu
+
+    return gpu(gpu_id).interconnect
+
+
 def make_plan(i: PlanInputs) -> Plan:
     """The whole plan for one deployment. Raises InputError when the weights do not fit."""
     rules = i.engine.rules
@@ -249,6 +258,7 @@ def make_plan(i: PlanInputs) -> Plan:
             batched_basis=batched_basis,
             gpu_memory=i.gpu_memory_bytes,
             gpu_label=i.gpu_label,
+            interconnect=_interconnect(i.gpu_id),
         )
     else:
         overhead = measured_overhead(i.overhead, i.overhead_basis)

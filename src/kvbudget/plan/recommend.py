@@ -73,7 +73,7 @@ def _latency(c: Candidate, s: Sizing) -> str:
 
 def _speed_source(s: Sizing, provenance: str) -> str:
     if provenance == "measured" and s.speed_from:
-        return f"from the speeds load test {s.speed_from} measured on this model and engine"
+        return f"from the speeds {s.speed_origin} {s.speed_from} measured on this model and engine"
     return "computed from the speed model, not measured"
 
 

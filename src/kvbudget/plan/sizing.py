@@ -134,6 +134,7 @@ class Sizing:
     refusal_rate: float = 0.001  # the sessions the cap may refuse (--target-refusal-rate)
     refusals: CapRefusals | None = None  # at the asked cap, the whole prefix kept (None: no workload)
     cap_within: CapRefusals | None = None  # the smallest of CAP_CANDIDATES within the tolerance
+    speed_origin: str = "load test"  # what measured ``speed_from``: a load test or the engine's log
 
     @property
     def met(self) -> tuple[Candidate, ...]:
@@ -235,6 +236,8 @@ def size_deployments(request: SizeRequest) -> Sizing:
         refusals,
         within,
     )
+    if measured:
+        answer = replace(answer, speed_origin=next(iter(measured.values())).origin)
     return replace(answer, recommendation=recommendation(answer))
 
 

@@ -88,14 +88,15 @@ def refusal_note(s: Sizing) -> str | None:
 
 
 def speeds_notes(s: Sizing) -> list[str]:
-    """With ``--speed-from``: which rows used the load test's measured speeds, and what it measured."""
+    """With ``--speed-from``: which rows used the measured speeds (a load test's or an engine log's), and what they
+    were."""
     if not s.speed_from:
         return []
     measured = [c for c in s.met if c.speeds and c.speeds[0] == "measured"]
     rows = ", ".join(dict.fromkeys(deployment(c) for c in measured)) or "none of the rows that meet the load"
     return [
-        f"speeds: measured by load test {s.speed_from} for {rows} (TTFT, ITL and the latency limit from the load "
-        "test's prefill and decode speeds); the other rows: computed (roofline)",
+        f"speeds: measured by {s.speed_origin} {s.speed_from} for {rows} (TTFT, ITL and the latency limit from the "
+        f"{s.speed_origin}'s prefill and decode speeds); the other rows: computed (roofline)",
         *[c.speeds[1] for c in measured[:1] if c.speeds],
     ]
 

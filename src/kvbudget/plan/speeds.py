@@ -71,12 +71,13 @@ class PlanSpeeds:
         """The plan's text section."""
         m = self.measured
         beyond = (
-            f"; past the load test's largest level ({m.levels[-1]:,} sessions): extrapolated"
+            f"; past the largest count measured ({m.levels[-1]:,} session{'s' if m.levels[-1] > 1 else ''}): "
+            "extrapolated"
             if self.extrapolated
             else ""
         )
         return [
-            f"Speeds (measured, load test {m.source}) at {self.sessions:,} sessions per replica "
+            f"Speeds (measured, {m.origin} {m.source}) at {self.sessions:,} sessions per replica "
             f"({self.sessions_basis}{beyond}):",
             f"  inter-token latency {self.itl_s * 1000:,.1f} ms: {1 / self.itl_s:,.1f} tokens/s per session, "
             f"{self.output_tokens_per_s:,.0f} output tokens/s per replica",

@@ -18,7 +18,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kvbudget.cost import CostReport
@@ -157,7 +156,11 @@ def _speeds(speeds: object, speed_from: str | None) -> str:
     if not isinstance(speeds, dict):
         return ""
     said = f"prefill {speeds['prefill']['provenance']}, decode {speeds['decode']['provenance']}"
-    return said + (f" (load test {Path(speed_from).name})" if speed_from else " (roofline or given rates)")
+    if not speed_from:
+        return said + " (roofline or given rates)"
+    from kvbudget.simulate.measured_log import measured_by
+
+    return said + f" ({measured_by(speed_from)})"
 
 
 def collect(request: ReportRequest) -> Report:

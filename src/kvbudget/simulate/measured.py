@@ -61,6 +61,8 @@ class MeasuredSpeeds:
     bytes_per_token: float | None = None
     engine: str | None = None  # the server's engine as the load test identified it (None: not one kvbudget plans)
     served: str | None = None  # the model name the server reported
+    origin: str = "load test"  # what measured it: a load test, or an engine's own log (simulate/measured_log.py)
+    bases: tuple[str, str] | None = None  # (prefill, decode) bases when not a load test's
 
     def check(self, engine: str, spec: ModelSpec, model: str) -> None:
         """InputError when the load test ran another engine, or served a model the catalog knows whose geometry
@@ -89,6 +91,8 @@ class MeasuredSpeeds:
 
     @property
     def prefill_basis(self) -> str:
+        if self.bases is not None:
+            return self.bases[0]
         if self.prefill_per_token is not None:
             return (
                 f"load test {self.source}: prefill {self.prefill_per_token * 1e3:.3g} ms a token + "
@@ -100,6 +104,8 @@ class MeasuredSpeeds:
 
     @property
     def decode_basis(self) -> str:
+        if self.bases is not None:
+            return self.bases[1]
         rates = ", ".join(f"{rate:,.1f} at {n}" for n, rate in self.points)
         if self.clean:
             return (
@@ -318,14 +324,24 @@ def _server(doc: object) -> tuple[str | None, str | None]:
 
 
 def measured_speeds(path: str) -> MeasuredSpeeds:
-    """The measured speeds in the load-test result at ``path`` (several, comma-separated: pooled)."""
+    """The measured speeds in the load-test result at ``path`` (several, comma-separated: pooled), or in one
+    serving engine's log (simulate/measured_log.py)."""
     from kvbudget.safeio import loads_json, read_text
+    from kvbudget.simulate.measured_log import is_log, log_speeds
 
     names = [p.strip() for p in path.split(",") if p.strip()]
     if not names:
         raise InputError("--speed-from: name a kvbudget loadtest --json result (several: comma-separated)")
     if len(names) > MAX_FILES:
         raise InputError(f"--speed-from: {len(names)} results; pool at most {MAX_FILES} load tests of one deployment")
+    logs = [one for one in names if is_log(Path(one))]
+    if logs and len(names) > 1:
+        raise InputError(
+            f"--speed-from: {Path(logs[0]).name} is an engine log, and a log is not pooled; give that one log alone, "
+            "or load-test results only"
+        )
+    if logs:
+        return log_speeds(Path(logs[0]))
     docs = [(loads_json(read_text(Path(one), "--speed-from"), one, "--speed-from"), Path(one).name) for one in names]
     return speeds_of_all(docs)
 

@@ -8,7 +8,7 @@ is an InputError saying what was found.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -19,7 +19,7 @@ from kvbudget.measure.logs.rules import Rule, apply
 from kvbudget.measure.logs.text import MAX_LOG_BYTES, clean, rank_of
 from kvbudget.safeio import regular_file
 
-__all__ = ["EngineLog", "read_log"]
+__all__ = ["EngineLog", "read_log", "read_names"]
 
 _READERS: tuple[tuple[str, tuple[Rule, ...]], ...] = (
     ("vllm", vllm.RULES),
@@ -38,11 +38,16 @@ _NEEDLES = sorted(
 CHUNK = 8 << 20  # characters read at a time
 
 
-def candidate_lines(f: TextIO) -> Iterator[tuple[int, str]]:
-    """(line number, line) of every line holding a phrase some reader knows, and finally (lines, "").
+def candidate_lines(
+    f: TextIO, needles: Sequence[str] = _NEEDLES, window: tuple[int, int] = (1, 2**63)
+) -> Iterator[tuple[int, str]]:
+    """(line number, line) of every line holding a phrase some reader knows (``needles``: the start-up readers'
+    unless given), and finally (lines, "").
 
     Scans big blocks with str.find per phrase (C speed) instead of a regex per line: a 100 MB log of
-    request lines costs well under a second before any rule runs (bench/calibrate.py).
+    request lines costs well under a second before any rule runs (bench/calibrate.py). A block wholly outside
+    ``window`` (lines [first, past last), as read_log's second pass over one start-up asks) is only counted,
+    not searched: that pass costs a newline count, not a search per phrase, for the lines it does not want.
     """
     base, carry = 0, ""
     while True:
@@ -51,7 +56,7 @@ def candidate_lines(f: TextIO) -> Iterator[tuple[int, str]]:
         if not block:
             if text:
                 base += 1
-                if any(n in text for n in _NEEDLES):
+                if window[0] <= base < window[1] and any(n in text for n in needles):
                     yield base, text
             yield base, ""
             return
@@ -60,8 +65,12 @@ def candidate_lines(f: TextIO) -> Iterator[tuple[int, str]]:
             carry = text
             continue
         body, carry = text[: cut + 1], text[cut + 1 :]
+        count = body.count("\n")
+        if base + count < window[0] or base + 1 >= window[1]:
+            base += count
+            continue
         starts: set[int] = set()
-        for needle in _NEEDLES:
+        for needle in needles:
             i = body.find(needle)
             while i >= 0:
                 starts.add(body.rfind("\n", 0, i) + 1)
@@ -70,8 +79,9 @@ def candidate_lines(f: TextIO) -> Iterator[tuple[int, str]]:
         for start in sorted(starts):
             line += body.count("\n", pos, start)
             pos = start
-            yield line + 1, body[start : body.find("\n", start)]
-        base += body.count("\n")
+            if window[0] <= line + 1 < window[1]:
+                yield line + 1, body[start : body.find("\n", start)]
+        base += count
 
 
 SIZING = {
@@ -108,7 +118,18 @@ def read_log(path: str | Path, engine: str | None = None, startup: int | str | N
     return chosen
 
 
-def _read(p: Path, engine: str | None, window: tuple[int, int]) -> tuple[EngineLog, startups.Clock, int]:
+def read_names(path: str | Path, engine: str) -> EngineLog:
+    """What the log at ``path`` says of ``engine``'s settings (its model, tp, ...), sizing lines or not: a serving
+    log (``--speed-from LOG``) is read for its speeds, and needs no KV cache line to name its model."""
+    chosen, _, ollama = _read(Path(path), engine, (1, 2**63), sizing=False)
+    if chosen.engine == "llamacpp" and ollama:
+        chosen.engine = "ollama"
+    return chosen
+
+
+def _read(
+    p: Path, engine: str | None, window: tuple[int, int], *, sizing: bool = True
+) -> tuple[EngineLog, startups.Clock, int]:
     """One pass over lines [first, past last) of ``window``: the chosen engine's record, the clock, and how many
     lines were Ollama's own."""
     logs = {name: EngineLog(str(p), name) for name, _ in _READERS}
@@ -119,12 +140,10 @@ def _read(p: Path, engine: str | None, window: tuple[int, int]) -> tuple[EngineL
         if p.stat().st_size > MAX_LOG_BYTES:
             raise InputError(f"{p}: larger than 2 GiB; cut the start-up part of the log (its first lines)")
         with p.open("r", encoding="utf-8-sig", errors="replace", newline="") as f:
-            for n, raw in candidate_lines(f):
+            for n, raw in candidate_lines(f, window=window):
                 if not raw:
                     lines = n
                     break
-                if not window[0] <= n < window[1]:
-                    continue
                 text = clean(raw)
                 clock.see(n, text)
                 rank = rank_of(text)
@@ -139,7 +158,7 @@ def _read(p: Path, engine: str | None, window: tuple[int, int]) -> tuple[EngineL
     llamacpp.finish(logs["llamacpp"])
     for log in logs.values():
         log.lines_read = lines
-    chosen = _choose(p, logs, engine, lines)
+    chosen = _choose(p, logs, engine, lines, sizing)
     return chosen, clock, ollama
 
 
@@ -149,7 +168,7 @@ def _score(log: EngineLog) -> int:
     )
 
 
-def _choose(p: Path, logs: dict[str, EngineLog], engine: str | None, lines: int) -> EngineLog:
+def _choose(p: Path, logs: dict[str, EngineLog], engine: str | None, lines: int, sizing: bool = True) -> EngineLog:
     if engine is not None:
         key = "llamacpp" if engine in ("ollama", "llama.cpp", "llamacpp") else engine
         if key not in logs:
@@ -164,7 +183,12 @@ def _choose(p: Path, logs: dict[str, EngineLog], engine: str | None, lines: int)
                 "start-up "
                 "log (llama-server needs -lv 4 to print its KV lines)"
             )
-    if chosen.refusal is None and not any(k in chosen.measured for k in SIZING[chosen.engine]) and not chosen.caches:
+    if (
+        sizing
+        and chosen.refusal is None
+        and not any(k in chosen.measured for k in SIZING[chosen.engine])
+        and not chosen.caches
+    ):
         found = ", ".join(sorted(chosen.settings)) or "no settings"
         hint = " (llama-server prints its KV lines only with -lv 4)" if chosen.engine == "llamacpp" else ""
         raise InputError(
