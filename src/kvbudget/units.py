@@ -166,6 +166,11 @@ def format_int(value: int) -> str:
     return f"{value:,}"
 
 
+def money(x: float | None) -> str:
+    """A price as every face writes one: ``-`` when there is none, 4 decimals under 1 (``0.1197``), else 2."""
+    return "-" if x is None else f"{x:,.4f}" if x < 1 else f"{x:,.2f}"
+
+
 def counted(n: int | float, noun: str, plural: str | None = None) -> str:
     """``n`` and its noun, singular for exactly one (``1 session``, ``2 sessions``, ``1,024 GPUs``)."""
     number = f"{n:,}" if isinstance(n, int) else f"{n:g}"

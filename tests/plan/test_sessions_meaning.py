@@ -74,3 +74,25 @@ def test_compare_and_size_agree_with_plan(capsys: pytest.CaptureFixture[str]) ->
     code, out, _ = run_cli(capsys, "compare", "qwen3-32b", "--gpu", "h200", "--engine", "vllm", "--context", "32k",
                            "--gpus", "3", "--sessions", "60", "--json")  # fmt: skip
     assert json.loads(out)["rows"][0]["max_context_for_sessions"] == cap
+
+
+def test_simulate_and_size_take_a_rate_over_the_whole_deployment() -> None:
+    """``simulate --rate 0.5/s --replicas 3``: 0.5 new sessions a second arrive at the deployment, not at each
+    replica; the concurrency it runs is the whole deployment's, and ``size --rate 0.5/s`` (Little's law at the
+    slowest speed a replica may run: an upper bound) answers for the same whole-deployment load."""
+    from kvbudget.api import SimulateRequest, simulate_deployment
+
+    options = {"model": "llama-3.1-8b", "gpu": "l40s", "engine": "vllm", "context": "16k", "rate": "0.5/s"}
+    study = simulate_deployment(
+        ask(SimulateRequest, **options, workload="examples/chat.toml", sessions=200, replicas=3, search_sessions=0)
+    )
+    run = study.result
+    assert run.replicas == 3 and run.arrived == 200
+    doc = study.to_dict()
+    # the concurrency of the whole deployment, three replicas' worth of the per-replica figure
+    assert doc["sustained_sessions_total"] == pytest.approx(run.mean_concurrency, abs=0.01)
+    assert doc["sustained_sessions"] == pytest.approx(run.mean_concurrency / 3, abs=0.01)
+    (pick,) = size_deployments(ask(SizeRequest, **options, workload="examples/chat.toml")).met
+    assert pick.load is not None
+    # size's load is the same deployment's: above the simulated concurrency (slowest speeds), not a third of it
+    assert run.mean_concurrency <= pick.load.sessions <= 1.5 * run.mean_concurrency

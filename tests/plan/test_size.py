@@ -173,6 +173,27 @@ def test_a_rate_is_littles_law_with_the_workloads_session_time() -> None:
     assert c.load.sessions == math.ceil(0.5 * expected.mean_s)
 
 
+def test_a_rate_without_a_workload_is_a_benchmarks_request_rate() -> None:
+    """--rate with --isl/--osl and no workload: each session is one request, so E[T] is kvbudget speed's TTFT plus
+    osl tokens at its inter-token latency, at the sessions one replica runs within the target (the slowest it may
+    run); L = rate x E[T], rounded up."""
+    sizing = size_deployments(
+        ask(SizeRequest, model="llama-3.1-8b", gpu="h100-sxm", engine="vllm", context="32k", rate="2/s", isl=2000,
+                    osl=500, itl="30ms")
+    )  # fmt: skip
+    (c,) = sizing.met
+    assert c.load is not None and c.load.mean_session_s is not None and c.load.rate_per_s == 2.0
+    speed = estimate_speed(
+        ask(SpeedRequest, model="llama-3.1-8b", gpu="h100-sxm", engine="vllm", isl=2000, osl=500,
+                     concurrency=str(c.latency_sessions))
+    )  # fmt: skip
+    mean = speed.ttft_s + 500 * speed.itl_s
+    assert c.load.mean_session_s == pytest.approx(mean, rel=1e-3)  # the document rounds E[T] to the millisecond
+    assert c.load.sessions == math.ceil(2 * mean) == 13
+    assert c.replicas == 1 and c.binding == "memory"  # 13 fit one H100's 13 sessions at 32K
+    assert "of one --isl/--osl request at 13 sessions per replica" in c.load.basis
+
+
 def test_the_chosen_deployment_meets_the_simulators_target() -> None:
     """size's answer for the chat workload's own arrival rate (0.5/s), simulated as `kvbudget simulate` runs it:
     the replicas it picks meet the simulator's target (preemptions and refusals within their tolerances, p99 queue
@@ -199,7 +220,7 @@ def test_the_chosen_deployment_meets_the_simulators_target() -> None:
     [
         (("--context", "32k"), "give the load as --sessions N"),
         (("--context", "32k", "--sessions", "6", "--rate", "1/s"), "give the load as --sessions N"),
-        (("--context", "32k", "--rate", "1/s"), "--rate needs --workload"),
+        (("--context", "32k", "--rate", "fast"), "--rate"),
         (("--context", "32k", "--sessions", "6", "--itl", "fast"), "--itl"),
         (("--sessions", "6",), "--context is required"),
     ],

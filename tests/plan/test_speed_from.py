@@ -80,7 +80,9 @@ def test_size_uses_the_measurement_only_for_its_engine(capsys: pytest.CaptureFix
         capsys, "size", MODEL, "--gpu", "h100-sxm", "--engine", "vllm,sglang", "--sessions", "60", "--context", "32k",
         "--itl", "25ms", "--speed-from", RESULT,
     )  # fmt: skip
-    assert "speeds: measured by load test speeds-llama31-8b-vllm.json for Llama-3.1-8B vllm" in out
+    vllm = next(row["engine"] for row in doc["deployments"] + doc["unmet"] if row["engine"].startswith("vllm "))
+    # the rows are named as the JSON names them: the engine with the version whose rules sized them
+    assert f"speeds: measured by load test speeds-llama31-8b-vllm.json for Llama-3.1-8B {vllm}" in out
     # the pick is SGLang on 5 GPUs (the roofline's 12 per replica) over vLLM's measured 6: said as computed
     assert "run Llama-3.1-8B with SGLang on 5 H100-SXMs" in out and "computed from the speed model" in out
     code, out, _ = run_cli(

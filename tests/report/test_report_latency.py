@@ -13,11 +13,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from kvbudget.render.compare import money
 from kvbudget.report.latency import PLANNED_FIELDS
 from kvbudget.report.markdown import md
 from kvbudget.report.sections import per_second, seconds
 from kvbudget.schemas import schema
+from kvbudget.units import money
 from tests.report.cli_runs import CHAT, QUICK_SIM, chat_report_and_simulation, document, html, run
 
 LLAMA = ("llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--context", "32k")
@@ -163,7 +163,7 @@ def test_size_defaults_to_the_reports_own_gpu() -> None:
         ),
         (
             ("--size",),
-            "Error: give the load as --sessions N (peak concurrent, whole deployment) or --rate R with --workload",
+            "Error: give the load as --sessions N (peak concurrent, whole deployment) or --rate R (new sessions per",
         ),
         (("--size", "--sessions", "6", "--itl", "5x"), "Error: --itl"),
     ],

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kvbudget.cli.main import main
-from kvbudget.render.compare import money
+from kvbudget.units import money
 from tests.helpers import dense_config
 from tests.web.browser import LAPTOP, PHONE, Server, Tab, tab
 

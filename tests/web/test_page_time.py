@@ -15,10 +15,10 @@ from kvbudget.api import (
     plan_deployment,
     size_deployments,
 )
-from kvbudget.render.compare import money
 from kvbudget.report.collect import collect
 from kvbudget.report.sections import per_second, seconds
 from kvbudget.requests.report import ReportRequest
+from kvbudget.units import money
 from tests.web.browser import Tab
 from tests.web.test_page import WAIT_MS, cli_error, page_errors, shown
 

@@ -61,7 +61,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     g.add_argument("--size", action="store_true", help="also size the load: replicas, cost, the recommendation")
     g.add_argument("--size-gpu", help="catalog GPUs to size on, comma-separated (default: --gpu)")
     g.add_argument("--size-engine", help="engines to size with, comma-separated (default: --engine)")
-    g.add_argument("--rate", help="new sessions per unit time instead of --sessions (50/h; needs --workload)")
+    g.add_argument(
+        "--rate",
+        help="new sessions per unit time instead of --sessions (50/h): the --workload's sessions, "
+        "else one request each",
+    )
     g.add_argument("--ttft", help="time to first token at most (2s, 500ms): of --size, and of the simulation")
     g.add_argument("--itl", help="inter-token latency at most (50ms): of --size, and of the simulation")
     g.add_argument("--price", help="GPU=PRICE per GPU-hour, comma-separated: h100-sxm=2.49/h,h200=3.59/h")

@@ -46,7 +46,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     g = p.add_argument_group("load and targets")
     g.add_argument("--context", help="context cap per session (64k); required")
     g.add_argument("--sessions", help="peak concurrent sessions over the whole deployment")
-    g.add_argument("--rate", help="new sessions per unit time instead (50/h, 0.2/s; needs --workload)")
+    g.add_argument(
+        "--rate",
+        help="new sessions per unit time instead (50/h, 0.2/s): the --workload's sessions, "
+        "else one --isl/--osl request each",
+    )
     g.add_argument("--workload", help="workload file: the request shape and, with --rate, the session time")
     g.add_argument("--ttft", help="time to first token at most (2s, 500ms)")
     g.add_argument("--itl", help="inter-token latency at most (50ms)")

@@ -186,8 +186,6 @@ def _prices(request: SizeRequest) -> dict[str, float]:
 
 def _workload(request: SizeRequest) -> Workload | None:
     if not request.workload:
-        if request.rate is not None:
-            raise InputError("--rate needs --workload FILE: Little's law needs the workload's mean session time")
         return None
     from kvbudget.workload.loader import load_workload
 
@@ -201,7 +199,8 @@ def size_deployments(request: SizeRequest) -> Sizing:
 
     if (request.sessions is None) == (request.rate is None):
         raise InputError(
-            "give the load as --sessions N (peak concurrent, whole deployment) or --rate R with --workload"
+            "give the load as --sessions N (peak concurrent, whole deployment) or --rate R (new sessions per "
+            "second: with --workload its sessions, else one --isl/--osl request each)"
         )
     workload = _workload(request)
     shape = (
@@ -374,7 +373,7 @@ def _sized(
     workload: Workload | None,
     price: float | None,
 ) -> Candidate:
-    from kvbudget.plan.sizing_load import latency_at, most_sessions
+    from kvbudget.plan.sizing_load import latency_at, most_sessions, rate_load
     from kvbudget.simulate.measured import MeasuredSpeeds
 
     memory = plan.sessions
@@ -411,8 +410,8 @@ def _sized(
             speeds=speeds,
         )
     fits = most_sessions(roof, shape, memory, request.ttft, request.itl)
-    if request.rate is not None and workload is not None:
-        load = _rate_load(request.rate, workload, shape, latency_at(roof, shape, fits), speeds[0])
+    if request.rate is not None:
+        load = rate_load(request.rate, workload, shape, latency_at(roof, shape, fits), speeds[0])
     else:
         load = Load(request.sessions or 0, f"--sessions {request.sessions:,} at peak, whole deployment")
     per = min(memory, fits)
@@ -421,21 +420,3 @@ def _sized(
     binding = "memory" if memory <= fits else latency_at(roof, shape, fits + 1).misses(request.ttft, request.itl)
     latency = latency_at(roof, shape, running)
     return Candidate(choice, plan, load, "", price, memory, fits, replicas, binding, latency, speeds)
-
-
-def _rate_load(rate: float, workload: Workload, shape: Shape, slowest: Latency, provenance: str) -> Load:
-    """The concurrency a rate brings, with E[T] at the slowest speed a replica may run (its latency-limited load):
-    an upper bound, since fewer sessions per replica only run faster."""
-    from kvbudget.plan.sizing_load import load_from_rate
-    from kvbudget.workload.little import ServiceRates, session_time
-
-    prefill_s = max(slowest.ttft_s, 1e-9)
-    rates = ServiceRates(prefill_tokens_per_s=shape.new / prefill_s, decode_tokens_per_s=1 / slowest.itl_s)
-    session = session_time(workload, rates)
-    speeds = (
-        f"at {slowest.sessions:,} sessions per replica: prefill {rates.prefill_tokens_per_s:,.0f} tokens/s, "
-        f"decode {rates.decode_tokens_per_s:,.1f} tokens/s per session ("
-        + ("measured, load test" if provenance == "measured" else "computed, roofline")
-        + ")"
-    )
-    return load_from_rate(rate, session, speeds)

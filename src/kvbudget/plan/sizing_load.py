@@ -152,6 +152,23 @@ class Load:
         }
 
 
+def one_request(shape: Shape) -> Workload:
+    """A session of one request of ``shape`` (``--rate`` without a workload: a benchmark's request rate): one
+    step, the prompt all new, no pauses."""
+    from kvbudget.workload.distributions import Constant
+    from kvbudget.workload.model import Arrival, Workload
+
+    return Workload(
+        arrival=Arrival(),
+        steps=Constant(1),
+        first_prompt_tokens=Constant(shape.new),
+        append_tokens=Constant(0),
+        output_tokens=Constant(shape.osl),
+        name="one request",
+        source="--isl/--osl",
+    )
+
+
 def load_from_rate(rate_per_s: float, session: SessionTime, speeds: str) -> Load:
     """Little's law: L = rate x E[T] sessions in flight, rounded up (a fraction of a session still holds a cache)."""
     from kvbudget.workload.little import littles_law
@@ -159,3 +176,23 @@ def load_from_rate(rate_per_s: float, session: SessionTime, speeds: str) -> Load
     little = littles_law(rate_per_s, session.mean_s)
     sessions = max(1, math.ceil(little.concurrency - 1e-9))
     return Load(sessions, f"{little.lines[0]}; E[T] {speeds}", rate_per_s, session.mean_s)
+
+
+def rate_load(rate: float, workload: Workload | None, shape: Shape, slowest: Latency, provenance: str) -> Load:
+    """The concurrency a rate brings, with E[T] at the slowest speed a replica may run (its latency-limited load):
+    an upper bound, since fewer sessions per replica only run faster. Without a workload a session is one request
+    of the shape (a benchmark's request rate): E[T] = its prefill (the TTFT) + ``osl`` tokens at the inter-token
+    latency, as workload/little.py ``session_time`` counts one step."""
+    from kvbudget.workload.little import ServiceRates, session_time
+
+    prefill_s = max(slowest.ttft_s, 1e-9)
+    rates = ServiceRates(prefill_tokens_per_s=shape.new / prefill_s, decode_tokens_per_s=1 / slowest.itl_s)
+    session = session_time(workload if workload is not None else one_request(shape), rates)
+    speeds = (
+        ("of one --isl/--osl request " if workload is None else "")
+        + f"at {slowest.sessions:,} sessions per replica: prefill {rates.prefill_tokens_per_s:,.0f} tokens/s, "
+        f"decode {rates.decode_tokens_per_s:,.1f} tokens/s per session ("
+        + ("measured, load test" if provenance == "measured" else "computed, roofline")
+        + ")"
+    )
+    return load_from_rate(rate, session, speeds)

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 from kvbudget.render.text import fit, table
-from kvbudget.units import format_bytes, format_tokens
+from kvbudget.units import format_bytes, format_tokens, money
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
     from kvbudget.plan.compare import Choice
     from kvbudget.plan.comparison import Comparison
-
-
-def money(x: float | None) -> str:
-    return "-" if x is None else f"{x:,.4f}" if x < 1 else f"{x:,.2f}"
 
 
 def render_comparison(comparison: Comparison) -> str:

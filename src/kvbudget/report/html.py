@@ -236,12 +236,12 @@ def _latency(report: Report) -> str:
 def _sizing(report: Report) -> str:
     s = report.sizing
     assert s is not None
-    rows = sections.sizing_rows(s)
+    headers, rows, right = sections.sizing_table(s)
     body = [f'<p class="note">{_e(sections.sizing_heading(s))}</p>']
     if rows:
         body += [
-            _table(sections.SIZING_HEADERS, rows, {2, 3, 5, 6, 7, 8, 9}),
-            f'<p class="note">{_e(sections.SIZING_KEY)}</p>',
+            _table(headers, rows, right),
+            *(f'<p class="note">{_e(note)}</p>' for note in sections.sizing_notes(s)),
         ]
     else:
         body.append("<p>No deployment meets the load.</p>")

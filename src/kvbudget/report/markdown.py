@@ -209,10 +209,10 @@ def _sizing(report: Report) -> list[str]:
     s = report.sizing
     assert s is not None
     out = ["### Sizing", "", md(sections.sizing_heading(s), starts_line=True), ""]
-    rows = sections.sizing_rows(s)
+    headers, rows, right = sections.sizing_table(s)
     if rows:
-        out += _table(sections.SIZING_HEADERS, rows, {2, 3, 5, 6, 7, 8, 9})
-        out += [md(sections.SIZING_KEY, starts_line=True), ""]
+        out += _table(headers, rows, right)
+        out += [line for note in sections.sizing_notes(s) for line in (md(note, starts_line=True), "")]
     else:
         out += ["No deployment meets the load.", ""]
     unmet = sections.sizing_unmet(s)

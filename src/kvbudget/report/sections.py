@@ -4,27 +4,15 @@ to (``kvbudget speed``, ``simulate`` and ``size`` --json); here they are only fo
 
 from __future__ import annotations
 
-from kvbudget.render.compare import money
+from kvbudget.plan import sizing_table as size_text  # the sizing table's cells and notes, as size's text has them
 from kvbudget.report.data import Report
 from kvbudget.units import format_tokens
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
-    from kvbudget.plan.sizing import Candidate, Sizing
+    from kvbudget.plan.sizing import Sizing
 
 LATENCY_HEADERS = ["latency", "sessions per replica", "TTFT", "inter-token", "tokens/s per session", "binds", "from"]
-SIZING_HEADERS = [
-    "deployment",
-    "GPUs",
-    "replicas",
-    "per replica mem/lat",
-    "binds",
-    "spare",
-    "TTFT",
-    "inter-token",
-    "$/h",
-    "$/session-h",
-]
 
 
 def seconds(value: float | None) -> str:
@@ -121,53 +109,71 @@ def latency_notes(report: Report) -> list[str]:
     return notes
 
 
-def _what(c: Candidate) -> str:
-    name = c.plan.inputs.spec.name if c.plan else c.choice.model
-    engine = c.plan.inputs.engine.label if c.plan else c.choice.engine
-    weights = f" {c.choice.weights}" if c.choice.weights else ""
-    kv = f" kv {c.choice.kv_dtype}" if c.choice.kv_dtype != "auto" else ""
-    return f"{name}{weights} {engine}{kv}"
+# the report's columns of a met deployment (plan/sizing_table.py SizingCells), right-aligned or not; "refused"
+# only with a workload, whose sessions the cap may refuse
+SIZING_COLUMNS = (
+    ("deployment", "deployment", False),
+    ("gpus", "GPUs", False),
+    ("replicas", "replicas", True),
+    ("per_replica", "per replica mem/lat", True),
+    ("binds", "binds", False),
+    ("spare", "spare", True),
+    ("refused", "refused", True),
+    ("ttft_s", "TTFT", True),
+    ("itl_s", "inter-token", True),
+    ("cost_per_hour", "$/h", True),
+    ("cost_per_session_hour", "$/session-h", True),
+)
 
 
 def sizing_heading(s: Sizing) -> str:
-    load = f"{s.sessions:,} concurrent sessions at peak" if s.sessions else f"{s.rate_per_s:g} new sessions/s"
     targets = [f"TTFT at most {seconds(s.ttft_s)}"] if s.ttft_s is not None else []
     targets += [f"inter-token at most {seconds(s.itl_s)}"] if s.itl_s is not None else []
     return (
-        f"Sized for {load} (whole deployment) at a {format_tokens(s.context)} cap, "
+        f"Sized for {size_text.load_phrase(s)} (whole deployment) at a {format_tokens(s.context)} cap, "
         + (", ".join(targets) if targets else "no latency targets")
         + f"; request shape: {s.shape.basis}."
     )
 
 
-def sizing_rows(s: Sizing) -> list[list[str]]:
-    """The deployments that meet the load, cheapest first (``size``'s order)."""
+def _columns(s: Sizing) -> list[tuple[str, str, bool]]:
+    return [column for column in SIZING_COLUMNS if column[0] != "refused" or s.refusals is not None]
+
+
+def sizing_table(s: Sizing) -> tuple[list[str], list[list[str]], set[int]]:
+    """The deployments that meet the load, cheapest first (``size``'s order): the headings, the rows and the
+    columns set right."""
+    columns = _columns(s)
     rows = []
     for c in s.met:
+        cells = size_text.sizing_cells(c)
         rows.append(
-            [
-                _what(c),
-                f"{c.choice.gpu} x {c.gpus}" + (f" tp{c.choice.tp}" if c.choice.tp > 1 else ""),
-                f"{c.replicas:,}",
-                f"{c.memory_sessions:,}/{c.latency_sessions:,}",
-                c.binding,
-                f"+{c.headroom:,}",
-                seconds(c.latency.ttft_s) if c.latency else "-",
-                seconds(c.latency.itl_s) if c.latency else "-",
-                money(c.cost_per_hour),
-                money(c.cost_per_session_hour),
-            ]
+            [seconds(getattr(cells, name)) if name.endswith("_s") else getattr(cells, name) for name, _, _ in columns]
         )
-    return rows
+    return [head for _, head, _ in columns], rows, {i for i, (_, _, right) in enumerate(columns) if right}
+
+
+def sizing_notes(s: Sizing) -> list[str]:
+    """Under the table: what the columns mean, then the refusals at the cap, the speeds and the load, as ``size``
+    says them."""
+    labels = {
+        "per_replica": "per replica mem/lat",
+        "binds": "binds",
+        "spare": "spare",
+        "refused": "refused",
+        "latency": "TTFT, inter-token",
+        "cost_per_session_hour": "$/session-h",
+    }
+    if s.refusals is None:
+        del labels["refused"]
+    notes = [f"{size_text.sizing_key(labels)}."]
+    return (
+        notes
+        + [note for note in [size_text.refusal_note(s)] if note]
+        + size_text.speeds_notes(s)
+        + size_text.load_notes(s)
+    )
 
 
 def sizing_unmet(s: Sizing) -> list[str]:
-    return [f"{_what(c)} on {c.choice.gpu}, tp {c.choice.tp}: {c.unmet}" for c in s.unmet]
-
-
-SIZING_KEY = (
-    "per replica mem/lat: sessions one replica holds in memory at the cap (plan, the worst case reserved) / runs "
-    "within the latency targets (speed's roofline, computed); binds: what set the replicas (memory; prefill: TTFT; "
-    "decode: inter-token latency); spare: sessions held beyond the peak; TTFT, inter-token: at the load each "
-    "replica runs (computed); $/session-h: $/h over the peak sessions."
-)
+    return [size_text.unmet_line(c) for c in s.unmet]

@@ -7,13 +7,15 @@
   const SVG = "http://www.w3.org/2000/svg";
   const FIELDS = ["model", "gpu", "engine", "kv_dtype", "context", "sessions", "prefix", "tp", "weights"];
   const OPTIONAL = new Set(["sessions", "prefix", "weights"]);
-  // the sizing targets: only /api/size reads them (with Sessions wanted as the load)
-  const SIZE_FIELDS = ["ttft", "itl"];
+  // what only /api/size reads: the latency targets, the load as an arrival rate (instead of Sessions wanted), the
+  // request shape, and more models and engines to size (added to the chosen ones, as the GPUs compared are)
+  const SIZE_FIELDS = ["ttft", "itl", "rate", "isl", "osl", "size_model", "size_engine"];
+  const SIZE_LISTS = { size_model: "model", size_engine: "engine" };
   // an option named in an error message -> the field that sets it
   const OPTION_FIELD = {
     model: "model", gpu: "gpu", engine: "engine", "kv-dtype": "kv_dtype", "k-dtype": "kv_dtype",
     "v-dtype": "kv_dtype", context: "context", tokens: "context", sessions: "sessions", prefix: "prefix",
-    tp: "tp", weights: "weights", ttft: "ttft", itl: "itl",
+    tp: "tp", weights: "weights", ttft: "ttft", itl: "itl", rate: "rate", isl: "isl", osl: "osl",
   };
   const MODEL_ERRORS = new Set(["SourceError", "ConfigError", "UnknownArchitectureError"]);
   const CAPS = [4096, 8192, 16384, 32768, 65536, 131072];
@@ -403,12 +405,17 @@
       `${s.efficiency.basis}${warned}`;
   }
 
+  // a sizing row's name as kvbudget size writes it (plan/sizing_table.py deployment): model, weights, engine and
+  // version, and the cache dtype asked for when it is not the engine's own (auto)
+  const deployment = (d, kv) => `${d.model}${d.weights ? ` ${d.weights}` : ""} ${d.engine}${kv && kv !== "auto" ? ` kv ${kv}` : ""}`;
+
   // kvbudget size for Sessions wanted over the GPUs compared: the deployments that meet it, cheapest first
-  function renderSizing(size) {
+  function renderSizing(size, kv) {
     const section = $("sizing-section");
     section.hidden = !size;
     $("sizing-error").textContent = "";
     $("sizing-unmet").replaceChildren();
+    $("sizing-notes").replaceChildren();
     $("recommendation").textContent = "";
     $("sizing-load").textContent = "";
     if (!size) return;
@@ -422,12 +429,14 @@
     const s = size.doc;
     const targets = [["TTFT", s.targets.ttft_s], ["inter-token", s.targets.itl_s]]
       .filter(([, v]) => known(v)).map(([what, v]) => `${what} at most ${seconds(v)}`);
-    $("sizing-load").textContent = `${int(s.sessions)} sessions at peak (whole deployment) at a ${tokens(s.context)} cap` +
+    // the load as asked (plan/sizing_table.py load_phrase): peak sessions, or an arrival rate
+    const load = known(s.sessions) && s.sessions ? `${int(s.sessions)} sessions at peak` : `${s.rate_per_s} new sessions/s`;
+    $("sizing-load").textContent = `${load} (whole deployment) at a ${tokens(s.context)} cap` +
       (targets.length ? `, ${targets.join(", ")}` : ", no latency targets");
     const head = ["deployment", "GPUs", "replicas", "per replica mem/lat", "binds", "spare", "TTFT", "inter-token",
       "$/h", "$/session-h"];
     fillTable($("sizing"), head, s.deployments.map((d) => [
-      `${d.model}${d.weights ? ` ${d.weights}` : ""} ${d.engine}`,
+      deployment(d, kv),
       `${d.gpu} x ${int(d.gpus)}${d.tp > 1 ? ` tp${d.tp}` : ""}`,
       int(d.replicas),
       `${int(d.sessions_per_replica_memory)}/${int(d.sessions_per_replica_latency)}`,
@@ -438,8 +447,12 @@
       money(d.cost_per_hour),
       money(d.cost_per_session_hour),
     ]));
+    // the request shape, and with a rate the concurrency Little's law gives each deployment (load_notes)
+    const bases = [...new Set(s.deployments.filter((d) => d.load && known(d.load.rate_per_s)).map((d) => d.load.basis))];
+    $("sizing-notes").replaceChildren(node("li", { text: `request shape: ${s.shape.basis}` }),
+      ...bases.sort().slice(0, 3).map((b) => node("li", { text: `load: ${b}` })));
     $("sizing-unmet").replaceChildren(...s.unmet.map((d) =>
-      node("li", { text: `${d.model} ${d.engine} on ${d.gpu}, tp ${d.tp}: ${d.unmet}` })));
+      node("li", { text: `${deployment(d, kv)} on ${d.gpu}, tp ${d.tp}: ${d.unmet}` })));
     $("recommendation").textContent = s.recommendation;
   }
 
@@ -504,15 +517,19 @@
     const p = params();
     const shared = ["model", "engine", "kv_dtype", "tp", "weights", "prefix"];
     const prices = priceParams(p);
-    const targets = Object.fromEntries(SIZE_FIELDS.map((f) => [f, $(f).value.trim()]));
-    const share = query({ ...p, ...targets, compare: state.extra.join(","), price: prices });
+    const sizing = Object.fromEntries(SIZE_FIELDS.map((f) => [f, $(f).value.trim()]));
+    const share = query({ ...p, ...sizing, compare: state.extra.join(","), price: prices });
     history.replaceState(null, "", `?${share}`);
     $("api-link").href = `api/plan?${query(p)}`;
     const caps = [...CAPS.map(String), p.context].join(",");
     const compareParams = { ...pick(p, shared), gpu: compared(p).join(","), context: caps };
+    // the chosen model and engine, then the others to size (each once, in the order given)
+    const listed = (own, more) => [...new Set([own, ...more.split(",").map((x) => x.trim()).filter((x) => x)])].join(",");
     const sizeParams = {
-      ...pick(p, ["model", "engine", "kv_dtype", "tp", "weights", "context", "sessions"]),
-      ...targets, gpu: compared(p).join(","), price: prices,
+      ...pick(p, ["kv_dtype", "tp", "weights", "context", "sessions"]),
+      ...pick(sizing, SIZE_FIELDS.filter((f) => !(f in SIZE_LISTS))),
+      ...Object.fromEntries(Object.entries(SIZE_LISTS).map(([f, option]) => [option, listed(p[option], sizing[f])])),
+      gpu: compared(p).join(","), price: prices,
     };
     let results, speed = null, priceError = null;
     try {
@@ -521,7 +538,7 @@
         call("cost", { ...pick(p, ["model", "engine", "kv_dtype", "tp"]), tokens: p.context }, controller.signal),
         call("levers", p, controller.signal),
         call("compare", { ...compareParams, price: prices }, controller.signal),
-        p.sessions ? call("size", sizeParams, controller.signal) : null,
+        p.sessions || sizing.rate ? call("size", sizeParams, controller.signal) : null,
       ]);
       // a bad price is compare's error for the whole command: shown under its field, the rest drawn without prices
       if (!results[3].ok && prices.length && priceField(results[3].doc)) {
@@ -531,8 +548,9 @@
       }
       // the speed model at the planned sessions: as many requests in flight as the plan holds over its replicas
       if (results[0].ok && results[0].doc.total_sessions > 0) {
-        const deployment = pick(p, ["model", "gpu", "engine", "kv_dtype", "tp", "weights", "prefix"]);
-        speed = await call("speed", { ...deployment, concurrency: results[0].doc.total_sessions }, controller.signal);
+        const shape = pick(sizing, ["isl", "osl"]);  // the request shape sizing uses, also timed at the planned sessions
+        const planned = pick(p, ["model", "gpu", "engine", "kv_dtype", "tp", "weights", "prefix"]);
+        speed = await call("speed", { ...planned, ...shape, concurrency: results[0].doc.total_sessions }, controller.signal);
       }
     } catch (err) {
       if (err.name === "AbortError") return;
@@ -566,7 +584,7 @@
       $("results").classList.remove("stale");
       for (const id of PLAN_SECTIONS) $(id).hidden = true;
       renderLatency(null, "the deployment is refused: there is no load to time");
-      renderSizing(size);
+      renderSizing(size, p.kv_dtype);
       renderRefusedHeadline(view);
       renderPerToken(cost, null);
       renderCurve(compare, view);
@@ -584,7 +602,7 @@
     renderLevers(levers);
     renderCommands(plan.doc, p.engine);
     renderLatency(speed, "no session fits at the cap: there is no load to time");
-    renderSizing(size);
+    renderSizing(size, p.kv_dtype);
     document.body.dataset.state = "ready";
   }
 

@@ -1,0 +1,126 @@
+"""The sizing answer as a table and its notes, built once for every face that writes ``kvbudget size``'s answer:
+its text (render/size.py) and the report's Sizing section (report/sections.py, for HTML and Markdown). A met
+deployment's cells are typed (``SizingCells``): each face picks their order and writes the two latencies in its
+own units (the text in columns of seconds and milliseconds, the report ``35.6 ms``); the notes (the load, the
+refusals at the cap, the speeds used, what the columns mean) are the same sentences everywhere. The page
+(web/static/app.js ``sizingRow``) draws the same cells from the ``size --json`` document."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvbudget.plan.cap_refusals import pct
+from kvbudget.units import format_tokens, money
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
+if TYPE_CHECKING:
+    from kvbudget.plan.sizing import Candidate, Sizing
+
+
+@dataclass(frozen=True)
+class SizingCells:
+    """One deployment that meets the load, cell by cell."""
+
+    deployment: str  # model, weights, engine (with the version whose rules sized it), cache dtype
+    gpus: str  # "h200 x 4 tp2"
+    replicas: str
+    per_replica: str  # sessions one replica holds in memory / runs within the latency targets
+    binds: str  # memory, prefill (TTFT) or decode (inter-token latency)
+    spare: str  # sessions held beyond the peak, "+14"
+    refused: str  # the share of the workload's sessions the cap refuses; "-" without a workload
+    ttft_s: float | None  # at the load each replica runs; None: memory alone (no speed figures)
+    itl_s: float | None
+    cost_per_hour: str
+    cost_per_session_hour: str
+
+
+def deployment(c: Candidate) -> str:
+    """The row's name: the model as resolved, its weights precision, the engine and version, the cache dtype."""
+    name = c.plan.inputs.spec.name if c.plan else c.choice.model
+    engine = c.plan.inputs.engine.label if c.plan else c.choice.engine
+    weights = f" {c.choice.weights}" if c.choice.weights else ""
+    kv = f" kv {c.choice.kv_dtype}" if c.choice.kv_dtype != "auto" else ""
+    return f"{name}{weights} {engine}{kv}"
+
+
+def sizing_cells(c: Candidate) -> SizingCells:
+    return SizingCells(
+        deployment=deployment(c),
+        gpus=f"{c.choice.gpu} x {c.gpus}" + (f" tp{c.choice.tp}" if c.choice.tp > 1 else ""),
+        replicas=f"{c.replicas:,}",
+        per_replica=f"{c.memory_sessions:,}/{c.latency_sessions:,}",
+        binds=c.binding,
+        spare=f"+{c.headroom:,}",
+        refused="-" if c.refusals is None else pct(c.refusals.share),
+        ttft_s=c.latency.ttft_s if c.latency else None,
+        itl_s=c.latency.itl_s if c.latency else None,
+        cost_per_hour=money(c.cost_per_hour),
+        cost_per_session_hour=money(c.cost_per_session_hour),
+    )
+
+
+def unmet_line(c: Candidate) -> str:
+    """A combination that cannot meet the load, and why (the reason names what would)."""
+    return f"{deployment(c)} on {c.choice.gpu}, tp {c.choice.tp}: {c.unmet}"
+
+
+def load_phrase(s: Sizing) -> str:
+    """The load as asked: peak concurrent sessions, or an arrival rate."""
+    return f"{s.sessions:,} concurrent sessions at peak" if s.sessions else f"{s.rate_per_s:g} new sessions/s"
+
+
+def refusal_note(s: Sizing) -> str | None:
+    """The workload's sessions the asked cap refuses (computed on the sample) and the smallest cap within the
+    tolerance; None without a workload."""
+    r = s.refusals
+    if r is None:
+        return None
+    within = s.cap_within
+    smallest = (
+        f"; the smallest cap within it: {format_tokens(within.cap)} ({pct(within.share)})"
+        if within is not None
+        else "; no cap up to 1M is within it"
+    )
+    return (
+        f"refused at the cap: {pct(r.share)} of the workload's sessions (computed: {r.basis}); tolerated "
+        f"{pct(s.refusal_rate)}{smallest}"
+    )
+
+
+def speeds_notes(s: Sizing) -> list[str]:
+    """With ``--speed-from``: which rows used the measured speeds (a load test's or an engine log's), and what they
+    were."""
+    if not s.speed_from:
+        return []
+    measured = [c for c in s.met if c.speeds and c.speeds[0] == "measured"]
+    rows = ", ".join(dict.fromkeys(deployment(c) for c in measured)) or "none of the rows that meet the load"
+    return [
+        f"speeds: measured by {s.speed_origin} {s.speed_from} for {rows} (TTFT, ITL and the latency limit from the "
+        f"{s.speed_origin}'s prefill and decode speeds); the other rows: computed (roofline)",
+        *[c.speeds[1] for c in measured[:1] if c.speeds],
+    ]
+
+
+def load_notes(s: Sizing, most: int = 3) -> list[str]:
+    """With a rate: the concurrency Little's law gives each deployment (each its own speeds), at most ``most``."""
+    bases = {c.load.basis for c in s.met if c.load is not None and c.load.rate_per_s is not None}
+    return [f"load: {basis}" for basis in sorted(bases)[:most]]
+
+
+# What each column means, for the key under the table (every face names the columns its own way).
+MEANINGS = {
+    "per_replica": "sessions one replica holds in memory at the cap (plan, worst case reserved) / runs within the "
+    "latency targets (speed's roofline, computed, or a load test's speeds, measured: see speeds; every session "
+    "generating at once)",
+    "replicas": "replicas (GPUs / tp)",
+    "binds": "what set the replicas (memory; prefill: TTFT; decode: inter-token latency)",
+    "spare": "sessions held beyond the peak",
+    "refused": "the workload's sessions that outgrow the cap (counted on the sessions simulate draws)",
+    "latency": "at the load each replica runs (computed or measured, as the speeds)",
+    "cost_per_session_hour": "$/h over the peak sessions",
+}
+
+
+def sizing_key(labels: dict[str, str]) -> str:
+    """The key: ``label: meaning`` for each column the face names in ``labels`` (cell name -> its heading)."""
+    return "; ".join(f"{label}: {MEANINGS[name]}" for name, label in labels.items())

@@ -1,0 +1,100 @@
+"""The calculator's sizing panel takes what ``kvbudget size`` takes that shapes its answer (the load as an arrival
+rate, the request shape, more models and engines, the targets, prices) and its answer is ``kvbudget size --json``
+for the same inputs, byte for byte: driven through a real headless Chromium against a real ``kvbudget serve``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from kvbudget.report.sections import seconds
+from kvbudget.units import money
+from tests.helpers import run_cli
+from tests.web.browser import Tab
+from tests.web.test_page import WAIT_MS, cli_error, page_errors, shown
+from tests.web.test_page_time import table
+
+PATIENT_MS = 3 * WAIT_MS  # one update sizes 8 combinations besides plan, compare and levers, on a shared CPU
+
+
+def page_rows(doc: dict[str, Any], kv: str = "auto") -> list[list[str]]:
+    """The sizing table as the page writes it from the document (the report's columns and units)."""
+    rows = []
+    for d in doc["deployments"]:
+        latency = d["latency"] or {}
+        rows.append(
+            [
+                f"{d['model']}{' ' + d['weights'] if d['weights'] else ''} {d['engine']}"
+                + (f" kv {kv}" if kv != "auto" else ""),
+                f"{d['gpu']} x {d['gpus']:,}" + (f" tp{d['tp']}" if d["tp"] > 1 else ""),
+                f"{d['replicas']:,}",
+                f"{d['sessions_per_replica_memory']:,}/{d['sessions_per_replica_latency']:,}",
+                d["binding"],
+                f"+{d['headroom_sessions']:,}",
+                seconds(latency.get("ttft_s")),
+                seconds(latency.get("itl_s")),
+                money(d["cost_per_hour"]),
+                money(d["cost_per_session_hour"]),
+            ]
+        )
+    return rows
+
+
+def test_a_rate_with_a_request_shape_is_size_json_on_the_page(
+    calculator: Tab, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = calculator.page
+    code, out, err = run_cli(
+        capsys, "size", "llama-3.1-8b,qwen3-32b", "--gpu", "h100-sxm,h200", "--engine", "vllm,sglang",
+        "--context", "32k", "--rate", "2/s", "--isl", "2000", "--osl", "500", "--itl", "30ms",
+        "--price", "h100-sxm=2.49/h,h200=3.59/h", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    expected = json.loads(out)
+    # the load is the rate over the whole deployment, each session one 2,000 / 500-token request
+    assert expected["sessions"] is None and expected["rate_per_s"] == 2.0
+    assert expected["shape"]["isl"] == 2000 and expected["shape"]["osl"] == 500
+    assert all(d["load"]["rate_per_s"] == 2.0 for d in expected["deployments"])
+    page.select_option("#gpu-add", "h200")
+    page.fill("#prices li[data-gpu=h100-sxm] input", "2.49/h")
+    page.fill("#prices li[data-gpu=h200] input", "3.59/h")
+    for field, value in (("size_model", "qwen3-32b"), ("size_engine", "sglang"), ("itl", "30ms"), ("rate", "2/s"),
+                         ("isl", "2000")):  # fmt: skip
+        page.fill(f"#{field}", value)
+        page.wait_for_selector("body[data-state=ready]", timeout=PATIENT_MS)
+    # the last field typed starts the one update whose /api/size answer the page then draws
+    with page.expect_response(lambda r: "/api/size?" in r.url and "osl=500" in r.url, timeout=PATIENT_MS) as answer:
+        page.fill("#osl", "500")
+    assert answer.value.status == 200
+    assert answer.value.json() == expected
+    page.wait_for_selector("body[data-state=ready]", timeout=PATIENT_MS)
+    shown(calculator, "#recommendation", expected["recommendation"])
+    assert table(calculator, "#sizing") == page_rows(expected)
+    shown(calculator, "#sizing-load", "2 new sessions/s (whole deployment) at a 32K cap, inter-token at most 30.0 ms")
+    notes = page.eval_on_selector_all("#sizing-notes li", "items => items.map(i => i.textContent)")
+    assert notes[0] == f"request shape: {expected['shape']['basis']}"
+    assert notes[1:] == [f"load: {b}" for b in sorted({d["load"]["basis"] for d in expected["deployments"]})][:3]
+    unmet = page.eval_on_selector_all("#sizing-unmet li", "items => items.map(i => i.textContent)")
+    assert unmet == [f"{d['model']} {d['engine']} on {d['gpu']}, tp {d['tp']}: {d['unmet']}" for d in expected["unmet"]]
+    for name in ("rate=2%2Fs", "isl=2000", "osl=500", "size_model=qwen3-32b", "size_engine=sglang"):
+        assert name in page.url  # the inputs are in the address the page shares
+    assert page_errors(calculator) == []
+
+
+def test_a_bad_rate_or_shape_shows_the_clis_error_next_to_its_field(
+    calculator: Tab, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for field, value in (("rate", "fast"), ("osl", "lots")):
+        line = cli_error(
+            capsys, "size", "llama-3.1-8b", "--gpu", "h100-sxm", "--context", "32k", "--rate", "2/s", f"--{field}",
+            value,
+        )  # fmt: skip
+        assert line.startswith(f"Error: --{field}")
+        calculator.page.fill("#rate", "2/s")
+        calculator.page.fill(f"#{field}", value)
+        shown(calculator, f"#{field}-error", line)
+        assert calculator.page.get_attribute(f"#{field}", "aria-invalid") == "true"
+        calculator.page.fill(f"#{field}", "2/s" if field == "rate" else "500")
+        shown(calculator, f"#{field}-error", "")
