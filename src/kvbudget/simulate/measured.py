@@ -6,6 +6,9 @@ prefill tokens/s of the prompts that ran alone, less the iteration that gives th
 the simulator charges (a prefill backlog during which decode stands still, then iterations of the sessions
 running), so another load test's interleaved prompts are charged once, by the simulator, not folded into the
 decode speed as well. The iteration of ``running`` sessions is interpolated between the measured counts as below.
+Several results of this version are fitted once over the union of the samples they carry (their clean gaps and
+prefill rows, ``sample``), so the fits span all their sessions and contexts; results without a sample (older ones)
+are pooled by averaging their figures, weighted by the gaps and requests behind them.
 
 An older result (or one with no clean gap: a server that streams several tokens per chunk) holds, per concurrency
 level it held (docs/loadtest.md), the median decode tokens/s per request (1 / the inter-token latency p50 the
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
 
 KNOWN_ENGINES = ("vllm", "sglang", "llamacpp", "ollama", "trtllm")  # a server kvbudget can plan for
 MAX_FILES = 16  # results pooled by one --speed-from
+SAMPLE_ROWS = 4000  # rows of each kind a result's sample holds (kvbudget.measure.loadtest.speeds.SAMPLE_ROWS)
 
 
 @dataclass(frozen=True)
@@ -158,9 +162,16 @@ def _p50(level: dict[str, object], key: str, source: str) -> float | None:
     return float(value)
 
 
-# ({running: (iteration s, gaps)}, prefill tokens/s, requests, (a, b, c) of the prefill fit or None, the decode fit)
+# ({running: (iteration s, gaps)}, prefill tokens/s, requests, (a, b, c) of the prefill fit or None, the decode fit,
+# the result's sample (its clean gaps and prefill rows, kvbudget.measure.loadtest.speeds) or None)
+Sample = tuple[list[tuple[int, int, float]], list[tuple[int, int, float, float, float, int]]]
 Figures = tuple[
-    dict[int, tuple[float, int]], float, int, tuple[float, float, float] | None, tuple[float, float, float] | None
+    dict[int, tuple[float, int]],
+    float,
+    int,
+    tuple[float, float, float] | None,
+    tuple[float, float, float] | None,
+    Sample | None,
 ]
 
 
@@ -181,6 +192,10 @@ def _clean(doc: object, source: str) -> Figures | None:
     speeds = doc.get("speeds") if isinstance(doc, dict) else None
     if not isinstance(speeds, dict):
         return None
+    return _figures(speeds, source)
+
+
+def _figures(speeds: dict[str, object], source: str) -> Figures | None:
     rate, requests = speeds.get("prefill_tokens_per_s"), speeds.get("prefill_requests")
     rows = speeds.get("decode_iterations")
     rows = rows if isinstance(rows, list) else []
@@ -218,7 +233,61 @@ def _clean(doc: object, source: str) -> Figures | None:
     c0, c1, c2 = terms if len(terms) == 3 else (None, None, None)
     line = (c0, c1, c2) if c0 is not None and c1 is not None and c2 is not None else None
     count = requests if isinstance(requests, int) and not isinstance(requests, bool) and 0 < requests <= 10**9 else 1
-    return points, float(rate), count, fit, line
+    return points, float(rate), count, fit, line, _sample(speeds.get("sample"), source)
+
+
+def _count(value: object, what: str, source: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 10**9:
+        raise InputError(
+            f"--speed-from {source}: speeds.sample.{what} of {value!r} is not a count (0-10^9); give the kvbudget "
+            "loadtest --json result as written"
+        )
+    return value
+
+
+def _sample(sample: object, source: str) -> Sample | None:
+    """The result's clean gaps ``[sessions, tokens held, s]`` and prefill rows ``[new, cached, batch tokens, batch
+    work, TTFT s, decoding]`` (kvbudget.measure.loadtest.speeds ``sample``); None in a result from before them."""
+    if not isinstance(sample, dict):
+        return None
+    gaps, prefills = sample.get("gaps"), sample.get("prefills")
+    if not isinstance(gaps, list) or not isinstance(prefills, list):
+        return None
+    if max(len(gaps), len(prefills)) > SAMPLE_ROWS:
+        raise InputError(
+            f"--speed-from {source}: a sample of {max(len(gaps), len(prefills)):,} rows, more than a load test "
+            f"keeps ({SAMPLE_ROWS:,}); give the kvbudget loadtest --json result as written"
+        )
+    out_gaps: list[tuple[int, int, float]] = []
+    for row in gaps:
+        if not isinstance(row, list) or len(row) != 3:
+            raise InputError(f"--speed-from {source}: speeds.sample.gaps rows are [sessions, tokens held, seconds]")
+        seconds = _seconds(row[2], "sample.gaps seconds", source)
+        running = _count(row[0], "gaps sessions", source)
+        if seconds is not None and running >= 1:
+            out_gaps.append((running, _count(row[1], "gaps tokens held", source), seconds))
+    out_prefills: list[tuple[int, int, float, float, float, int]] = []
+    for row in prefills:
+        if not isinstance(row, list) or len(row) != 6:
+            raise InputError(
+                f"--speed-from {source}: speeds.sample.prefills rows are [new, cached, batch tokens, batch work, "
+                "time to first token s, sessions decoding]"
+            )
+        work = [_number(v, "prefills work", source) for v in row[2:4]]
+        ttft = _seconds(row[4], "sample.prefills time to first token", source)
+        new, cached = _count(row[0], "prefills new", source), _count(row[1], "prefills cached", source)
+        if ttft is not None and new >= 1:
+            out_prefills.append((new, cached, work[0], work[1], ttft, _count(row[5], "prefills decoding", source)))
+    return out_gaps, out_prefills
+
+
+def _number(value: object, what: str, source: str) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1e15:
+        raise InputError(
+            f"--speed-from {source}: speeds.sample.{what} of {value!r} is not a prompt's work (0-10^15 tokens^2); "
+            "give the kvbudget loadtest --json result as written"
+        )
+    return float(value)
 
 
 def _pooled(figures: list[Figures], source: str) -> MeasuredSpeeds:
@@ -226,7 +295,7 @@ def _pooled(figures: list[Figures], source: str) -> MeasuredSpeeds:
     their clean gaps, the fits weighted by the requests (prefill) or the clean gaps (decode) they were fitted over."""
     seconds: dict[int, float] = {}
     weights: dict[int, int] = {}
-    for rows, _, _, _, _ in figures:
+    for rows, *_ in figures:
         for running, (t, n) in rows.items():
             seconds[running] = seconds.get(running, 0.0) + t * n
             weights[running] = weights.get(running, 0) + n
@@ -273,8 +342,16 @@ def speeds_of_all(docs: list[tuple[object, str]]) -> MeasuredSpeeds:
         )
     engine, served = servers.pop()
     figures = [_clean(doc, name) for doc, name in docs]
-    if all(f is not None for f in figures):
-        return replace(_pooled([f for f in figures if f is not None], source), engine=engine, served=served)
+    clean = [f for f in figures if f is not None]
+    if len(clean) == len(figures):
+        samples = [f[5] for f in clean if f[5] is not None]
+        if len(clean) > 1 and len(samples) == len(clean):  # one fit over the union (speeds.py, ``sample``)
+            from kvbudget.measure.loadtest.speeds import refit
+
+            union = refit([g for s in samples for g in s[0]], [p for s in samples for p in s[1]])
+            once = _figures(union, source)
+            clean = [once] if once is not None else clean
+        return replace(_pooled(clean, source), engine=engine, served=served)
     points: dict[int, float] = {}
     prefill: list[float] = []
     for doc, name in docs:

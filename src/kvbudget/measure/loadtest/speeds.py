@@ -25,12 +25,18 @@
   it came: the server takes new prompts between iterations), which the simulator puts before each step and counts
   in its time to first token, without stopping decode (TimeModel.first_token_s). ``prefill_tokens_per_s`` quotes
   the fit at the median request's shape (and is the rate older readers take).
+
+* **The sample**: a result also carries its clean gaps and its requests' prefill rows (``sample``, at most
+  ``SAMPLE_ROWS`` of each, a seeded uniform subsample past that), so that results pooled by ``--speed-from`` are
+  fitted once over the union of their samples (``refit``), not each over its own narrow range of sessions and
+  contexts and the fits averaged (kvbudget.simulate.measured).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import random
 from bisect import bisect_left
 from collections.abc import Sequence
 
@@ -42,7 +48,11 @@ TRIM = 0.01  # the share of the slowest clean gaps left out of the mean
 MIN_PREFILLS = 5  # requests the prefill fit needs
 OUTLIER = 3.0  # a request whose residual passes this many times the median absolute residual is left out, once
 
+SAMPLE_ROWS = 4000  # clean gaps, and prefill rows, a result carries for pooling (module doc)
+
 Prefill = tuple[float, float, int, int, int]  # (sent s, time to first token s, new tokens, cached tokens, decoding)
+# (new tokens, cached tokens, the batch's tokens, the batch's tokens x mean context, time to first token s, decoding)
+PrefillRow = tuple[int, int, float, float, float, int]
 
 
 def decode_iterations(gaps: dict[int, Reservoir]) -> list[tuple[int, float, int]]:
@@ -133,27 +143,41 @@ def decode_fit(gaps: dict[int, Reservoir]) -> tuple[float, float, float] | None:
     return (c0, c1, c2) if c0 + c1 + c2 > 0 else None
 
 
+def prefill_rows(prefills: list[Prefill]) -> list[PrefillRow]:
+    """Each request's row for the prefill fit: its own prompt, the batch it joined (``batched_work``), its time."""
+    return [
+        (new, cached, x1, x2, ttft, beside)
+        for (_, ttft, new, cached, beside), (x1, x2) in zip(prefills, batched_work(prefills), strict=True)
+    ]
+
+
 def prefill_fit(
     prefills: list[Prefill], iterations: list[tuple[int, float, int]]
 ) -> tuple[float, float, float, float] | None:
     """``(c, a, b, tokens/s at the median request)`` (module doc); None without a decode curve or enough
     requests."""
+    return fit_prefill(prefill_rows(prefills), iterations)
+
+
+def fit_prefill(
+    prefills: Sequence[PrefillRow], iterations: list[tuple[int, float, int]]
+) -> tuple[float, float, float, float] | None:
+    """``prefill_fit`` over rows already batched (one result's, or several results' pooled)."""
     if not iterations or len(prefills) < MIN_PREFILLS:
         return None
     from kvbudget.simulate.measured import MeasuredSpeeds
 
     curve = MeasuredSpeeds("", 1.0, tuple((k, 1 / t) for k, t, _ in iterations))
     rows: list[tuple[float, ...]] = [
-        (1.0, x1, x2, ttft - curve.iteration_s(beside + 1))
-        for (_, ttft, _, _, beside), (x1, x2) in zip(prefills, batched_work(prefills), strict=True)
+        (1.0, x1, x2, ttft - curve.iteration_s(beside + 1)) for _, _, x1, x2, ttft, beside in prefills
     ]
     c, a, b = _fit(rows)
     spread = percentile([abs(r[3] - c - a * r[1] - b * r[2]) for r in rows], 50) or 0.0
     kept = [r for r in rows if abs(r[3] - c - a * r[1] - b * r[2]) <= OUTLIER * spread]
     if len(kept) >= MIN_PREFILLS:
         c, a, b = _fit(kept)
-    new = percentile([float(p[2]) for p in prefills], 50) or 1.0
-    cached = percentile([float(p[3]) for p in prefills], 50) or 0.0
+    new = percentile([float(p[0]) for p in prefills], 50) or 1.0
+    cached = percentile([float(p[1]) for p in prefills], 50) or 0.0
     seconds = a * new + b * new * (cached + new / 2)
     if seconds <= 0:
         return None
@@ -161,9 +185,34 @@ def prefill_fit(
 
 
 def speeds_json(gaps: dict[int, Reservoir], prefills: list[Prefill]) -> dict[str, object]:
-    """The document's ``speeds``: what ``--speed-from`` reads (kvbudget.simulate.measured)."""
+    """The document's ``speeds``: what ``--speed-from`` reads (kvbudget.simulate.measured), with its sample."""
+    rows = prefill_rows(prefills)
+    flat = [(k, held, gap) for k, sample in sorted(gaps.items()) for held, gap in sample.values]
+    return {**_figures(gaps, rows), "sample": _sample(flat, rows)}
+
+
+def refit(gaps: Sequence[tuple[int, int, float]], prefills: Sequence[PrefillRow]) -> dict[str, object]:
+    """The figures of ``speeds`` fitted once over samples pooled from several results (``sample``, module doc)."""
+    by: dict[int, Reservoir] = {}
+    for running, held, gap in gaps:
+        by.setdefault(running, Reservoir()).add((held, gap))
+    return _figures(by, prefills)
+
+
+def _sample(gaps: list[tuple[int, int, float]], prefills: list[PrefillRow]) -> dict[str, object]:
+    """At most SAMPLE_ROWS of each, a seeded uniform subsample past that (a mean per sessions stays unbiased)."""
+    rng = random.Random(0)
+    gaps = gaps if len(gaps) <= SAMPLE_ROWS else rng.sample(gaps, SAMPLE_ROWS)
+    prefills = prefills if len(prefills) <= SAMPLE_ROWS else rng.sample(prefills, SAMPLE_ROWS)
+    return {
+        "gaps": [[k, held, round(gap, 6)] for k, held, gap in gaps],
+        "prefills": [[new, cached, x1, x2, round(ttft, 6), beside] for new, cached, x1, x2, ttft, beside in prefills],
+    }
+
+
+def _figures(gaps: dict[int, Reservoir], rows: Sequence[PrefillRow]) -> dict[str, object]:
     iterations = decode_iterations(gaps)
-    fit = prefill_fit(prefills, iterations)
+    fit = fit_prefill(rows, iterations)
     decode = decode_fit(gaps)
     return {
         "decode_iterations": [{"running": k, "iteration_s": round(t, 6), "gaps": n} for k, t, n in iterations],
@@ -174,7 +223,7 @@ def speeds_json(gaps: dict[int, Reservoir], prefills: list[Prefill]) -> dict[str
         "prefill_s_per_token": None if fit is None else fit[1],
         "prefill_s_per_token_context": None if fit is None else fit[2],
         "first_token_overhead_s": None if fit is None else fit[0],
-        "prefill_requests": len(prefills),
+        "prefill_requests": len(rows),
         "basis": (
             f"decode: the mean clean stream gap (no prompt in flight, the same sessions decoding; at least "
             f"{MIN_GAPS} per point, the slowest {TRIM:.0%} left out) per sessions decoding; prefill: time to first "
