@@ -25,7 +25,7 @@ from kvbudget.measure.loadtest.speeds import (
     speeds_json,
 )
 from kvbudget.schemas import schema
-from kvbudget.simulate import MemoryModel, MemoryPolicy, SimConfig, TimeModel, simulate
+from kvbudget.simulate import MemoryModel, MemoryPolicy, SimConfig, TimeModel, measured_sample, simulate
 from kvbudget.simulate.measured import measured_speeds, speeds_of, speeds_of_all
 from kvbudget.simulate.speeds import measured_time_model
 from kvbudget.workload.record import SessionPlan, Step
@@ -245,6 +245,7 @@ def test_pooled_results_are_fitted_once_over_the_union_of_their_samples(tmp_path
 
 
 def test_a_sample_larger_than_a_load_test_keeps_or_malformed_is_refused() -> None:
+    assert SAMPLE_ROWS == measured_sample.SAMPLE_ROWS, "the reader's bound is the writer's"
     doc = _narrow(2, (0.004, 0.010, 1e-4), (0.05, 0.002, 1e-5))
     speeds = doc["speeds"]
     assert isinstance(speeds, dict)

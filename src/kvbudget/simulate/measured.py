@@ -38,6 +38,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from kvbudget.errors import InputError
+from kvbudget.simulate.measured_sample import Sample, read_sample
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
 
 KNOWN_ENGINES = ("vllm", "sglang", "llamacpp", "ollama", "trtllm")  # a server kvbudget can plan for
 MAX_FILES = 16  # results pooled by one --speed-from
-SAMPLE_ROWS = 4000  # rows of each kind a result's sample holds (kvbudget.measure.loadtest.speeds.SAMPLE_ROWS)
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,6 @@ def _p50(level: dict[str, object], key: str, source: str) -> float | None:
 
 # ({running: (iteration s, gaps)}, prefill tokens/s, requests, (a, b, c) of the prefill fit or None, the decode fit,
 # the result's sample (its clean gaps and prefill rows, kvbudget.measure.loadtest.speeds) or None)
-Sample = tuple[list[tuple[int, int, float]], list[tuple[int, int, float, float, float, int]]]
 Figures = tuple[
     dict[int, tuple[float, int]],
     float,
@@ -233,61 +232,7 @@ def _figures(speeds: dict[str, object], source: str) -> Figures | None:
     c0, c1, c2 = terms if len(terms) == 3 else (None, None, None)
     line = (c0, c1, c2) if c0 is not None and c1 is not None and c2 is not None else None
     count = requests if isinstance(requests, int) and not isinstance(requests, bool) and 0 < requests <= 10**9 else 1
-    return points, float(rate), count, fit, line, _sample(speeds.get("sample"), source)
-
-
-def _count(value: object, what: str, source: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 10**9:
-        raise InputError(
-            f"--speed-from {source}: speeds.sample.{what} of {value!r} is not a count (0-10^9); give the kvbudget "
-            "loadtest --json result as written"
-        )
-    return value
-
-
-def _sample(sample: object, source: str) -> Sample | None:
-    """The result's clean gaps ``[sessions, tokens held, s]`` and prefill rows ``[new, cached, batch tokens, batch
-    work, TTFT s, decoding]`` (kvbudget.measure.loadtest.speeds ``sample``); None in a result from before them."""
-    if not isinstance(sample, dict):
-        return None
-    gaps, prefills = sample.get("gaps"), sample.get("prefills")
-    if not isinstance(gaps, list) or not isinstance(prefills, list):
-        return None
-    if max(len(gaps), len(prefills)) > SAMPLE_ROWS:
-        raise InputError(
-            f"--speed-from {source}: a sample of {max(len(gaps), len(prefills)):,} rows, more than a load test "
-            f"keeps ({SAMPLE_ROWS:,}); give the kvbudget loadtest --json result as written"
-        )
-    out_gaps: list[tuple[int, int, float]] = []
-    for row in gaps:
-        if not isinstance(row, list) or len(row) != 3:
-            raise InputError(f"--speed-from {source}: speeds.sample.gaps rows are [sessions, tokens held, seconds]")
-        seconds = _seconds(row[2], "sample.gaps seconds", source)
-        running = _count(row[0], "gaps sessions", source)
-        if seconds is not None and running >= 1:
-            out_gaps.append((running, _count(row[1], "gaps tokens held", source), seconds))
-    out_prefills: list[tuple[int, int, float, float, float, int]] = []
-    for row in prefills:
-        if not isinstance(row, list) or len(row) != 6:
-            raise InputError(
-                f"--speed-from {source}: speeds.sample.prefills rows are [new, cached, batch tokens, batch work, "
-                "time to first token s, sessions decoding]"
-            )
-        work = [_number(v, "prefills work", source) for v in row[2:4]]
-        ttft = _seconds(row[4], "sample.prefills time to first token", source)
-        new, cached = _count(row[0], "prefills new", source), _count(row[1], "prefills cached", source)
-        if ttft is not None and new >= 1:
-            out_prefills.append((new, cached, work[0], work[1], ttft, _count(row[5], "prefills decoding", source)))
-    return out_gaps, out_prefills
-
-
-def _number(value: object, what: str, source: str) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1e15:
-        raise InputError(
-            f"--speed-from {source}: speeds.sample.{what} of {value!r} is not a prompt's work (0-10^15 tokens^2); "
-            "give the kvbudget loadtest --json result as written"
-        )
-    return float(value)
+    return points, float(rate), count, fit, line, read_sample(speeds.get("sample"), source)
 
 
 def _pooled(figures: list[Figures], source: str) -> MeasuredSpeeds:
