@@ -208,12 +208,14 @@ def _narrow(k: int, c: tuple[float, float, float], prefill: tuple[float, float, 
     gaps = {k: Reservoir()}
     for held in range(40 * k, 40 * k + 30):
         gaps[k].add((held, c[0] + c[1] * k + c[2] * held))
-    iteration = c[0] + c[1] * k + c[2] * 45 * k  # about the mean gap: only for the prefill rows' times
+    # pooled, the decode curve's first point is the mean gap at 2 sessions, the iteration of one (beside 0) that
+    # the prefill fit takes out of each request's time to first token
+    iteration = c[0] + 2 * c[1] + c[2] * (80 + 29 / 2)
     prefills = []
-    for i in range(30):  # one prompt at a time, 10 s apart
+    for i in range(30):  # one prompt at a time, 10 s apart, none decoding beside it
         new, cached = 5 + 3 * (i % 7), 40 * (i % 5) + 10 * k
         seconds = prefill[0] + prefill[1] * new + prefill[2] * new * (cached + new / 2) + iteration
-        prefills.append((10.0 * i, seconds, new, cached, k - 1))
+        prefills.append((10.0 * i, seconds, new, cached, 0))
     return {"levels": [], "server": {"engine": "llamacpp", "model": "tiny"}, "speeds": speeds_json(gaps, prefills)}
 
 
@@ -236,7 +238,10 @@ def test_pooled_results_are_fitted_once_over_the_union_of_their_samples(tmp_path
         paths[-1].write_text(json.dumps(doc), encoding="utf-8")
     pooled = measured_speeds(",".join(map(str, paths)))
     assert pooled.decode_fit == pytest.approx(c, rel=1e-6, abs=1e-9), "one fit over both holds' gaps"
-    assert pooled.levels == (2, 4) and pooled.first_token_s == pytest.approx(prefill[0], rel=0.05)
+    assert pooled.levels == (2, 4)
+    assert (pooled.first_token_s, pooled.prefill_per_token, pooled.prefill_per_context) == pytest.approx(
+        prefill, rel=1e-6, abs=1e-9
+    ), "one prefill fit over both holds' requests"
     # without their samples (results from before them) the two lines are averaged, as before
     for doc in docs:
         del doc["speeds"]["sample"]  # type: ignore[attr-defined]

@@ -88,7 +88,6 @@ class Replica:
         self.group_ready: list[float] = []
         self.group_start = -1.0
         self.group_t = 0.0
-        self.group_wait = 0.0  # the wait of the batch's first prompt for the iteration in progress (_wait)
 
     # -- arrivals and steps -------------------------------------------------------------------
 
@@ -144,10 +143,9 @@ class Replica:
                 end = prompt + s.output
                 kv = self.costs.memo.get(end)
                 before = self.batch.busy_until
-                wait = self._wait(now) if self.time.group_prompts else 0.0
                 self.batch.join(s, now, prompt - context, self.costs.bytes(end) if kv is None else kv)
                 if s.t_first < 0:
-                    self._first_token(s, now, before if prompt > context else None, wait)
+                    self._first_token(s, now, before if prompt > context else None)
             else:  # preempted itself: wait at the front, as vLLM re-queues a preempted request
                 s.state = WAITING
                 self.waiting.appendleft(s)
@@ -330,21 +328,11 @@ class Replica:
         if kv is None:
             kv = self.costs.bytes(prompt + s.output)
         before = self.batch.busy_until
-        wait = self._wait(now) if self.time.group_prompts else 0.0
         self.batch.join(s, now, prompt - hits, kv)
         if s.t_first < 0:
-            self._first_token(s, now, before if prompt > hits else None, wait)
+            self._first_token(s, now, before if prompt > hits else None)
 
-    def _wait(self, now: float) -> float:
-        """With measured speeds (``TimeModel.group_prompts``): a step that comes while decode runs and no prompt is
-        being prefilled waits for the iteration in progress before its prompt's batch, half of one on average
-        (llama.cpp tools/server/server-context.cpp: the server loop takes new tasks between ``update_slots``
-        iterations). It stalls nothing and counts in the step's TTFT; the load test's prefill fit takes the same
-        out of what it fits (kvbudget.measure.loadtest.speeds ``fit_prefill``)."""
-        batch = self.batch
-        return batch.t_iter / 2 if batch.running and batch.busy_until <= now else 0.0
-
-    def _first_token(self, s: Session, now: float, before: float | None = None, wait: float = 0.0) -> None:
+    def _first_token(self, s: Session, now: float, before: float | None = None) -> None:
         """The step's first run: its first token's time (prefill backlog + one iteration) and its TTFT.
 
         With ``TimeModel.group_prompts`` a prompt (``before``: the prefill backlog's end before it joined) is
@@ -355,7 +343,7 @@ class Replica:
         s.t_first = t = self.batch.first_token(now)
         s.out0 = s.output
         if before is None or not self.time.group_prompts:
-            self.stats.ttft.add(t + self.time.first_token_s + wait - s.ready_at)
+            self.stats.ttft.add(t + self.time.first_token_s - s.ready_at)
             return
         if before > now and self.group_start >= now:  # the last batch has not started: this prompt joins it
             for member in self.group:
@@ -363,7 +351,6 @@ class Replica:
         else:  # no backlog (a batch of its own, now) or the last batch is running (the next, at its end)
             self.close_group()
             self.group_start = now if before <= now else before
-            self.group_wait = wait
         self.group.append(s)
         self.group_ready.append(s.ready_at)
         self.group_t = t
@@ -371,7 +358,7 @@ class Replica:
     def close_group(self) -> None:
         """Count the TTFTs of the last batch of prompts (``_first_token``); at the end of the run too."""
         for ready in self.group_ready:
-            self.stats.ttft.add(self.group_t + self.time.first_token_s + self.group_wait - ready)
+            self.stats.ttft.add(self.group_t + self.time.first_token_s - ready)
         self.group.clear()
         self.group_ready.clear()
 

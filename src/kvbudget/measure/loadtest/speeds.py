@@ -168,16 +168,8 @@ def fit_prefill(
     from kvbudget.simulate.measured import MeasuredSpeeds
 
     curve = MeasuredSpeeds("", 1.0, tuple((k, 1 / t) for k, t, _ in iterations))
-    # less the iteration that gives the first token, and, for a prompt that came alone while decode ran, the wait
-    # for the iteration in progress (half of one on average; the simulator adds it back: scheduler ``_wait``)
     rows: list[tuple[float, ...]] = [
-        (
-            1.0,
-            x1,
-            x2,
-            ttft - curve.iteration_s(beside + 1) - (curve.iteration_s(beside) / 2 if beside and x1 <= new else 0),
-        )
-        for new, _, x1, x2, ttft, beside in prefills
+        (1.0, x1, x2, ttft - curve.iteration_s(beside + 1)) for _, _, x1, x2, ttft, beside in prefills
     ]
     c, a, b = _fit(rows)
     spread = percentile([abs(r[3] - c - a * r[1] - b * r[2]) for r in rows], 50) or 0.0
