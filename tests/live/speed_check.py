@@ -15,8 +15,11 @@ the union of their clean gaps and prefill rows (their ``sample``, kvbudget.measu
 iteration by sessions decoding and tokens held, and the prefill time. The simulator runs B's closed loop (3
 sessions, each replaced when it ends, the same sessions by the same seed, ``SimConfig.closed_loop``) on the slots'
 memory for B's duration at A's speeds; its TTFT and inter-token latency p50 must land within 25% of B's.
-tests/live/test_speed_live.py runs it in the suite; ``python -m tests.live.speed_check`` prints the figures (exit
-1 outside 25%); docs/speed.md records runs.
+
+Not in the suite: on the shared 2-core development machine (load average 10 to 17) three runs of eight landed both
+within 25%; the inter-token latency lands within 15%, the TTFT is under-predicted in every run (-15% to -40%), a
+bias that remains to be found (docs/speed.md, "Held to a real server", records the runs and what is known of it).
+Run it by hand: ``python -m tests.live.speed_check`` prints the figures (exit 1 outside 25%).
 """
 
 from __future__ import annotations
