@@ -1,9 +1,9 @@
 """Measured speeds that mean what the simulator charges (measure/loadtest/flow.py, speeds.py, simulate/measured.py).
 
 The live check against a real llama-server is tests/live/speed_check.py (not in the suite, docs/speed.md); here
-the parts are held to
-hand-worked cases: which stream gaps are clean, which prompts were batched together, that the fits recover the
-coefficients of data made from them, and that the simulator charges what they say.
+the parts are held to hand-worked cases: which stream gaps are clean, which prompts were batched together, that the
+fits recover the coefficients of data made from them (pooled results: once over the union of their samples), and
+that the simulator charges what they say.
 """
 
 from __future__ import annotations
