@@ -12,9 +12,13 @@
   the simulator takes it where it knows the tokens each running session holds (kvbudget.simulate.measured).
 * **Prefill**: each request's prefill time is its time to first token less one decode iteration of the sessions
   decoding beside it, itself included (``k + 1``: the iteration the simulator adds to the prefill backlog for a
-  first token, kvbudget.simulate.batch ``first_token``). It holds the prompts of every request whose prefill
-  overlapped its own (sent before its first token, first token after it was sent; its own included): prompts
-  that arrive together share one batch and finish together, with one token of each generating slot (llama.cpp
+  first token, kvbudget.simulate.batch ``first_token``). It holds the prompts of its batch: the requests whose
+  prefill overlapped its own (sent before its first token, first token after it was sent; its own included) and
+  whose first token came with its own (within ``TOGETHER_S``). Prompts that wait together share one batch and
+  finish together; a prompt sent while another's batch runs joins the next one, as the simulator batches them
+  (kvbudget.simulate.scheduler ``_first_token``). Counting every overlapping prompt in the batch instead spread each
+  time over more work than the simulator charges, and a live check's TTFT came out 15% to 40% low
+  (docs/speed.md). Each batch goes with one token of each generating slot (llama.cpp
   tools/server/server-context.cpp ``update_slots``: "first, add sampled tokens from any ongoing sequences", then
   "next, batch any pending prompts without exceeding n_batch"). On a CPU a batch's time is its tokens' work, and a
   token's work grows with the context it attends to (measured on llama-server, docs/speed.md: 6 ms a token for a
@@ -46,6 +50,9 @@ from kvbudget.measure.loadtest.record import percentile
 MIN_GAPS = 20  # clean gaps a concurrency needs before its mean is a measured point
 TRIM = 0.01  # the share of the slowest clean gaps left out of the mean
 MIN_PREFILLS = 5  # requests the prefill fit needs
+# first tokens this close came from one batch: a batch's prompts get theirs at its end, together, and batches one
+# after another are at least one decode iteration apart (the 2-core machine's iteration: 10 ms and more)
+TOGETHER_S = 0.01
 OUTLIER = 3.0  # a request whose residual passes this many times the median absolute residual is left out, once
 
 SAMPLE_ROWS = 4000  # clean gaps, and prefill rows, a result carries for pooling (module doc)
@@ -74,9 +81,10 @@ def _work(new: int, cached: int) -> tuple[float, float]:
     return float(new), new * (cached + new / 2)
 
 
-def batched_work(prefills: list[Prefill]) -> list[tuple[float, float]]:
-    """For each request (in the order given), the summed features of the prompts whose prefill overlapped its
-    own, its own included."""
+def batched_work(prefills: list[Prefill], together_s: float = TOGETHER_S) -> list[tuple[float, float]]:
+    """For each request (in the order given), the summed features of the prompts of its batch, its own included:
+    those whose prefill overlapped its own and whose first token came within ``together_s`` of its own (one batch
+    ends for all its prompts at once; a prompt sent while another's batch ran joined the next one)."""
     order = sorted(range(len(prefills)), key=lambda i: prefills[i][0])
     sent = [prefills[i][0] for i in order]
     longest = max((p[1] for p in prefills), default=0.0)
@@ -86,7 +94,8 @@ def batched_work(prefills: list[Prefill]) -> list[tuple[float, float]]:
         hi = bisect_left(sent, start + ttft)
         x1 = x2 = 0.0
         for j in order[lo:hi]:
-            if prefills[j][0] + prefills[j][1] >= start:
+            first = prefills[j][0] + prefills[j][1]
+            if first >= start and abs(first - (start + ttft)) <= together_s:
                 w1, w2 = _work(prefills[j][2], prefills[j][3])
                 x1, x2 = x1 + w1, x2 + w2
         out.append((x1, x2))
