@@ -16,9 +16,8 @@ iteration by sessions decoding and tokens held, and the prefill time. The simula
 sessions, each replaced when it ends, the same sessions by the same seed, ``SimConfig.closed_loop``) on the slots'
 memory for B's duration at A's speeds; its TTFT and inter-token latency p50 must land within 25% of B's.
 
-Not in the suite: on the shared 2-core development machine (load average 10 to 17) three runs of eight landed both
-within 25%; the inter-token latency lands within 15%, the TTFT is under-predicted in every run (-15% to -40%), a
-bias that remains to be found (docs/speed.md, "Held to a real server", records the runs and what is known of it).
+Not in the suite: on the shared 2-core development machine (load average 6 to 10) three runs of five landed both
+within 25%, one gave no prefill fit; docs/speed.md, "Held to a real server", records the runs and what remains.
 Run it by hand: ``python -m tests.live.speed_check`` prints the figures (exit 1 outside 25%).
 """
 
