@@ -1,8 +1,9 @@
 """Measured speeds that mean what the simulator charges (measure/loadtest/flow.py, speeds.py, simulate/measured.py).
 
-The live check against a real llama-server is tests/live/test_speed_live.py; here the parts are held to
-hand-worked cases: which stream gaps are clean, which prompts were batched together, that the fits recover the
-coefficients of data made from them, and that the simulator charges what they say.
+The live check against a real llama-server is tests/live/speed_check.py (not in the suite, docs/speed.md); here
+the parts are held to hand-worked cases: which stream gaps are clean, which prompts were batched together, that the
+fits recover the coefficients of data made from them (pooled results: once over the union of their samples), and
+that the simulator charges what they say.
 """
 
 from __future__ import annotations
@@ -10,20 +11,23 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from kvbudget.errors import InputError
 from kvbudget.measure.loadtest.flow import SAMPLE_CAP, Flow, Reservoir
 from kvbudget.measure.loadtest.speeds import (
     MIN_GAPS,
+    SAMPLE_ROWS,
     batched_work,
     decode_fit,
     decode_iterations,
     prefill_fit,
     speeds_json,
 )
-from kvbudget.simulate import MemoryModel, MemoryPolicy, SimConfig, TimeModel, simulate
-from kvbudget.simulate.measured import measured_speeds, speeds_of
+from kvbudget.schemas import schema
+from kvbudget.simulate import MemoryModel, MemoryPolicy, SimConfig, TimeModel, measured_sample, simulate
+from kvbudget.simulate.measured import measured_speeds, speeds_of, speeds_of_all
 from kvbudget.simulate.speeds import measured_time_model
 from kvbudget.workload.record import SessionPlan, Step
 
@@ -61,14 +65,16 @@ def test_reservoir_keeps_a_bounded_sample_of_everything_offered() -> None:
     assert max(v[0] for v in r.values) >= SAMPLE_CAP, "later values replace earlier ones"
 
 
-def test_prompts_whose_prefills_overlap_are_summed() -> None:
-    # (sent, ttft, new, cached, decoding): the first two overlap; the third comes after both have their token
-    prefills = [(0.0, 1.0, 10, 0, 0), (0.5, 0.6, 20, 100, 1), (2.0, 0.5, 5, 50, 2)]
+def test_prompts_of_one_batch_are_summed_and_a_prompt_sent_during_a_batch_joins_the_next() -> None:
+    # (sent, ttft, new, cached, decoding): the first two waited together and got their first token together; the
+    # third was sent while their batch ran and got its own later; the fourth comes after all of them
+    prefills = [(0.0, 1.0, 10, 0, 0), (0.5, 0.5, 20, 100, 1), (0.8, 0.9, 8, 0, 1), (2.0, 0.5, 5, 50, 2)]
     work = batched_work(prefills)
-    own = [(10.0, 10 * 5.0), (20.0, 20 * 110.0), (5.0, 5 * 52.5)]  # tokens, tokens x mean context read
+    own = [(10.0, 10 * 5.0), (20.0, 20 * 110.0), (8.0, 8 * 4.0), (5.0, 5 * 52.5)]  # tokens, x mean context read
     assert work[0] == (own[0][0] + own[1][0], own[0][1] + own[1][1])
     assert work[1] == work[0]
-    assert work[2] == own[2]
+    assert work[2] == own[2], "its prefill overlapped theirs, but it joined the next batch"
+    assert work[3] == own[3]
 
 
 def _gaps(c0: float, c1: float, c2: float) -> dict[int, Reservoir]:
@@ -198,3 +204,77 @@ def test_measured_time_model_carries_the_mechanism() -> None:
     time = measured_time_model(speeds)
     assert time.group_prompts and time.first_token_s == 0.05 and time.prefill_s is not None
     assert time.prefill_s(10, 100) == speeds.prefill_s(10, 100)
+
+
+def _narrow(k: int, c: tuple[float, float, float], prefill: tuple[float, float, float]) -> dict[str, object]:
+    """A result of one hold at ``k`` sessions: its clean gaps cover a narrow range of tokens held."""
+    gaps = {k: Reservoir()}
+    for held in range(40 * k, 40 * k + 30):
+        gaps[k].add((held, c[0] + c[1] * k + c[2] * held))
+    # pooled, the decode curve's first point is the mean gap at 2 sessions, the iteration of one (beside 0) that
+    # the prefill fit takes out of each request's time to first token
+    iteration = c[0] + 2 * c[1] + c[2] * (80 + 29 / 2)
+    prefills = []
+    for i in range(30):  # one prompt at a time, 10 s apart, none decoding beside it
+        new, cached = 5 + 3 * (i % 7), 40 * (i % 5) + 10 * k
+        seconds = prefill[0] + prefill[1] * new + prefill[2] * new * (cached + new / 2) + iteration
+        prefills.append((10.0 * i, seconds, new, cached, 0))
+    return {"levels": [], "server": {"engine": "llamacpp", "model": "tiny"}, "speeds": speeds_json(gaps, prefills)}
+
+
+def test_pooled_results_are_fitted_once_over_the_union_of_their_samples(tmp_path: Path) -> None:
+    c, prefill = (0.004, 0.010, 1e-4), (0.05, 0.002, 1e-5)
+    docs = [_narrow(2, c, prefill), _narrow(4, c, prefill)]
+    for doc in docs:
+        jsonschema.validate(doc["speeds"], schema("loadtest")["properties"]["speeds"])
+        sample = doc["speeds"]["sample"]  # type: ignore[index]
+        assert len(sample["gaps"]) == 30 and len(sample["prefills"]) == 30
+    # each hold alone cannot tell a session from a token held (both move together in one hold): its own line
+    # misses the iteration at the other hold's concurrency
+    alone = speeds_of(docs[0], "a.json")
+    assert alone.decode_fit is not None
+    at4 = c[0] + 4 * c[1] + 170 * c[2]
+    assert abs(sum(x * y for x, y in zip(alone.decode_fit, (1, 4, 170), strict=True)) / at4 - 1) > 0.05
+    paths = []
+    for i, doc in enumerate(docs):
+        paths.append(tmp_path / f"{i}.json")
+        paths[-1].write_text(json.dumps(doc), encoding="utf-8")
+    pooled = measured_speeds(",".join(map(str, paths)))
+    assert pooled.decode_fit == pytest.approx(c, rel=1e-6, abs=1e-9), "one fit over both holds' gaps"
+    assert pooled.levels == (2, 4)
+    assert (pooled.first_token_s, pooled.prefill_per_token, pooled.prefill_per_context) == pytest.approx(
+        prefill, rel=1e-6, abs=1e-9
+    ), "one prefill fit over both holds' requests"
+    # without their samples (results from before them) the two lines are averaged, as before
+    for doc in docs:
+        del doc["speeds"]["sample"]  # type: ignore[attr-defined]
+    averaged = speeds_of_all([(docs[0], "a.json"), (docs[1], "b.json")])
+    assert averaged.decode_fit is not None and averaged.decode_fit != pytest.approx(c, rel=0.05)
+
+
+def test_a_sample_larger_than_a_load_test_keeps_or_malformed_is_refused() -> None:
+    assert SAMPLE_ROWS == measured_sample.SAMPLE_ROWS, "the reader's bound is the writer's"
+    doc = _narrow(2, (0.004, 0.010, 1e-4), (0.05, 0.002, 1e-5))
+    speeds = doc["speeds"]
+    assert isinstance(speeds, dict)
+    speeds["sample"] = {"gaps": [[2, 10, 0.01]] * (SAMPLE_ROWS + 1), "prefills": []}
+    with pytest.raises(InputError, match="more than a load test keeps"):
+        speeds_of(doc, "big.json")
+    speeds["sample"] = {"gaps": [[2, 10]], "prefills": []}
+    with pytest.raises(InputError, match=r"speeds\.sample\.gaps rows"):
+        speeds_of(doc, "bad.json")
+    speeds["sample"] = {"gaps": [[2, 10, -1.0]], "prefills": []}
+    with pytest.raises(InputError, match="not a measured time"):
+        speeds_of(doc, "bad.json")
+
+
+def test_a_sample_is_bounded_and_keeps_every_concurrency_in_proportion() -> None:
+    gaps: dict[int, Reservoir] = {}
+    for k, n in ((1, 3000), (2, 3000)):
+        r = gaps.setdefault(k, Reservoir())
+        for held in range(n):
+            r.add((held, 0.01 * k))
+    sample = speeds_json(gaps, [])["sample"]
+    assert isinstance(sample, dict) and len(sample["gaps"]) == SAMPLE_ROWS
+    share = sum(1 for row in sample["gaps"] if row[0] == 1) / SAMPLE_ROWS
+    assert 0.45 < share < 0.55, "a uniform subsample of both concurrencies"

@@ -6,6 +6,9 @@ prefill tokens/s of the prompts that ran alone, less the iteration that gives th
 the simulator charges (a prefill backlog during which decode stands still, then iterations of the sessions
 running), so another load test's interleaved prompts are charged once, by the simulator, not folded into the
 decode speed as well. The iteration of ``running`` sessions is interpolated between the measured counts as below.
+Several results of this version are fitted once over the union of the samples they carry (their clean gaps and
+prefill rows, ``sample``), so the fits span all their sessions and contexts; results without a sample (older ones)
+are pooled by averaging their figures, weighted by the gaps and requests behind them.
 
 An older result (or one with no clean gap: a server that streams several tokens per chunk) holds, per concurrency
 level it held (docs/loadtest.md), the median decode tokens/s per request (1 / the inter-token latency p50 the
@@ -35,6 +38,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from kvbudget.errors import InputError
+from kvbudget.simulate.measured_sample import Sample, read_sample
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
@@ -164,9 +168,15 @@ def _p50(level: dict[str, object], key: str, source: str) -> float | None:
     return float(value)
 
 
-# ({running: (iteration s, gaps)}, prefill tokens/s, requests, (a, b, c) of the prefill fit or None, the decode fit)
+# ({running: (iteration s, gaps)}, prefill tokens/s, requests, (a, b, c) of the prefill fit or None, the decode fit,
+# the result's sample (its clean gaps and prefill rows, kvbudget.measure.loadtest.speeds) or None)
 Figures = tuple[
-    dict[int, tuple[float, int]], float, int, tuple[float, float, float] | None, tuple[float, float, float] | None
+    dict[int, tuple[float, int]],
+    float,
+    int,
+    tuple[float, float, float] | None,
+    tuple[float, float, float] | None,
+    Sample | None,
 ]
 
 
@@ -187,6 +197,10 @@ def _clean(doc: object, source: str) -> Figures | None:
     speeds = doc.get("speeds") if isinstance(doc, dict) else None
     if not isinstance(speeds, dict):
         return None
+    return _figures(speeds, source)
+
+
+def _figures(speeds: dict[str, object], source: str) -> Figures | None:
     rate, requests = speeds.get("prefill_tokens_per_s"), speeds.get("prefill_requests")
     rows = speeds.get("decode_iterations")
     rows = rows if isinstance(rows, list) else []
@@ -224,7 +238,7 @@ def _clean(doc: object, source: str) -> Figures | None:
     c0, c1, c2 = terms if len(terms) == 3 else (None, None, None)
     line = (c0, c1, c2) if c0 is not None and c1 is not None and c2 is not None else None
     count = requests if isinstance(requests, int) and not isinstance(requests, bool) and 0 < requests <= 10**9 else 1
-    return points, float(rate), count, fit, line
+    return points, float(rate), count, fit, line, read_sample(speeds.get("sample"), source)
 
 
 def _pooled(figures: list[Figures], source: str) -> MeasuredSpeeds:
@@ -232,7 +246,7 @@ def _pooled(figures: list[Figures], source: str) -> MeasuredSpeeds:
     their clean gaps, the fits weighted by the requests (prefill) or the clean gaps (decode) they were fitted over."""
     seconds: dict[int, float] = {}
     weights: dict[int, int] = {}
-    for rows, _, _, _, _ in figures:
+    for rows, *_ in figures:
         for running, (t, n) in rows.items():
             seconds[running] = seconds.get(running, 0.0) + t * n
             weights[running] = weights.get(running, 0) + n
@@ -279,8 +293,16 @@ def speeds_of_all(docs: list[tuple[object, str]]) -> MeasuredSpeeds:
         )
     engine, served = servers.pop()
     figures = [_clean(doc, name) for doc, name in docs]
-    if all(f is not None for f in figures):
-        return replace(_pooled([f for f in figures if f is not None], source), engine=engine, served=served)
+    clean = [f for f in figures if f is not None]
+    if len(clean) == len(figures):
+        samples = [f[5] for f in clean if f[5] is not None]
+        if len(clean) > 1 and len(samples) == len(clean):  # one fit over the union (speeds.py, ``sample``)
+            from kvbudget.measure.loadtest.speeds import refit
+
+            union = refit([g for s in samples for g in s[0]], [p for s in samples for p in s[1]])
+            once = _figures(union, source)
+            clean = [once] if once is not None else clean
+        return replace(_pooled(clean, source), engine=engine, served=served)
     points: dict[int, float] = {}
     prefill: list[float] = []
     for doc, name in docs:

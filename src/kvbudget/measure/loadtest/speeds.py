@@ -12,9 +12,13 @@
   the simulator takes it where it knows the tokens each running session holds (kvbudget.simulate.measured).
 * **Prefill**: each request's prefill time is its time to first token less one decode iteration of the sessions
   decoding beside it, itself included (``k + 1``: the iteration the simulator adds to the prefill backlog for a
-  first token, kvbudget.simulate.batch ``first_token``). It holds the prompts of every request whose prefill
-  overlapped its own (sent before its first token, first token after it was sent; its own included): prompts
-  that arrive together share one batch and finish together, with one token of each generating slot (llama.cpp
+  first token, kvbudget.simulate.batch ``first_token``). It holds the prompts of its batch: the requests whose
+  prefill overlapped its own (sent before its first token, first token after it was sent; its own included) and
+  whose first token came with its own (within ``TOGETHER_S``). Prompts that wait together share one batch and
+  finish together; a prompt sent while another's batch runs joins the next one, as the simulator batches them
+  (kvbudget.simulate.scheduler ``_first_token``). Counting every overlapping prompt in the batch instead spread each
+  time over more work than the simulator charges, and a live check's TTFT came out 15% to 40% low
+  (docs/speed.md). Each batch goes with one token of each generating slot (llama.cpp
   tools/server/server-context.cpp ``update_slots``: "first, add sampled tokens from any ongoing sequences", then
   "next, batch any pending prompts without exceeding n_batch"). On a CPU a batch's time is its tokens' work, and a
   token's work grows with the context it attends to (measured on llama-server, docs/speed.md: 6 ms a token for a
@@ -25,12 +29,18 @@
   it came: the server takes new prompts between iterations), which the simulator puts before each step and counts
   in its time to first token, without stopping decode (TimeModel.first_token_s). ``prefill_tokens_per_s`` quotes
   the fit at the median request's shape (and is the rate older readers take).
+
+* **The sample**: a result also carries its clean gaps and its requests' prefill rows (``sample``, at most
+  ``SAMPLE_ROWS`` of each, a seeded uniform subsample past that), so that results pooled by ``--speed-from`` are
+  fitted once over the union of their samples (``refit``), not each over its own narrow range of sessions and
+  contexts and the fits averaged (kvbudget.simulate.measured).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import random
 from bisect import bisect_left
 from collections.abc import Sequence
 
@@ -40,9 +50,16 @@ from kvbudget.measure.loadtest.record import percentile
 MIN_GAPS = 20  # clean gaps a concurrency needs before its mean is a measured point
 TRIM = 0.01  # the share of the slowest clean gaps left out of the mean
 MIN_PREFILLS = 5  # requests the prefill fit needs
+# first tokens this close came from one batch: a batch's prompts get theirs at its end, together, and batches one
+# after another are at least one decode iteration apart (the 2-core machine's iteration: 10 ms and more)
+TOGETHER_S = 0.01
 OUTLIER = 3.0  # a request whose residual passes this many times the median absolute residual is left out, once
 
+SAMPLE_ROWS = 4000  # clean gaps, and prefill rows, a result carries for pooling (module doc)
+
 Prefill = tuple[float, float, int, int, int]  # (sent s, time to first token s, new tokens, cached tokens, decoding)
+# (new tokens, cached tokens, the batch's tokens, the batch's tokens x mean context, time to first token s, decoding)
+PrefillRow = tuple[int, int, float, float, float, int]
 
 
 def decode_iterations(gaps: dict[int, Reservoir]) -> list[tuple[int, float, int]]:
@@ -64,9 +81,10 @@ def _work(new: int, cached: int) -> tuple[float, float]:
     return float(new), new * (cached + new / 2)
 
 
-def batched_work(prefills: list[Prefill]) -> list[tuple[float, float]]:
-    """For each request (in the order given), the summed features of the prompts whose prefill overlapped its
-    own, its own included."""
+def batched_work(prefills: list[Prefill], together_s: float = TOGETHER_S) -> list[tuple[float, float]]:
+    """For each request (in the order given), the summed features of the prompts of its batch, its own included:
+    those whose prefill overlapped its own and whose first token came within ``together_s`` of its own (one batch
+    ends for all its prompts at once; a prompt sent while another's batch ran joined the next one)."""
     order = sorted(range(len(prefills)), key=lambda i: prefills[i][0])
     sent = [prefills[i][0] for i in order]
     longest = max((p[1] for p in prefills), default=0.0)
@@ -76,7 +94,8 @@ def batched_work(prefills: list[Prefill]) -> list[tuple[float, float]]:
         hi = bisect_left(sent, start + ttft)
         x1 = x2 = 0.0
         for j in order[lo:hi]:
-            if prefills[j][0] + prefills[j][1] >= start:
+            first = prefills[j][0] + prefills[j][1]
+            if first >= start and abs(first - (start + ttft)) <= together_s:
                 w1, w2 = _work(prefills[j][2], prefills[j][3])
                 x1, x2 = x1 + w1, x2 + w2
         out.append((x1, x2))
@@ -133,27 +152,41 @@ def decode_fit(gaps: dict[int, Reservoir]) -> tuple[float, float, float] | None:
     return (c0, c1, c2) if c0 + c1 + c2 > 0 else None
 
 
+def prefill_rows(prefills: list[Prefill]) -> list[PrefillRow]:
+    """Each request's row for the prefill fit: its own prompt, the batch it joined (``batched_work``), its time."""
+    return [
+        (new, cached, x1, x2, ttft, beside)
+        for (_, ttft, new, cached, beside), (x1, x2) in zip(prefills, batched_work(prefills), strict=True)
+    ]
+
+
 def prefill_fit(
     prefills: list[Prefill], iterations: list[tuple[int, float, int]]
 ) -> tuple[float, float, float, float] | None:
     """``(c, a, b, tokens/s at the median request)`` (module doc); None without a decode curve or enough
     requests."""
+    return fit_prefill(prefill_rows(prefills), iterations)
+
+
+def fit_prefill(
+    prefills: Sequence[PrefillRow], iterations: list[tuple[int, float, int]]
+) -> tuple[float, float, float, float] | None:
+    """``prefill_fit`` over rows already batched (one result's, or several results' pooled)."""
     if not iterations or len(prefills) < MIN_PREFILLS:
         return None
     from kvbudget.simulate.measured import MeasuredSpeeds
 
     curve = MeasuredSpeeds("", 1.0, tuple((k, 1 / t) for k, t, _ in iterations))
     rows: list[tuple[float, ...]] = [
-        (1.0, x1, x2, ttft - curve.iteration_s(beside + 1))
-        for (_, ttft, _, _, beside), (x1, x2) in zip(prefills, batched_work(prefills), strict=True)
+        (1.0, x1, x2, ttft - curve.iteration_s(beside + 1)) for _, _, x1, x2, ttft, beside in prefills
     ]
     c, a, b = _fit(rows)
     spread = percentile([abs(r[3] - c - a * r[1] - b * r[2]) for r in rows], 50) or 0.0
     kept = [r for r in rows if abs(r[3] - c - a * r[1] - b * r[2]) <= OUTLIER * spread]
     if len(kept) >= MIN_PREFILLS:
         c, a, b = _fit(kept)
-    new = percentile([float(p[2]) for p in prefills], 50) or 1.0
-    cached = percentile([float(p[3]) for p in prefills], 50) or 0.0
+    new = percentile([float(p[0]) for p in prefills], 50) or 1.0
+    cached = percentile([float(p[1]) for p in prefills], 50) or 0.0
     seconds = a * new + b * new * (cached + new / 2)
     if seconds <= 0:
         return None
@@ -161,9 +194,34 @@ def prefill_fit(
 
 
 def speeds_json(gaps: dict[int, Reservoir], prefills: list[Prefill]) -> dict[str, object]:
-    """The document's ``speeds``: what ``--speed-from`` reads (kvbudget.simulate.measured)."""
+    """The document's ``speeds``: what ``--speed-from`` reads (kvbudget.simulate.measured), with its sample."""
+    rows = prefill_rows(prefills)
+    flat = [(k, held, gap) for k, sample in sorted(gaps.items()) for held, gap in sample.values]
+    return {**_figures(gaps, rows), "sample": _sample(flat, rows)}
+
+
+def refit(gaps: Sequence[tuple[int, int, float]], prefills: Sequence[PrefillRow]) -> dict[str, object]:
+    """The figures of ``speeds`` fitted once over samples pooled from several results (``sample``, module doc)."""
+    by: dict[int, Reservoir] = {}
+    for running, held, gap in gaps:
+        by.setdefault(running, Reservoir()).add((held, gap))
+    return _figures(by, prefills)
+
+
+def _sample(gaps: list[tuple[int, int, float]], prefills: list[PrefillRow]) -> dict[str, object]:
+    """At most SAMPLE_ROWS of each, a seeded uniform subsample past that (a mean per sessions stays unbiased)."""
+    rng = random.Random(0)
+    gaps = gaps if len(gaps) <= SAMPLE_ROWS else rng.sample(gaps, SAMPLE_ROWS)
+    prefills = prefills if len(prefills) <= SAMPLE_ROWS else rng.sample(prefills, SAMPLE_ROWS)
+    return {
+        "gaps": [[k, held, round(gap, 6)] for k, held, gap in gaps],
+        "prefills": [[new, cached, x1, x2, round(ttft, 6), beside] for new, cached, x1, x2, ttft, beside in prefills],
+    }
+
+
+def _figures(gaps: dict[int, Reservoir], rows: Sequence[PrefillRow]) -> dict[str, object]:
     iterations = decode_iterations(gaps)
-    fit = prefill_fit(prefills, iterations)
+    fit = fit_prefill(rows, iterations)
     decode = decode_fit(gaps)
     return {
         "decode_iterations": [{"running": k, "iteration_s": round(t, 6), "gaps": n} for k, t, n in iterations],
@@ -174,7 +232,7 @@ def speeds_json(gaps: dict[int, Reservoir], prefills: list[Prefill]) -> dict[str
         "prefill_s_per_token": None if fit is None else fit[1],
         "prefill_s_per_token_context": None if fit is None else fit[2],
         "first_token_overhead_s": None if fit is None else fit[0],
-        "prefill_requests": len(prefills),
+        "prefill_requests": len(rows),
         "basis": (
             f"decode: the mean clean stream gap (no prompt in flight, the same sessions decoding; at least "
             f"{MIN_GAPS} per point, the slowest {TRIM:.0%} left out) per sessions decoding; prefill: time to first "
