@@ -20,7 +20,9 @@ Also measured: the memory of 10,000 resident sessions in the gateway's own struc
 pending trace row each, as under ``--record``), by tracemalloc, in this process.
 
 ``--smoke``: fewer requests (for a quick check); ``--json``: only the document; ``--state redis://...``: the
-gateway keeps its sessions in that Redis (each request a new session: one admission script and one release).
+gateway keeps its sessions in that Redis (each request a new session: one admission script and one release);
+``--profile FILE``: the gateway runs under cProfile, its statistics written to FILE when it stops (read them with
+``python -m pstats FILE``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,16 @@ import aiohttp
 from aiohttp import web
 
 ROOT = Path(__file__).resolve().parents[1]
+PROFILED = """import cProfile, time
+from kvbudget.cli.main import entry
+profile = cProfile.Profile(time.process_time)
+profile.enable()
+try:
+    entry()
+finally:
+    profile.disable()
+    profile.dump_stats({file!r})
+"""
 EVENTS = 8
 
 
@@ -139,9 +151,14 @@ async def _serve_upstream() -> None:
 
 
 async def _bench(
-    smoke: bool, engine: str, state: str | None = None, levels: tuple[int, ...] = (1, 64, 512)
+    smoke: bool,
+    engine: str,
+    state: str | None = None,
+    levels: tuple[int, ...] = (1, 64, 512),
+    profile: str | None = None,
 ) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    path = [str(ROOT / "src")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     server = subprocess.Popen([sys.executable, __file__, "--serve-upstream"], stdout=subprocess.PIPE, text=True,
                               env=env)  # fmt: skip
     assert server.stdout is not None
@@ -150,6 +167,8 @@ async def _bench(
                "--cap", "1M", "--sessions", "100000", "--engine", engine]  # fmt: skip
     if state is not None:
         command += ["--state", state]
+    if profile is not None:  # CPU time (process_time), not wall time: a wait for a busy core is not the gateway's cost
+        command[1:3] = ["-c", PROFILED.format(file=profile)]  # in place of -m kvbudget
     gateway = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
     assert gateway.stdout is not None
     line = await asyncio.to_thread(gateway.stdout.readline)
@@ -224,13 +243,14 @@ def main() -> int:
     parser.add_argument("--engine", default="llamacpp", help=f"the gateway's --engine ({counting})")
     parser.add_argument("--state", help="the gateway's --state (redis://HOST:PORT/DB: two Redis calls a request)")
     parser.add_argument("--streams", default="1,64,512", help="concurrent streams to measure, e.g. 1,64,512")
+    parser.add_argument("--profile", help="run the gateway under cProfile and write its statistics to this file")
     parser.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)  # the upstream's process
     args = parser.parse_args()
     if args.serve_upstream:
         asyncio.run(_serve_upstream())
         return 0
     levels = tuple(int(part) for part in args.streams.split(",") if part.strip())
-    result = asyncio.run(_bench(args.smoke, args.engine, args.state, levels))
+    result = asyncio.run(_bench(args.smoke, args.engine, args.state, levels, args.profile))
     result["memory"] = _session_memory()
     if not args.json:
         for streams, row in result["concurrency"].items():

@@ -71,3 +71,15 @@ class Upstreams:
                     return reply.status, None
 
         return post
+
+    def getter(self, upstream: str) -> caps.Get:
+        """GET a JSON answer from ``upstream`` (what the count's bound learns: llama-server's ``/v1/models``)."""
+
+        async def get(path: str) -> tuple[int, Any]:
+            async with self.client.get(upstream + path, headers={"accept-encoding": "identity", **self.auth}) as reply:
+                try:
+                    return reply.status, await reply.json(content_type=None)
+                except ValueError:
+                    return reply.status, None
+
+        return get
