@@ -2,10 +2,11 @@
 
 A small local upstream (aiohttp, in a process of its own on this machine, as an engine is) answers like
 llama-server with no model behind it:
-``/apply-template`` and ``/tokenize`` (the gateway counts every request through them, as it does with a real
-llama-server) and a streamed chat completion of ``EVENTS`` SSE events plus the usage event. The gateway runs as
-its command line (a subprocess, ``--engine llamacpp``). A client (aiohttp) sends streamed requests at 1, 64 and
-512 concurrent streams (``--streams``), each stream a session of its own, directly and through the gateway,
+``/v1/models`` (a BPE vocabulary), ``/apply-template`` and ``/tokenize`` (the gateway counts a request through
+them, as it does with a real llama-server, unless its bound proves it fits: ``--cap 1M``, the default, skips every
+count, ``--cap 24`` none) and a streamed chat completion of ``EVENTS`` SSE events plus the usage event. The
+gateway runs as its command line (a subprocess, ``--engine llamacpp``). A client (aiohttp) sends streamed
+requests at 1, 64 and 512 concurrent streams (``--streams``), each stream a session of its own, directly and through the gateway,
 rounds alternating;
 reported per concurrency: time to first byte and to the last byte, p50 and p99, direct and through the gateway,
 and the added p50/p99 (gateway minus direct, of the same percentile). The upstream runs in its own process so
@@ -76,7 +77,11 @@ def _upstream_app() -> web.Application:
         await reply.write_eof()
         return reply
 
+    async def models(request: web.Request) -> web.Response:  # llama-server's meta: a BPE vocabulary (2)
+        return web.json_response({"object": "list", "data": [{"id": "bench", "meta": {"vocab_type": 2}}]})
+
     app = web.Application()
+    app.router.add_get("/v1/models", models)
     app.router.add_post("/apply-template", template)
     app.router.add_post("/tokenize", tokenize)
     app.router.add_post("/v1/chat/completions", chat)
@@ -156,6 +161,7 @@ async def _bench(
     state: str | None = None,
     levels: tuple[int, ...] = (1, 64, 512),
     profile: str | None = None,
+    cap: str = "1M",
 ) -> dict[str, Any]:
     path = [str(ROOT / "src")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
@@ -164,7 +170,7 @@ async def _bench(
     assert server.stdout is not None
     upstream = (await asyncio.to_thread(server.stdout.readline)).strip()
     command = [sys.executable, "-m", "kvbudget", "gateway", "--upstream", upstream, "--port", "0",
-               "--cap", "1M", "--sessions", "100000", "--engine", engine]  # fmt: skip
+               "--cap", cap, "--sessions", "100000", "--engine", engine]  # fmt: skip
     if state is not None:
         command += ["--state", state]
     if profile is not None:  # CPU time (process_time), not wall time: a wait for a busy core is not the gateway's cost
@@ -173,7 +179,8 @@ async def _bench(
     assert gateway.stdout is not None
     line = await asyncio.to_thread(gateway.stdout.readline)
     url = line.split()[2].rstrip("/")
-    out: dict[str, Any] = {"events_per_stream": EVENTS, "engine": engine, "state": "redis" if state else "memory",
+    out: dict[str, Any] = {"events_per_stream": EVENTS, "engine": engine, "cap": cap,
+                           "state": "redis" if state else "memory",
                            "concurrency": {}}  # fmt: skip
     out["load_average_before"] = [round(x, 2) for x in os.getloadavg()]  # the machine's load, stated with the figures
     try:
@@ -243,6 +250,8 @@ def main() -> int:
     parser.add_argument("--engine", default="llamacpp", help=f"the gateway's --engine ({counting})")
     parser.add_argument("--state", help="the gateway's --state (redis://HOST:PORT/DB: two Redis calls a request)")
     parser.add_argument("--streams", default="1,64,512", help="concurrent streams to measure, e.g. 1,64,512")
+    parser.add_argument("--cap", default="1M", help="the gateway's --cap (1M: every request provably fits and skips "
+                        "the count; 24: the bound no longer fits, every request is counted)")  # fmt: skip
     parser.add_argument("--profile", help="run the gateway under cProfile and write its statistics to this file")
     parser.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)  # the upstream's process
     args = parser.parse_args()
@@ -250,7 +259,7 @@ def main() -> int:
         asyncio.run(_serve_upstream())
         return 0
     levels = tuple(int(part) for part in args.streams.split(",") if part.strip())
-    result = asyncio.run(_bench(args.smoke, args.engine, args.state, levels, args.profile))
+    result = asyncio.run(_bench(args.smoke, args.engine, args.state, levels, args.profile, args.cap))
     result["memory"] = _session_memory()
     if not args.json:
         for streams, row in result["concurrency"].items():
