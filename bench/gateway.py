@@ -7,8 +7,8 @@ them, as it does with a real llama-server, unless its bound proves it fits: ``--
 count, ``--cap 24`` none) and a streamed chat completion of ``EVENTS`` SSE events plus the usage event. The
 gateway runs as its command line (a subprocess, ``--engine llamacpp``). A client (aiohttp) sends streamed
 requests at 1, 64 and 512 concurrent streams (``--streams``), each stream a session of its own, directly and
-through the gateway, rounds alternating; reported per concurrency: time to first byte and to the last byte, p50 and p99, direct and through the gateway,
-and the added p50/p99 (gateway minus direct, of the same percentile). The upstream runs in its own process so
+through the gateway, rounds alternating; reported per concurrency: time to first byte and to the last byte,
+p50 and p99, direct and through the gateway, and the added p50/p99 (gateway minus direct, of the same percentile). The upstream runs in its own process so
 that the direct call crosses processes as a call to an engine does: with the upstream inside the client's event
 loop, a direct call never waited for the scheduler, and on an oversubscribed machine each wake-up of another
 process costs milliseconds, which the "added" figure then wrongly charged to the gateway. Also reported: the
