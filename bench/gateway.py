@@ -1,20 +1,19 @@
 """Gateway overhead benchmark: the latency ``kvbudget gateway`` adds over a direct call, per streamed request.
 
 A small local upstream (aiohttp, in a process of its own on this machine, as an engine is) answers like
-llama-server with no model behind it:
-``/v1/models`` (a BPE vocabulary), ``/apply-template`` and ``/tokenize`` (the gateway counts a request through
-them, as it does with a real llama-server, unless its bound proves it fits: ``--cap 1M``, the default, skips every
-count, ``--cap 24`` none) and a streamed chat completion of ``EVENTS`` SSE events plus the usage event. The
-gateway runs as its command line (a subprocess, ``--engine llamacpp``). A client (aiohttp) sends streamed
-requests at 1, 64 and 512 concurrent streams (``--streams``), each stream a session of its own, directly and
-through the gateway, rounds alternating; reported per concurrency: time to first byte and to the last byte,
-p50 and p99, direct and through the gateway, and the added p50/p99 (gateway minus direct, of the same percentile). The upstream runs in its own process so
-that the direct call crosses processes as a call to an engine does: with the upstream inside the client's event
-loop, a direct call never waited for the scheduler, and on an oversubscribed machine each wake-up of another
-process costs milliseconds, which the "added" figure then wrongly charged to the gateway. Also reported: the
-gateway process's own CPU time per request (user + system, /proc), its cost whatever the machine's load.
-Measured, on whatever machine runs it: a shared 2-core machine makes the 64-stream figures mostly queueing on
-the CPU. Results: one JSON document.
+llama-server with no model behind it: ``/v1/models`` (a BPE vocabulary), ``/apply-template`` and ``/tokenize`` (the
+gateway counts a request through them, as it does with a real llama-server, unless its bound proves it fits:
+``--cap 1M``, the default, skips every count, ``--cap 24`` none) and a streamed chat completion of ``EVENTS`` SSE
+events plus the usage event. The gateway runs as its command line (a subprocess, ``--engine llamacpp``). A client
+(aiohttp) sends streamed requests at 1, 64 and 512 concurrent streams (``--streams``), each stream a session of its
+own, directly and through the gateway, rounds alternating; reported per concurrency: time to first byte and to the
+last byte, p50 and p99, direct and through the gateway, and the added p50/p99 (gateway minus direct, of the same
+percentile). The upstream runs in its own process so that the direct call crosses processes as a call to an engine
+does: with the upstream inside the client's event loop, a direct call never waited for the scheduler, and on an
+oversubscribed machine each wake-up of another process costs milliseconds, which the "added" figure then wrongly
+charged to the gateway. Also reported: the gateway process's own CPU time per request (user + system, /proc), its
+cost whatever the machine's load. Measured, on whatever machine runs it: a shared 2-core machine makes the
+64-stream figures mostly queueing on the CPU. Results: one JSON document.
 
 Also measured: the memory of 10,000 resident sessions in the gateway's own structures (admission state with a
 pending trace row each, as under ``--record``), by tracemalloc, in this process.
