@@ -1,26 +1,27 @@
 """Gateway overhead benchmark: the latency ``kvbudget gateway`` adds over a direct call, per streamed request.
 
 A small local upstream (aiohttp, in a process of its own on this machine, as an engine is) answers like
-llama-server with no model behind it:
-``/apply-template`` and ``/tokenize`` (the gateway counts every request through them, as it does with a real
-llama-server) and a streamed chat completion of ``EVENTS`` SSE events plus the usage event. The gateway runs as
-its command line (a subprocess, ``--engine llamacpp``). A client (aiohttp) sends streamed requests at 1, 64 and
-512 concurrent streams (``--streams``), each stream a session of its own, directly and through the gateway,
-rounds alternating;
-reported per concurrency: time to first byte and to the last byte, p50 and p99, direct and through the gateway,
-and the added p50/p99 (gateway minus direct, of the same percentile). The upstream runs in its own process so
-that the direct call crosses processes as a call to an engine does: with the upstream inside the client's event
-loop, a direct call never waited for the scheduler, and on an oversubscribed machine each wake-up of another
-process costs milliseconds, which the "added" figure then wrongly charged to the gateway. Also reported: the
-gateway process's own CPU time per request (user + system, /proc), its cost whatever the machine's load.
-Measured, on whatever machine runs it: a shared 2-core machine makes the 64-stream figures mostly queueing on
-the CPU. Results: one JSON document.
+llama-server with no model behind it: ``/v1/models`` (a BPE vocabulary), ``/apply-template`` and ``/tokenize`` (the
+gateway counts a request through them, as it does with a real llama-server, unless its bound proves it fits:
+``--cap 1M``, the default, skips every count, ``--cap 24`` none) and a streamed chat completion of ``EVENTS`` SSE
+events plus the usage event. The gateway runs as its command line (a subprocess, ``--engine llamacpp``). A client
+(aiohttp) sends streamed requests at 1, 64 and 512 concurrent streams (``--streams``), each stream a session of its
+own, directly and through the gateway, rounds alternating; reported per concurrency: time to first byte and to the
+last byte, p50 and p99, direct and through the gateway, and the added p50/p99 (gateway minus direct, of the same
+percentile). The upstream runs in its own process so that the direct call crosses processes as a call to an engine
+does: with the upstream inside the client's event loop, a direct call never waited for the scheduler, and on an
+oversubscribed machine each wake-up of another process costs milliseconds, which the "added" figure then wrongly
+charged to the gateway. Also reported: the gateway process's own CPU time per request (user + system, /proc), its
+cost whatever the machine's load. Measured, on whatever machine runs it: a shared 2-core machine makes the
+64-stream figures mostly queueing on the CPU. Results: one JSON document.
 
 Also measured: the memory of 10,000 resident sessions in the gateway's own structures (admission state with a
 pending trace row each, as under ``--record``), by tracemalloc, in this process.
 
 ``--smoke``: fewer requests (for a quick check); ``--json``: only the document; ``--state redis://...``: the
-gateway keeps its sessions in that Redis (each request a new session: one admission script and one release).
+gateway keeps its sessions in that Redis (each request a new session: one admission script and one release);
+``--profile FILE``: the gateway runs under cProfile, its statistics written to FILE when it stops (read them with
+``python -m pstats FILE``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,16 @@ import aiohttp
 from aiohttp import web
 
 ROOT = Path(__file__).resolve().parents[1]
+PROFILED = """import cProfile, time
+from kvbudget.cli.main import entry
+profile = cProfile.Profile(time.process_time)
+profile.enable()
+try:
+    entry()
+finally:
+    profile.disable()
+    profile.dump_stats({file!r})
+"""
 EVENTS = 8
 
 
@@ -64,7 +75,11 @@ def _upstream_app() -> web.Application:
         await reply.write_eof()
         return reply
 
+    async def models(request: web.Request) -> web.Response:  # llama-server's meta: a BPE vocabulary (2)
+        return web.json_response({"object": "list", "data": [{"id": "bench", "meta": {"vocab_type": 2}}]})
+
     app = web.Application()
+    app.router.add_get("/v1/models", models)
     app.router.add_post("/apply-template", template)
     app.router.add_post("/tokenize", tokenize)
     app.router.add_post("/v1/chat/completions", chat)
@@ -139,22 +154,31 @@ async def _serve_upstream() -> None:
 
 
 async def _bench(
-    smoke: bool, engine: str, state: str | None = None, levels: tuple[int, ...] = (1, 64, 512)
+    smoke: bool,
+    engine: str,
+    state: str | None = None,
+    levels: tuple[int, ...] = (1, 64, 512),
+    profile: str | None = None,
+    cap: str = "1M",
 ) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    path = [str(ROOT / "src")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     server = subprocess.Popen([sys.executable, __file__, "--serve-upstream"], stdout=subprocess.PIPE, text=True,
                               env=env)  # fmt: skip
     assert server.stdout is not None
     upstream = (await asyncio.to_thread(server.stdout.readline)).strip()
     command = [sys.executable, "-m", "kvbudget", "gateway", "--upstream", upstream, "--port", "0",
-               "--cap", "1M", "--sessions", "100000", "--engine", engine]  # fmt: skip
+               "--cap", cap, "--sessions", "100000", "--engine", engine]  # fmt: skip
     if state is not None:
         command += ["--state", state]
+    if profile is not None:  # CPU time (process_time), not wall time: a wait for a busy core is not the gateway's cost
+        command[1:3] = ["-c", PROFILED.format(file=profile)]  # in place of -m kvbudget
     gateway = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
     assert gateway.stdout is not None
     line = await asyncio.to_thread(gateway.stdout.readline)
     url = line.split()[2].rstrip("/")
-    out: dict[str, Any] = {"events_per_stream": EVENTS, "engine": engine, "state": "redis" if state else "memory",
+    out: dict[str, Any] = {"events_per_stream": EVENTS, "engine": engine, "cap": cap,
+                           "state": "redis" if state else "memory",
                            "concurrency": {}}  # fmt: skip
     out["load_average_before"] = [round(x, 2) for x in os.getloadavg()]  # the machine's load, stated with the figures
     try:
@@ -224,13 +248,16 @@ def main() -> int:
     parser.add_argument("--engine", default="llamacpp", help=f"the gateway's --engine ({counting})")
     parser.add_argument("--state", help="the gateway's --state (redis://HOST:PORT/DB: two Redis calls a request)")
     parser.add_argument("--streams", default="1,64,512", help="concurrent streams to measure, e.g. 1,64,512")
+    parser.add_argument("--cap", default="1M", help="the gateway's --cap (1M: every request provably fits and skips "
+                        "the count; 24: the bound no longer fits, every request is counted)")  # fmt: skip
+    parser.add_argument("--profile", help="run the gateway under cProfile and write its statistics to this file")
     parser.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)  # the upstream's process
     args = parser.parse_args()
     if args.serve_upstream:
         asyncio.run(_serve_upstream())
         return 0
     levels = tuple(int(part) for part in args.streams.split(",") if part.strip())
-    result = asyncio.run(_bench(args.smoke, args.engine, args.state, levels))
+    result = asyncio.run(_bench(args.smoke, args.engine, args.state, levels, args.profile, args.cap))
     result["memory"] = _session_memory()
     if not args.json:
         for streams, row in result["concurrency"].items():

@@ -83,7 +83,8 @@ def events(reply: http.client.HTTPResponse) -> Iterator[tuple[float, str]]:
 
 
 def start(upstream: str, *args: str) -> Gateway:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    path = [str(ROOT / "src")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}  # this tree first, then what the caller adds
     command = [sys.executable, "-m", "kvbudget", "gateway", "--upstream", upstream, "--port", "0", *args]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     assert process.stdout is not None

@@ -3,7 +3,8 @@
 are the gateway's own; any other path is relayed as is to the first healthy upstream.
 
 Response headers the gateway adds: ``x-session-id`` (the resolved session), ``x-kvbudget-session-source`` (which
-link of the chain named it), ``x-kvbudget-prompt-tokens`` (as counted before forwarding) and, where the cap
+link of the chain named it), ``x-kvbudget-prompt-tokens`` (as counted before forwarding) or, where the count was
+skipped, ``x-kvbudget-prompt-bound`` (the proven upper bound that fit, gateway/bound.py) and, where the cap
 acted, ``x-kvbudget-cap`` (``truncated|compacted dropped_turns=N dropped_tokens=M``), ``x-kvbudget-summary``
 (``covers_messages=K``: a kept summary replaced them) and ``x-kvbudget-compact-failed`` (why compact fell back to
 truncate). A refused new session gets 429 with ``Retry-After`` and ``x-kvbudget-refused`` (``queue-timeout``,
@@ -72,7 +73,8 @@ class Gateway:
         self.admission = state(settings, self._ended)
         self.metrics = Metrics(settings.upstreams, settings.sessions, settings.cap)
         self.counters = {
-            upstream: caps.Counter(settings.engine, self.upstreams.poster(upstream)) for upstream in settings.upstreams
+            upstream: caps.Counter(settings.engine, self.upstreams.poster(upstream), self.upstreams.getter(upstream))
+            for upstream in settings.upstreams
         }
         self.health = Health(settings.upstreams, self.admission.healthy, self.upstreams.status,
                              interval_s=settings.health_interval_s, on_change=self.metrics.set_healthy)  # fmt: skip
@@ -219,7 +221,7 @@ class Gateway:
         self, request: Request, body: dict[str, Any], session: Session, identity: sessions.Identity,
         arrived: float, ours: dict[str, str],
     ) -> Response | Relay:  # fmt: skip
-        path, cap = request.url.path, self.settings.cap
+        path, cap = request.scope["path"], self.settings.cap  # the URL object need not be built
         counter = self.counters[session.upstream]
         original, memory = body, None
         if self.settings.on_cap == "compact":
@@ -228,13 +230,19 @@ class Gateway:
             if covered:
                 memory = kept if isinstance(kept, compact.Memory) else None
                 ours["x-kvbudget-summary"] = f"covers_messages={covered}"
-        try:
-            count = await counter.count(path, body)
+        budget = caps.generation_budget(body)
+        try:  # a request that provably fits skips the exact count (a budget is needed: it is what fits)
+            count = None if budget is None else await counter.bound(body, cap - budget)
+            if count is None:
+                count = await counter.count(path, body)
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             self.metrics.upstream_errors.labels(session.upstream, "count").inc()
             return upstream_error(exc, "while counting tokens", ours)
-        budget = caps.generation_budget(body)
-        ours["x-kvbudget-prompt-tokens"] = str(count.prompt_tokens)
+        if count.basis == "bound":
+            self.metrics.count_skipped.inc()
+            ours["x-kvbudget-prompt-bound"] = str(count.prompt_tokens)
+        else:
+            ours["x-kvbudget-prompt-tokens"] = str(count.prompt_tokens)
         cap_event, dropped = None, 0
         if count.prompt_tokens + (budget or 0) > cap or (budget is None and count.prompt_tokens >= cap):
             held = await self._hold_cap(path, session, counter, original, body, memory, count, budget, ours, arrived)
@@ -271,9 +279,11 @@ class Gateway:
                     usage = outcome.usage or {}
                     prompt = usage.get("prompt_tokens")
                     if isinstance(prompt, int):
+                        if counter.exceeded(count, prompt):
+                            self.metrics.bound_exceeded.labels(session.upstream).inc()
                         self.metrics.count_error.inc(abs(counter.reconcile(count, prompt)))
                     else:
-                        prompt = count.prompt_tokens
+                        prompt = await self._exact(counter, path, body, count)
                     output = usage.get("completion_tokens")
                     details = usage.get("prompt_tokens_details")
                     cached = details.get("cached_tokens") if isinstance(details, dict) else None
@@ -285,6 +295,16 @@ class Gateway:
                 await self.admission.release(session)
 
         return Relay(upstream, ours, done, hide_usage=hide_usage)
+
+    async def _exact(self, counter: caps.Counter, path: str, body: dict[str, Any], count: caps.Count) -> int:
+        """The prompt tokens of an answer without ``usage``: as counted, or counted now when the count was skipped
+        (the record stays exact; the bound where the upstream cannot count)."""
+        if count.basis != "bound":
+            return count.prompt_tokens
+        try:
+            return (await counter.count(path, body)).prompt_tokens
+        except (aiohttp.ClientError, asyncio.TimeoutError):
+            return count.prompt_tokens
 
     async def _hold_cap(
         self, path: str, session: Session, counter: caps.Counter, original: dict[str, Any], body: dict[str, Any],

@@ -6,7 +6,9 @@ Counting goes through the engine's own endpoints, chat template included (exact)
   handle_apply_template and handle_tokenize);
 * vLLM: ``POST /tokenize`` with the messages and ``add_generation_prompt`` (vllm/entrypoints/openai
   serving_tokenization.py), which answers ``count``.
-An engine without such an endpoint gets a heuristic, the request's UTF-8 bytes / 4 scaled by the ratio that
+A request that provably fits skips the exact count (llama-server only; gateway/bound.py: a bound on the tokens
+from the rendered bytes, proven from llama.cpp's tokenizers). An engine without such an endpoint gets a
+heuristic, the request's UTF-8 bytes / 4 scaled by the ratio that
 the engine's reported ``usage.prompt_tokens`` showed so far (reconciled after every answer).
 
 The generation budget is ``max_completion_tokens`` or ``max_tokens``; a request without one is given
@@ -18,29 +20,84 @@ the leading system/developer messages are never dropped) until the request fits.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-# (path, JSON body) -> (HTTP status, JSON answer or None)
-Post = Callable[[str, dict[str, Any]], Awaitable[tuple[int, Any]]]
+from kvbudget.gateway import bound as bounds
+from kvbudget.gateway.bound import Get, Post
+
 HEURISTIC_BYTES_PER_TOKEN = 4.0  # a rough English BPE figure; corrected from the engine's usage (heuristic)
 
 
 @dataclass(frozen=True)
 class Count:
     prompt_tokens: int
-    basis: str  # "engine" (its tokenizer) or "heuristic"
+    basis: str  # "engine" (its tokenizer), "heuristic", or "bound" (an upper bound: the count was skipped)
 
 
 class Counter:
     """Counts prompt tokens through the upstream; ``engine`` is auto, llamacpp, vllm or another name."""
 
-    def __init__(self, engine: str, post: Post) -> None:
+    def __init__(self, engine: str, post: Post, get: Get | None = None) -> None:
         self.engine = engine
         self.post = post
+        self.get = get
         self.ratio = 1.0  # heuristic correction: reported / estimated, from the engine's usage
+        self.bounding: bool | None = None  # None: not learned yet; False: every request is counted
+        self.vocab_type = 0
+        self.template: bounds.Template | None = None
+        self._learning = asyncio.Lock()
+
+    async def bound(self, body: dict[str, Any], room: int) -> Count | None:
+        """A proven upper bound on the prompt tokens when it is within ``room`` (the count can be skipped), else
+        None (count exactly). llama-server only, once the engine is known (gateway/bound.py)."""
+        if self.engine != "llamacpp" or self.bounding is False or not bounds.plain(body):
+            return None
+        if self.bounding is None:
+            async with self._learning:  # one learning per upstream, whatever arrives meanwhile
+                if self.bounding is None:
+                    await self._learn()
+            if not self.bounding:
+                return None
+        messages, prompt = body.get("messages"), body.get("prompt")
+        if isinstance(messages, list):
+            rendered = None if self.template is None else self.template.rendered_bytes(messages)
+        else:
+            rendered = len(prompt.encode()) if isinstance(prompt, str) and "messages" not in body else None
+        if rendered is None:
+            return None
+        tokens = bounds.token_bound(self.vocab_type, rendered)
+        return Count(tokens, "bound") if tokens <= room else None
+
+    async def _learn(self) -> None:
+        """The upstream's vocabulary type (``GET /v1/models``: ``meta.vocab_type``) and chat template's rendering.
+        A connection failure leaves it unlearned (tried again with the next request); an answer without a usable
+        vocabulary type turns the bound off on this upstream."""
+        if self.get is None:
+            self.bounding = False
+            return
+        status, models = await self.get("/v1/models")
+        data = models.get("data") if isinstance(models, dict) else None
+        meta = data[0].get("meta") if isinstance(data, list) and data and isinstance(data[0], dict) else None
+        vocab = meta.get("vocab_type") if isinstance(meta, dict) else None
+        # a bool is no vocabulary type (llama.cpp builds after b10585 may serialise the enum as true/false)
+        if status != 200 or type(vocab) is not int or vocab not in bounds.PER_BYTE:
+            self.bounding = False
+            return
+        self.vocab_type = vocab
+        self.template = await bounds.learn_template(self.post)  # None: chat requests are counted, prompts bounded
+        self.bounding = True
+
+    def exceeded(self, counted: Count, reported: int) -> bool:
+        """The engine reported more prompt tokens than a bound said: the template rendered past what was learned.
+        The bound is off on this upstream from now on (every request counted)."""
+        if counted.basis == "bound" and reported > counted.prompt_tokens:
+            self.bounding = False
+            return True
+        return False
 
     async def count(self, path: str, body: dict[str, Any]) -> Count:
         if self.engine == "auto":
@@ -101,7 +158,10 @@ class Counter:
         return len(json.dumps(payload, ensure_ascii=False).encode()) / HEURISTIC_BYTES_PER_TOKEN
 
     def reconcile(self, counted: Count, reported: int) -> int:
-        """Learn from the engine's reported prompt tokens; returns reported - counted (0 when exact)."""
+        """Learn from the engine's reported prompt tokens; returns reported - counted (0 when exact; 0 for a bound,
+        which ``exceeded`` checks)."""
+        if counted.basis == "bound":
+            return 0
         if counted.basis == "heuristic" and counted.prompt_tokens > 0 and reported > 0:
             self.ratio *= 0.8 + 0.2 * reported / counted.prompt_tokens  # a slow moving average of the error
         return reported - counted.prompt_tokens

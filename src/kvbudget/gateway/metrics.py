@@ -50,6 +50,13 @@ class Metrics:
             PREFIX + "count_error_tokens", "Tokens the engine reported minus those counted (absolute)", registry=r
         )
 
+        self.count_skipped = Counter(
+            PREFIX + "count_skipped", "Requests forwarded without an exact count: a proven bound fit", registry=r
+        )
+        self.bound_exceeded = Counter(
+            PREFIX + "bound_exceeded", "Engine usage above a bound (the bound is then off on that upstream)",
+            ["upstream"], registry=r,
+        )  # fmt: skip
         self.health_changes = Counter(PREFIX + "upstream_health_changes", "Upstreams taken out (down) or back (up)",
                                       ["upstream", "to"], registry=r)  # fmt: skip
         self.moved = Counter(PREFIX + "sessions_moved", "Resident sessions moved off an upstream out of health",

@@ -13,7 +13,7 @@ from typing import Any
 
 import aiohttp
 
-from kvbudget.gateway import cap as caps
+from kvbudget.gateway.bound import Get, Post
 
 NOT_FORWARDED = frozenset(
     ("host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
@@ -60,7 +60,7 @@ class Upstreams:
         except aiohttp.ClientError:
             return 0
 
-    def poster(self, upstream: str) -> caps.Post:
+    def poster(self, upstream: str) -> Post:
         """POST a JSON body to ``upstream`` (the counting and summarising calls): the status and JSON answer."""
 
         async def post(path: str, body: dict[str, Any]) -> tuple[int, Any]:
@@ -71,3 +71,15 @@ class Upstreams:
                     return reply.status, None
 
         return post
+
+    def getter(self, upstream: str) -> Get:
+        """GET a JSON answer from ``upstream`` (what the count's bound learns: llama-server's ``/v1/models``)."""
+
+        async def get(path: str) -> tuple[int, Any]:
+            async with self.client.get(upstream + path, headers={"accept-encoding": "identity", **self.auth}) as reply:
+                try:
+                    return reply.status, await reply.json(content_type=None)
+                except ValueError:
+                    return reply.status, None
+
+        return get
