@@ -8,6 +8,7 @@ import pytest
 
 from kvbudget.engines import parse_engine
 from kvbudget.engines.base import EngineOptions
+from kvbudget.engines.overhead import Site
 from kvbudget.engines.sglang_memory import MemorySettings, mem_fraction_static
 from kvbudget.measure.logs import read_log
 from kvbudget.model.sources import resolve
@@ -24,7 +25,9 @@ def test_range_brackets_vllm_measured_overhead(log: str, tokens: int) -> None:
     # vLLM V0 without chunked prefill profiles max_model_len tokens; no CUDA graph subtraction before 0.21
     measured = read_log(LOGS / log).measured
     real = int(measured["activation_peak_bytes"].value) + int(measured["non_torch_bytes"].value)
-    est = parse_engine("vllm@0.20").rules.overhead(resolve("llama-3.1-8b"), tp=1, batched=tokens, batched_basis="")
+    est = parse_engine("vllm@0.20").rules.overhead(
+        resolve("llama-3.1-8b"), Site(tp=1, batched=tokens, batched_basis="")
+    )
     assert est.low <= real <= est.high
     assert est.high / real < 1.2  # the plan reserves the high end: within 20% of the measurement
 
@@ -41,7 +44,7 @@ def test_batched_tokens_default_follows_the_gpu() -> None:
 
 
 def test_a_3090_no_longer_reserves_most_of_the_card() -> None:
-    est = parse_engine("vllm").rules.overhead(resolve("llama-3.1-8b"), tp=1, batched=2048, batched_basis="")
+    est = parse_engine("vllm").rules.overhead(resolve("llama-3.1-8b"), Site(tp=1, batched=2048, batched_basis=""))
     assert est.high < 2 * GiB  # was 5.8-8.8 GiB; vLLM measured 2.4-3.3 GiB at 10x the batch
 
 

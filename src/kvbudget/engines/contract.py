@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     # the contract: a one-answer cost asks an engine only for its layout (tests/test_startup.py).
     from kvbudget.engines.base import EngineOptions, Layout
     from kvbudget.engines.metrics import EngineMetrics
-    from kvbudget.engines.overhead import Overhead
+    from kvbudget.engines.overhead import Overhead, Site
     from kvbudget.engines.records import Deployment, LoggedMemory, MemoryShape, PoolShape, ServeSettings, Share, StartUp
     from kvbudget.measure.logs.record import EngineLog  # a plain record (kvbudget.measure imports engines)
     from kvbudget.model.spec import ModelSpec
@@ -151,20 +151,12 @@ class EngineRules:
         """The settings the engine derives from the plan's GPU when the user sets none."""
         return options
 
-    def overhead(
-        self,
-        spec: ModelSpec,
-        *,
-        tp: int,
-        batched: int,
-        batched_basis: str,
-        gpu_memory: int = 0,
-        gpu_label: str = "",
-        interconnect: str | None = None,
-    ) -> Overhead:
+    def overhead(self, spec: ModelSpec, site: Site) -> Overhead:
         from kvbudget.engines.overhead import activation_overhead
 
-        return activation_overhead(spec, tp=tp, batched=batched, batched_basis=batched_basis, graphs=False)
+        return activation_overhead(
+            spec, tp=site.tp, batched=site.batched, batched_basis=site.batched_basis, graphs=False
+        )
 
     # --- sessions ---
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Literal
 from kvbudget.engines.base import NO_SLOTS, EngineOptions, Group, Layout, Slots, pad
 from kvbudget.engines.common import group_primitives, shared_kv_group
 from kvbudget.engines.contract import EngineRules, rope_factor
-from kvbudget.engines.overhead import Overhead, compute_buffer_overhead
+from kvbudget.engines.overhead import Overhead, Site, compute_buffer_overhead
 from kvbudget.engines.records import Deployment, LoggedMemory, MemoryShape, ServeSettings, Share, StartUp, logged_sum
 from kvbudget.errors import EngineRefusalError, InputError
 from kvbudget.model.spec import (
@@ -509,18 +509,8 @@ class Rules(EngineRules):
             return spec.dtype, ""  # the same 2 bytes per value as llama.cpp's f16 default
         return "fp16", f"{self.title} caches f16 by default (-ctk/-ctv f16), whatever the checkpoint's {spec.dtype}"
 
-    def overhead(
-        self,
-        spec: ModelSpec,
-        *,
-        tp: int,
-        batched: int,
-        batched_basis: str,
-        gpu_memory: int = 0,
-        gpu_label: str = "",
-        interconnect: str | None = None,
-    ) -> Overhead:
-        return compute_buffer_overhead(spec, ubatch=batched, what=self.title)
+    def overhead(self, spec: ModelSpec, site: Site) -> Overhead:
+        return compute_buffer_overhead(spec, ubatch=site.batched, what=self.title)
 
     def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:
         return 0, "llama.cpp slots keep separate cells (no sharing without --kv-unified)"

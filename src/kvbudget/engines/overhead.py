@@ -26,6 +26,20 @@ SAMPLER_SEQUENCES = 256  # fp32 logits of this many sequences held by the sample
 
 
 @dataclass(frozen=True)
+class Site:
+    """Where an engine profiles its runtime memory: the tensor-parallel degree, the tokens of its profiling
+    batch (and where that figure comes from), and the GPU (its memory, its catalog label and interconnect;
+    empty when the plan gives a bare ``--gpu-memory``)."""
+
+    tp: int
+    batched: int
+    batched_basis: str
+    gpu_memory: int = 0
+    gpu_label: str = ""
+    interconnect: str | None = None
+
+
+@dataclass(frozen=True)
 class Overhead:
     """Runtime memory besides weights and KV, per GPU."""
 

@@ -39,7 +39,7 @@ from kvbudget.engines.common import (
     shared_kv_group,
 )
 from kvbudget.engines.contract import EngineRules, yarn_override
-from kvbudget.engines.overhead import Overhead, activation_overhead
+from kvbudget.engines.overhead import Overhead, Site, activation_overhead
 from kvbudget.engines.records import (
     Deployment,
     LoggedMemory,
@@ -701,18 +701,10 @@ class Rules(EngineRules):
         # the page size of the GPU's attention backend (64 on Blackwell)
         return replace(options, gpu_capability=options.gpu_capability or capability)
 
-    def overhead(
-        self,
-        spec: ModelSpec,
-        *,
-        tp: int,
-        batched: int,
-        batched_basis: str,
-        gpu_memory: int = 0,
-        gpu_label: str = "",
-        interconnect: str | None = None,
-    ) -> Overhead:
-        return activation_overhead(spec, tp=tp, batched=batched, batched_basis=batched_basis, graphs=True)
+    def overhead(self, spec: ModelSpec, site: Site) -> Overhead:
+        return activation_overhead(
+            spec, tp=site.tp, batched=site.batched, batched_basis=site.batched_basis, graphs=True
+        )
 
     def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:
         # SGLang RadixAttention matches prefixes page by page (mem_cache/radix_cache.py)

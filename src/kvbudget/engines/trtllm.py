@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, ClassVar
 from kvbudget.engines.base import NO_SLOTS, EngineOptions, Group, Layout, Slots, cdiv, version_tuple
 from kvbudget.engines.common import group_primitives, shared_kv_group, state_dtype
 from kvbudget.engines.contract import EngineRules, yarn_override
-from kvbudget.engines.overhead import Overhead, activation_overhead
+from kvbudget.engines.overhead import Overhead, Site, activation_overhead
 from kvbudget.engines.records import (
     Deployment,
     LoggedMemory,
@@ -285,19 +285,11 @@ class Rules(EngineRules):
     ) -> tuple[int, str]:
         return MAX_NUM_TOKENS, "trtllm-serve --max_num_tokens default (the profiling run fills it)"
 
-    def overhead(
-        self,
-        spec: ModelSpec,
-        *,
-        tp: int,
-        batched: int,
-        batched_basis: str,
-        gpu_memory: int = 0,
-        gpu_label: str = "",
-        interconnect: str | None = None,
-    ) -> Overhead:
+    def overhead(self, spec: ModelSpec, site: Site) -> Overhead:
         # the peak includes non-torch memory (NCCL, CUDA graphs): extra_cost in _cal_max_memory
-        return activation_overhead(spec, tp=tp, batched=batched, batched_basis=batched_basis, graphs=True)
+        return activation_overhead(
+            spec, tp=site.tp, batched=site.batched, batched_basis=site.batched_basis, graphs=True
+        )
 
     def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:
         # KvCacheConfig.enable_block_reuse (default True): whole blocks of tokens_per_block

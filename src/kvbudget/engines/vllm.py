@@ -38,7 +38,7 @@ from kvbudget.engines.common import (
 )
 from kvbudget.engines.contract import EngineRules, yarn_override
 from kvbudget.engines.nccl_memory import nvls_bytes
-from kvbudget.engines.overhead import Overhead, activation_overhead, plus
+from kvbudget.engines.overhead import Overhead, Site, activation_overhead, plus
 from kvbudget.engines.records import (
     Deployment,
     LoggedMemory,
@@ -613,31 +613,23 @@ class Rules(EngineRules):
             gpu_capability=options.gpu_capability or capability,
         )
 
-    def overhead(
-        self,
-        spec: ModelSpec,
-        *,
-        tp: int,
-        batched: int,
-        batched_basis: str,
-        gpu_memory: int = 0,
-        gpu_label: str = "",
-        interconnect: str | None = None,
-    ) -> Overhead:
+    def overhead(self, spec: ModelSpec, site: Site) -> Overhead:
         graphs = vllm_memory.subtracts_graphs(self.version)
         # NCCL's NVLS buffers at TP > 2 on NVSwitch boards are non-torch memory vLLM subtracts (nccl_memory.py)
-        nvls, nvls_words = nvls_bytes(tp, interconnect, self.version)
+        nvls, nvls_words = nvls_bytes(site.tp, site.interconnect, self.version)
         if vllm_memory.is_v0(self.version):
-            v0 = v0_profiled_overhead(spec, tp=tp, batched=batched, batched_basis=batched_basis)
+            v0 = v0_profiled_overhead(spec, tp=site.tp, batched=site.batched, batched_basis=site.batched_basis)
             return plus(v0, nvls, nvls_words)
-        if not gpu_memory:
-            return activation_overhead(spec, tp=tp, batched=batched, batched_basis=batched_basis, graphs=graphs)
-        seqs, seqs_basis = vllm_memory.max_num_seqs(gpu_memory, gpu_label)
+        if not site.gpu_memory:
+            return activation_overhead(
+                spec, tp=site.tp, batched=site.batched, batched_basis=site.batched_basis, graphs=graphs
+            )
+        seqs, seqs_basis = vllm_memory.max_num_seqs(site.gpu_memory, site.gpu_label)
         profiled = profiled_overhead(
             spec,
-            tp=tp,
-            batched=batched,
-            batched_basis=batched_basis,
+            tp=site.tp,
+            batched=site.batched,
+            batched_basis=site.batched_basis,
             seqs=seqs,
             seqs_basis=seqs_basis,
             graphs=graphs,

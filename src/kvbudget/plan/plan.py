@@ -15,7 +15,7 @@ from kvbudget.engines import EngineRef, engine_names, rules_class
 from kvbudget.engines.base import EngineOptions, cdiv
 from kvbudget.engines.capability import compute_capability
 from kvbudget.engines.evidence import layout_label
-from kvbudget.engines.overhead import Overhead, Provenance, measured_overhead
+from kvbudget.engines.overhead import Overhead, Provenance, Site, measured_overhead
 from kvbudget.engines.records import Deployment, MemoryShape, Share, StartUp
 from kvbudget.errors import InputError
 from kvbudget.model.architectures import architecture_of
@@ -251,15 +251,8 @@ def make_plan(i: PlanInputs) -> Plan:
     warnings += list(dict.fromkeys(w for stage in layout.stages for w in stage.warnings))
     weights_per_gpu = cdiv(i.weights.bytes, i.tp * i.pp)
     if i.overhead is None:
-        overhead = rules.overhead(
-            i.spec,
-            tp=i.tp,
-            batched=batched,
-            batched_basis=batched_basis,
-            gpu_memory=i.gpu_memory_bytes,
-            gpu_label=i.gpu_label,
-            interconnect=_interconnect(i.gpu_id),
-        )
+        site = Site(i.tp, batched, batched_basis, i.gpu_memory_bytes, i.gpu_label, _interconnect(i.gpu_id))
+        overhead = rules.overhead(i.spec, site)
     else:
         overhead = measured_overhead(i.overhead, i.overhead_basis)
         if i.overhead_provenance is not None:
