@@ -20,8 +20,9 @@ from kvbudget.api import (
     size_deployments,
 )
 from kvbudget.errors import InputError
-from kvbudget.plan.sizing import Candidate, size_roofline
-from kvbudget.plan.sizing_load import Shape, latency_at, workload_shape
+from kvbudget.plan.cap_refusals import SessionLengths
+from kvbudget.plan.sizing import Candidate, held_shape, size_roofline
+from kvbudget.plan.sizing_load import Shape, at_percentile, latency_at
 from kvbudget.requests.base import Request
 from kvbudget.simulate.study import Study
 from kvbudget.speed.roofline import Roofline
@@ -107,11 +108,13 @@ def test_a_tight_inter_token_target_binds_before_memory() -> None:
 
 
 def _roof_and_shape(c: Candidate, workload: str, context: str) -> tuple[Roofline, Shape]:
-    """The roofline and request shape size held the candidate to."""
+    """The roofline and request shape size held the candidate to: the workload's p99 step on that roofline."""
     assert c.plan is not None
     request = ask(SizeRequest, model=c.choice.model, gpu=c.choice.gpu, engine=c.choice.engine, context=context,
                           sessions=1, workload=workload)  # fmt: skip
-    return size_roofline(request, c.choice, c.plan), workload_shape(load_workload(workload), request.context)
+    roof = size_roofline(request, c.choice, c.plan)
+    loaded = load_workload(workload)
+    return roof, at_percentile(roof, held_shape(loaded, SessionLengths(loaded), request.context))
 
 
 def test_a_target_one_session_alone_misses_is_unmet_with_its_reason() -> None:
@@ -296,8 +299,6 @@ def test_the_readme_question_holds_the_p99_and_simulate_verifies_it() -> None:
 
 def size_latency(sizing: object, pick: Candidate, sessions: int) -> float:
     """The p99 TTFT size computes for ``pick`` at ``sessions`` per replica."""
-    from kvbudget.plan.sizing_load import at_percentile
-
     assert pick.plan is not None
     roof = size_roofline(ask(SizeRequest, **README_QUESTION), pick.choice, pick.plan)
     return latency_at(roof, at_percentile(roof, sizing.shape), sessions).ttft_s  # type: ignore[attr-defined]

@@ -151,7 +151,7 @@ class Sizing:
             "context": self.context,
             "sessions": self.sessions,
             "rate_per_s": self.rate_per_s,
-            "targets": {"ttft_s": self.ttft_s, "itl_s": self.itl_s},
+            "targets": {"ttft_s": self.ttft_s, "itl_s": self.itl_s, "percentile": self.shape.percentile},
             "shape": {
                 "isl": self.shape.isl,
                 "cached": self.shape.cached,
@@ -205,7 +205,7 @@ def size_deployments(request: SizeRequest) -> Sizing:
     workload = _workload(request)
     lengths = SessionLengths(workload) if workload else None
     shape = (
-        _held_shape(workload, lengths, request.context)
+        held_shape(workload, lengths, request.context)
         if workload and lengths
         else given_shape(request.isl, request.osl, request.context)
     )
@@ -241,7 +241,7 @@ def size_deployments(request: SizeRequest) -> Sizing:
     return replace(answer, recommendation=recommendation(answer))
 
 
-def _held_shape(workload: Workload, lengths: SessionLengths, cap: int) -> Shape:
+def held_shape(workload: Workload, lengths: SessionLengths, cap: int) -> Shape:
     """The workload's mean step, with the steps of simulate's default run to rank for the p99 step (the targets
     are p99 per step, as simulate's: plan/sizing_load.py)."""
     from kvbudget.plan.sizing_load import STEP_SESSIONS, drawn_steps, workload_shape
