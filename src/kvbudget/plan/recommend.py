@@ -66,8 +66,8 @@ def _latency(c: Candidate, s: Sizing) -> str:
     ]
     within = f", inside the {' and '.join(targets)} target{'s' if len(targets) > 1 else ''}" if targets else ""
     return (
-        f" At {lat.sessions:,} sessions each, {_which(lat.percentile)} should start {_seconds(lat.ttft_s)} and stream at "
-        f"about {1 / lat.itl_s:.0f} tokens/s{within} ({_speed_source(s, lat.provenance)})."
+        f" At {lat.sessions:,} sessions each, {_which(lat.percentile)} should start {_seconds(lat.ttft_s)} and "
+        f"stream at about {1 / lat.itl_s:.0f} tokens/s{within} ({_speed_source(s, lat.provenance)})."
     )
 
 
