@@ -66,9 +66,14 @@ def _latency(c: Candidate, s: Sizing) -> str:
     ]
     within = f", inside the {' and '.join(targets)} target{'s' if len(targets) > 1 else ''}" if targets else ""
     return (
-        f" At {lat.sessions:,} sessions each, a reply should start {_seconds(lat.ttft_s)} and stream at "
-        f"about {1 / lat.itl_s:.0f} tokens/s{within} ({_speed_source(s, lat.provenance)})."
+        f" At {lat.sessions:,} sessions each, {_which(lat.percentile)} should start {_seconds(lat.ttft_s)} and "
+        f"stream at about {1 / lat.itl_s:.0f} tokens/s{within} ({_speed_source(s, lat.provenance)})."
     )
+
+
+def _which(percentile: str) -> str:
+    """Which replies the latency is of: the p99 step's (a workload's steps differ) or every one (one shape)."""
+    return "the slowest 1% of replies (p99 step)" if percentile == "p99" else "a reply"
 
 
 def _speed_source(s: Sizing, provenance: str) -> str:

@@ -151,7 +151,7 @@ class Sizing:
             "context": self.context,
             "sessions": self.sessions,
             "rate_per_s": self.rate_per_s,
-            "targets": {"ttft_s": self.ttft_s, "itl_s": self.itl_s},
+            "targets": {"ttft_s": self.ttft_s, "itl_s": self.itl_s, "percentile": self.shape.percentile},
             "shape": {
                 "isl": self.shape.isl,
                 "cached": self.shape.cached,
@@ -195,7 +195,7 @@ def _workload(request: SizeRequest) -> Workload | None:
 def size_deployments(request: SizeRequest) -> Sizing:
     """Every combination sized for the load (``kvbudget size``); ``.to_dict()`` is ``size --json``."""
     from kvbudget.plan.recommend import recommendation
-    from kvbudget.plan.sizing_load import given_shape, workload_shape
+    from kvbudget.plan.sizing_load import given_shape
 
     if (request.sessions is None) == (request.rate is None):
         raise InputError(
@@ -203,9 +203,10 @@ def size_deployments(request: SizeRequest) -> Sizing:
             "second: with --workload its sessions, else one --isl/--osl request each)"
         )
     workload = _workload(request)
+    lengths = SessionLengths(workload) if workload else None
     shape = (
-        workload_shape(workload, request.context)
-        if workload
+        held_shape(workload, lengths, request.context)
+        if workload and lengths
         else given_shape(request.isl, request.osl, request.context)
     )
     prices = _prices(request)
@@ -215,7 +216,6 @@ def size_deployments(request: SizeRequest) -> Sizing:
         _candidate(request, choice, shape, workload, prices.get(choice.gpu), measured.get(choice)) for choice in choices
     ]
     tolerance = _tolerance(request)
-    lengths = SessionLengths(workload) if workload else None
     refusals = within = None
     if lengths is not None:
         refusals = lengths.at(request.context)
@@ -239,6 +239,21 @@ def size_deployments(request: SizeRequest) -> Sizing:
     if measured:
         answer = replace(answer, speed_origin=next(iter(measured.values())).origin)
     return replace(answer, recommendation=recommendation(answer))
+
+
+def held_shape(workload: Workload, lengths: SessionLengths, cap: int) -> Shape:
+    """The workload's mean step, with the steps of simulate's default run to rank for the p99 step (the targets
+    are p99 per step, as simulate's: plan/sizing_load.py)."""
+    from kvbudget.plan.sizing_load import STEP_SESSIONS, drawn_steps, workload_shape
+
+    mean = workload_shape(workload, cap)
+    steps = drawn_steps(lengths, cap)
+    held = (
+        f"; --ttft/--itl held at the p99 step (nearest rank by its own prefill time on each row's speeds) of the "
+        f"{len(steps):,} steps of the first {STEP_SESSIONS:,} sessions simulate draws (seed 0), the others' "
+        "prefills and the decode at the mean step"
+    )
+    return replace(mean, basis=mean.basis + held, steps=steps)
 
 
 def _tolerance(request: SizeRequest) -> float:
@@ -373,7 +388,7 @@ def _sized(
     workload: Workload | None,
     price: float | None,
 ) -> Candidate:
-    from kvbudget.plan.sizing_load import latency_at, most_sessions, rate_load
+    from kvbudget.plan.sizing_load import at_percentile, latency_at, most_sessions, rate_load
     from kvbudget.simulate.measured import MeasuredSpeeds
 
     memory = plan.sessions
@@ -386,6 +401,7 @@ def _sized(
         if isinstance(roof, MeasuredSpeeds)
         else ("computed", "roofline (kvbudget speed), the engine's fitted efficiencies")
     )
+    shape = at_percentile(roof, shape)  # the p99 step on this row's speeds (a workload's; else the one shape)
     alone = latency_at(roof, shape, 1)
     missed = alone.misses(request.ttft, request.itl)
     if missed:

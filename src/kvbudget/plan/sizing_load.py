@@ -8,6 +8,15 @@ iterations / ``osl`` (others' prefills included). Every one of the ``B`` session
 once (tool pauses not subtracted): the worst case of the concurrency, as the memory plan reserves the worst case
 of the cap. Both grow with ``B``, so the largest ``B`` meeting the targets is found by bisection.
 
+The targets mean what ``simulate``'s mean (simulate/targets.py: p99 TTFT and ITL per step). Without a workload
+every request is the ``--isl``/``--osl`` shape, so its latency is every percentile's. With one, the steps differ
+(a first prompt with the prefix, a large tool result), and the mean step says nothing of the p99: the steps of the
+first ``STEP_SESSIONS`` sessions ``simulate`` draws (seed 0, its default run) are ranked by their own prefill time
+on the row's speeds, and the step at the 99th percentile (nearest rank) is the one held to the targets: its TTFT
+= its own prefill + one decode iteration + speed's wait for the others' prefills (speed/answer.py
+``prefill_wait``, scaled by its own prefill as speed scales it); its ITL = the cycle with one of the ``B``
+prefills that step's / ``osl``. The others' prefills and the decode iterations stay the mean step's.
+
 With a load test's measured speeds (``--speed-from``, simulate/measured.py) the same arithmetic runs on what the
 server did instead of the roofline: a prefill takes ``new / the measured prefill tokens/s`` (per prompt, as the
 load test derived it from TTFT), a decode iteration at ``B`` sessions ``1 / the measured decode tokens/s per
@@ -17,14 +26,18 @@ session`` at concurrency ``B`` (interpolated between the levels, extended past t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
+    from kvbudget.plan.cap_refusals import SessionLengths
     from kvbudget.simulate.measured import MeasuredSpeeds
     from kvbudget.speed.roofline import Roofline
     from kvbudget.workload.little import SessionTime
     from kvbudget.workload.model import Workload
+
+QUANTILE = 0.99  # simulate's latency targets are p99 per step (simulate/targets.py, policies.Target.ttft_p99_s)
+STEP_SESSIONS = 2000  # simulate's default --sessions: the steps of its default run (seed 0) are the sample
 
 
 @dataclass(frozen=True)
@@ -36,10 +49,18 @@ class Shape:
     cached: int
     osl: int
     basis: str
+    # with a workload: every sampled step's (new, cached) tokens, ranked per row for the p99 step (module doc)
+    steps: tuple[tuple[int, int], ...] = field(default=(), repr=False, compare=False)
+    peak: tuple[int, int] | None = None  # the p99 step's (new, cached) on a row's speeds; None: the shape's own
 
     @property
     def new(self) -> int:
         return self.isl - self.cached
+
+    @property
+    def percentile(self) -> str:
+        """What the targets hold: the p99 step, or every request (one shape: the mean is the p99)."""
+        return "p99" if self.steps else "every request"
 
 
 def given_shape(isl: int, osl: int, cap: int) -> Shape:
@@ -70,6 +91,38 @@ def workload_shape(workload: Workload, cap: int) -> Shape:
     return Shape(prompt, prompt - new, osl, basis)
 
 
+def drawn_steps(lengths: SessionLengths, cap: int, sessions: int = STEP_SESSIONS) -> tuple[tuple[int, int], ...]:
+    """Every step of the first ``sessions`` sessions ``simulate`` draws, as (new tokens prefilled, tokens cached):
+    the first prompt after the shared prefix (a prefix-cache hit), then each append after the session's history
+    (simulate keeps a session's cache between its steps); the cached context is kept under the cap."""
+    prefix = lengths.workload.prefix_tokens
+    steps: list[tuple[int, int]] = []
+    for appends, outputs in lengths.steps[:sessions]:
+        context = prefix
+        for appended, out in zip(appends, outputs, strict=True):
+            steps.append((appended, max(0, min(context, cap - appended - out))))
+            context += appended + out
+    return tuple(steps)
+
+
+def own_prefill_s(roof: Roofline | MeasuredSpeeds, new: int, cached: int) -> float:
+    """One prompt's own prefill: on the roofline, or at a load test's measured prefill tokens/s."""
+    from kvbudget.simulate.measured import MeasuredSpeeds
+
+    if isinstance(roof, MeasuredSpeeds):
+        return new / roof.prefill_tokens_per_s
+    return roof.prefill_seconds(new, cached, 1)
+
+
+def at_percentile(roof: Roofline | MeasuredSpeeds, shape: Shape) -> Shape:
+    """``shape`` with its p99 step on these speeds (nearest rank of the steps' own prefill seconds); unchanged
+    without sampled steps (one shape)."""
+    if not shape.steps:
+        return shape
+    ranked = sorted(shape.steps, key=lambda step: own_prefill_s(roof, *step))
+    return replace(shape, peak=ranked[max(0, math.ceil(QUANTILE * len(ranked)) - 1)])
+
+
 @dataclass(frozen=True)
 class Latency:
     """One replica running ``sessions`` sessions of the shape: time to first token and inter-token latency."""
@@ -79,6 +132,8 @@ class Latency:
     itl_s: float
     decode_bound: str  # what bounds a decode iteration: memory bandwidth or compute ("measured": a load test's)
     provenance: str = "computed"  # computed (the roofline) or measured (a load test)
+    percentile: str = "every request"  # p99 (a workload's p99 step) or every request (one shape)
+    step: tuple[int, int] | None = None  # the p99 step's (new, cached) tokens; None: the shape's own
 
     def misses(self, ttft: float | None, itl: float | None) -> str:
         """The constraint the latency misses ("prefill": TTFT, "decode": ITL), or "" when both are met."""
@@ -96,26 +151,30 @@ class Latency:
             "decode_tokens_per_s_per_session": round(1 / self.itl_s, 3) if self.itl_s else None,
             "decode_bound": self.decode_bound,
             "provenance": self.provenance,
+            "percentile": self.percentile,
+            "step": None if self.step is None else {"new_tokens": self.step[0], "cached_tokens": self.step[1]},
         }
 
 
 def latency_at(roof: Roofline | MeasuredSpeeds, shape: Shape, sessions: int) -> Latency:
     """``kvbudget speed``'s TTFT and inter-token latency at ``sessions`` in flight on one replica (the roofline's,
-    or a load test's measured speeds: module doc)."""
+    or a load test's measured speeds), of the shape's p99 step when it has one (module doc)."""
     from kvbudget.simulate.measured import MeasuredSpeeds
     from kvbudget.speed.answer import prefill_wait, run_shape
 
+    own = own_prefill_s(roof, shape.new, shape.cached)
+    peak = own if shape.peak is None else own_prefill_s(roof, *shape.peak)
+    held = (shape.percentile, shape.peak)
     if isinstance(roof, MeasuredSpeeds):
-        prefill_s = shape.new / roof.prefill_tokens_per_s
         iteration_s = roof.iteration_s(sessions)
-        cycle = sessions * prefill_s + shape.osl * iteration_s
-        return Latency(sessions, prefill_s + iteration_s, cycle / shape.osl, "measured", "measured")
+        cycle = sessions * own + shape.osl * iteration_s + peak - own  # one of the prefills the p99 step's
+        return Latency(sessions, peak + iteration_s, cycle / shape.osl, "measured", "measured", *held)
 
     prefill_s, step, cycle = run_shape(roof, shape.isl, shape.osl, shape.cached, sessions)
-    own = roof.prefill_seconds(shape.new, shape.cached, 1)
-    # kvbudget speed's steady-state wait for the other sessions' prefills (docs/speed.md, fitted on NIM's TTFT)
-    ttft = own + step.seconds + prefill_wait(own, prefill_s / cycle, sessions, roof.efficiency.prefill_queue)
-    return Latency(sessions, ttft, cycle / shape.osl, step.bound)
+    # kvbudget speed's steady-state wait for the other sessions' prefills (docs/speed.md, fitted on NIM's TTFT),
+    # scaled by the held step's own prefill as speed scales it by its request's
+    ttft = peak + step.seconds + prefill_wait(peak, prefill_s / cycle, sessions, roof.efficiency.prefill_queue)
+    return Latency(sessions, ttft, (cycle + peak - own) / shape.osl, step.bound, "computed", *held)
 
 
 def most_sessions(

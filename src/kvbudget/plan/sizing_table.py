@@ -116,7 +116,8 @@ MEANINGS = {
     "binds": "what set the replicas (memory; prefill: TTFT; decode: inter-token latency)",
     "spare": "sessions held beyond the peak",
     "refused": "the workload's sessions that outgrow the cap (counted on the sessions simulate draws)",
-    "latency": "at the load each replica runs (computed or measured, as the speeds)",
+    "latency": "at the load each replica runs, of the p99 step with a workload (as simulate's targets), else of "
+    "every request (computed or measured, as the speeds)",
     "cost_per_session_hour": "$/h over the peak sessions",
 }
 

@@ -38,9 +38,12 @@ def _latency(value: float | None, scale: float, digits: int) -> str:
 
 
 def render_size(s: Sizing) -> str:
-    targets = [f"TTFT <= {s.ttft_s:g} s" for _ in [0] if s.ttft_s is not None] + [
-        f"inter-token <= {s.itl_s * 1000:g} ms" for _ in [0] if s.itl_s is not None
+    p99 = "p99 " if s.shape.percentile == "p99" else ""
+    targets = [f"{p99}TTFT <= {s.ttft_s:g} s" for _ in [0] if s.ttft_s is not None] + [
+        f"{p99}inter-token <= {s.itl_s * 1000:g} ms" for _ in [0] if s.itl_s is not None
     ]
+    if targets:
+        targets[-1] += " per step, as simulate holds them" if p99 else " (one request shape: every request's)"
     lines = [
         *wrap(
             f"Sizing for {load_phrase(s)} (whole deployment), cap {format_tokens(s.context)}"

@@ -127,8 +127,9 @@ SIZING_COLUMNS = (
 
 
 def sizing_heading(s: Sizing) -> str:
-    targets = [f"TTFT at most {seconds(s.ttft_s)}"] if s.ttft_s is not None else []
-    targets += [f"inter-token at most {seconds(s.itl_s)}"] if s.itl_s is not None else []
+    p99 = "p99 " if s.shape.percentile == "p99" else ""  # a workload's p99 step, as simulate holds the targets
+    targets = [f"{p99}TTFT at most {seconds(s.ttft_s)}"] if s.ttft_s is not None else []
+    targets += [f"{p99}inter-token at most {seconds(s.itl_s)}"] if s.itl_s is not None else []
     return (
         f"Sized for {size_text.load_phrase(s)} (whole deployment) at a {format_tokens(s.context)} cap, "
         + (", ".join(targets) if targets else "no latency targets")

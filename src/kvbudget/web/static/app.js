@@ -427,7 +427,9 @@
       return;
     }
     const s = size.doc;
-    const targets = [["TTFT", s.targets.ttft_s], ["inter-token", s.targets.itl_s]]
+    // a workload's targets hold its p99 step, as simulate's (size --json targets.percentile)
+    const p99 = s.targets.percentile === "p99" ? "p99 " : "";
+    const targets = [[`${p99}TTFT`, s.targets.ttft_s], [`${p99}inter-token`, s.targets.itl_s]]
       .filter(([, v]) => known(v)).map(([what, v]) => `${what} at most ${seconds(v)}`);
     // the load as asked (plan/sizing_table.py load_phrase): peak sessions, or an arrival rate
     const load = known(s.sessions) && s.sessions ? `${int(s.sessions)} sessions at peak` : `${s.rate_per_s} new sessions/s`;
