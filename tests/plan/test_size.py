@@ -285,6 +285,8 @@ def test_the_readme_question_holds_the_p99_and_simulate_verifies_it() -> None:
     lat = pick.latency
     assert lat is not None and lat.percentile == "p99" and lat.step == (50265, 40730)
     assert lat.ttft_s <= 2.0 < size_latency(sizing, pick, lat.sessions + 1)
+    # speed counts every session generating at once: the recommendation says the count is an upper bound
+    assert "this count of GPUs is an upper bound: `kvbudget simulate`" in " ".join(sizing.recommendation.split())
     # the planned load through simulate: 60 concurrent sessions by Little's law, E[T] the mean time of the 1,000
     # sessions the run draws (their pauses, prefill and tokens at size's speeds). The run's mean concurrency is
     # measured on its window, where the longest sessions (153 steps, pauses up to 26 min) are not all done: it

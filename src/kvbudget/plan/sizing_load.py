@@ -18,9 +18,10 @@ on the row's speeds, and the step at the 99th percentile (nearest rank) is the o
 prefills that step's / ``osl``. The others' prefills and the decode iterations stay the mean step's.
 
 With a load test's measured speeds (``--speed-from``, simulate/measured.py) the same arithmetic runs on what the
-server did instead of the roofline: a prefill takes ``new / the measured prefill tokens/s`` (per prompt, as the
-load test derived it from TTFT), a decode iteration at ``B`` sessions ``1 / the measured decode tokens/s per
-session`` at concurrency ``B`` (interpolated between the levels, extended past the last by its slope).
+server did instead of the roofline: a prefill takes what the simulator charges for it
+(``MeasuredSpeeds.prefill_s``: the load test's fit over new and cached tokens, else ``new / the measured prefill
+tokens/s``), a decode iteration at ``B`` sessions ``1 / the measured decode tokens/s per session`` at concurrency
+``B`` (interpolated between the levels, extended past the last by its slope).
 """
 
 from __future__ import annotations
@@ -106,11 +107,12 @@ def drawn_steps(lengths: SessionLengths, cap: int, sessions: int = STEP_SESSIONS
 
 
 def own_prefill_s(roof: Roofline | MeasuredSpeeds, new: int, cached: int) -> float:
-    """One prompt's own prefill: on the roofline, or at a load test's measured prefill tokens/s."""
+    """One prompt's own prefill: on the roofline, or on a load test's measured prefill (the simulator's own
+    ``MeasuredSpeeds.prefill_s``: its fit over new and cached tokens when the load test has one, else its rate)."""
     from kvbudget.simulate.measured import MeasuredSpeeds
 
     if isinstance(roof, MeasuredSpeeds):
-        return new / roof.prefill_tokens_per_s
+        return roof.prefill_s(new, cached)
     return roof.prefill_seconds(new, cached, 1)
 
 
