@@ -22,7 +22,7 @@ from kvbudget.units import counted
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
-    from kvbudget.simulate.measured_calibration import CalibratedSpeeds
+    from kvbudget.measure.calibrate_speeds import CalibratedSpeeds
 
 SCHEMA_VERSION = 1
 VLLM_GRAPHS_SUBTRACTED_SINCE = (0, 21)  # vLLM V1 gpu_worker: KV memory excludes CUDA graph memory from 0.21

@@ -51,7 +51,7 @@ def calibrate_logs(request: CalibrateRequest) -> Calibrations:
 
 def _with_speeds(cal: Calibration) -> Calibration:
     """The calibration with the speeds its log's serving lines give, or a note saying why they give none."""
-    from kvbudget.simulate.measured_calibration import calibration_speeds
+    from kvbudget.measure.calibrate_speeds import calibration_speeds
 
     cal.speeds, why = calibration_speeds(cal.log)
     if why:

@@ -1,10 +1,11 @@
 """Speeds in a calibration: ``kvbudget calibrate LOG`` of a log that also holds serving lines, and
 ``--speed-from CALIBRATION.json`` (its ``--json`` document) through the same path as the log itself.
 
-``calibrate`` reads the log's serving lines (measure/logs/serving.py) in the lines of the start-up it took (all of
-them for a log of one start-up; ``--startup N``: from that start-up's first line to the next one's), and derives
-the speeds as ``--speed-from LOG`` does (simulate/measured_log.py ``speeds_of_log``). A log with no serving line
-has no speeds, and says nothing of them; one whose lines give no speed (no clean decode stretch, no interval that
+``calibrate`` (measure/calibrate_speeds.py) reads the log's serving lines (measure/logs/serving.py) in the lines
+where the start-up it took served (all of them for a log of one start-up; ``--startup N``: from that start-up's
+first once-per-start-up line to the next start-up's, measure/logs/startups.py ``serving``), and derives the speeds
+as ``--speed-from LOG`` does (simulate/measured_log.py ``speeds_of_log``). A log with no serving line has no
+speeds, and says nothing of them; one whose lines give no speed (no clean decode stretch, no interval that
 prefilled) has a note saying why, never an error: calibrate is about memory first.
 
 The document carries the speeds exactly (floats as computed, not rounded), with the engine and model the log's
@@ -16,77 +17,13 @@ the field.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from pathlib import Path
 
 from kvbudget.errors import InputError
 from kvbudget.simulate.measured import HIGHEST, KNOWN_ENGINES, LOWEST, MAX_LEVELS, MeasuredSpeeds
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
-if TYPE_CHECKING:
-    from kvbudget.measure.logs.record import EngineLog
-    from kvbudget.measure.logs.serving import ServingLog
-
 MAX_TEXT = 2000  # characters of a basis read back (the bases name at most three lines)
 MAX_SESSIONS = 10**7
 FIX = "give the kvbudget calibrate --json document as written"
-
-
-@dataclass(frozen=True)
-class CalibratedSpeeds:
-    """The speeds a calibrated log's serving lines give, and how many lines they came from."""
-
-    speeds: MeasuredSpeeds
-    stats_lines: int  # serving stats / timing lines read in the start-up's lines
-    first_line: int
-    last_line: int
-    samples: int  # clean decode stretches, prefill intervals and prompts kept
-    dropped: int  # samples past serving.MAX_SAMPLES, counted not kept
-
-    def to_dict(self) -> dict[str, object]:
-        m = self.speeds
-        return {
-            "provenance": "measured",
-            "engine": m.engine,
-            "served": m.served,
-            "prefill_tokens_per_s": m.prefill_tokens_per_s,
-            "decode": [{"sessions": k, "tokens_per_s_per_session": rate} for k, rate in m.points],
-            "prefill_basis": m.prefill_basis,
-            "decode_basis": m.decode_basis,
-            "lines": {
-                "stats": self.stats_lines,
-                "first": self.first_line,
-                "last": self.last_line,
-                "samples": self.samples,
-                "dropped": self.dropped,
-            },
-        }
-
-
-def _family(engine: str | None) -> str | None:
-    return "llamacpp" if engine == "ollama" else engine
-
-
-def calibration_speeds(log: EngineLog) -> tuple[CalibratedSpeeds | None, str | None]:
-    """(speeds, None) when the serving lines of ``log``'s start-up give them; (None, why) when it has serving lines
-    that give none; (None, None) when it has no serving line (module doc)."""
-    from kvbudget.measure.belong import log_model_name
-    from kvbudget.measure.logs.serving import read_serving
-    from kvbudget.simulate.measured_log import speeds_of_log
-
-    name = Path(log.path).name
-    try:
-        serving: ServingLog = read_serving(log.path, log.window)
-        if serving.engine is None:
-            return None, None
-        if _family(serving.engine) != _family(log.engine):
-            return None, f"no speeds: its serving lines are {serving.engine}'s, its start-up {log.engine}'s"
-        speeds = speeds_of_log(serving, name)
-    except InputError as e:
-        return None, "no speeds: " + str(e).removeprefix(f"--speed-from {name}: ").removeprefix(f"--speed-from {log.path}: ")
-    samples = len(serving.decode) + len(serving.mixed) + len(serving.prompts)
-    found = replace(speeds, engine=log.engine, served=log_model_name(log))
-    return CalibratedSpeeds(found, serving.stats_lines, serving.first_line, serving.last_line, samples, serving.dropped), None
 
 
 def is_calibration(doc: object) -> bool:
@@ -133,7 +70,9 @@ def _points(value: object, source: str) -> tuple[tuple[int, float], ...]:
         if points and sessions <= points[-1][0]:
             raise _bad(source, f"decode[{i}].sessions", sessions, "above the level before it (ascending, once each)")
         assert isinstance(row, dict)
-        points.append((sessions, _rate(row.get("tokens_per_s_per_session"), f"decode[{i}].tokens_per_s_per_session", source)))
+        points.append(
+            (sessions, _rate(row.get("tokens_per_s_per_session"), f"decode[{i}].tokens_per_s_per_session", source))
+        )
     return tuple(points)
 
 
@@ -169,7 +108,10 @@ def speeds_of_calibration(doc: dict[str, object], source: str) -> MeasuredSpeeds
     if served is not None and (not isinstance(served, str) or not served.strip() or len(served) > MAX_TEXT):
         raise _bad(source, "served", served, "null or the model name the log printed")
     assert isinstance(engine, str)
-    bases = (_text(speeds.get("prefill_basis"), "prefill_basis", source), _text(speeds.get("decode_basis"), "decode_basis", source))
+    bases = (
+        _text(speeds.get("prefill_basis"), "prefill_basis", source),
+        _text(speeds.get("decode_basis"), "decode_basis", source),
+    )
     return MeasuredSpeeds(
         source,
         _rate(speeds.get("prefill_tokens_per_s"), "prefill_tokens_per_s", source),

@@ -238,7 +238,9 @@ def read_serving(path: str | Path, window: tuple[int, int] = (1, 2**63)) -> Serv
         if p.stat().st_size > MAX_LOG_BYTES:
             raise InputError(f"--speed-from {p}: larger than 2 GiB; give a log of the serving stretch measured")
         with p.open("r", encoding="utf-8-sig", errors="replace", newline="") as f:
-            for n, raw in candidate_lines(f, NEEDLES, window):  # block scans with str.find: only these lines reach Python
+            for n, raw in candidate_lines(
+                f, NEEDLES, window
+            ):  # block scans with str.find: only these lines reach Python
                 if not raw:
                     break
                 if len(raw) > MAX_LINE:
