@@ -65,7 +65,7 @@ class MeasuredSpeeds:
     bytes_per_token: float | None = None
     engine: str | None = None  # the server's engine as the load test identified it (None: not one kvbudget plans)
     served: str | None = None  # the model name the server reported
-    origin: str = "load test"  # what measured it: a load test, or an engine's own log (simulate/measured_log.py)
+    origin: str = "load test"  # what measured it: a load test, an engine's log or a calibration of one
     bases: tuple[str, str] | None = None  # (prefill, decode) bases when not a load test's
 
     def check(self, engine: str, spec: ModelSpec, model: str) -> None:

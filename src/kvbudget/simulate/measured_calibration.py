@@ -116,7 +116,7 @@ def speeds_of_calibration(doc: dict[str, object], source: str) -> MeasuredSpeeds
         source,
         _rate(speeds.get("prefill_tokens_per_s"), "prefill_tokens_per_s", source),
         _points(speeds.get("decode"), source),
-        origin="log",
+        origin="calibration",  # a label: "Speeds (measured, calibration NAME)"
         bases=bases,
         engine=engine,
         served=served.strip() if isinstance(served, str) else None,
