@@ -226,3 +226,15 @@ def test_a_document_reads_back_exactly_what_it_carries(levels: list[int], rate: 
     doc = json.loads(json.dumps({"log": "x", "lines_read": 1, "reconciliation": [], "speeds": speeds}))
     read: MeasuredSpeeds = speeds_of_calibration(doc, "c.json")
     assert read.points == points and read.prefill_tokens_per_s == prefill and read.engine == "sglang"
+
+
+def test_size_uses_the_document_for_its_engine_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = str(_save(tmp_path, _document(capsys)))
+    sweep = ["size", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm,sglang", "--sessions", "60"]
+    code, out, err = run_cli(capsys, *sweep, "--context", "32k", "--itl", "25ms", "--speed-from", doc, "--json")
+    assert code == 0, err
+    answer = json.loads(out)
+    speeds = {row["engine"].split()[0]: row["speeds"]["provenance"] for row in answer["deployments"] + answer["unmet"]}
+    assert speeds == {"vllm": "measured", "sglang": "computed"} and answer["speed_from"] == "calibrate.json"
+    code, out, _ = run_cli(capsys, *sweep, "--context", "32k", "--itl", "25ms", "--speed-from", doc)
+    assert code == 0 and "speeds: measured by calibration calibrate.json for Llama-3.1-8B vllm" in out
