@@ -73,6 +73,7 @@ CASES = [
         ),
     ),
     ("calibrate", ("tests/data/logs/vllm/v0-0.6.4fmt-llama31-8b-rtx3090-20k.log", "--model", "llama-3.1-8b")),
+    ("calibrate", ("tests/data/logs/serving/vllm-v1-startup-then-running18.log",)),  # with its speeds
     ("table", ("llama-3.1-70b",)),
     ("table", ("gemma-3-27b", "--engine", "vllm", "--tokens", "4k,128k", "--sequences", "1,3")),
     ("models", ()),

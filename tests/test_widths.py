@@ -26,6 +26,7 @@ OTEL = str(DATA / "traces" / "inference_perf_otel_examples" / "multi_agent_resea
 SPEEDS = str(DATA / "loadtest" / "speeds-llama31-8b-vllm.json")  # a load test's speeds (--speed-from)
 LOGS = sorted(str(p) for p in (DATA / "logs").glob("*/*.log") if p.parent.name != "serving")  # start-up logs
 SERVING = str(DATA / "logs" / "serving" / "vllm-v1-mtp-running18-h.log")  # an engine's serving lines (--speed-from)
+STARTUP_THEN_SERVING = str(DATA / "logs" / "serving" / "vllm-v1-startup-then-running18.log")
 
 DEPLOYMENTS = [
     ["qwen3-32b", "--gpu", "h100-sxm", "--engine", "vllm", "--context", "32k"],
@@ -83,6 +84,7 @@ COMMANDS = [
         "--search-probes", "3", "--ttft", "2s", "--itl", "45ms", "--jobs", "1",
     ],
     *(["calibrate", log] for log in LOGS),
+    ["calibrate", STARTUP_THEN_SERVING],  # a start-up and serving lines: its "Speeds (measured)" section
     ["speed", "qwen3-30b-a3b", "--gpu", "h200", "--engine", "vllm", "--concurrency", "300", "--prefix", "500"],
     ["speed", "llama-3.1-70b", "--gpu", "h100-sxm", "--gpus", "8", "--tp", "4", "--engine", "trtllm", "--weights", "fp8"],  # noqa: E501
     [

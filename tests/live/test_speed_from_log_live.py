@@ -1,7 +1,8 @@
 """``--speed-from LOG`` on a real llama-server's own log: the file ``calibrate`` reads for memory gives ``plan`` the
-server's speeds too. One slot and requests one after another, so every request runs alone: each is a clean
-decode stretch and a prompt alone in the server, however slow the machine (no wall-clock bound: what is asserted
-is that plan's figures are the log's own timings through the arithmetic of measure/logs/serving.py).
+server's speeds too, and so does ``calibrate --json``'s document of it (``--speed-from calibrate.json``). One slot
+and requests one after another, so every request runs alone: each is a clean decode stretch and a prompt alone in
+the server, however slow the machine (no wall-clock bound: what is asserted is that plan's figures are the log's
+own timings through the arithmetic of measure/logs/serving.py).
 """
 
 from __future__ import annotations
@@ -49,8 +50,13 @@ def test_plan_reads_the_speeds_of_the_log_calibrate_reads(
     for words in (3, 5):
         _complete(server, "the quick brown fox " * words)
     log = server.log
-    code, _, err = run_cli(capsys, "calibrate", str(log))
-    assert code == 0, err  # the same file calibrates memory
+    code, out, err = run_cli(capsys, "calibrate", str(log), "--json")
+    assert code == 0, err  # the same file calibrates memory, and carries the speeds
+    calibration = json.loads(out)
+    (carried,) = calibration["speeds"]["decode"]
+    assert carried["sessions"] == 1 and calibration["speeds"]["engine"] == "llamacpp"
+    document = log.with_name("calibrate.json")
+    document.write_text(out, encoding="utf-8")
     prompts = [(float(ms), int(n)) for what, ms, n in TIMING.findall(log.read_text()) if what == "prompt eval time"]
     evals = [(float(ms), int(n)) for what, ms, n in TIMING.findall(log.read_text()) if what != "prompt eval time"]
     assert len(prompts) == len(evals) == REQUESTS and all(n == TOKENS for _, n in evals)
@@ -66,5 +72,15 @@ def test_plan_reads_the_speeds_of_the_log_calibrate_reads(
     prefill = sum(n for _, n in prompts) / sum(ms / 1000 for ms, _ in prompts)
     assert speeds["prefill"]["tokens_per_s"] == pytest.approx(prefill, rel=1e-4)
     assert speeds["itl_s"] == pytest.approx(iteration, rel=1e-4) and speeds["extrapolated"] is False
+    # the calibrate document of the same log: the same speeds, unrounded, and the same plan
+    assert calibration["speeds"]["prefill_tokens_per_s"] == pytest.approx(prefill, rel=1e-4)
+    assert carried["tokens_per_s_per_session"] == pytest.approx(1 / iteration, abs=6e-4)
+    code, out, err = run_cli(
+        capsys, "plan", *deployment, "--engine", "llamacpp", "--speed-from", str(document), "--json"
+    )
+    assert code == 0, err
+    by_document = json.loads(out)["speeds"]
+    assert by_document.pop("source") == "calibrate.json" and speeds.pop("source") == "server.log"
+    assert by_document == speeds
     code, _, err = run_cli(capsys, "plan", *deployment, "--engine", "vllm", "--speed-from", str(log))
     assert code == 1 and "measured on llamacpp, but the plan is for vllm" in err and err.count("\n") == 1

@@ -20,6 +20,10 @@ from kvbudget.model.spec import FullAttention, ModelSpec
 from kvbudget.precision import CacheDType, parse_cache_dtype
 from kvbudget.units import counted
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
+if TYPE_CHECKING:
+    from kvbudget.measure.calibrate_speeds import CalibratedSpeeds
+
 SCHEMA_VERSION = 1
 VLLM_GRAPHS_SUBTRACTED_SINCE = (0, 21)  # vLLM V1 gpu_worker: KV memory excludes CUDA graph memory from 0.21
 
@@ -81,6 +85,7 @@ class Calibration:
     predicted: dict[str, object] = field(default_factory=dict)
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    speeds: CalibratedSpeeds | None = None  # from the log's serving lines (simulate/measured_calibration.py)
 
     @property
     def compared(self) -> list[Row]:

@@ -46,4 +46,14 @@ def calibrate_logs(request: CalibrateRequest) -> Calibrations:
 
     given = given_settings(request)
     read = (read_log(path, request.engine, request.startup) for path in request.logs)
-    return Calibrations(tuple(calibrate(log, request.model, given) for log in read))
+    return Calibrations(tuple(_with_speeds(calibrate(log, request.model, given)) for log in read))
+
+
+def _with_speeds(cal: Calibration) -> Calibration:
+    """The calibration with the speeds its log's serving lines give, or a note saying why they give none."""
+    from kvbudget.measure.calibrate_speeds import calibration_speeds
+
+    cal.speeds, why = calibration_speeds(cal.log)
+    if why:
+        cal.notes.append(why)
+    return cal

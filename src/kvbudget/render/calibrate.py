@@ -32,6 +32,13 @@ SETTING_ORDER = (
 
 
 def calibration_json(cal: Calibration) -> dict[str, object]:
+    doc = _document(cal)
+    if cal.speeds is not None:  # only a log with serving lines that give speeds (simulate/measured_calibration.py)
+        doc["speeds"] = cal.speeds.to_dict()
+    return doc
+
+
+def _document(cal: Calibration) -> dict[str, object]:
     log = cal.log
     return {
         "schema_version": SCHEMA_VERSION,
@@ -141,6 +148,24 @@ def render_calibration(cal: Calibration, units: UnitSystem) -> str:
             for r in cal.rows
         ]
         out.append(table(["figure", "logged", "kvbudget", "diff", "how"], rows))
+    out += _speeds(cal)
     for note in cal.notes:
         out.append(f"note: {note}")
     return fit("\n".join(out))
+
+
+def _speeds(cal: Calibration) -> list[str]:
+    """The "Speeds (measured)" lines: what the log's serving lines say the server did (none without them)."""
+    if cal.speeds is None:
+        return []
+    m, c = cal.speeds.speeds, cal.speeds
+    rates = ", ".join(f"{rate:,.1f} at {k}" for k, rate in m.points)
+    return [
+        "",
+        f"Speeds (measured, from {format_int(c.stats_lines)} serving lines, lines {format_int(c.first_line)}"
+        f"-{format_int(c.last_line)}; --speed-from takes this log or its --json)",
+        f"  decode tokens/s per session, by sessions running: {rates}",
+        f"  prefill: {m.prefill_tokens_per_s:,.0f} tokens/s",
+        f"  decode from: {m.decode_basis}",
+        f"  prefill from: {m.prefill_basis}",
+    ]

@@ -65,7 +65,7 @@ class MeasuredSpeeds:
     bytes_per_token: float | None = None
     engine: str | None = None  # the server's engine as the load test identified it (None: not one kvbudget plans)
     served: str | None = None  # the model name the server reported
-    origin: str = "load test"  # what measured it: a load test, or an engine's own log (simulate/measured_log.py)
+    origin: str = "load test"  # what measured it: a load test, an engine's log or a calibration of one
     bases: tuple[str, str] | None = None  # (prefill, decode) bases when not a load test's
 
     def check(self, engine: str, spec: ModelSpec, model: str) -> None:
@@ -346,8 +346,9 @@ def _server(doc: object) -> tuple[str | None, str | None]:
 
 
 def measured_speeds(path: str) -> MeasuredSpeeds:
-    """The measured speeds in the load-test result at ``path`` (several, comma-separated: pooled), or in one
-    serving engine's log (simulate/measured_log.py)."""
+    """The measured speeds in the load-test result at ``path`` (several, comma-separated: pooled), in one
+    serving engine's log (simulate/measured_log.py), or in one ``calibrate --json`` document of such a log
+    (simulate/measured_calibration.py)."""
     from kvbudget.safeio import loads_json, read_text
     from kvbudget.simulate.measured_log import is_log, log_speeds
 
@@ -365,6 +366,16 @@ def measured_speeds(path: str) -> MeasuredSpeeds:
     if logs:
         return log_speeds(Path(logs[0]))
     docs = [(loads_json(read_text(Path(one), "--speed-from"), one, "--speed-from"), Path(one).name) for one in names]
+    from kvbudget.simulate.measured_calibration import is_calibration, speeds_of_calibration
+
+    calibrations = [name for doc, name in docs if is_calibration(doc)]
+    if calibrations and len(docs) > 1:
+        raise InputError(
+            f"--speed-from: {calibrations[0]} is a calibrate document, and its log's speeds are not pooled; give "
+            "that one document alone, or load-test results only"
+        )
+    if calibrations:
+        return speeds_of_calibration(docs[0][0], docs[0][1])
     return speeds_of_all(docs)
 
 

@@ -54,10 +54,24 @@ def is_log(path: Path) -> bool:
     return not head.startswith(b"{")
 
 
+def _is_calibration(path: Path) -> bool:
+    """Whether ``path`` holds a ``calibrate --json`` document (its first lines name ``lines_read``; a label only:
+    the document itself is read and checked by simulate/measured_calibration.py)."""
+    try:
+        with path.open("rb") as f:
+            return b'"lines_read"' in f.read(4096)
+    except OSError:
+        return False
+
+
 def measured_by(speed_from: str) -> str:
-    """``load test NAME[, NAME...]`` or ``log NAME``: what ``--speed-from`` named, in words."""
+    """``load test NAME[, NAME...]``, ``log NAME`` or ``calibration NAME``: what ``--speed-from`` named, in words."""
     paths = [Path(one.strip()) for one in speed_from.split(",") if one.strip()]
-    kind = "log" if len(paths) == 1 and is_log(paths[0]) else "load test"
+    kind = "load test"
+    if len(paths) == 1 and is_log(paths[0]):
+        kind = "log"
+    elif len(paths) == 1 and paths[0].is_file() and _is_calibration(paths[0]):
+        kind = "calibration"
     return f"{kind} {', '.join(p.name for p in paths)}"
 
 

@@ -107,7 +107,9 @@ def read_log(path: str | Path, engine: str | None = None, startup: int | str | N
         starts = startups.begins(chosen, clock)
         lines = startups.window(starts, startup, str(p))
         if len(starts) > 1:  # read again, the lines of that start-up alone
+            served = startups.serving(chosen, clock, startup)
             chosen, clock, ollama = _read(p, engine, lines)
+            chosen.window = served  # where it served: its speeds (simulate/measured_calibration.py)
     startups.check(chosen, str(p), clock)  # one start-up per log
     plausible.check(chosen, str(p))  # no figure an engine cannot print
     if chosen.engine == "llamacpp" and (engine == "ollama" or (engine is None and ollama)):

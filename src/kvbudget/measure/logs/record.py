@@ -137,6 +137,7 @@ class EngineLog:
     # (phrase, rank) of a line each start-up prints once -> [first line, second line, ..., times seen]
     once: dict[tuple[str, str | None], list[int]] = field(default_factory=dict)
     once_kept: int = 0  # line numbers kept in ``once`` over every phrase (bounded by rules.MAX_KEPT)
+    window: tuple[int, int] = (1, 2**63)  # the lines [first, past last) of the start-up read (``--startup``)
 
     def setting(self, name: str) -> SettingValue | None:
         s = self.settings.get(name)

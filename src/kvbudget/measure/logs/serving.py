@@ -136,6 +136,15 @@ class _State:
     ll_prompt: tuple[int, float] | None = None
 
 
+_ANSI_HINT = re.compile(r"\[[0-9;]")  # how every colour code text.ANSI matches begins, past its optional ESC
+
+
+def _clean(raw: str) -> str:
+    """text.clean, without its substitution on a line that cannot hold a colour code (most stats lines): the same
+    text, for a tenth of the time (text.ANSI's optional leading ESC leaves its regex no literal prefix to scan for)."""
+    return clean(raw) if "\x1b" in raw or _ANSI_HINT.search(raw) else raw.rstrip("\r\n")
+
+
 def _count(text: str) -> int:
     value = int(text)
     if value > MAX_RUNNING:
@@ -223,8 +232,10 @@ def _llama(log: ServingLog, s: _State, text: str, n: int) -> None:
         log.keep(log.decode, Decode(launched[1], (tokens - 1) / seconds, n))
 
 
-def read_serving(path: str | Path) -> ServingLog:
-    """The serving samples of the log at ``path`` (module doc); no engine's stats lines is an empty record."""
+def read_serving(path: str | Path, window: tuple[int, int] = (1, 2**63)) -> ServingLog:
+    """The serving samples of the log at ``path`` (module doc); no engine's stats lines is an empty record.
+    ``window``: only lines [first, past last) (``calibrate --startup N``: the serving lines of that start-up; the
+    blocks outside it are counted, not searched)."""
     from kvbudget.measure.logs import candidate_lines
     from kvbudget.safeio import regular_file
 
@@ -236,12 +247,14 @@ def read_serving(path: str | Path) -> ServingLog:
         if p.stat().st_size > MAX_LOG_BYTES:
             raise InputError(f"--speed-from {p}: larger than 2 GiB; give a log of the serving stretch measured")
         with p.open("r", encoding="utf-8-sig", errors="replace", newline="") as f:
-            for n, raw in candidate_lines(f, NEEDLES):  # block scans with str.find: only these lines reach Python
+            for n, raw in candidate_lines(
+                f, NEEDLES, window
+            ):  # block scans with str.find: only these lines reach Python
                 if not raw:
                     break
                 if len(raw) > MAX_LINE:
                     continue
-                text = clean(raw)
+                text = _clean(raw)
                 if (m := _VLLM.search(text)) is not None:
                     _vllm(log, state, m, text, n)
                 elif (m := _SG_DECODE.search(text)) is not None:

@@ -137,6 +137,22 @@ def begins(log: EngineLog, clock: Clock) -> list[int]:
     return [1] + [line for line, _ in clock.backs]
 
 
+def serving(log: EngineLog, clock: Clock, startup: int | str) -> tuple[int, int]:
+    """The lines [first, past last) where start-up ``startup`` (valid: ``window`` checked it) served: from its first
+    once-per-start-up line to the next start-up's first one. ``begins`` starts start-up k + 1 right after start-up
+    k's last such line, which suits its start-up lines but would hand it start-up k's serving lines (the stats
+    lines a server prints after its KV cache lines); a run dated back begins at that line, as ``begins`` says."""
+    starts = begins(log, clock)
+    k = len(starts) if startup == "last" else int(startup)
+    repeated = [lines[:-1] for (_, rank), lines in log.once.items() if lines[-1] > 1 and rank != "?"]
+    n = max((len(lines) for lines in repeated), default=0)
+    every = [lines for lines in repeated if len(lines) == n]
+    if n < 2 or len(starts) != n:
+        return starts[k - 1], (starts[k] if k < len(starts) else 2**63)
+    first = 1 if k == 1 else min(lines[k - 1] for lines in every)
+    return first, (min(lines[k] for lines in every) if k < n else 2**63)
+
+
 def window(starts: list[int], startup: int | str, path: str) -> tuple[int, int]:
     """The lines [first, past last) of start-up ``startup`` (1-based, or "last") of a file starting at ``starts``."""
     count = len(starts)
