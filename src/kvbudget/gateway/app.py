@@ -137,7 +137,7 @@ class Gateway:
             return error(413, f"request body larger than {self.settings.max_body} bytes (--max-body)")
         try:
             body = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
             return error(400, "request body is not valid JSON")
         if not isinstance(body, dict):
             return error(400, "request body must be a JSON object")

@@ -52,7 +52,7 @@ def _usage(event: bytes) -> dict[str, Any] | None:
         text = text[5:].strip()
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # garbage, or nested past the parser's depth: no usage
         return None
     usage = doc.get("usage") if isinstance(doc, dict) else None
     return usage if isinstance(usage, dict) else None
