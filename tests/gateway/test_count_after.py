@@ -49,6 +49,7 @@ class Upstream(ThreadingHTTPServer):
     def __init__(self, models: bytes | None = None, probe: bytes | None = None, usage: dict[str, int] | None = None):
         super().__init__(("127.0.0.1", 0), Handler)
         self.models, self.probe, self.usage = models, probe, usage
+        self.first_count_s = 0.0
         self.calls: dict[str, int] = {}
         self.lock = threading.Lock()
 
@@ -99,6 +100,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self.server.probe, "application/json"
             return json.dumps({"prompt": chatml(body["messages"])}).encode(), "application/json"
         if self.path == "/tokenize":
+            if self.server.calls["/tokenize"] == 1:
+                time.sleep(self.server.first_count_s)  # a slow count: the next step must not be recorded first
             return json.dumps({"tokens": list(range(1 + len(body["content"].encode())))}).encode(), "application/json"
         message = {"role": "assistant", "content": "ok"}
         usage = {} if self.server.usage is None else {"usage": self.server.usage}
@@ -151,6 +154,7 @@ def test_an_answer_without_usage_is_counted_after_so_the_record_stays_exact(stre
     record = tmp_path / "steps.jsonl"
     sent = [conversation(turns) for turns in (1, 2, 3)]
     with upstream() as server:
+        server.first_count_s = 1.0
         with gateway(server.url, *ARGS, "--record", str(record)) as gw:
             for messages in sent:
                 headers = ask(gw, messages, "s", stream)
