@@ -69,6 +69,10 @@ class Handler(BaseHTTPRequestHandler):
             self.server.calls[self.path] = self.server.calls.get(self.path, 0) + 1
 
     def _send(self, body: bytes, kind: str = "application/json") -> None:
+        if body.startswith(b"RAW"):  # bytes that are not an HTTP answer
+            self.wfile.write(body[len(b"RAW") :])
+            self.close_connection = True
+            return
         self.send_response(200)
         self.send_header("content-type", kind)
         if body.startswith(b"UNDECLARED"):  # no length: read until the connection closes (HTTP/1.0)
@@ -199,6 +203,7 @@ GARBAGE_MODELS = {
     "not-json": b"\xff\xfe<html>",
     "long": b'UNDECLARED{"data": [{"id": "m", "meta": {"vocab_type": 1}}], "pad": "' + b"x" * (2 * 2**20) + b'"}',
     "declared-huge": b"HUGE",
+    "not-http": b"RAWthis is not HTTP at all\r\n\r\n",
 }
 GARBAGE_PROBES = {
     "nested": b'{"prompt": ' + b"[" * 200_000 + b"]" * 200_000 + b"}",
@@ -216,7 +221,8 @@ def test_a_garbage_vocabulary_answer_turns_the_bound_off_and_every_request_is_co
             assert int(headers["x-kvbudget-prompt-tokens"]) == exact(conversation(2))
             assert "x-kvbudget-prompt-bound" not in headers
         assert gw.metric("kvbudget_gateway_count_skipped_total") == 0
-        assert server.calls["/v1/models"] == 1  # learned once: "no bound" is kept, not asked again
+        # an answer learned once ("no bound" is kept); no HTTP answer at all is asked again with the next request
+        assert server.calls["/v1/models"] == (2 if kind == "not-http" else 1)
 
 
 @pytest.mark.parametrize("kind", sorted(GARBAGE_PROBES))

@@ -12,6 +12,7 @@ bounded: an answer longer than its limit, not UTF-8, not JSON or nested past the
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -96,10 +97,14 @@ class Upstreams:
         return post
 
     def getter(self, upstream: str) -> Get:
-        """GET a JSON answer from ``upstream`` (what the count's bound learns: llama-server's ``/v1/models``)."""
+        """GET a JSON answer from ``upstream`` (what the count's bound learns: llama-server's ``/v1/models``); no
+        answer at all is status 0, never an error: the request that asked is counted exactly."""
 
-        async def get(path: str) -> tuple[int, Any]:
-            async with self.client.get(upstream + path, headers={"accept-encoding": "identity", **self.auth}) as reply:
-                return reply.status, await read_json(reply, MAX_GOT)
+        async def get(path: str) -> tuple[int, Any]:  # status 0: no HTTP answer (refused, not HTTP, cut, silent)
+            try:
+                async with self.client.get(upstream + path, headers={"accept-encoding": "identity", **self.auth}) as r:
+                    return r.status, await read_json(r, MAX_GOT)
+            except (aiohttp.ClientError, asyncio.TimeoutError):
+                return 0, None
 
         return get
