@@ -19,7 +19,10 @@ Also measured: the memory of 10,000 resident sessions in the gateway's own struc
 pending trace row each, as under ``--record``), by tracemalloc, in this process.
 
 ``--smoke``: fewer requests (for a quick check); ``--json``: only the document; ``--state redis://...``: the
-gateway keeps its sessions in that Redis (each request a new session: one admission script and one release);
+gateway keeps its sessions in that Redis (two Lua scripts a request: the entry, which admits a new session or
+reads a resident one's carried state, and the release); ``--replicas N`` (with ``--state``): N gateway processes
+share that Redis and each stream alternates between them request by request, so every request after a stream's
+first enters a session another replica served last (the reported CPU is all the replicas' together);
 ``--profile FILE``: the gateway runs under cProfile, its statistics written to FILE when it stops (read them with
 ``python -m pstats FILE``).
 """
@@ -119,10 +122,10 @@ async def _timed(client: aiohttp.ClientSession, url: str, session: str) -> tuple
 
 
 async def _round(
-    client: aiohttp.ClientSession, url: str, streams: int, each: int, tag: str
+    client: aiohttp.ClientSession, urls: list[str], streams: int, each: int, tag: str
 ) -> list[tuple[float, float]]:
-    async def worker(i: int) -> list[tuple[float, float]]:
-        return [await _one(client, url, f"{tag}-{i}") for _ in range(each)]
+    async def worker(i: int) -> list[tuple[float, float]]:  # stream i's k-th request to replica (i + k) mod N
+        return [await _one(client, urls[(i + k) % len(urls)], f"{tag}-{i}") for k in range(each)]
 
     results = await asyncio.gather(*(worker(i) for i in range(streams)))
     return [r for worker_results in results for r in worker_results]
@@ -160,6 +163,7 @@ async def _bench(
     levels: tuple[int, ...] = (1, 64, 512),
     profile: str | None = None,
     cap: str = "1M",
+    replicas: int = 1,
 ) -> dict[str, Any]:
     path = [str(ROOT / "src")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
@@ -173,17 +177,19 @@ async def _bench(
         command += ["--state", state]
     if profile is not None:  # CPU time (process_time), not wall time: a wait for a busy core is not the gateway's cost
         command[1:3] = ["-c", PROFILED.format(file=profile)]  # in place of -m kvbudget
-    gateway = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
-    assert gateway.stdout is not None
-    line = await asyncio.to_thread(gateway.stdout.readline)
-    url = line.split()[2].rstrip("/")
+    gateways = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env) for _ in range(replicas)]
+    urls = []
+    for gateway in gateways:
+        assert gateway.stdout is not None
+        line = await asyncio.to_thread(gateway.stdout.readline)
+        urls.append(line.split()[2].rstrip("/"))
     out: dict[str, Any] = {"events_per_stream": EVENTS, "engine": engine, "cap": cap,
-                           "state": "redis" if state else "memory",
+                           "state": "redis" if state else "memory", "replicas": replicas,
                            "concurrency": {}}  # fmt: skip
     out["load_average_before"] = [round(x, 2) for x in os.getloadavg()]  # the machine's load, stated with the figures
     try:
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as client:
-            await _round(client, url, 4, 5, "warm")
+            await _round(client, urls, 4, 5, "warm")
             for streams in levels:
                 full, quick = PER_STREAM.get(streams, (4, 1))
                 each = quick if smoke else full
@@ -191,10 +197,10 @@ async def _bench(
                 through: list[tuple[float, float]] = []
                 cpu_s = 0.0  # the gateway's own CPU time over its rounds: its cost, whatever waits the machine adds
                 for r in range(4):  # alternate, so a busy spell hits both alike
-                    direct += await _round(client, upstream, streams, max(1, each // 4), f"d{streams}-{r}")
-                    before = _cpu_s(gateway.pid)
-                    through += await _round(client, url, streams, max(1, each // 4), f"g{streams}-{r}")
-                    cpu_s += _cpu_s(gateway.pid) - before
+                    direct += await _round(client, [upstream], streams, max(1, each // 4), f"d{streams}-{r}")
+                    before = sum(_cpu_s(gateway.pid) for gateway in gateways)
+                    through += await _round(client, urls, streams, max(1, each // 4), f"g{streams}-{r}")
+                    cpu_s += sum(_cpu_s(gateway.pid) for gateway in gateways) - before
                 d, g = _summary(direct), _summary(through)
                 out["concurrency"][str(streams)] = {
                     "requests": len(through),
@@ -207,8 +213,10 @@ async def _bench(
                 }
         out["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     finally:
-        os.kill(gateway.pid, signal.SIGINT)
-        gateway.wait(15)
+        for gateway in gateways:
+            os.kill(gateway.pid, signal.SIGINT)
+        for gateway in gateways:
+            gateway.wait(15)
         server.kill()
         server.wait(15)
     return out
@@ -247,6 +255,8 @@ def main() -> int:
     counting = "llamacpp: through the upstream's /apply-template and /tokenize; other: from bytes, no extra call"
     parser.add_argument("--engine", default="llamacpp", help=f"the gateway's --engine ({counting})")
     parser.add_argument("--state", help="the gateway's --state (redis://HOST:PORT/DB: two Redis calls a request)")
+    parser.add_argument("--replicas", type=int, default=1, help="gateway processes sharing --state, each stream "
+                        "alternating between them (default 1)")  # fmt: skip
     parser.add_argument("--streams", default="1,64,512", help="concurrent streams to measure, e.g. 1,64,512")
     parser.add_argument("--cap", default="1M", help="the gateway's --cap (1M: every request provably fits and skips "
                         "the count; 24: the bound no longer fits, every request is counted)")  # fmt: skip
@@ -257,7 +267,11 @@ def main() -> int:
         asyncio.run(_serve_upstream())
         return 0
     levels = tuple(int(part) for part in args.streams.split(",") if part.strip())
-    result = asyncio.run(_bench(args.smoke, args.engine, args.state, levels, args.profile, args.cap))
+    if args.replicas < 1 or (args.replicas > 1 and args.state is None):
+        parser.error("--replicas: 1, or more with --state redis://... (replicas share their sessions there)")
+    if args.replicas > 1 and args.profile is not None:
+        parser.error("--profile: one replica only (each would write the same file)")
+    result = asyncio.run(_bench(args.smoke, args.engine, args.state, levels, args.profile, args.cap, args.replicas))
     result["memory"] = _session_memory()
     if not args.json:
         for streams, row in result["concurrency"].items():

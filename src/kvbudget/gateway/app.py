@@ -137,7 +137,7 @@ class Gateway:
             return error(413, f"request body larger than {self.settings.max_body} bytes (--max-body)")
         try:
             body = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
             return error(400, "request body is not valid JSON")
         if not isinstance(body, dict):
             return error(400, "request body must be a JSON object")
@@ -268,6 +268,14 @@ class Gateway:
             self.metrics.upstream_errors.labels(session.upstream, "connect").inc()
             return upstream_error(exc, "before its answer", ours)
         self.metrics.upstream_latency.labels(session.upstream).observe(time.monotonic() - started)
+        counted_after: list[int] = []
+
+        async def before_end(outcome: Outcome) -> None:
+            # an answer without usage to a request whose count was skipped: counted before the client has the end
+            # of the answer, so the session's next request (sent after it) cannot be recorded before this one
+            prompt = (outcome.usage or {}).get("prompt_tokens")
+            if upstream.status == 200 and not isinstance(prompt, int) and count.basis == "bound":
+                counted_after.append(await self._exact(counter, path, body, count))
 
         async def done(outcome: Outcome) -> None:
             try:
@@ -282,8 +290,8 @@ class Gateway:
                         if counter.exceeded(count, prompt):
                             self.metrics.bound_exceeded.labels(session.upstream).inc()
                         self.metrics.count_error.inc(abs(counter.reconcile(count, prompt)))
-                    else:
-                        prompt = await self._exact(counter, path, body, count)
+                    else:  # counted before the end reached the client, or now (the client went away first)
+                        prompt = counted_after[0] if counted_after else await self._exact(counter, path, body, count)
                     output = usage.get("completion_tokens")
                     details = usage.get("prompt_tokens_details")
                     cached = details.get("cached_tokens") if isinstance(details, dict) else None
@@ -294,7 +302,7 @@ class Gateway:
             finally:
                 await self.admission.release(session)
 
-        return Relay(upstream, ours, done, hide_usage=hide_usage)
+        return Relay(upstream, ours, done, hide_usage=hide_usage, before_end=before_end)
 
     async def _exact(self, counter: caps.Counter, path: str, body: dict[str, Any], count: caps.Count) -> int:
         """The prompt tokens of an answer without ``usage``: as counted, or counted now when the count was skipped

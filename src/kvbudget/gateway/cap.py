@@ -74,12 +74,14 @@ class Counter:
 
     async def _learn(self) -> None:
         """The upstream's vocabulary type (``GET /v1/models``: ``meta.vocab_type``) and chat template's rendering.
-        A connection failure leaves it unlearned (tried again with the next request); an answer without a usable
-        vocabulary type turns the bound off on this upstream."""
+        No HTTP answer (status 0) leaves it unlearned (the request is counted; tried again with the next one); an
+        answer without a usable vocabulary type turns the bound off on this upstream."""
         if self.get is None:
             self.bounding = False
             return
         status, models = await self.get("/v1/models")
+        if status == 0:
+            return
         data = models.get("data") if isinstance(models, dict) else None
         meta = data[0].get("meta") if isinstance(data, list) and data and isinstance(data[0], dict) else None
         vocab = meta.get("vocab_type") if isinstance(meta, dict) else None

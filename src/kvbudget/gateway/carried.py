@@ -33,7 +33,7 @@ def decode(text: str) -> dict[str, object]:
     """The state ``encode`` wrote; an empty or unreadable text is an empty state."""
     try:
         doc = json.loads(text) if text else {}
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
     state: dict[str, object] = {}
     if not isinstance(doc, dict):

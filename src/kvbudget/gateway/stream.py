@@ -10,7 +10,9 @@ past ``--upstream-timeout``), not a cut body.
 While relaying, the client's connection is watched: when it goes away the upstream connection is closed at
 once (llama-server and vLLM stop generating for a closed connection) and the outcome says so. An upstream that
 fails mid-stream ends the stream with an SSE ``error`` event. ``on_done`` is called exactly once, whatever
-happened, so the slot accounting survives both.
+happened, so the slot accounting survives both. ``before_end``, when given, is awaited once the whole answer is
+read and before its end reaches the client (the last chunk of a stream; a whole answer's headers): what it does
+is done before the client can send its next request.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def _usage(event: bytes) -> dict[str, Any] | None:
         text = text[5:].strip()
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # garbage, or nested past the parser's depth: no usage
         return None
     usage = doc.get("usage") if isinstance(doc, dict) else None
     return usage if isinstance(usage, dict) else None
@@ -73,10 +75,12 @@ class Relay:
         on_done: Callable[[Outcome], Awaitable[None]],
         *,
         hide_usage: bool,
+        before_end: Callable[[Outcome], Awaitable[None]] | None = None,
     ) -> None:
         self.upstream = upstream
         self.headers = headers
         self.on_done = on_done
+        self.before_end = before_end
         self.hide_usage = hide_usage
         self.outcome = Outcome(upstream.status)
 
@@ -129,6 +133,8 @@ class Relay:
             await send({"type": "http.response.body", "body": body})
             return
         self.outcome.usage = _usage(body)
+        if self.before_end is not None:
+            await self.before_end(self.outcome)
         await send(self._start(len(body)))
         await send({"type": "http.response.body", "body": body})
 
@@ -150,6 +156,8 @@ class Relay:
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             self.outcome.upstream_error = type(exc).__name__
             held += error_event(f"upstream failed mid-stream: {type(exc).__name__}", upstream_failure(exc)[1])
+        if self.before_end is not None and self.outcome.upstream_error is None:
+            await self.before_end(self.outcome)
         await send({"type": "http.response.body", "body": held, "more_body": False})
 
     def _screen(self, events: bytes) -> bytes:

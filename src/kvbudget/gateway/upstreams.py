@@ -4,10 +4,16 @@ Request headers forwarded are the client's, less the hop-by-hop ones (RFC 9110 7
 client sets again, and, with ``--keys``, less the client's credentials (they are the gateway's). With
 ``--upstream-key-env``, every call (completions, the counting calls, the health checks) carries the engines'
 own key as ``Authorization: Bearer``. Bodies are never decompressed (``accept-encoding: identity`` upstream).
+
+The JSON answers the gateway reads itself (the counting calls, the summaries, what the bound learns) are read
+bounded: an answer longer than its limit, not UTF-8, not JSON or nested past the parser's depth is no answer
+(``None``), which the callers treat as an engine that cannot count or tell (they count exactly, or fall back).
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +26,27 @@ NOT_FORWARDED = frozenset(
      "proxy-authorization", "proxy-connection", "accept-encoding")
 )  # fmt: skip
 CREDENTIALS = frozenset(("authorization", "x-api-key"))  # with --keys: the gateway's own, never the engine's
+# bytes of a JSON answer the gateway reads itself: a POST's (a /tokenize of a request up to --max-body, whose token
+# list is several times the text) and a GET's (/v1/models: a few hundred bytes from llama-server)
+MAX_POSTED = 64 * 2**20
+MAX_GOT = 2**20
+
+
+async def read_json(reply: aiohttp.ClientResponse, limit: int) -> Any:
+    """The answer's JSON document, or None when it is longer than ``limit`` bytes (read no further), not UTF-8, not
+    JSON, or nested too deep to parse (RecursionError)."""
+    declared = reply.content_length
+    if declared is not None and declared > limit:
+        return None
+    body = bytearray()
+    async for chunk in reply.content.iter_any():
+        body += chunk
+        if len(body) > limit:
+            return None
+    try:
+        return json.loads(body.decode("utf-8")) if body.strip() else None
+    except (ValueError, RecursionError):
+        return None
 
 
 class Upstreams:
@@ -65,21 +92,19 @@ class Upstreams:
 
         async def post(path: str, body: dict[str, Any]) -> tuple[int, Any]:
             async with self.client.post(upstream + path, json=body, headers=self.auth) as reply:
-                try:
-                    return reply.status, await reply.json(content_type=None)
-                except ValueError:
-                    return reply.status, None
+                return reply.status, await read_json(reply, MAX_POSTED)
 
         return post
 
     def getter(self, upstream: str) -> Get:
-        """GET a JSON answer from ``upstream`` (what the count's bound learns: llama-server's ``/v1/models``)."""
+        """GET a JSON answer from ``upstream`` (what the count's bound learns: llama-server's ``/v1/models``); no
+        answer at all is status 0, never an error: the request that asked is counted exactly."""
 
-        async def get(path: str) -> tuple[int, Any]:
-            async with self.client.get(upstream + path, headers={"accept-encoding": "identity", **self.auth}) as reply:
-                try:
-                    return reply.status, await reply.json(content_type=None)
-                except ValueError:
-                    return reply.status, None
+        async def get(path: str) -> tuple[int, Any]:  # status 0: no HTTP answer (refused, not HTTP, cut, silent)
+            try:
+                async with self.client.get(upstream + path, headers={"accept-encoding": "identity", **self.auth}) as r:
+                    return r.status, await read_json(r, MAX_GOT)
+            except (aiohttp.ClientError, asyncio.TimeoutError):
+                return 0, None
 
         return get
