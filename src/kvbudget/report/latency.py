@@ -3,7 +3,8 @@
 * at the planned sessions: ``kvbudget speed`` (kvbudget.speed.answer ``estimate_speed``, the roofline with the
   fitted efficiencies; ``computed``) for the report's deployment with as many requests in flight as the plan
   holds over all its replicas, every one a request of ``--isl``/``--osl`` tokens (speed's defaults), or of the
-  ``--workload``'s mean step (plan/sizing_load.py ``workload_shape``, as ``kvbudget size`` reads a workload);
+  ``--workload``'s mean step (plan/sizing_load.py ``workload_shape``: a benchmark-like figure of the typical
+  step; ``kvbudget size`` holds its targets at the workload's p99 step, and the report's simulation gives p99);
 * with a simulation: the simulator's time to first token and inter-token latency p50 / p99 and the output speed
   a session sees (``kvbudget simulate --json`` ``latency``), after the speeds it ran at (its ``speeds``:
   ``computed``, ``given`` by --prefill-rate / --decode-rate, or ``measured``).
