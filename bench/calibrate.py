@@ -5,9 +5,11 @@ of the kind a server prints while it runs, then the same start-up again (a resta
 reader has to scan all of it, find the two start-ups and read the second again on its own (``--startup 2``).
 Target (issue 13): under 5 s on the development machine (2 cores).
 ``--smoke`` (scripts/check) reads a 10 MB log and fails only on a gross regression (3x the per-MB
-target), since CI machines vary. The bound is held to the child's CPU seconds (user + system), not its
-wall time: on a shared machine the wall time measures the machine's queue (6-9 s wall for 1.3 s of CPU at a
-load average of 15 on 2 cores), the CPU time what calibrate costs. Results are printed as one JSON line.
+target), held to the reading alone: the CPU of the same command on the log's two start-ups without the
+request lines (its interpreter start, imports and rules: 0.8 s of CPU on a busy 2-core machine) is taken
+off. The bound is held to the child's CPU seconds (user + system), not its wall time: on a shared machine
+the wall time measures the machine's queue (6-9 s wall for 1.3 s of CPU at a load average of 15 on 2
+cores), the CPU time what calibrate costs. Results are printed as one JSON line.
 """
 
 from __future__ import annotations
@@ -72,7 +74,13 @@ def main() -> int:
         path = Path(tmp) / "engine.log"
         size = build_log(path, megabytes)
         elapsed, cpu, doc = run(path)
+        # the smoke's bound scales with the megabytes read, so it holds the reading alone: the same command on
+        # the two start-ups without the request lines (interpreter, imports, rules) is taken off
+        bare = Path(tmp) / "bare.log"
+        bare.write_text(START.read_text(encoding="utf-8") * 2, encoding="utf-8")
+        fixed = run(bare)[1] if args.smoke else 0.0
     bound = TARGET_S * megabytes / FULL_MB * (3 if args.smoke else 1)
+    judged = cpu - fixed
     reconciled = doc["reconciliation"]
     assert isinstance(reconciled, list) and all(r["consistent"] for r in reconciled)
     print(
@@ -83,12 +91,13 @@ def main() -> int:
                 "lines": doc["lines_read"],
                 "seconds": round(elapsed, 3),
                 "cpu_seconds": round(cpu, 3),
+                "fixed_cpu_seconds": round(fixed, 3),
                 "bound_s": bound,
-                "ok": cpu <= bound,
+                "ok": judged <= bound,
             }
         )
     )
-    return 0 if cpu <= bound else 1
+    return 0 if judged <= bound else 1
 
 
 if __name__ == "__main__":
