@@ -244,8 +244,8 @@ def gpu(name: str) -> Gpu:
     """The GPU with this id, alias or name (case-insensitive); InputError listing close names otherwise.
 
     A name that fits more than one card comes back as the card ``ambiguous_names`` reads it as, its ``name``
-    saying so: "NVIDIA H100 SXM5 80GB (HBM3) [h100-80gb read as h100-sxm, 79.6 GiB, 3.35 TB/s; also h100-pcie: 74.5 GiB
-    nominal, 2 TB/s]"."""
+    saying so: "NVIDIA H100 SXM5 80GB (HBM3) [h100-80gb read as h100-sxm, 79.6 GiB, 3.35 TB/s; also h100-pcie: 79.6 GiB,
+    2 TB/s]"."""
     entry = _lookup(name, gpus(), "GPU")
     choice = _data().get("ambiguous_names", {}).get("names", {}).get(_key(name))
     if choice is None or choice["means"] != entry.id:

@@ -10,8 +10,10 @@ determine_available_memory, gpu_model_runner.py profile_run):
 * Which top-k/top-p sampler runs decides the sampler's bytes per (sequence, vocabulary entry)
   (v1/sample/ops/topk_topp_sampler.py, per version; ``sampler_path``):
   - the PyTorch-native path sorts the logits (fp32 values + int64 indices), then softmax, cumsum, scatter,
-    probabilities and exponential noise: 37 B, fitted on vLLM 0.10.1's refusal of gpt-oss-120b on one H100
-    ("Available KV cache memory: -2.14 GiB", issue #23278, with the weights as loaded, weights/loaded.py);
+    probabilities and exponential noise: 37 B, fitted on vLLM 0.10.1's refusal of gpt-oss-120b on one H100 PCIe
+    ("Available KV cache memory: -2.14 GiB", issue #23278, with the weights as loaded, weights/loaded.py); held out:
+    vLLM 0.11.0's refusal of the same model on an H100 SXM at the defaults (-2.28 GiB, issue #27508: planned -2.09)
+    and its 1.71 GiB at 0.95 (planned 1.87);
   - FlashInfer's kernel sorts nothing: the bf16 logits (2 B), their fp32 copy (4 B), FlashInfer's top-k-masked
     logits (4 B) and its softmax probabilities (4 B) = 14 B, read from flashinfer sampling.py
     top_k_top_p_sampling_from_logits (top_k_mask_logits, then softmax, then top_p_sampling_from_probs).
@@ -51,7 +53,7 @@ SAMPLER_BYTES = (
 FLASHINFER_BYTES = (
     14  # bf16 logits 2 + fp32 logits 4 + top-k-masked logits 4 + probabilities 4 (flashinfer sampling.py)
 )
-FITTED_ON = "gpt-oss-120b on an H100, vLLM 0.10.1 (github.com/vllm-project/vllm/issues/23278)"
+FITTED_ON = "gpt-oss-120b on an H100 PCIe, vLLM 0.10.1 (github.com/vllm-project/vllm/issues/23278)"
 FLASHINFER_IF_INSTALLED = ((0, 9), (0, 11, 1))  # PR #15777 (on when importable) .. PR #26859 (off by default)
 FLASHINFER_DEFAULT_SINCE = (0, 20)  # PR #40376 "Enable FlashInfer top-k/top-p sampler by default", after 0.19.0
 
