@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from kvbudget import hardware
 from kvbudget.api import PlanRequest, Tokens, plan_deployment
 from kvbudget.errors import InputError
 from kvbudget.model.sources import resolve
@@ -256,3 +257,20 @@ def test_an_error_worth_a_large_share_of_few_long_sessions_is_flagged_and_a_smal
     plan = plan_deployment(_request(row))
     assert plan.sessions == 70
     assert not any(w.startswith("near the edge") for w in plan.warnings)
+
+
+def test_the_a100_80gb_cuda_total_is_the_one_its_pairs_of_logs_imply() -> None:
+    """One deployment at two utilizations profiles the same runtime memory (vLLM V1: the profile does not depend on
+    the fraction), so (pool_high - pool_low) / (u_high - u_low) is the CUDA total vLLM multiplies. The printed pools
+    are rounded to 0.01 GiB: each pair bounds the total to an interval, and the catalog's figure lies in both."""
+    total = hardware.gpu("a100-80gb").cuda_total_bytes / GiB
+    rows = {r["case"]: r for r in ROWS}
+    for low, high in (
+        ("qwen2-7b-a100-80gb-0.25-16k", "qwen2-7b-a100-80gb-0.5-16k"),
+        ("qwen2-7b-2xa100-80gb-0.25-16k", "qwen2-7b-2xa100-80gb-0.5-16k"),
+    ):
+        a, b = rows[low], rows[high]
+        du = float(b["gpu_memory_utilization"]) - float(a["gpu_memory_utilization"])
+        dp = float(b["available_kv_gib"]) - float(a["available_kv_gib"])
+        assert (dp - 0.01) / du <= total <= (dp + 0.01) / du, (low, high)
+    assert 79.24 <= total <= 79.28
