@@ -112,3 +112,16 @@ def test_the_a100_logs_that_sampled_with_flashinfer_land_within_7_percent_on_fla
             assert pool is not None
             logged = float(row["available_kv_gib"]) * GiB
             assert abs(pool - logged) <= 0.07 * logged, row["case"]
+
+
+def test_the_v1_versions_that_count_the_whole_device_as_non_torch_memory_say_so() -> None:
+    # vLLM 0.8.0-0.9.0 gpu_worker.py: non-torch = (total - free) - torch allocated after the profile, other processes
+    # included; 0.9.1 measures from a snapshot taken after the CUDA context exists (memory_profiling, PR #19312)
+    def basis(version: str) -> str:
+        request = PlanRequest(model="llama-3.1-8b", gpu="l40s", engine=f"vllm@{version}", context=Tokens("32768"))
+        return plan_deployment(request).overhead.basis
+
+    for version in ("0.8.0", "0.8.5", "0.9.0"):
+        assert "other processes" in basis(version), version
+    for version in ("0.9.1", "0.10.1"):
+        assert "other processes" not in basis(version), version

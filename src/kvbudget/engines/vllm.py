@@ -635,6 +635,13 @@ class Rules(EngineRules):
             graphs=graphs,
             sampler=sampler_path(self.version),
         )
+        if vllm_memory.whole_device_non_torch(self.version):
+            profiled = replace(
+                profiled,
+                basis=f"{profiled.basis}; vLLM {self.version} counts as non-torch memory all the GPU holds outside its "
+                "torch allocations (its CUDA context, other processes): on a shared GPU the pool is smaller by what "
+                "else is on it (vllm_memory.WHOLE_DEVICE_NON_TORCH)",
+            )
         return plus(profiled, nvls, nvls_words)
 
     def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:

@@ -21,6 +21,10 @@ BATCH_160GIB_SINCE = (0, 28)  # vLLM 0.28 EngineArgs.get_batch_defaults: a >= 16
 V1_SINCE = (0, 8)  # vLLM 0.8.0 made the V1 engine the default (VLLM_USE_V1)
 V0_CHUNKED_ABOVE = 32768  # V0's OpenAI server enables chunked prefill for max_model_len > 32K
 GRAPHS_SINCE = (0, 21)  # vLLM gpu_worker subtracts the CUDA graph estimate from 0.21 (envs.py default on)
+# vLLM 0.8.0-0.9.0 V1 gpu_worker.determine_available_memory counts as non-torch memory (total - free) - torch allocated
+# after the profile: this process's CUDA context and loaded kernels and every other process on the GPU; 0.9.1 measures
+# from a snapshot taken after the CUDA context exists (utils.memory_profiling, PR #19312; read in the released wheels)
+WHOLE_DEVICE_NON_TORCH = ((0, 8), (0, 9, 1))
 
 
 def default_utilization(version: str) -> float:
@@ -68,3 +72,9 @@ def is_v0(version: str) -> bool:
 
 def subtracts_graphs(version: str) -> bool:
     return version_tuple(version) >= GRAPHS_SINCE
+
+
+def whole_device_non_torch(version: str) -> bool:
+    """Whether this V1 version counts everything on the device outside its torch allocations as non-torch memory."""
+    low, high = WHOLE_DEVICE_NON_TORCH
+    return low <= version_tuple(version) < high
