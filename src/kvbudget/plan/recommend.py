@@ -105,7 +105,7 @@ def _checked(c: Candidate, s: Sizing) -> str:
     sim = c.simulated
     load = f"{c.load.sessions:,} sessions in flight" if c.load is not None and s.sessions else "the arrival rate"
     run = (
-        f"`kvbudget simulate` of the workload's first {sim.sessions:,} sessions (seed {sim.seed}), tool pauses "
+        f"`kvbudget simulate` of the workload's first {sim.sessions:,} sessions (seed {sim.seed}), their pauses "
         f"included, at {load}"
         if sim is not None
         else ""
@@ -127,8 +127,8 @@ def _checked(c: Candidate, s: Sizing) -> str:
             )
         elif sim.computed < sim.replicas:
             lines += (
-                f". Speed's arithmetic at the mean load per replica gave {_count(c, sim.computed)}, which misses in "
-                "simulation, where sessions arrive at random and bunch up on a replica"
+                f". Speed's arithmetic alone, at the mean load per replica, gave {_count(c, sim.computed)}, too few in "
+                "simulation"
             )
         return lines + "."
     if sim is not None:
@@ -143,7 +143,7 @@ def _checked(c: Candidate, s: Sizing) -> str:
         )
     if s.simulate_check and c.binding != "memory":
         return (
-            " This count counts every session as generating at once, tool pauses not subtracted, so it is an upper "
+            " This count takes every session as generating at once, tool pauses not subtracted, so it is an upper "
             "bound: without --no-simulate, size checks it by simulation and finds the fewest replicas that meet "
             "the targets."
         )

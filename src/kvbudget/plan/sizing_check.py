@@ -9,7 +9,7 @@ simulate`` makes): a bisection over the replicas between memory's count (the flo
 0), with their pauses, at the same targets (``simulate``'s: p99 TTFT and inter-token latency per step, and its
 preemption, refusal and queue-delay tolerances). The answer is the fewest replicas that meet the targets, one
 fewer missing them (or the floor itself meeting them): verified, not modelled. When speed's count itself misses
-in simulation (arrivals bunch on a replica: its p99 inter-token latency is not the mean load's), counts above it
+in simulation (its p99 is not the mean load's arithmetic), counts above it
 are tried, doubling up to ``ABOVE`` times it, then bisected the same way; none meeting is said so.
 
 The load as a rate: ``--rate`` as given. ``--sessions N`` (peak concurrent) as the arrival rate that keeps N

@@ -113,7 +113,9 @@ def simulation_notes(s: Sizing, most: int = 3) -> list[str]:
         sim = c.simulated
         assert sim is not None
         runs = ", ".join(
-            f"{p.replicas:,} {'met' if p.met else 'missed'} (p99 TTFT {p.ttft_p99_s:.2f} s)" for p in sim.probes
+            f"{p.replicas:,} {'met' if p.met else 'missed'} (p99 TTFT {p.ttft_p99_s:.2f} s, ITL "
+            f"{p.itl_p99_s * 1000:.1f} ms)"
+            for p in sim.probes
         )
         found = (
             f"the fewest that meet the targets: {sim.replicas:,}"
