@@ -104,6 +104,10 @@ COMMANDS = [
         "--rate", "0.5/s", "--workload", "examples/chat.toml", "--price", "l40s=0.79/h,rtx-5090=0.89/h",
         "--target-refusal-rate", "0.5%",
     ],
+    [  # a latency-bound count checked by simulation: the count column and the runs' note
+        "size", "llama-3.1-8b", "--gpu", "l40s", "--context", "16k", "--sessions", "20", "--workload",
+        "examples/chat.toml", "--ttft", "1s", "--itl", "30ms",
+    ],
 ]  # fmt: skip
 
 # The CLI modules that render in place (cli/compare.py) call render.text.fit once the lead ports it (issue 24).

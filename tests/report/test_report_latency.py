@@ -139,8 +139,14 @@ def test_size_is_size_json_for_the_reports_deployment() -> None:
     page = html(*LLAMA, "--size", "--size-gpu", "h100-sxm,h200", *SIZE)
     panel = page.split('<section class="panel wide" id="sizing">', 1)[1].split("</section>", 1)[0]
     rows = panel_rows(page, "sizing")
-    assert [r[1:3] + r[8:] for r in rows] == [
-        [f"{d['gpu']} x {d['gpus']}", str(d["replicas"]), money(d["cost_per_hour"]), money(d["cost_per_session_hour"])]
+    assert [r[1:4] + r[-2:] for r in rows] == [
+        [
+            f"{d['gpu']} x {d['gpus']}",
+            str(d["replicas"]),
+            d["replicas_basis"],
+            money(d["cost_per_hour"]),
+            money(d["cost_per_session_hour"]),
+        ]
         for d in size["deployments"]
     ]
     assert f'<p class="recommendation">{escape(size["recommendation"])}</p>' in panel

@@ -66,4 +66,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
         "--target-refusal-rate",
         help="with --workload: sessions the cap may refuse, 0.1%% or 0.001 (default 0.1%%, as simulate's target)",
     )
+    g = p.add_argument_group("check by simulation")
+    g.add_argument(
+        "--no-simulate",
+        action="store_true",
+        help="keep speed's latency-bound counts (every session generating at once: an upper bound) instead of "
+        "checking them with simulate when the workload's sessions pause (tens of seconds)",
+    )
+    g.add_argument("--jobs", help="processes for the simulation checks (default: every core)")
     return {"size": cmd_size}

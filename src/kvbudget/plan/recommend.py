@@ -51,10 +51,24 @@ def _why(c: Candidate, s: Sizing) -> str:
             f"{format_tokens(s.context)} cap"
         )
     target = "time to first token" if c.binding == "prefill" else "streaming speed (inter-token latency)"
+    if c.replicas_basis == "simulated":
+        fewer = f"{c.replicas - 1:,} {unit}s" if c.replicas > 2 else f"one {unit}"
+        return (
+            f"Speed sets the count, not memory: {_gpus_of(c, c.memory_sessions)} would hold the sessions' caches, "
+            f"but on {fewer} the p99 {target} misses the target in simulation"
+        )
     return (
         f"Speed sets the count, not memory: each {unit} could hold {c.memory_sessions:,} sessions' caches, but "
         f"past {per:,} the {target} would miss the target"
     )
+
+
+def _gpus_of(c: Candidate, per: int) -> str:
+    """'5 GPUs' / '3 replicas': the replicas memory alone needs at ``per`` sessions each."""
+    assert c.load is not None
+    n = -(-c.load.sessions // per)
+    unit = "GPU" if c.choice.tp == 1 else "replica"
+    return f"{n:,} {unit}{'s' if n != 1 else ''}"
 
 
 def _latency(c: Candidate, s: Sizing) -> str:
@@ -67,7 +81,7 @@ def _latency(c: Candidate, s: Sizing) -> str:
     within = f", inside the {' and '.join(targets)} target{'s' if len(targets) > 1 else ''}" if targets else ""
     return (
         f" At {lat.sessions:,} sessions each, {_which(lat.percentile)} should start {_seconds(lat.ttft_s)} and "
-        f"stream at about {1 / lat.itl_s:.0f} tokens/s{within} ({_speed_source(s, lat.provenance)})."
+        f"stream at about {1 / lat.itl_s:.0f} tokens/s{within} ({_speed_source(s, lat.provenance, c)})."
     )
 
 
@@ -76,10 +90,69 @@ def _which(percentile: str) -> str:
     return "the slowest 1% of replies (p99 step)" if percentile == "p99" else "a reply"
 
 
-def _speed_source(s: Sizing, provenance: str) -> str:
+def _speed_source(s: Sizing, provenance: str, c: Candidate) -> str:
+    if provenance == "simulated":
+        measured = c.speeds is not None and c.speeds[0] == "measured" and s.speed_from
+        speeds = f"the speeds {s.speed_origin} {s.speed_from} measured" if measured else "the speed model's speeds"
+        return f"as simulated, on {speeds}"
     if provenance == "measured" and s.speed_from:
         return f"from the speeds {s.speed_origin} {s.speed_from} measured on this model and engine"
     return "computed from the speed model, not measured"
+
+
+def _checked(c: Candidate, s: Sizing) -> str:
+    """How a latency-bound count was verified: the simulation's runs either side of it, or why it is a bound."""
+    sim = c.simulated
+    load = f"{c.load.sessions:,} sessions in flight" if c.load is not None and s.sessions else "the arrival rate"
+    run = (
+        f"`kvbudget simulate` of the workload's first {sim.sessions:,} sessions (seed {sim.seed}), their pauses "
+        f"included, at {load}"
+        if sim is not None
+        else ""
+    )
+    if sim is not None and sim.replicas is not None:
+        met, missed = sim.met_probe, sim.missed_probe
+        n = _count(c, sim.replicas)
+        lines = f" The count is checked by simulation: {run} meets the targets on {n}"
+        if met is not None:
+            lines += f" (p99 TTFT {met.ttft_p99_s:.2f} s, inter-token {met.itl_p99_s * 1000:.1f} ms)"
+        if missed is not None:
+            lines += f" and misses them on {_count(c, missed.replicas)} ({'; '.join(missed.misses)})"
+        else:
+            lines += ", the fewest that hold the sessions' caches"
+        if sim.computed > sim.replicas:
+            lines += (
+                f". Counting every session as generating at once, as if none paused for its tools, would have asked "
+                f"for {_count(c, sim.computed)}"
+            )
+        elif sim.computed < sim.replicas:
+            lines += (
+                f". Speed's arithmetic alone, at the mean load per replica, gave {_count(c, sim.computed)}, too few in "
+                "simulation"
+            )
+        return lines + "."
+    if sim is not None:
+        from kvbudget.plan.sizing_check import ABOVE
+
+        probe = sim.at(ABOVE * sim.computed)
+        why = f" ({'; '.join(probe.misses)})" if probe is not None and probe.misses else ""
+        return (
+            f" Simulation does not confirm this count: {run} misses the targets even on "
+            f"{_count(c, ABOVE * sim.computed)}{why}, {ABOVE} times speed's count. Loosen the "
+            "targets, or measure a replica before buying."
+        )
+    if s.simulate_check and c.binding != "memory":
+        return (
+            " This count takes every session as generating at once, tool pauses not subtracted, so it is an upper "
+            "bound: without --no-simulate, size checks it by simulation and finds the fewest replicas that meet "
+            "the targets."
+        )
+    return ""
+
+
+def _count(c: Candidate, replicas: int) -> str:
+    unit = "GPU" if c.choice.tp == 1 else "replica"
+    return f"{replicas:,} {unit}{'s' if replicas != 1 else ''}"
 
 
 def _change(c: Candidate, s: Sizing) -> str:
@@ -172,13 +245,5 @@ def recommendation(s: Sizing) -> str:
             " Boot one replica and measure it before buying: its memory is within the model's error margin of "
             "one session fewer per GPU."
         )
-    if pick.binding != "memory" and pick.latency is not None and pick.latency.percentile == "p99":
-        # sizing_load.py counts every session generating at once; simulate runs the workload's pauses, so the
-        # latency-bound count is an upper bound (tests/plan/test_size.py: 15 H200s here, simulate meets the
-        # README question's targets from 8)
-        text += (
-            " Speed counts every session as generating at once, tool pauses not subtracted, so this count of GPUs "
-            "is an upper bound: `kvbudget simulate` with the workload's pauses and the same targets at fewer "
-            "replicas tells how many the load really needs."
-        )
+    text += _checked(pick, s)
     return text + _change(pick, s)

@@ -30,6 +30,7 @@ from kvbudget.units import format_tokens
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
     from kvbudget.plan.plan import Plan
+    from kvbudget.plan.sizing_check import Simulated
     from kvbudget.requests.size import SizeRequest
     from kvbudget.simulate.measured import MeasuredSpeeds
     from kvbudget.speed.roofline import Roofline
@@ -56,6 +57,14 @@ class Candidate:
     latency: Latency | None = None  # at the load each replica runs (ceil(load / replicas))
     speeds: tuple[str, str] | None = None  # (provenance, basis) of the latency's speeds; None: memory alone
     refusals: CapRefusals | None = None  # the workload's sessions this row's cap refuses (None: no workload)
+    simulated: Simulated | None = None  # the count checked by simulation (plan/sizing_check.py); None: not checked
+    computed_replicas: int = 0  # speed's arithmetic (every session generating at once): the count before the check
+
+    @property
+    def replicas_basis(self) -> str:
+        """How the count was found: ``simulated`` (the fewest replicas simulate finds within the targets) or
+        ``computed`` (memory's count, or speed's arithmetic: an upper bound when latency binds)."""
+        return "simulated" if self.simulated is not None and self.simulated.replicas is not None else "computed"
 
     @property
     def sessions_per_replica(self) -> int:
@@ -99,6 +108,9 @@ class Candidate:
             "sessions_per_replica_memory": self.memory_sessions,
             "sessions_per_replica_latency": self.latency_sessions,
             "replicas": self.replicas,
+            "replicas_basis": self.replicas_basis,
+            "replicas_computed": self.computed_replicas or self.replicas,
+            "simulation": self.simulated.to_dict() if self.simulated else None,
             "gpus": self.gpus,
             "capacity_sessions": self.capacity,
             "headroom_sessions": self.headroom if not self.unmet else None,
@@ -135,6 +147,7 @@ class Sizing:
     refusals: CapRefusals | None = None  # at the asked cap, the whole prefix kept (None: no workload)
     cap_within: CapRefusals | None = None  # the smallest of CAP_CANDIDATES within the tolerance
     speed_origin: str = "load test"  # what measured ``speed_from``: a load test or the engine's log
+    simulate_check: str = ""  # why the latency-bound counts were not checked by simulation ("": they were, or none)
 
     @property
     def met(self) -> tuple[Candidate, ...]:
@@ -165,6 +178,7 @@ class Sizing:
             "smallest_cap_within_tolerance": self.cap_within.to_dict() if self.cap_within else None,
             "recommendation": self.recommendation,
             "speed_from": self.speed_from,
+            "simulate_check": self.simulate_check or None,
         }
 
 
@@ -221,6 +235,7 @@ def size_deployments(request: SizeRequest) -> Sizing:
         refusals = lengths.at(request.context)
         within = smallest_cap(lengths, list(CAP_CANDIDATES), tolerance)
         sized = [_refused(c, lengths, tolerance, within) for c in sized]
+    sized, skipped = _checked(request, sized, workload)
     ordered = sorted(sized, key=_rank)
     answer = Sizing(
         request.context,
@@ -238,7 +253,22 @@ def size_deployments(request: SizeRequest) -> Sizing:
     )
     if measured:
         answer = replace(answer, speed_origin=next(iter(measured.values())).origin)
+    answer = replace(answer, simulate_check=skipped)
     return replace(answer, recommendation=recommendation(answer))
+
+
+def _checked(request: SizeRequest, rows: list[Candidate], workload: Workload | None) -> tuple[list[Candidate], str]:
+    """The rows with the latency-bound counts worth checking refined by simulation (plan/sizing_check.py), and
+    why none was when some could have been (``--no-simulate``)."""
+    from kvbudget.plan.sizing_check import apply, check_rows, to_check
+
+    rows = [replace(c, computed_replicas=c.replicas) for c in rows]
+    if workload is None or not to_check(rows, workload):
+        return rows, ""
+    if request.no_simulate:
+        return rows, "--no-simulate: the latency-bound counts are speed's arithmetic, an upper bound"
+    checked = check_rows(request, rows, workload)
+    return [apply(c, checked[i], request.ttft, request.itl) if i in checked else c for i, c in enumerate(rows)], ""
 
 
 def held_shape(workload: Workload, lengths: SessionLengths, cap: int) -> Shape:

@@ -24,6 +24,7 @@ class SizingCells:
     deployment: str  # model, weights, engine (with the version whose rules sized it), cache dtype
     gpus: str  # "h200 x 4 tp2"
     replicas: str
+    count: str  # how the count was found: simulated (checked by simulate) or computed
     per_replica: str  # sessions one replica holds in memory / runs within the latency targets
     binds: str  # memory, prefill (TTFT) or decode (inter-token latency)
     spare: str  # sessions held beyond the peak, "+14"
@@ -48,6 +49,7 @@ def sizing_cells(c: Candidate) -> SizingCells:
         deployment=deployment(c),
         gpus=f"{c.choice.gpu} x {c.gpus}" + (f" tp{c.choice.tp}" if c.choice.tp > 1 else ""),
         replicas=f"{c.replicas:,}",
+        count=c.replicas_basis,
         per_replica=f"{c.memory_sessions:,}/{c.latency_sessions:,}",
         binds=c.binding,
         spare=f"+{c.headroom:,}",
@@ -101,6 +103,33 @@ def speeds_notes(s: Sizing) -> list[str]:
     ]
 
 
+def simulation_notes(s: Sizing, most: int = 3) -> list[str]:
+    """The met rows whose count simulate checked (at most ``most``): the runs either side of the count, the count
+    speed's arithmetic gave, and the rate they ran at; or why no row was checked."""
+    if s.simulate_check:
+        return [f"count: {s.simulate_check}"]
+    notes = []
+    for c in [c for c in s.met if c.simulated is not None][:most]:
+        sim = c.simulated
+        assert sim is not None
+        runs = ", ".join(
+            f"{p.replicas:,} {'met' if p.met else 'missed'} (p99 TTFT {p.ttft_p99_s:.2f} s, ITL "
+            f"{p.itl_p99_s * 1000:.1f} ms)"
+            for p in sim.probes
+        )
+        found = (
+            f"the fewest that meet the targets: {sim.replicas:,}"
+            if sim.replicas is not None
+            else f"none up to {sim.computed:,} meets the targets"
+        )
+        notes.append(
+            f"simulated, {deployment(c)} on {c.choice.gpu}: {found} (memory's count {sim.floor:,}, speed's "
+            f"{sim.computed:,}); runs of {sim.sessions:,} sessions (seed {sim.seed}) at {sim.rate_per_s:.4g} "
+            f"sessions/s ({sim.rate_basis}): {runs}"
+        )
+    return notes
+
+
 def load_notes(s: Sizing, most: int = 3) -> list[str]:
     """With a rate: the concurrency Little's law gives each deployment (each its own speeds), at most ``most``."""
     bases = {c.load.basis for c in s.met if c.load is not None and c.load.rate_per_s is not None}
@@ -111,13 +140,16 @@ def load_notes(s: Sizing, most: int = 3) -> list[str]:
 MEANINGS = {
     "per_replica": "sessions one replica holds in memory at the cap (plan, worst case reserved) / runs within the "
     "latency targets (speed's roofline, computed, or a load test's speeds, measured: see speeds; every session "
-    "generating at once)",
+    "generating at once; simulated: the load over the replicas)",
     "replicas": "replicas (GPUs / tp)",
+    "count": "how the replicas were found: simulated (the fewest that meet the targets in simulate runs of the "
+    "workload, pauses included, one fewer missing) or computed (memory's count, or speed's arithmetic counting every "
+    "session as generating at once: an upper bound when latency binds)",
     "binds": "what set the replicas (memory; prefill: TTFT; decode: inter-token latency)",
     "spare": "sessions held beyond the peak",
     "refused": "the workload's sessions that outgrow the cap (counted on the sessions simulate draws)",
     "latency": "at the load each replica runs, of the p99 step with a workload (as simulate's targets), else of "
-    "every request (computed or measured, as the speeds)",
+    "every request (computed or measured, as the speeds; simulated: the p99 of the run at that count)",
     "cost_per_session_hour": "$/h over the peak sessions",
 }
 

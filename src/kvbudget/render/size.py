@@ -7,6 +7,7 @@ from kvbudget.plan.sizing_table import (
     load_notes,
     load_phrase,
     refusal_note,
+    simulation_notes,
     sizing_cells,
     sizing_key,
     speeds_notes,
@@ -19,12 +20,16 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/ar
 if TYPE_CHECKING:
     from kvbudget.plan.sizing import Sizing
 
-HEAD = ["deployment", "GPUs", "mem/lat", "repl.", "binds", "spare", "refused", "TTFT s", "ITL ms", "$/h", "$/sess-h"]
-RIGHT = [False, False, True, True, False, True, True, True, True, True, True]
+HEAD = [
+    "deployment", "GPUs", "mem/lat", "repl.", "count", "binds", "spare", "refused", "TTFT s", "ITL ms", "$/h",
+    "$/sess-h",
+]  # fmt: skip
+RIGHT = [False, False, True, True, False, False, True, True, True, True, True, True]
 # the key: what the text's abbreviated headings mean (plan/sizing_table.py MEANINGS)
 KEY = {
     "per_replica": "mem/lat",
     "replicas": "repl.",
+    "count": "count",
     "binds": "binds",
     "spare": "spare",
     "refused": "refused",
@@ -63,6 +68,7 @@ def render_size(s: Sizing) -> str:
                 cells.gpus,
                 cells.per_replica,
                 cells.replicas,
+                cells.count,
                 cells.binds,
                 cells.spare,
                 cells.refused,
@@ -78,6 +84,7 @@ def render_size(s: Sizing) -> str:
         lines += [line for note in notes[:1] for line in wrap(note, indent="  ")]
         lines += [line for note in notes[1:] for line in wrap(f"  {note}", indent="    ")]
         lines += [line for note in load_notes(s) for line in wrap(note, indent="  ")]
+        lines += [line for note in simulation_notes(s) for line in wrap(note, indent="  ")]
     else:
         lines.append("No combination meets the load.")
     if s.unmet:

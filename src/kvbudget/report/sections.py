@@ -115,6 +115,7 @@ SIZING_COLUMNS = (
     ("deployment", "deployment", False),
     ("gpus", "GPUs", False),
     ("replicas", "replicas", True),
+    ("count", "count", False),
     ("per_replica", "per replica mem/lat", True),
     ("binds", "binds", False),
     ("spare", "spare", True),
@@ -159,6 +160,7 @@ def sizing_notes(s: Sizing) -> list[str]:
     says them."""
     labels = {
         "per_replica": "per replica mem/lat",
+        "count": "count",
         "binds": "binds",
         "spare": "spare",
         "refused": "refused",
@@ -173,6 +175,7 @@ def sizing_notes(s: Sizing) -> list[str]:
         + [note for note in [size_text.refusal_note(s)] if note]
         + size_text.speeds_notes(s)
         + size_text.load_notes(s)
+        + size_text.simulation_notes(s)
     )
 
 

@@ -20,7 +20,10 @@ class SizeRequest(EngineSettings):
     without one every request is ``isl`` prompt and ``osl`` output tokens; with one, a combination whose cap
     refuses more than ``target_refusal_rate`` of the workload's sessions (default 0.1%, simulate's) is unmet;
     ``speed_from``: a ``kvbudget loadtest --json`` result whose measured
-    speeds replace the roofline for the rows of its model and engine.
+    speeds replace the roofline for the rows of its model and engine; ``no_simulate``: the latency-bound counts
+    as speed's arithmetic gives them (every session generating at once, an upper bound), without the check by
+    simulation (plan/sizing_check.py) that refines them when the workload's sessions pause; ``jobs``: processes
+    for those checks (None: every core).
     """
 
     command = "size"
@@ -45,3 +48,5 @@ class SizeRequest(EngineSettings):
     group_size: int = option(128, "count")
     speed_from: str | None = option(None, "text")
     target_refusal_rate: float | None = option(None, "tolerance")
+    no_simulate: bool = option(False, "switch")
+    jobs: int | None = option(None, "count")
