@@ -36,8 +36,8 @@ def too_large(max_body: int) -> Response:
     return error(413, f"request body larger than {max_body} bytes (--max-body)")
 
 
-async def json_body(request: Request, max_body: int) -> dict[str, Any] | Response:
-    """The body as a JSON object, or the 413 / 400 that answers it."""
+async def json_body(request: Request, max_body: int) -> tuple[dict[str, Any], bytes] | Response:
+    """The body as a JSON object with its bytes, or the 413 / 400 that answers it."""
     try:
         raw = await body(request, max_body)
     except TooLarge:
@@ -48,7 +48,7 @@ async def json_body(request: Request, max_body: int) -> dict[str, Any] | Respons
         return error(400, "request body is not valid JSON")
     if not isinstance(doc, dict):
         return error(400, "request body must be a JSON object")
-    return doc
+    return doc, raw
 
 
 def namespace(keys: Keys | None, request: Request) -> str:

@@ -35,9 +35,10 @@ async def completion(gw: Gateway, request: Request) -> Response | Relay:
         namespace = intake.namespace(gw.keys, request)
     except Unauthorized as exc:
         return intake.unauthorized(gw.metrics, exc)
-    body = await intake.json_body(request, gw.settings.max_body)
-    if isinstance(body, Response):
-        return body
+    read = await intake.json_body(request, gw.settings.max_body)
+    if isinstance(read, Response):
+        return read
+    body, raw = read
     try:
         identity = sessions.resolve(request.headers, body)
     except sessions.BadSession as exc:
@@ -58,7 +59,7 @@ async def completion(gw: Gateway, request: Request) -> Response | Relay:
             return error(503, "the session is on an upstream this gateway does not have, and no upstream of "
                          "its own has a slot free to take it", type_="service_unavailable",
                          code="upstream_unknown", headers={**ours, "retry-after": "1"})  # fmt: skip
-        reply = await _forward(gw, request, body, session, place, ours)
+        reply = await _forward(gw, request, body, raw, session, place, ours)
         handed_over = isinstance(reply, Relay)
         return reply
     finally:
@@ -69,8 +70,9 @@ async def completion(gw: Gateway, request: Request) -> Response | Relay:
 
 
 async def _forward(
-    gw: Gateway, request: Request, body: dict[str, Any], session: Session, place: Place | None, ours: dict[str, str]
-) -> Response | Relay:
+    gw: Gateway, request: Request, body: dict[str, Any], raw: bytes, session: Session, place: Place | None,
+    ours: dict[str, str],
+) -> Response | Relay:  # fmt: skip
     path, cap = request.scope["path"], gw.settings.cap  # the URL object need not be built
     counter = gw.counters[session.upstream]
     original, memory = body, None
@@ -101,19 +103,23 @@ async def _forward(
             _record(gw, session, place, count.prompt_tokens, 0, None, "refused", 0)
             return held
         body, count, cap_event, dropped = held.body, held.count, held.event, held.dropped
+    unchanged, added = body is original, dict[str, Any]()
     if budget is None:
-        body = {**body, "max_tokens": cap - count.prompt_tokens}
+        added["max_tokens"] = cap - count.prompt_tokens
     hide_usage = False
     if body.get("stream") is True:
         options = body.get("stream_options")
         asked = isinstance(options, dict) and options.get("include_usage") is True
         hide_usage = not asked
-        body = {**body, "stream_options": {**(options if isinstance(options, dict) else {}), "include_usage": True}}
+        if not asked:
+            added["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
+    if added:
+        body = {**body, **added}
     started = time.monotonic()
     try:
         upstream = await gw.upstreams.client.post(
             session.upstream + path,
-            data=json.dumps(body).encode(),
+            data=_encoded(raw, original, body, added) if unchanged else json.dumps(body).encode(),
             headers=gw.upstreams.forwarded(request.headers),
         )
     except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
@@ -157,6 +163,22 @@ async def _forward(
             await gw.admission.release(session)
 
     return Relay(upstream, ours, done, hide_usage=hide_usage, before_end=before_end)
+
+
+def _encoded(raw: bytes, parsed: dict[str, Any], body: dict[str, Any], added: dict[str, Any]) -> bytes:
+    """The body to forward: the client's own bytes when only keys it did not send were added (spliced in before its
+    closing brace), so a long conversation is not serialised again (json.dumps of a 100 KB body costs more CPU
+    than the rest of the request path; bench/gateway.py --body-kib); else ``body`` serialised. Spliced only into
+    UTF-8 text of one object (a UTF-16 or UTF-32 body, which json.loads also reads, ends in a NUL byte)."""
+    if added.keys() & parsed.keys():
+        return json.dumps(body).encode()
+    text = raw.rstrip()
+    if not (text.endswith(b"}") and raw.lstrip().startswith(b"{")):
+        return json.dumps(body).encode()
+    if not added:
+        return raw
+    extra = json.dumps(added).encode()[1:-1]  # '"max_tokens": 900, ...' without the braces
+    return text[:-1] + (b"," if parsed else b"") + extra + b"}"
 
 
 async def _exact(counter: caps.Counter, path: str, body: dict[str, Any], count: caps.Count) -> int:
