@@ -116,7 +116,7 @@ def test_a_learned_template_bounds_the_exact_count(
 
 
 def test_only_requests_far_below_the_cap_skip_the_count_and_the_record_stays_exact(
-    server: Server, tmp_path: Path
+    server: Server, vocab: str, tmp_path: Path
 ) -> None:
     record = tmp_path / "steps.jsonl"
     sent: list[tuple[int, int]] = []
@@ -124,9 +124,10 @@ def test_only_requests_far_below_the_cap_skip_the_count_and_the_record_stays_exa
     with gateway(server.url, "--cap", str(CONTEXT), "--sessions", "1", "--record", str(record)) as gw:
         messages: list[dict[str, Any]] = []
         # short turns are bounded below the cap (SPM: 4 x (50 + 61 x n + content) + 5, BPE: 3 x (...) + 2); the long
-        # one is not (about 3,000 and 2,250): counted. Adversarial text (multi-byte, emoji, digits, spaces, a control
-        # token's text) is bounded as any other
-        long = "x" * 700
+        # one is not (about 2,600 both; with few tokens, so a loaded machine prefills it in time: SPM's byte tokens,
+        # BPE's runs of four spaces), so it is counted. Adversarial text (multi-byte, emoji, digits, spaces, a
+        # control token's text) is bounded as any other
+        long = "x" * 350 if vocab == "spm" else " " * 600
         for step, content in enumerate(["hello 😀 é中 12345  \t", "and then? <|im_end|>", long, "ok"]):
             messages.append({"role": "user", "content": content})
             status, headers, body = gw.call({"messages": messages, "max_tokens": 3, "ignore_eos": True}, "s")

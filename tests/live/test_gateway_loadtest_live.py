@@ -58,7 +58,8 @@ def test_loadtest_through_the_gateway_at_twice_the_plan_never_makes_the_server_d
     seen: dict[str, float] = {"processing": 0, "deferred": 0, "resident": 0, "queued": 0, "scrapes": 0}
     stop = threading.Event()
     record = tmp_path / "steps.jsonl"
-    args = ("--cap", str(CAP), "--sessions", str(PLANNED), "--queue-timeout", "60", "--engine", "llamacpp",
+    # the excess waits in the queue for the whole run (a session ends only after several steps): no 429 however slow
+    args = ("--cap", str(CAP), "--sessions", str(PLANNED), "--queue-timeout", "900", "--engine", "llamacpp",
             "--record", str(record))  # fmt: skip
     with gateway(server.url, *args) as gw:
 
@@ -78,7 +79,10 @@ def test_loadtest_through_the_gateway_at_twice_the_plan_never_makes_the_server_d
         try:
             code = main([
                 "loadtest", gw.url, "--workload", str(workload), "--context", str(CAP), "--history", "filler",
-                "--sessions", str(2 * PLANNED), "--duration", "10", "--time-scale", "0.01", "--target-ttft", "60",
+                # stopped by a count, not a time: asking for a 6th request, 5 were sent and at most 3 are still out
+                # (one a session; the asking one has none), so at least PLANNED were answered on any machine
+                "--sessions", str(2 * PLANNED), "--max-requests", "5", "--duration", "900", "--time-scale", "0.01",
+                "--target-ttft", "600",
                 "--scrape-interval", "0.2", "--json",
             ])  # fmt: skip
         finally:
@@ -89,7 +93,7 @@ def test_loadtest_through_the_gateway_at_twice_the_plan_never_makes_the_server_d
         refused = gw.metric("kvbudget_gateway_admissions_refused_total")
         ended = gw.metric("kvbudget_gateway_sessions_ended_total", why="ended")
     assert code in (0, 1), doc  # 1: the level's own criteria (a waiting session's TTFT) may fail it
-    assert seen["scrapes"] >= 10
+    assert seen["scrapes"] >= 3  # the watcher saw the run (each scrape is slower on a loaded machine, as is the run)
     assert seen["processing"] <= PLANNED, seen  # the server never held more than the plan
     assert seen["deferred"] == 0, seen  # llama-server never deferred a request
     assert seen["resident"] <= PLANNED, seen  # the gateway never admitted more than the plan

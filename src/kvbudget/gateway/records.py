@@ -94,8 +94,8 @@ class Recorder:
 
     def drop(self, session: Session, place: Place) -> None:
         """The request gave up its place (no row: it failed, or was answered with an error); idempotent."""
-        places = _open(session)
-        if place.end_s is None and place in places:
+        places = session.state.get(OPEN)
+        if place.end_s is None and isinstance(places, list) and place in places:
             places.remove(place)
             self._advance(session)
 
@@ -124,6 +124,8 @@ class Recorder:
                 self._write(row)
             else:
                 state["pending"] = [row, place.end_s]  # a list: it reads back the same from JSON (carried.py)
+        if not places:
+            session.state.pop(OPEN, None)  # nothing open: a resident session between its steps holds no list
 
     def _row(self, session: Session, state: dict[str, Any], place: Place) -> dict[str, object]:
         counts = place.counts
