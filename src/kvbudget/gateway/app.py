@@ -132,7 +132,7 @@ class Gateway:
         try:
             upstream = await self.upstreams.client.request(
                 request.method, target + request.url.path, params=request.query_params,
-                data=raw or None, headers=self.upstreams.forwarded(request.headers),
+                data=raw or None, headers=self.upstreams.forwarded(request.scope["headers"]),
             )  # fmt: skip
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             return upstream_error(exc, "before its answer")

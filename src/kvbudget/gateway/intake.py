@@ -24,12 +24,13 @@ async def body(request: Request, max_body: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_body:
         raise TooLarge
-    read = bytearray()
+    chunks, size = [], 0
     async for chunk in request.stream():
-        read += chunk
-        if len(read) > max_body:
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > max_body:
             raise TooLarge
-    return bytes(read)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)  # copied once at most
 
 
 def too_large(max_body: int) -> Response:

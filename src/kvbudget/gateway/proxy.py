@@ -28,6 +28,8 @@ from kvbudget.gateway.stream import Outcome, Relay
 if TYPE_CHECKING:
     from kvbudget.gateway.app import Gateway
 
+JSON_SPACE = frozenset(b" \t\r\n")  # RFC 8259's whitespace, as byte values
+
 
 async def completion(gw: Gateway, request: Request) -> Response | Relay:
     arrived = time.time()
@@ -120,7 +122,7 @@ async def _forward(
         upstream = await gw.upstreams.client.post(
             session.upstream + path,
             data=_encoded(raw, original, body, added) if unchanged else json.dumps(body).encode(),
-            headers=gw.upstreams.forwarded(request.headers),
+            headers=gw.upstreams.forwarded(request.scope["headers"]),
         )
     except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
         gw.metrics.upstream_errors.labels(session.upstream, "connect").inc()
@@ -172,13 +174,17 @@ def _encoded(raw: bytes, parsed: dict[str, Any], body: dict[str, Any], added: di
     UTF-8 text of one object (a UTF-16 or UTF-32 body, which json.loads also reads, ends in a NUL byte)."""
     if added.keys() & parsed.keys():
         return json.dumps(body).encode()
-    text = raw.rstrip()
-    if not (text.endswith(b"}") and raw.lstrip().startswith(b"{")):
+    first, last = 0, len(raw) - 1  # the object's braces, past JSON's whitespace (looked at in place: no copy)
+    while first < last and raw[first] in JSON_SPACE:
+        first += 1
+    while last > first and raw[last] in JSON_SPACE:
+        last -= 1
+    if not (raw[first : first + 1] == b"{" and raw[last : last + 1] == b"}"):
         return json.dumps(body).encode()
     if not added:
         return raw
     extra = json.dumps(added).encode()[1:-1]  # '"max_tokens": 900, ...' without the braces
-    return text[:-1] + (b"," if parsed else b"") + extra + b"}"
+    return b"".join((memoryview(raw)[:last], b"," if parsed else b"", extra, b"}"))  # the body copied once
 
 
 async def _exact(counter: caps.Counter, path: str, body: dict[str, Any], count: caps.Count) -> int:
