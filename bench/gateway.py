@@ -55,6 +55,7 @@ finally:
     profile.dump_stats({file!r})
 """
 EVENTS = 8
+CONTENT = ["hello"]  # the user message of every request (--body-kib pads it)
 
 
 def _upstream_app() -> web.Application:
@@ -110,7 +111,7 @@ async def _one(client: aiohttp.ClientSession, url: str, session: str) -> tuple[f
 
 
 async def _timed(client: aiohttp.ClientSession, url: str, session: str) -> tuple[float, float]:
-    body = {"messages": [{"role": "user", "content": "hello"}], "max_tokens": 8, "stream": True}
+    body = {"messages": [{"role": "user", "content": CONTENT[0]}], "max_tokens": 8, "stream": True}
     start = time.perf_counter()
     async with client.post(url + "/v1/chat/completions", json=body, headers={"x-session-id": session}) as reply:
         first = None
@@ -183,7 +184,7 @@ async def _bench(
         assert gateway.stdout is not None
         line = await asyncio.to_thread(gateway.stdout.readline)
         urls.append(line.split()[2].rstrip("/"))
-    out: dict[str, Any] = {"events_per_stream": EVENTS, "engine": engine, "cap": cap,
+    out: dict[str, Any] = {"events_per_stream": EVENTS, "engine": engine, "cap": cap, "body_bytes": len(CONTENT[0]),
                            "state": "redis" if state else "memory", "replicas": replicas,
                            "concurrency": {}}  # fmt: skip
     out["load_average_before"] = [round(x, 2) for x in os.getloadavg()]  # the machine's load, stated with the figures
@@ -260,6 +261,8 @@ def main() -> int:
     parser.add_argument("--streams", default="1,64,512", help="concurrent streams to measure, e.g. 1,64,512")
     parser.add_argument("--cap", default="1M", help="the gateway's --cap (1M: every request provably fits and skips "
                         "the count; 24: the bound no longer fits, every request is counted)")  # fmt: skip
+    parser.add_argument("--body-kib", type=int, default=0, help="pad each request's user message to about this many "
+                        "KiB (an agent's long context; default: a 5-byte message)")  # fmt: skip
     parser.add_argument("--profile", help="run the gateway under cProfile and write its statistics to this file")
     parser.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)  # the upstream's process
     args = parser.parse_args()
@@ -267,6 +270,10 @@ def main() -> int:
         asyncio.run(_serve_upstream())
         return 0
     levels = tuple(int(part) for part in args.streams.split(",") if part.strip())
+    if args.body_kib > 0:
+        CONTENT[0] = ("The quick brown fox jumps over the lazy dog. " * (args.body_kib * 1024 // 45 + 1))[
+            : args.body_kib * 1024
+        ]
     if args.replicas < 1 or (args.replicas > 1 and args.state is None):
         parser.error("--replicas: 1, or more with --state redis://... (replicas share their sessions there)")
     if args.replicas > 1 and args.profile is not None:

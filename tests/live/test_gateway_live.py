@@ -304,6 +304,10 @@ def test_hostile_input_is_a_clean_4xx_and_a_flood_stays_bounded(server: Server) 
         for bad in ("a b", "x" * 300):
             status, _, body = gw.call(chat("abc"), bad)
             assert status == 400 and body["error"]["param"] == "session"
+        # header injection through the body's session link (headers cannot carry CR LF; the body can): refused,
+        # never echoed into the answer's headers
+        status, headers, body = gw.call({**chat("abc"), "user": "a\r\nset-cookie: x=1"})
+        assert status == 400 and body["error"]["param"] == "session" and "set-cookie" not in headers
         assert gw.call(chat("abc"), "holder")[0] == 200
 
         answers: list[tuple[int, str]] = []

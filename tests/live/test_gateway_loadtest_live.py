@@ -6,7 +6,9 @@ The server has four slots of 256 cells (``-c 1024 -np 4``); the gateway holds a 
 ends it at the gateway when it ends), so two at a time are resident and two wait. Watched from outside at
 10 ms: the server's ``/slots`` (never more than two processing) and its ``llamacpp:requests_deferred``
 (never a deferred request), the gateway's ``/metrics`` (never more than two resident, the excess queued or
-refused with 429) and no cap event (no session passed the cap; the load test ends a session at the cap).
+refused with 429) and no cap event (no session passed the cap; the load test ends a session at the cap). The
+gateway records the steps (``--record``): ``kvbudget trace stats`` reads every row, and its steps and prompt
+tokens are what the load test sent and the engine reported.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 import pytest
 
 from kvbudget.cli.main import main
+from kvbudget.workload.traces import kvbudget_jsonl
 from tests.live.gateway import gateway
 from tests.live.server import Server, binary, llama_server
 from tests.live.test_loadtest_live import CAP, SLOTS, WORKLOAD
@@ -54,7 +57,10 @@ def test_loadtest_through_the_gateway_at_twice_the_plan_never_makes_the_server_d
     workload.write_text(WORKLOAD, encoding="utf-8")
     seen: dict[str, float] = {"processing": 0, "deferred": 0, "resident": 0, "queued": 0, "scrapes": 0}
     stop = threading.Event()
-    args = ("--cap", str(CAP), "--sessions", str(PLANNED), "--queue-timeout", "60", "--engine", "llamacpp")
+    record = tmp_path / "steps.jsonl"
+    # the excess waits in the queue for the whole run (a session ends only after several steps): no 429 however slow
+    args = ("--cap", str(CAP), "--sessions", str(PLANNED), "--queue-timeout", "900", "--engine", "llamacpp",
+            "--record", str(record))  # fmt: skip
     with gateway(server.url, *args) as gw:
 
         def watch() -> None:
@@ -73,7 +79,10 @@ def test_loadtest_through_the_gateway_at_twice_the_plan_never_makes_the_server_d
         try:
             code = main([
                 "loadtest", gw.url, "--workload", str(workload), "--context", str(CAP), "--history", "filler",
-                "--sessions", str(2 * PLANNED), "--duration", "10", "--time-scale", "0.01", "--target-ttft", "60",
+                # stopped by a count, not a time: asking for a 6th request, 5 were sent and at most 3 are still out
+                # (one a session; the asking one has none), so at least PLANNED were answered on any machine
+                "--sessions", str(2 * PLANNED), "--max-requests", "5", "--duration", "900", "--time-scale", "0.01",
+                "--target-ttft", "600",
                 "--scrape-interval", "0.2", "--json",
             ])  # fmt: skip
         finally:
@@ -84,7 +93,7 @@ def test_loadtest_through_the_gateway_at_twice_the_plan_never_makes_the_server_d
         refused = gw.metric("kvbudget_gateway_admissions_refused_total")
         ended = gw.metric("kvbudget_gateway_sessions_ended_total", why="ended")
     assert code in (0, 1), doc  # 1: the level's own criteria (a waiting session's TTFT) may fail it
-    assert seen["scrapes"] >= 10
+    assert seen["scrapes"] >= 3  # the watcher saw the run (each scrape is slower on a loaded machine, as is the run)
     assert seen["processing"] <= PLANNED, seen  # the server never held more than the plan
     assert seen["deferred"] == 0, seen  # llama-server never deferred a request
     assert seen["resident"] <= PLANNED, seen  # the gateway never admitted more than the plan
@@ -94,3 +103,18 @@ def test_loadtest_through_the_gateway_at_twice_the_plan_never_makes_the_server_d
     assert int(str(doc["sessions_started"])) >= 2 * PLANNED  # all four started: two admitted, two waited
     finished = int(str(doc["sessions_completed"])) + int(str(doc["sessions_capped"]))
     assert ended >= finished  # each session the load test finished was ended at the gateway, its slot reused
+    # the record, read back as the next plan reads it: every row a step, every step the load test had answered (and
+    # those it abandoned at the end of its run, once they had reached the engine: recorded with the engine's count)
+    assert main(["trace", "stats", str(record), "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    bad: list[object] = []
+    rows = list(kvbudget_jsonl.read(record, bad.append))
+    assert stats["bad_rows"] == 0 and not bad and stats["steps"] == len(rows)
+    answered, aborted = int(str(doc["requests"])), int(str(doc["requests_aborted"]))
+    assert answered <= len(rows) <= answered + aborted
+    assert stats["sessions"] <= int(str(doc["sessions_started"]))
+    prompt = sum(row.prompt_tokens for row in rows)
+    if aborted == 0:
+        assert prompt == doc["tokens"]["prompt"]  # step for step, as the engine reported them to the load test
+    else:
+        assert prompt >= doc["tokens"]["prompt"]

@@ -5,6 +5,11 @@ Only what shapes the KV cache is kept at full size (layers, KV heads, head_dim t
 vocabulary is a 259-token SentencePiece byte vocabulary (``<unk> <s> </s>`` + 256 byte tokens),
 so one byte of prompt text is one token. Weights are small seeded random numbers in f16: the
 model generates meaningless tokens, at full KV cost.
+
+``vocab="bpe"``: a byte-level BPE vocabulary instead (``tokenizer.ggml.model = "gpt2"``, GPT-2's pre-tokenizer):
+the 256 byte symbols of GPT-2's byte encoding, a few merges of common pairs (spaces, ``the``, ``in``, digits),
+and ChatML's control tokens, so llama-server reports ``vocab_type`` 2 and tokenises as llama.cpp does a GPT-2-style
+vocabulary (``llm_tokenizer_bpe_session``).
 """
 
 from __future__ import annotations
@@ -55,7 +60,43 @@ def _vocab(w: gguf.GGUFWriter) -> None:
     w.add_add_space_prefix(False)
 
 
-def write_llama(path: Path, g: Geometry = LLAMA_31_8B, seed: int = 0, letter: str | None = None) -> Path:
+def gpt2_bytes() -> list[str]:
+    """GPT-2's byte encoding: each byte as one printable character (openai/gpt-2 src/encoder.py bytes_to_unicode)."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    chars, extra = {}, 0
+    for byte in range(256):
+        if byte in printable:
+            chars[byte] = chr(byte)
+        else:
+            chars[byte] = chr(256 + extra)
+            extra += 1
+    return [chars[byte] for byte in range(256)]
+
+
+# merges of a GPT-2-style vocabulary (Ġ is a space): runs of spaces, a word, digits; each result is a token
+BPE_MERGES = [("Ġ", "Ġ"), ("ĠĠ", "ĠĠ"), ("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("i", "n"), ("1", "2"), ("Ċ", "Ċ")]
+BPE_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+BPE_VOCAB = 256 + len(BPE_MERGES) + len(BPE_SPECIALS)
+
+
+def _bpe_vocab(w: gguf.GGUFWriter) -> None:
+    tokens = gpt2_bytes() + [a + b for a, b in BPE_MERGES] + BPE_SPECIALS
+    types = [gguf.TokenType.NORMAL] * (256 + len(BPE_MERGES)) + [gguf.TokenType.CONTROL] * len(BPE_SPECIALS)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("gpt-2")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges([f"{a} {b}" for a, b in BPE_MERGES])
+    eot = tokens.index("<|endoftext|>")
+    w.add_bos_token_id(eot)
+    w.add_eos_token_id(eot)
+    w.add_add_bos_token(True)  # a BOS on every prompt: the bound's + 2 covers it
+    w.add_add_eos_token(False)
+
+
+def write_llama(
+    path: Path, g: Geometry = LLAMA_31_8B, seed: int = 0, letter: str | None = None, vocab: str = "spm"
+) -> Path:
     """Write a loadable ``llama``-architecture GGUF with ``g``'s KV geometry; returns ``path``.
 
     ``letter``: the model generates only that ASCII letter (one byte token), so its output, sent back as text,
@@ -67,8 +108,10 @@ def write_llama(path: Path, g: Geometry = LLAMA_31_8B, seed: int = 0, letter: st
     def weight(rows: int, cols: int) -> np.ndarray:  # GGUF shape (cols, rows) = numpy (rows, cols)
         return (rng.standard_normal((rows, cols)) * 0.02).astype(np.float16)
 
-    embed, out, out_norm = weight(VOCAB, EMBED), weight(VOCAB, EMBED), np.ones(EMBED, dtype=np.float32)
+    size = BPE_VOCAB if vocab == "bpe" else VOCAB
+    embed, out, out_norm = weight(size, EMBED), weight(size, EMBED), np.ones(EMBED, dtype=np.float32)
     if letter is not None:
+        assert vocab == "spm", "a letter of the byte vocabulary"
         assert len(letter) == 1 and letter.isascii() and letter.isalpha(), "one ASCII letter"
         embed[:, 0] = 1.0
         out_norm[:] = 0.0
@@ -90,7 +133,7 @@ def write_llama(path: Path, g: Geometry = LLAMA_31_8B, seed: int = 0, letter: st
     w.add_rope_freq_base(500_000.0)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-    _vocab(w)
+    _bpe_vocab(w) if vocab == "bpe" else _vocab(w)
     w.add_tensor("token_embd.weight", embed)
     w.add_tensor("output_norm.weight", out_norm)
     w.add_tensor("output.weight", out)

@@ -47,5 +47,8 @@ def decode(text: str) -> dict[str, object]:
     if isinstance(record, dict) and isinstance(record.get("step"), int):
         pending = record.get("pending")
         if pending is None or (isinstance(pending, list) and len(pending) == 2 and isinstance(pending[0], dict)):
-            state[RECORD] = {"step": record["step"], "context": record.get("context"), "pending": pending}
+            kept: dict[str, object] = {"step": record["step"], "context": record.get("context"), "pending": pending}
+            if isinstance(record.get("start_s"), (int, float)):  # the last numbered row's start (records.py)
+                kept["start_s"] = record["start_s"]
+            state[RECORD] = kept
     return state

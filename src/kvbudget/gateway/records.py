@@ -1,9 +1,20 @@
 """``--record FILE``: one row per step in kvbudget's trace JSONL (docs/traces.md), never prompt text.
 
-A row is written when the session's next step starts (its ``pause_s`` is known then: the next request's
-arrival minus this step's end) or when the session ends (no pause). Rows carry the session id hashed with a
-salt of this gateway process (with ``--state redis``, one salt kept in Redis for every replica and restart; one
-id, one hash, within a recording; ids cannot be recovered), ``start_s`` on
+A session's rows are in the order its requests arrived, whatever order they finish in: kvbudget's trace reader
+requires a session's ``step`` to increase and its ``start_s`` (when the step's request was sent) never to go back
+(workload/traces/kvbudget_jsonl.py), and ``new_tokens`` is this step's prompt minus the previous step's context, so
+the previous step must be the one that started before it. A request takes its place in its session when it is
+admitted (``begin``, ordered by its arrival) and fills it when it completes (``finish``) or gives it up (``drop``:
+an upstream failure, an error before the answer: no row). A row is written once every step that started before it
+has been written or given up and the session's next step has started: its ``pause_s`` is then known, the next
+step's start minus this step's end, 0 where the two requests overlapped (the client sent the next one before this
+one was answered). The last step's row waits for the next request or the session's end (no pause then; and for
+every resident session when the gateway stops). Two requests of one session in flight on two replicas of
+``--state redis`` each hold their own place; their rows are then numbered from the same carried state (the later
+write wins, docs/gateway.md).
+
+Rows carry the session id hashed with a salt of this gateway process (with ``--state redis``, one salt kept in
+Redis for every replica and restart; one id, one hash, within a recording; ids cannot be recovered), ``start_s`` on
 the Unix clock, ``prompt_tokens`` (as the engine reported them, else as counted), ``output_tokens``,
 ``cached_tokens`` (the engine's prefix-cache hits), ``new_tokens``, and, where the cap acted, ``cap`` ("refused",
 "truncated" or "compacted") with ``dropped_tokens``; ``kvbudget trace stats`` reads the file unchanged (it
@@ -12,15 +23,30 @@ ignores the two extra keys). A refused step is recorded too (0 output tokens): i
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import secrets
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from kvbudget.gateway.admission import Session
 
-KEY = "record"  # in Session.state (gateway/carried.py carries it through Redis)
+KEY = "record"  # in Session.state: step, context, pending (gateway/carried.py carries it through Redis)
+OPEN = "record-open"  # in Session.state: this replica's steps not yet written, in start order (not carried)
+
+
+@dataclass(eq=False)
+class Place:
+    """A step's place in its session's record: its start, then its end and counts once its request completes."""
+
+    start_s: float
+    end_s: float | None = None
+    counts: dict[str, Any] = field(default_factory=dict)
+
+    def __lt__(self, other: Place) -> bool:  # bisect orders the places by start
+        return self.start_s < other.start_s
 
 
 class Recorder:
@@ -32,11 +58,27 @@ class Recorder:
     def hashed(self, session_id: str) -> str:
         return hashlib.sha256((self.salt + session_id).encode()).hexdigest()[:16]
 
-    def step(
+    def begin(self, session: Session, start_s: float) -> Place:
+        """A request of ``session`` admitted: its place, in start order; the previous step's pause is now known."""
+        state = _state(session)
+        # a request that waited in admission past a whole later request of its session starts no earlier than the
+        # row numbered before it, so a session's times never go back
+        start_s = max(start_s, state.get("start_s", start_s))
+        pending = state["pending"]
+        if pending is not None:  # the row waiting for the next start: this is it (no other step is open)
+            row, ended = pending
+            row["pause_s"] = round(max(0.0, start_s - ended), 6)
+            self._write(row)
+            state["pending"] = None
+        place = Place(start_s)
+        bisect.insort_right(_open(session), place)
+        return place
+
+    def finish(
         self,
         session: Session,
+        place: Place,
         *,
-        start_s: float,
         end_s: float,
         prompt_tokens: int,
         output_tokens: int,
@@ -44,36 +86,67 @@ class Recorder:
         cap: str | None = None,
         dropped_tokens: int = 0,
     ) -> None:
-        state = session.state.setdefault(KEY, {"step": 0, "context": None, "pending": None})
-        assert isinstance(state, dict)
-        pending = state["pending"]
-        if pending is not None:
-            row, ended = pending
-            row["pause_s"] = round(max(0.0, start_s - ended), 6)
-            self._write(row)
-        row = {
-            "session": self.hashed(session.id),
-            "step": state["step"],
-            "start_s": round(start_s, 6),
-            "prompt_tokens": prompt_tokens,
-            "output_tokens": output_tokens,
-            "new_tokens": prompt_tokens if state["context"] is None else prompt_tokens - state["context"],
-        }
-        if cached_tokens is not None:
-            row["cached_tokens"] = min(cached_tokens, prompt_tokens)
-        if cap is not None:
-            row["cap"] = cap
-            row["dropped_tokens"] = dropped_tokens
-        state["step"] += 1
-        state["context"] = prompt_tokens + output_tokens
-        state["pending"] = [row, end_s]  # a list: it reads back the same from JSON (carried.py)
+        """The request completed: its row is written once the steps before it are and the next has started."""
+        place.end_s = end_s
+        place.counts = {"prompt_tokens": prompt_tokens, "output_tokens": output_tokens, "cached_tokens": cached_tokens,
+                        "cap": cap, "dropped_tokens": dropped_tokens}  # fmt: skip
+        self._advance(session)
+
+    def drop(self, session: Session, place: Place) -> None:
+        """The request gave up its place (no row: it failed, or was answered with an error); idempotent."""
+        places = session.state.get(OPEN)
+        if place.end_s is None and isinstance(places, list) and place in places:
+            places.remove(place)
+            self._advance(session)
+
+    def step(self, session: Session, *, start_s: float, end_s: float, **counts: Any) -> None:
+        """A step begun and finished at once (a session with one request at a time)."""
+        self.finish(session, self.begin(session, start_s), end_s=end_s, **counts)
 
     def end(self, session: Session) -> None:
-        """The session ended: its last step has no pause after it."""
+        """The session ended (or the gateway stops): its completed rows are written, the last without a pause."""
+        places = _open(session)
+        places[:] = [place for place in places if place.end_s is not None]  # any still running never will here
+        self._advance(session)
         state = session.state.get(KEY)
         if isinstance(state, dict) and state["pending"] is not None:
             self._write(state["pending"][0])
             state["pending"] = None
+
+    def _advance(self, session: Session) -> None:
+        """Number the completed steps at the head, in start order; write each that has a next step started."""
+        state, places = _state(session), _open(session)
+        while places and places[0].end_s is not None:
+            place = places.pop(0)
+            row = self._row(session, state, place)
+            if places:  # the next step by start has begun: the pause is known
+                row["pause_s"] = round(max(0.0, places[0].start_s - (place.end_s or 0.0)), 6)
+                self._write(row)
+            else:
+                state["pending"] = [row, place.end_s]  # a list: it reads back the same from JSON (carried.py)
+        if not places:
+            session.state.pop(OPEN, None)  # nothing open: a resident session between its steps holds no list
+
+    def _row(self, session: Session, state: dict[str, Any], place: Place) -> dict[str, object]:
+        counts = place.counts
+        prompt, output, cached = counts["prompt_tokens"], counts["output_tokens"], counts["cached_tokens"]
+        row: dict[str, object] = {
+            "session": self.hashed(session.id),
+            "step": state["step"],
+            "start_s": round(place.start_s, 6),
+            "prompt_tokens": prompt,
+            "output_tokens": output,
+            "new_tokens": prompt if state["context"] is None else prompt - state["context"],
+        }
+        if cached is not None:
+            row["cached_tokens"] = min(cached, prompt)
+        if counts["cap"] is not None:
+            row["cap"] = counts["cap"]
+            row["dropped_tokens"] = counts["dropped_tokens"]
+        state["step"] += 1
+        state["context"] = prompt + output
+        state["start_s"] = row["start_s"]
+        return row
 
     def _write(self, row: dict[str, object]) -> None:
         self._file.write(json.dumps(row, separators=(",", ":")) + "\n")
@@ -81,3 +154,15 @@ class Recorder:
 
     def close(self) -> None:
         self._file.close()
+
+
+def _state(session: Session) -> dict[str, Any]:
+    state = session.state.setdefault(KEY, {"step": 0, "context": None, "pending": None})
+    assert isinstance(state, dict)
+    return state
+
+
+def _open(session: Session) -> list[Place]:
+    places = session.state.setdefault(OPEN, [])
+    assert isinstance(places, list)
+    return places

@@ -112,6 +112,9 @@ class SharedAdmission:
         self.keys = [prefix + key for key in KEYS]
         self.salt_key = prefix + "salt"
         self.sessions: dict[str, Session] = {}  # the sessions this replica has served, still resident
+        # sessions whose state this replica is writing (a release's leave not yet answered): until it is, the
+        # state held here is newer than Redis's, so a request entering meanwhile takes it, not Redis's
+        self.writing: dict[str, int] = {}
         self.waiters: dict[str, Waiter] = {}
         self._poller: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
@@ -135,7 +138,7 @@ class SharedAdmission:
         session = self.sessions.get(session_id)
         if session is None:
             session = self.sessions[session_id] = Session(session_id, upstream, now, now)
-        if session.in_flight == 0:  # none of its requests here: what Redis carries is the newest
+        if session.in_flight == 0 and session_id not in self.writing:  # none here: what Redis carries is the newest
             session.state = carried.decode(state)
         session.upstream = upstream
         session.in_flight += requests
@@ -195,13 +198,21 @@ class SharedAdmission:
         flight on any replica. A lost write is not an error: the session idles out in Redis."""
         session.in_flight -= 1
         session.last_seen_s = time.monotonic()
-        if session.in_flight == 0 and self.sessions.get(session.id) is session:
-            del self.sessions[session.id]  # nothing of it here now: the next request reads its state from Redis
-        with contextlib.suppress(StateUnavailable):
-            ids = [carried.encode(session.state), "1" if session.ending else ""]
-            ended, _ = await self._call("leave", session.id, ids=ids)  # this replica holds the newest state
-            if int(ended):
-                self.on_end(session, "ended")
+        self.writing[session.id] = self.writing.get(session.id, 0) + 1
+        try:
+            with contextlib.suppress(StateUnavailable):
+                ids = [carried.encode(session.state), "1" if session.ending else ""]
+                ended, _ = await self._call("leave", session.id, ids=ids)  # this replica holds the newest state
+                if int(ended):
+                    self.on_end(session, "ended")
+        finally:
+            self.writing[session.id] -= 1
+            if not self.writing[session.id]:
+                del self.writing[session.id]
+                # nothing of it here now, its state written: the next request reads its state from Redis (a request
+                # that entered while it was written took the state held here, with its in-flight count)
+                if session.in_flight == 0 and self.sessions.get(session.id) is session:
+                    del self.sessions[session.id]
         self._poll_soon()
 
     async def rehome(self, session: Session) -> str | None:

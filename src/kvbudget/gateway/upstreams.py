@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import aiohttp
@@ -54,6 +54,7 @@ class Upstreams:
         self.timeout_s = timeout_s
         self.auth = {} if key is None else {"authorization": f"Bearer {key}"}
         self.dropped = NOT_FORWARDED | CREDENTIALS if keyed else NOT_FORWARDED
+        self._dropped_raw = frozenset(name.encode("latin-1") for name in self.dropped)
         self._client: aiohttp.ClientSession | None = None
 
     @property
@@ -72,8 +73,11 @@ class Upstreams:
         if self._client is not None:
             await self._client.close()
 
-    def forwarded(self, headers: Mapping[str, str]) -> dict[str, str]:
-        sent = {k: v for k, v in headers.items() if k.lower() not in self.dropped}
+    def forwarded(self, raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
+        """The headers sent upstream, from the request's own (the ASGI scope's: lower-case names, latin-1), less those
+        not forwarded; read from the scope, not through a Headers object, once a request."""
+        dropped = self._dropped_raw
+        sent = {name.decode("latin-1"): value.decode("latin-1") for name, value in raw if name not in dropped}
         sent["accept-encoding"] = "identity"
         sent.update(self.auth)
         return sent
