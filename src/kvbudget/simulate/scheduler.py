@@ -106,16 +106,7 @@ class Replica:
 
     def step_ready(self, s: Session, now: float) -> None:
         """A step is ready (arrival, or the end of a pause): run it, grow into it, or queue it."""
-        ledger = self.batch.ledger
-        if ledger is None or not ledger.keys:
-            self._step_ready(s, now)
-            return
         self.batch.catch_up(now)  # the blocks the batch took by now, before this step reads the pool
-        self._step_ready(s, now)
-        if ledger.keys and self.pool.used != ledger.seen:
-            self.batch.refresh()  # the pool changed: the first boundary it cannot give moved
-
-    def _step_ready(self, s: Session, now: float) -> None:
         s.ready_at = now
         s.t_first = -1.0
         if s.compact_to is not None and s.compact_to < s.context:
@@ -170,12 +161,6 @@ class Replica:
         """The next decode event of this replica's batch (at ``batch.next_t``): the first block boundary
         the pool cannot give (batch.py's ledger), a boundary taken alone, the end of a ledger run, or a
         step's completion."""
-        self._decode_done(now)
-        ledger = self.batch.ledger
-        if ledger is not None and ledger.keys and self.pool.used != ledger.seen:
-            self.batch.refresh()
-
-    def _decode_done(self, now: float) -> None:
         batch = self.batch
         s = batch.pop(now)
         if batch.short_q >= 0:
