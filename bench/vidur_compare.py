@@ -29,6 +29,9 @@ trace) and ``run_cpu_s`` (its event loop). ``speedup_vs_vidur`` is Vidur's run o
 simulation; ``speedup_vs_vidur_total`` counts Vidur's set-up too; ``speedup_vs_vidur_net`` takes drawing
 the sessions (``draw_cpu_s``: for the trace, parsing it) out of kvbudget's time, as Vidur's run leaves
 reading its trace out of its own.
+
+``--kvbudget-only ROUNDS`` needs no Vidur: it times kvbudget's side alone (the median of ROUNDS) against Vidur's
+loop seconds recorded in ``VIDUR_LOOP_CPU_S``, to measure a change of the simulator.
 """
 
 from __future__ import annotations

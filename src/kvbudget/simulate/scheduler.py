@@ -88,6 +88,8 @@ class Replica:
         self.group_ready: list[float] = []
         self.group_start = -1.0
         self.group_t = 0.0
+        self.blocked: Session | None = None  # the last session refused admission without a prefix to take (_admit)
+        self.blocked_used = 0  # pool.used then
 
     # -- arrivals and steps -------------------------------------------------------------------
 
@@ -221,6 +223,11 @@ class Replica:
     def _admit(self, s: Session, now: float) -> bool:
         """Admit ``s`` if its prompt fits in free + evictable memory (less the watermark)."""
         pool, costs, entry = self.pool, self.costs, s.prefix
+        # Without a prefix to take (none, or one already referenced) the test below is need > capacity - used -
+        # watermark, and a waiting session's need is fixed: the head that failed cannot fit until ``used`` falls.
+        plain = entry is None or entry.refs > 0
+        if plain and s is self.blocked and pool.used >= self.blocked_used:
+            return False
         prefix_ok = entry is None or entry.refs > 0 or entry.resident
         if s.cached and not prefix_ok:
             pool.drop(s)  # vLLM block hashes chain over the prefix: without it the tail is unreachable
@@ -233,7 +240,9 @@ class Replica:
             own += entry.cached
             prefix_new = 0 if entry.resident else entry.bytes
         if need - reuse + prefix_new > pool.capacity - pool.used - own - self.watermark:
+            self.blocked, self.blocked_used = (s, pool.used) if plain else (None, 0)
             return False
+        self.blocked = None
         hits = lost = 0
         if entry is not None:
             if entry.refs == 0:
