@@ -21,7 +21,7 @@ import itertools
 import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -88,12 +88,19 @@ def sessions(traffic: str, count: int, seed: int = 1) -> Iterator[SessionPlan]:
         from kvbudget.workload.traces import read_records
 
         plans = replay_sessions(read_records([TRACE], bad_rows=[]))
-        return (replace(p, prefix_tokens=0) for p in itertools.islice(plans, count))
+        return _without_prefix(itertools.islice(plans, count))
     from kvbudget.workload.generate import generate_sessions
     from kvbudget.workload.loader import workload_from_dict
 
     workload = workload_from_dict(TRAFFIC[traffic], where=f"bench {traffic}")
-    return (replace(p, prefix_tokens=0) for p in generate_sessions(workload, seed=seed, count=count))
+    return _without_prefix(generate_sessions(workload, seed=seed, count=count))
+
+
+def _without_prefix(plans: Iterable[SessionPlan]) -> Iterator[SessionPlan]:
+    """The plans with no shared prefix, copying only one that has one: these traffics have none, and a copy of
+    every plan doubled the CPU of drawing the sessions (0.141 s against 0.069 s for 10,000 chat sessions,
+    2026-12-02), which is inside both models' timings."""
+    return (p if p.prefix_tokens == 0 else replace(p, prefix_tokens=0) for p in plans)
 
 
 def compare(traffic: str, count: int, seed: int = 1) -> dict[str, object]:

@@ -29,6 +29,9 @@ trace) and ``run_cpu_s`` (its event loop). ``speedup_vs_vidur`` is Vidur's run o
 simulation; ``speedup_vs_vidur_total`` counts Vidur's set-up too; ``speedup_vs_vidur_net`` takes drawing
 the sessions (``draw_cpu_s``: for the trace, parsing it) out of kvbudget's time, as Vidur's run leaves
 reading its trace out of its own.
+
+``--kvbudget-only ROUNDS`` needs no Vidur: it times kvbudget's side alone (the median of ROUNDS) against Vidur's
+loop seconds recorded in ``VIDUR_LOOP_CPU_S``, to measure a change of the simulator.
 """
 
 from __future__ import annotations
@@ -131,14 +134,57 @@ def compare(traffic: str, count: int, python: str, root: Path, workdir: Path) ->
     }
 
 
+# Vidur's event loop (``run_cpu_s``), measured by ``compare`` 2026-12-02 03:41-03:46 UTC on the 2-core machine
+# (docs/simulate.md, "Checked against Vidur"): what ``--kvbudget-only`` divides by, without running Vidur again.
+VIDUR_LOOP_CPU_S = {("chat", 1000): 2.49, ("chat", 10000): 33.38, ("trace", 1000): 5.36, ("trace", 10000): 25.39}
+
+
+def kvbudget_only(traffic: str, count: int, rounds: int) -> dict[str, object]:
+    """kvbudget's side of ``compare`` alone, ``rounds`` times (the median kept: CPU seconds move with the machine's
+    load), against Vidur's recorded loop seconds (``VIDUR_LOOP_CPU_S``)."""
+    simulate(sessions(traffic, 20), sim_config(A100))  # warm-up, as compare does
+    ours, draws = [], []
+    for _ in range(rounds):
+        cpu = time.process_time()
+        result = simulate(sessions(traffic, count), sim_config(A100))
+        ours.append(time.process_time() - cpu)
+        cpu = time.process_time()
+        draw_only(sessions(traffic, count))
+        draws.append(time.process_time() - cpu)
+    ours_s, draw_s = sorted(ours)[rounds // 2], sorted(draws)[rounds // 2]
+    vidur_s = VIDUR_LOOP_CPU_S.get((traffic, count))
+    return {
+        "traffic": traffic,
+        "requests": count,
+        "simulator": figures(result),
+        "simulator_cpu_s": round(ours_s, 3),
+        "simulator_cpu_s_rounds": [round(x, 3) for x in ours],
+        "draw_cpu_s": round(draw_s, 3),
+        "vidur_loop_cpu_s_recorded": vidur_s,
+        "speedup_vs_vidur": round(vidur_s / ours_s, 1) if vidur_s else None,
+        "speedup_vs_vidur_net": round(vidur_s / (ours_s - draw_s), 1) if vidur_s and ours_s > draw_s else None,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--kvbudget-only",
+        type=int,
+        metavar="ROUNDS",
+        help="time kvbudget's side alone ROUNDS times (median) against Vidur's recorded loop seconds; no Vidur needed",
+    )
     parser.add_argument("--vidur-root", default=os.environ.get("KVBUDGET_VIDUR_ROOT"), help="Vidur's clone")
     parser.add_argument("--vidur-python", default=os.environ.get("KVBUDGET_VIDUR_PYTHON"), help="its interpreter")
     parser.add_argument("--sizes", default="1000,10000", help="request counts, comma-separated")
     parser.add_argument("--traffic", default="chat,trace", help="one-call traffics: chat, trace")
     parser.add_argument("--workdir", help="for the traces and Vidur's output (default: a temporary folder)")
     args = parser.parse_args(argv)
+    if args.kvbudget_only:
+        for traffic in args.traffic.split(","):
+            for count in (int(x) for x in args.sizes.split(",")):
+                print(json.dumps(kvbudget_only(traffic, count, args.kvbudget_only)), flush=True)
+        return 0
     root = Path(args.vidur_root) if args.vidur_root else None
     if root is None or not args.vidur_python or not (root / "vidur" / "simulator.py").is_file():
         print(INSTALL, file=sys.stderr)

@@ -121,3 +121,34 @@ def test_aggregated_boundaries_give_what_one_event_per_boundary_gave(
         (x.used_bytes, x.cached_bytes, x.running) for x in each.samples
     ]
     assert aggregated.evictions <= each.evictions
+
+
+def test_every_event_leaves_the_next_decode_event_computed_from_its_final_state(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The runner settles each batch once an event is over (batch.py ``settle``): the next decode time and the first
+    boundary the pool cannot give are then what a fresh computation from the final state gives, at every event.
+    Before, each change recomputed them at once and a last check caught only a change of the pool's referenced
+    bytes: an event whose last ledger change left those bytes where they were at the last recomputation kept a
+    stale short boundary (3 events of the 10,000-request trace on bench/vidur_compare.py's A100: 1,696 preemptions
+    where the recomputed run has 1,681)."""
+    from bench.fidelity import sessions
+    from bench.vidur_compare import A100, sim_config
+
+    from kvbudget.simulate.batch import DecodeBatch
+
+    settle = DecodeBatch.settle
+    events = stale = 0
+
+    def checked(self: DecodeBatch) -> None:
+        nonlocal events, stale
+        settle(self)
+        before = (self.next_t, self.short_v)
+        self.refresh()
+        events += 1
+        stale += before != (self.next_t, self.short_v)
+
+    monkeypatch.setattr(DecodeBatch, "settle", checked)
+    result = simulate(sessions("chat", 600), sim_config(A100))
+    assert result.preemptions > 100  # the pool runs short often: the short boundary moves at many events
+    assert events > 1_000 and stale == 0

@@ -23,7 +23,7 @@ from kvbudget.simulate import (
     study_json,
 )
 from kvbudget.simulate.batch import REBASE_TOKENS, DecodeBatch
-from kvbudget.simulate.metrics import LogHistogram, Sample, TimeSeries
+from kvbudget.simulate.metrics import LogHistogram, TimeSeries
 from kvbudget.simulate.session import Session
 from kvbudget.workload.record import SessionPlan
 from tests.helpers import plan_from_argv
@@ -56,7 +56,7 @@ def test_time_series_stays_bounded_and_spans_the_run() -> None:
     series = TimeSeries(interval=1.0, max_samples=50)
     t = 0.0
     while t < 10_000:
-        series.add(Sample(t, 0, 0, 0, 0, 0))
+        series.add((t, 0, 0, 0, 0, 0))
         t = series.next_t
     assert len(series.samples) < 100
     assert series.samples[0].t == 0.0 and series.samples[-1].t > 9_000
@@ -172,6 +172,7 @@ def test_the_virtual_decode_clock_does_not_drift_over_a_long_run() -> None:
         b = Session(2 * i + 1, now, iter(()), (0, 3000 + i % 53, 0.0, None))
         batch.join(a, now, 0, 0)
         batch.join(b, now, 0, 0)
+        batch.settle()  # the event is over (the runner settles every batch after each event)
         now = batch.next_t
         assert batch.pop(now) is a
         batch.finish(a, now)

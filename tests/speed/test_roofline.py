@@ -98,3 +98,27 @@ def test_max_runs_what_the_kv_pool_holds() -> None:
 def test_more_in_flight_than_the_pool_holds_queue() -> None:
     doc = _speed(model="llama-3.1-70b", gpu="h200", weights="fp8", concurrency="100000")
     assert doc["queued"] > 0 and doc["warnings"]
+
+
+@pytest.mark.parametrize(("model", "tp", "gpu"), [("llama-3.1-8b", 1, "h100-sxm"), ("qwen3-30b-a3b", 2, "l40s")])
+def test_the_simulators_iteration_seconds_are_the_iterations_to_the_last_bit(model: str, tp: int, gpu: str) -> None:
+    """The simulator keeps ``decode_terms`` per batch size and asks ``iteration_seconds`` (simulate/speeds.py): the
+    same float as ``iteration(...).seconds`` at every batch size and cache size, or seeded runs would move."""
+    from kvbudget import hardware
+    from kvbudget.plan.build import plan_inputs
+    from kvbudget.plan.plan import make_plan
+    from kvbudget.requests.plan import PlanRequest
+    from kvbudget.speed.answer import roofline_of
+    from kvbudget.speed.efficiency import efficiency_for
+
+    request = PlanRequest.from_options({"model": model, "gpu": gpu, "engine": "vllm", "tp": str(tp), "context": "16k"})
+    plan = make_plan(plan_inputs(request)[0])
+    roof, _, _ = roofline_of(request, plan, hardware.gpu(gpu), efficiency_for("vllm"))
+    checked = 0
+    for batch in (1, 2, 3, 7, 64, 255, 1024):
+        terms = roof.decode_terms(batch)
+        for kv in (0, 1, 131_072 * 1_531, 10**11 + 7):
+            for flops in (0.0, kv * 1.7e-3):
+                assert roof.iteration_seconds(terms, kv, flops) == roof.iteration(batch, kv, flops).seconds
+                checked += 1
+    assert checked == 56

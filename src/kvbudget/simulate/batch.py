@@ -61,6 +61,7 @@ class DecodeBatch:
         "prefill_s",
         "running",
         "seq",
+        "settled",
         "short_q",
         "short_v",
         "step_s",
@@ -94,6 +95,11 @@ class DecodeBatch:
         self.fixed_iteration = 1.0 / rate if rate else 0.0
         self.t_iter = self._iteration()
         self.next_t = INF
+        # Whether ``t_iter`` and ``next_t`` are up to date. An event may join, finish and preempt several sessions;
+        # each change only clears this, and ``settle`` recomputes both once when the event is over (``first_token``
+        # needs ``t_iter`` at once). Nothing else reads them inside an event: every change advances the clock to
+        # the event's time first, so a later advance in it moves nothing.
+        self.settled = True
 
     def _iteration(self) -> float:
         if self.fixed_iteration:
@@ -143,17 +149,8 @@ class DecodeBatch:
                 key = self._key(s, g, end, vfinish - s.output)
             else:
                 s.gnext = 0
-        heap = self.heap
-        heappush(heap, (key, next(self.seq), s.dver, s))
-        if not self.fixed_iteration:
-            self.t_iter = self._iteration()
-        top = heap[0]
-        if top[2] == top[3].dver and self.ledger is None:  # refresh(), inlined for the common case
-            start = now if now > busy else busy
-            ahead = top[0] - self.v
-            self.next_t = start + (ahead * self.t_iter if ahead > 0 else 0.0)
-        else:
-            self.refresh()
+        heappush(self.heap, (key, next(self.seq), s.dver, s))
+        self.settled = False
 
     def _key(self, s: Session, g: int, end: int, vstart: float) -> float:
         """Key ``s`` on its next event from its next boundary, token ``g`` (``g <= end``): the end of a run
@@ -215,6 +212,8 @@ class DecodeBatch:
     def first_token(self, now: float) -> float:
         """When a session that joined at ``now`` gets its first token: its prefill (the backlog up to it) and one
         decode iteration of the batch it joined (the figure ``kvbudget speed`` gives as TTFT)."""
+        if not self.settled and not self.fixed_iteration:
+            self.t_iter = self._iteration()
         busy = self.busy_until
         return (busy if busy > now else now) + self.t_iter
 
@@ -232,9 +231,7 @@ class DecodeBatch:
         self.kv_read -= s.kv
         self.running -= 1
         s.kv = 0
-        if not self.fixed_iteration:
-            self.t_iter = self._iteration()
-        self.refresh()
+        self.settled = False
 
     def pop(self, now: float) -> Session:
         """The session whose next event falls at ``now`` (== ``next_t``): a heap event (a boundary taken
@@ -283,12 +280,7 @@ class DecodeBatch:
 
     def finish(self, s: Session, now: float) -> None:
         """``s`` (just popped) completed its step: it leaves the batch."""
-        self.kv_read -= s.kv
-        self.running -= 1
-        s.kv = 0
-        if not self.fixed_iteration:
-            self.t_iter = self._iteration()
-        self.refresh()  # t_last is now: pop() advanced the clock
+        self._drop(s)
 
     def regrow(self, s: Session, now: float) -> None:
         """``s`` (just popped) took the block for ``s.gnext`` tokens: key it on its next event."""
@@ -302,7 +294,7 @@ class DecodeBatch:
             s.gnext = 0
             key = s.vfinish
         heappush(self.heap, (key, next(self.seq), s.dver, s))
-        self.refresh()  # t_last is now: pop() advanced the clock
+        self.settled = False
 
     def _rebase(self) -> float:
         """Shift the virtual clock, every live key and finish back by ``v`` (stale entries dropped):
@@ -327,8 +319,20 @@ class DecodeBatch:
             self.short_v = ledger.short()[0] if ledger.keys else INF
         return self.v
 
+    def settle(self) -> None:
+        """An event is over: recompute ``t_iter`` and ``next_t`` if it changed the batch, or the pool under a ledger
+        (the first boundary the pool cannot give moves with it)."""
+        ledger = self.ledger
+        if not self.settled:
+            if not self.fixed_iteration:
+                self.t_iter = self._iteration()
+            self.settled = True
+            self.refresh()
+        elif ledger is not None and ledger.keys and ledger.pool.used != ledger.seen:
+            self.refresh()
+
     def refresh(self) -> None:
-        """Recompute ``next_t``, the real time of the next decode event."""
+        """Recompute ``next_t``, the real time of the next decode event (``t_iter`` is up to date)."""
         heap = self.heap
         while heap and heap[0][2] != heap[0][3].dver:
             heappop(heap)

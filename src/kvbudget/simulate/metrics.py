@@ -77,20 +77,27 @@ class Sample:
 
 
 class TimeSeries:
-    __slots__ = ("interval", "max_samples", "next_t", "samples")
+    """Rows ``(t, used_bytes, cached_bytes, running, waiting, paused)``, one every ``interval`` seconds; a ``Sample``
+    each only when read (``samples``): the run adds thousands, most thinned away, and keeps at most ``2 x max``."""
+
+    __slots__ = ("interval", "max_samples", "next_t", "rows")
 
     def __init__(self, interval: float = 1.0, max_samples: int = 500) -> None:
         self.interval = interval
         self.max_samples = max_samples
         self.next_t = 0.0
-        self.samples: list[Sample] = []
+        self.rows: list[tuple[float, int, int, int, int, int]] = []
 
-    def add(self, sample: Sample) -> None:
-        self.samples.append(sample)
-        if len(self.samples) >= 2 * self.max_samples:
-            self.samples = self.samples[::2]
+    def add(self, row: tuple[float, int, int, int, int, int]) -> None:
+        self.rows.append(row)
+        if len(self.rows) >= 2 * self.max_samples:
+            self.rows = self.rows[::2]
             self.interval *= 2
-        self.next_t = sample.t + self.interval
+        self.next_t = row[0] + self.interval
+
+    @property
+    def samples(self) -> list[Sample]:
+        return [Sample(*row) for row in self.rows]
 
 
 class QueueTrend:

@@ -174,9 +174,14 @@ def simulate(sessions: Iterable[SessionPlan], config: SimConfig, progress: Progr
         if t == inf:
             break
         if t >= next_sample:
-            while t >= series.next_t:
-                series.add(_sample(series.next_t, replicas))
-            next_sample = series.next_t
+            # Every sample time before this event sees the state the last event left. Only the blocks a batch's
+            # ledger takes as its token clock runs depend on the time: without them the gap's samples are equal.
+            still = all(b.ledger is None or not b.ledger.keys for b in batches)
+            state = _state(next_sample, replicas) if still else None
+            while t >= next_sample:
+                row = state if state is not None else _state(next_sample, replicas)
+                series.add((next_sample, *row))
+                next_sample = series.next_t
         now = t
         if t_ev <= t_dec:
             _, _, kind, s, version = heappop(heap)
@@ -194,12 +199,17 @@ def simulate(sessions: Iterable[SessionPlan], config: SimConfig, progress: Progr
                 replicas[s.replica].swap_done(s, t)
         else:
             r_dec.decode_done(t)
+        if single_batch is not None:  # the event is over: the next decode event of each batch it changed
+            single_batch.settle()
+        else:
+            for b in batches:
+                b.settle()
         if closed is not None:
             admit_closed()
         loops += 1
         if progress is not None and loops & 0xFFFF == 0:
             progress(stats.arrived, now)
-    series.add(_sample(now, replicas))
+    series.add((now, *_state(now, replicas)))
     for r in replicas:
         r.close_group()
     return _result(stats, replicas, series, now, config)
@@ -220,21 +230,18 @@ def _arrive(plan: SessionPlan, now: float, stats: Counters, replicas: list[Repli
     replica.arrive(s, plan.prefix_tokens, now)
 
 
-def _sample(t: float, replicas: list[Replica]) -> Sample:
-    used = cached = 0
+def _state(t: float, replicas: list[Replica]) -> tuple[int, int, int, int, int]:
+    """The time series' row at ``t`` without its time: used and cached bytes, running, waiting, paused."""
+    used = cached = running = waiting = paused = 0
     for r in replicas:
         pool = r.pool
         grown = r.batch.pending_bytes(t)  # blocks the batch took since its last event (ledger.py)
         used += pool.used + grown
         cached += pool.cached - max(0, grown - (pool.capacity - pool.used - pool.cached))
-    return Sample(
-        t=t,
-        used_bytes=used,
-        cached_bytes=cached,
-        running=sum(r.batch.running for r in replicas),
-        waiting=sum(len(r.waiting) for r in replicas),
-        paused=sum(r.paused for r in replicas),
-    )
+        running += r.batch.running
+        waiting += len(r.waiting)
+        paused += r.paused
+    return used, cached, running, waiting, paused
 
 
 def _result(stats: Counters, replicas: list[Replica], series: TimeSeries, now: float, config: SimConfig) -> SimResult:

@@ -88,6 +88,8 @@ class Replica:
         self.group_ready: list[float] = []
         self.group_start = -1.0
         self.group_t = 0.0
+        self.blocked: Session | None = None  # the last session refused admission without a prefix to take (_admit)
+        self.blocked_used = 0  # pool.used then
 
     # -- arrivals and steps -------------------------------------------------------------------
 
@@ -106,16 +108,7 @@ class Replica:
 
     def step_ready(self, s: Session, now: float) -> None:
         """A step is ready (arrival, or the end of a pause): run it, grow into it, or queue it."""
-        ledger = self.batch.ledger
-        if ledger is None or not ledger.keys:
-            self._step_ready(s, now)
-            return
         self.batch.catch_up(now)  # the blocks the batch took by now, before this step reads the pool
-        self._step_ready(s, now)
-        if ledger.keys and self.pool.used != ledger.seen:
-            self.batch.refresh()  # the pool changed: the first boundary it cannot give moved
-
-    def _step_ready(self, s: Session, now: float) -> None:
         s.ready_at = now
         s.t_first = -1.0
         if s.compact_to is not None and s.compact_to < s.context:
@@ -170,12 +163,6 @@ class Replica:
         """The next decode event of this replica's batch (at ``batch.next_t``): the first block boundary
         the pool cannot give (batch.py's ledger), a boundary taken alone, the end of a ledger run, or a
         step's completion."""
-        self._decode_done(now)
-        ledger = self.batch.ledger
-        if ledger is not None and ledger.keys and self.pool.used != ledger.seen:
-            self.batch.refresh()
-
-    def _decode_done(self, now: float) -> None:
         batch = self.batch
         s = batch.pop(now)
         if batch.short_q >= 0:
@@ -236,6 +223,11 @@ class Replica:
     def _admit(self, s: Session, now: float) -> bool:
         """Admit ``s`` if its prompt fits in free + evictable memory (less the watermark)."""
         pool, costs, entry = self.pool, self.costs, s.prefix
+        # Without a prefix to take (none, or one already referenced) the test below is need > capacity - used -
+        # watermark, and a waiting session's need is fixed: the head that failed cannot fit until ``used`` falls.
+        plain = entry is None or entry.refs > 0
+        if plain and s is self.blocked and pool.used >= self.blocked_used:
+            return False
         prefix_ok = entry is None or entry.refs > 0 or entry.resident
         if s.cached and not prefix_ok:
             pool.drop(s)  # vLLM block hashes chain over the prefix: without it the tail is unreachable
@@ -248,7 +240,9 @@ class Replica:
             own += entry.cached
             prefix_new = 0 if entry.resident else entry.bytes
         if need - reuse + prefix_new > pool.capacity - pool.used - own - self.watermark:
+            self.blocked, self.blocked_used = (s, pool.used) if plain else (None, 0)
             return False
+        self.blocked = None
         hits = lost = 0
         if entry is not None:
             if entry.refs == 0:

@@ -209,10 +209,14 @@ def _roof_step(roof: Roofline, plan: Plan) -> Callable[[int, int], float]:
     bytes (module doc), their ratio at half the cap."""
     context = max(2, plan.inputs.context // 2)
     per_byte = roof.work.attention_flops(context - 1, 1) / max(1, plan.layout.total_bytes(context, 1))
-    iteration = roof.iteration
+    seconds = roof.iteration_seconds
+    terms: dict[int, tuple[float, int, float]] = {}  # per batch size: what does not depend on the caches
 
     def step(running: int, kv_bytes: int) -> float:
-        return iteration(running, kv_bytes, kv_bytes * per_byte).seconds
+        parts = terms.get(running)
+        if parts is None:
+            parts = terms[running] = roof.decode_terms(running)
+        return seconds(parts, kv_bytes, kv_bytes * per_byte)
 
     return step
 

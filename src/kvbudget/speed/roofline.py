@@ -96,12 +96,29 @@ class Roofline:
     def iteration(self, batch: int, kv_bytes: int, attention_flops: float) -> Step:
         """One decode iteration of ``batch`` sequences whose caches hold ``kv_bytes`` per GPU in all and whose
         attention over them costs ``attention_flops`` (whole model, before tensor parallelism)."""
-        tp, e, m = self.machine.tp, self.efficiency, self.machine
-        weights = self.weights_per_gpu * self.work.read_params(batch) / self.total_params
+        weights, matmul, allreduce = self.decode_terms(batch)
         data = weights + kv_bytes
-        flops = (self.work.decode_flops(batch) + attention_flops) / tp
+        flops = (matmul + attention_flops) / self.machine.tp
+        memory_s, compute_s = self._roofs(data, flops)
+        seconds = max(memory_s, compute_s) + self.efficiency.step_overhead_s + allreduce
+        return Step(seconds, memory_s, compute_s, self.efficiency.step_overhead_s, allreduce, data, flops)
+
+    def iteration_seconds(self, terms: tuple[float, int, float], kv_bytes: int, attention_flops: float) -> float:
+        """``iteration(batch, kv_bytes, attention_flops).seconds`` from ``terms = decode_terms(batch)``: the
+        simulator asks it twice a step and keeps the terms per batch size (tests/speed pins the equality)."""
+        weights, matmul, allreduce = terms
+        memory_s, compute_s = self._roofs(weights + kv_bytes, (matmul + attention_flops) / self.machine.tp)
+        return max(memory_s, compute_s) + self.efficiency.step_overhead_s + allreduce
+
+    def decode_terms(self, batch: int) -> tuple[float, int, float]:
+        """What one decode iteration of ``batch`` sequences costs whatever their caches hold: the weights it reads
+        per GPU (bytes), its matrix products' FLOPs (whole model) and its all-reduce seconds."""
+        weights = self.weights_per_gpu * self.work.read_params(batch) / self.total_params
+        return weights, self.work.decode_flops(batch), self.allreduce_seconds(batch)
+
+    def _roofs(self, data: float, flops: float) -> tuple[float, float]:
+        """Seconds of an iteration's reads (``data`` bytes per GPU) and of its ``flops`` (per GPU), each roof alone."""
+        m, e = self.machine, self.efficiency
         memory_s = data / (m.bandwidth * e.bandwidth)
         compute_s = flops / (m.linear_flops * e.decode_compute) if m.linear_flops else 0.0
-        allreduce = self.allreduce_seconds(batch)
-        seconds = max(memory_s, compute_s) + e.step_overhead_s + allreduce
-        return Step(seconds, memory_s, compute_s, e.step_overhead_s, allreduce, data, flops)
+        return memory_s, compute_s
