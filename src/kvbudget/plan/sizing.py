@@ -145,7 +145,9 @@ class Sizing:
         return tuple(c for c in self.candidates if c.unmet)
 
     def to_dict(self) -> dict[str, object]:
-        """The ``kvbudget size --json`` document."""
+        """The ``kvbudget size --json`` document; ``table``: the answer as the report and the page write it."""
+        from kvbudget.plan.sizing_table import sizing_table
+
         return {
             "schema_version": SCHEMA_VERSION,
             "context": self.context,
@@ -165,6 +167,7 @@ class Sizing:
             "smallest_cap_within_tolerance": self.cap_within.to_dict() if self.cap_within else None,
             "recommendation": self.recommendation,
             "speed_from": self.speed_from,
+            "table": sizing_table(self).to_dict(),
         }
 
 

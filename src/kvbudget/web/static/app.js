@@ -405,12 +405,10 @@
       `${s.efficiency.basis}${warned}`;
   }
 
-  // a sizing row's name as kvbudget size writes it (plan/sizing_table.py deployment): model, weights, engine and
-  // version, and the cache dtype asked for when it is not the engine's own (auto)
-  const deployment = (d, kv) => `${d.model}${d.weights ? ` ${d.weights}` : ""} ${d.engine}${kv && kv !== "auto" ? ` kv ${kv}` : ""}`;
-
-  // kvbudget size for Sessions wanted over the GPUs compared: the deployments that meet it, cheapest first
-  function renderSizing(size, kv) {
+  // kvbudget size for Sessions wanted over the GPUs compared: the deployments that meet it, cheapest first, drawn
+  // as the answer's own table (size --json table, built by plan/sizing_table.py as the report's): its heading,
+  // columns, rows, notes and unmet lines, whatever columns it holds; figures are set right
+  function renderSizing(size) {
     const section = $("sizing-section");
     section.hidden = !size;
     $("sizing-error").textContent = "";
@@ -426,36 +424,13 @@
       $("sizing").replaceChildren();
       return;
     }
-    const s = size.doc;
-    // a workload's targets hold its p99 step, as simulate's (size --json targets.percentile)
-    const p99 = s.targets.percentile === "p99" ? "p99 " : "";
-    const targets = [[`${p99}TTFT`, s.targets.ttft_s], [`${p99}inter-token`, s.targets.itl_s]]
-      .filter(([, v]) => known(v)).map(([what, v]) => `${what} at most ${seconds(v)}`);
-    // the load as asked (plan/sizing_table.py load_phrase): peak sessions, or an arrival rate
-    const load = known(s.sessions) && s.sessions ? `${int(s.sessions)} sessions at peak` : `${s.rate_per_s} new sessions/s`;
-    $("sizing-load").textContent = `${load} (whole deployment) at a ${tokens(s.context)} cap` +
-      (targets.length ? `, ${targets.join(", ")}` : ", no latency targets");
-    const head = ["deployment", "GPUs", "replicas", "per replica mem/lat", "binds", "spare", "TTFT", "inter-token",
-      "$/h", "$/session-h"];
-    fillTable($("sizing"), head, s.deployments.map((d) => [
-      deployment(d, kv),
-      `${d.gpu} x ${int(d.gpus)}${d.tp > 1 ? ` tp${d.tp}` : ""}`,
-      int(d.replicas),
-      `${int(d.sessions_per_replica_memory)}/${int(d.sessions_per_replica_latency)}`,
-      d.binding,
-      `+${int(d.headroom_sessions)}`,
-      seconds(d.latency ? d.latency.ttft_s : null),
-      seconds(d.latency ? d.latency.itl_s : null),
-      money(d.cost_per_hour),
-      money(d.cost_per_session_hour),
-    ]));
-    // the request shape, and with a rate the concurrency Little's law gives each deployment (load_notes)
-    const bases = [...new Set(s.deployments.filter((d) => d.load && known(d.load.rate_per_s)).map((d) => d.load.basis))];
-    $("sizing-notes").replaceChildren(node("li", { text: `request shape: ${s.shape.basis}` }),
-      ...bases.sort().slice(0, 3).map((b) => node("li", { text: `load: ${b}` })));
-    $("sizing-unmet").replaceChildren(...s.unmet.map((d) =>
-      node("li", { text: `${deployment(d, kv)} on ${d.gpu}, tp ${d.tp}: ${d.unmet}` })));
-    $("recommendation").textContent = s.recommendation;
+    const t = size.doc.table;
+    $("sizing-load").textContent = t.heading;
+    fillTable($("sizing"), t.columns.map((c) => c.label), t.rows.map((row) =>
+      row.map((text, i) => (t.columns[i].right ? { text, cls: "figure" } : text))));
+    $("sizing-notes").replaceChildren(...t.notes.map((text) => node("li", { text })));
+    $("sizing-unmet").replaceChildren(...t.unmet.map((text) => node("li", { text })));
+    $("recommendation").textContent = size.doc.recommendation;
   }
 
   function renderLevers(levers) {
@@ -586,7 +561,7 @@
       $("results").classList.remove("stale");
       for (const id of PLAN_SECTIONS) $(id).hidden = true;
       renderLatency(null, "the deployment is refused: there is no load to time");
-      renderSizing(size, p.kv_dtype);
+      renderSizing(size);
       renderRefusedHeadline(view);
       renderPerToken(cost, null);
       renderCurve(compare, view);
@@ -604,7 +579,7 @@
     renderLevers(levers);
     renderCommands(plan.doc, p.engine);
     renderLatency(speed, "no session fits at the cap: there is no load to time");
-    renderSizing(size, p.kv_dtype);
+    renderSizing(size);
     document.body.dataset.state = "ready";
   }
 
