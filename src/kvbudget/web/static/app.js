@@ -9,13 +9,14 @@
   const OPTIONAL = new Set(["sessions", "prefix", "weights"]);
   // what only /api/size reads: the latency targets, the load as an arrival rate (instead of Sessions wanted), the
   // request shape, and more models and engines to size (added to the chosen ones, as the GPUs compared are)
-  const SIZE_FIELDS = ["ttft", "itl", "rate", "isl", "osl", "size_model", "size_engine"];
+  // workload: a dropped workload .toml's upload id (the server reads no file of its own for a client)
+  const SIZE_FIELDS = ["ttft", "itl", "rate", "isl", "osl", "size_model", "size_engine", "workload"];
   const SIZE_LISTS = { size_model: "model", size_engine: "engine" };
   // an option named in an error message -> the field that sets it
   const OPTION_FIELD = {
     model: "model", gpu: "gpu", engine: "engine", "kv-dtype": "kv_dtype", "k-dtype": "kv_dtype",
     "v-dtype": "kv_dtype", context: "context", tokens: "context", sessions: "sessions", prefix: "prefix",
-    tp: "tp", weights: "weights", ttft: "ttft", itl: "itl", rate: "rate", isl: "isl", osl: "osl",
+    tp: "tp", weights: "weights", ttft: "ttft", itl: "itl", rate: "rate", isl: "isl", osl: "osl", workload: "workload",
   };
   const MODEL_ERRORS = new Set(["SourceError", "ConfigError", "UnknownArchitectureError"]);
   const CAPS = [4096, 8192, 16384, 32768, 65536, 131072];
@@ -649,6 +650,46 @@
     schedule(0);
   }
 
+  // a workload .toml for the sizing: stored by the server as an upload (read as --workload reads it, the CLI's
+  // one-line error otherwise), then named by its id in /api/size
+  async function uploadWorkload(file) {
+    $("workload-error").textContent = "";
+    $("workload").removeAttribute("aria-invalid");
+    $("workload-note").textContent = `reading ${file.name}…`;
+    let response, doc;
+    try {
+      const q = new URLSearchParams({ name: file.name });
+      response = await fetch(`api/upload?${q}`, { method: "POST", body: file, headers: { "content-type": "application/octet-stream" } });
+      doc = await response.json();
+    } catch (err) {
+      $("workload-note").textContent = "";
+      $("workload-error").textContent = `Error: the upload failed (${err.message})`;
+      return;
+    }
+    $("workload-file").value = "";
+    if (!response.ok) {
+      $("workload-note").textContent = "";
+      showError(doc, "workload");
+      return;
+    }
+    $("workload").value = doc.upload.id;
+    $("workload-note").textContent = `${file.name}: workload ${doc.upload.workload || "(unnamed)"}, as ${doc.upload.id}`;
+    $("workload-clear").hidden = false;
+    schedule(0);
+  }
+
+  function wireWorkload() {
+    $("workload-file").addEventListener("change", () => {
+      if ($("workload-file").files[0]) uploadWorkload($("workload-file").files[0]);
+    });
+    $("workload-clear").addEventListener("click", () => {
+      $("workload").value = "";
+      $("workload-note").textContent = "";
+      $("workload-clear").hidden = true;
+      schedule(0);
+    });
+  }
+
   function wireDrop() {
     const drop = $("drop");
     for (const type of ["dragenter", "dragover"]) {
@@ -692,6 +733,7 @@
       schedule(0);
     });
     wireDrop();
+    wireWorkload();
     await update();
   }
 
