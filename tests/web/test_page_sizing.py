@@ -5,6 +5,7 @@ for the same inputs, byte for byte: driven through a real headless Chromium agai
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,7 @@ from tests.web.browser import Tab
 from tests.web.test_page import WAIT_MS, cli_error, page_errors, shown
 from tests.web.test_page_time import document_rows, table
 
+CHAT = Path(__file__).resolve().parents[2] / "examples" / "chat.toml"
 PATIENT_MS = 3 * WAIT_MS  # one update sizes 8 combinations besides plan, compare and levers, on a shared CPU
 
 
@@ -81,3 +83,37 @@ def test_a_bad_rate_or_shape_shows_the_clis_error_next_to_its_field(
         assert calculator.page.get_attribute(f"#{field}", "aria-invalid") == "true"
         calculator.page.fill(f"#{field}", "2/s" if field == "rate" else "500")
         shown(calculator, f"#{field}-error", "")
+
+
+def test_a_workload_file_sizes_the_load_as_size_workload_does(
+    calculator: Tab, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workload chosen on the sizing panel is uploaded and sized as ``size --workload FILE``: the page draws
+    that answer (its refused column and the refusal note); a bad one is the CLI's one-line error next to it."""
+    page = calculator.page
+    code, out, err = run_cli(
+        capsys, "size", "llama-3.1-8b", "--gpu", "h100-sxm", "--context", "32k", "--sessions", "60",
+        "--workload", str(CHAT), "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    expected = json.loads(out)
+    page.fill("#sessions", "60")
+    page.wait_for_selector("body[data-state=ready]", timeout=PATIENT_MS)
+    with page.expect_response(lambda r: "/api/size?" in r.url and "workload=upload-" in r.url, timeout=PATIENT_MS) as a:
+        page.set_input_files("#workload-file", str(CHAT))
+    assert a.value.status == 200 and a.value.json() == expected
+    page.wait_for_selector("body[data-state=ready]", timeout=PATIENT_MS)
+    assert "refused" in [c["label"] for c in expected["table"]["columns"]]  # a workload's column
+    assert table(calculator, "#sizing") == expected["table"]["rows"]
+    notes = page.eval_on_selector_all("#sizing-notes li", "items => items.map(i => i.textContent)")
+    assert notes == expected["table"]["notes"] and any(n.startswith("refused at the cap: ") for n in notes)
+    shown(calculator, "#workload-note", f"chat.toml: workload chat, as {page.input_value('#workload')}")
+    # a workload the CLI refuses: its one-line error, as the CLI words it, next to the field
+    bad = tmp_path / "agents.toml"
+    bad.write_text(CHAT.read_text(encoding="utf-8").replace("mean = 4", "mean = -4"), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    argv = ["size", "llama-3.1-8b", "--gpu", "h100-sxm", "--context", "32k", "--sessions", "6", "--workload", bad.name]
+    line = cli_error(capsys, *argv)
+    page.set_input_files("#workload-file", str(bad))
+    shown(calculator, "#workload-error", line)
+    assert page_errors(calculator) == []
