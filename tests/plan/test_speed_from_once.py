@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kvbudget.errors import InputError
 from kvbudget.measure.logs import serving
 from kvbudget.simulate import measured
 from tests.helpers import run_cli
@@ -83,6 +84,6 @@ def test_a_changed_file_is_read_again(readings: tuple[list[str], list[str]], tmp
     lines = LOG.read_text(encoding="utf-8").splitlines(keepends=True)
     log.write_text("".join(lines[:2]), encoding="utf-8")  # line 2 alone: its decode level, and no prefill
     os.utime(log, ns=(0, 0))
-    with pytest.raises(measured.InputError, match="no interval of the log both prefilled and decoded"):
+    with pytest.raises(InputError, match="no interval of the log both prefilled and decoded"):
         measured.measured_speeds(str(log))
     assert len(logs) == 2

@@ -26,6 +26,13 @@ def size(server: Server, workload: str) -> tuple[int, dict[str, object]]:
     return status, json.loads(body)
 
 
+def uploaded_id(server: Server) -> str:
+    """A workload upload's id (examples/chat.toml)."""
+    status, doc = upload(server, CHAT.read_bytes(), "chat.toml")
+    assert status == 200, doc
+    return str(doc["upload"]["id"])  # type: ignore[index]
+
+
 def test_an_uploaded_workload_sizes_as_the_cli_sizes_that_file(
     server: Server, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -69,5 +76,6 @@ def test_an_oversized_or_replaying_workload_and_a_path_are_refused(server: Serve
         assert status == 400, named
         message = doc["error"]["message"]  # type: ignore[index]
         assert message.startswith("--workload ") and "not a workload uploaded to this server" in message
-    status, body = server.get("api/plan?model=llama-3.1-8b&workload=x")  # plan takes no workload: the old refusal
-    assert status == 400 and b"names a file on the server's machine" in body
+    for other in ("plan", "compare"):  # size alone takes a workload upload; the others refuse the option
+        status, body = server.get(f"api/{other}?model=llama-3.1-8b&workload={uploaded_id(server)}")
+        assert status == 400 and b"names a file on the server's machine" in body

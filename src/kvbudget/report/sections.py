@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from kvbudget.plan import sizing_table as size_text  # the sizing table's cells and notes, as size's text has them
 from kvbudget.report.data import Report
-from kvbudget.units import latency_text as seconds  # the latency as the report, the page and size's table write it
+from kvbudget.units import latency_text
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
     from kvbudget.plan.sizing import Sizing
+
+seconds = latency_text  # a latency as the report, the page and size's table write it (units.py)
 
 LATENCY_HEADERS = ["latency", "sessions per replica", "TTFT", "inter-token", "tokens/s per session", "binds", "from"]
 

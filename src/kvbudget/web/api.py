@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from kvbudget.requests.base import Request
 
 FILE_OPTIONS = frozenset({"from_log", "workload", "prices", "trace", "log", "loadtest", "logs", "files", "speed_from"})
+WORKLOAD_UPLOADS = frozenset({"size"})  # the commands that take a workload upload's id as workload=
 MAX_CELLS = 4096  # the product of a request's lists: a 64 x 64 table (compare's own ceiling is 500 rows)
 _TRUE, _FALSE = frozenset({"", "1", "true", "on", "yes"}), frozenset({"0", "false", "off", "no"})
 
@@ -120,7 +121,7 @@ def request_of(command: str, query: Iterable[tuple[str, str]], uploads: UploadIn
     options: dict[str, object] = {}
     for raw, value in query:
         name = raw.replace("-", "_")
-        if name in FILE_OPTIONS and not (name == "workload" and name in kinds):
+        if name in FILE_OPTIONS and not (name == "workload" and command in WORKLOAD_UPLOADS):
             raise InputError(
                 f"--{raw.replace('_', '-')}: names a file on the server's machine, which the web API never reads; "
                 "run the command line for it"

@@ -705,8 +705,34 @@
     $("file").addEventListener("change", () => { if ($("file").files[0]) upload($("file").files[0]); });
   }
 
+  // --- the form ----------------------------------------------------------------------------------
+  // a field of the form is declared in index.html by data-option (its parameter) and data-label (data-sub: the
+  // label's note), with its control, or for a text field the control's data-value, data-placeholder, data-inputmode
+  // and data-list; this makes the control when it is not there, its label and the paragraph its error is shown in
+  // (id "<option>-error"), and keeps the browser from correcting what is typed in a text field (names, sizes and
+  // durations, not words)
+  const INPUT_ATTRIBUTES = ["value", "placeholder", "inputmode", "list"];
+  function buildField(field) {
+    let control = field.querySelector("input, select");
+    if (!control) {
+      const { option } = field.dataset;
+      control = node("input", { id: option, name: option });
+      for (const a of INPUT_ATTRIBUTES) if (field.dataset[a] !== undefined) control.setAttribute(a, field.dataset[a]);
+      field.append(control);
+    }
+    const label = node("label", { for: control.id, text: field.dataset.label });
+    if (field.dataset.sub) label.append(" ", node("span", { class: "sub", text: field.dataset.sub }));
+    field.prepend(label);
+    field.append(node("p", { class: "error", id: `${field.dataset.option}-error`, role: "alert" }));
+    if (control.tagName === "INPUT" && !control.hasAttribute("inputmode")) {
+      control.setAttribute("spellcheck", "false");
+      control.setAttribute("autocapitalize", "off");
+    }
+  }
+
   // --- start -----------------------------------------------------------------------------------
   async function start() {
+    for (const field of document.querySelectorAll(".field[data-label]")) buildField(field);
     const [models, gpus] = await Promise.all([call("models", {}), call("gpus", {})]);
     const names = [];
     for (const m of models.doc.models) names.push(m.name, ...m.aliases.filter((a) => !a.includes("/")));
