@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kvbudget.cli.main import main
+from kvbudget.errors import InputError
 from kvbudget.model.families import read_spec
 from kvbudget.model.spec import ModelSpec
 from kvbudget.plan.plan import Plan
@@ -44,6 +46,19 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     code = main(list(argv))
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+def refused_in_one_line(
+    capsys: pytest.CaptureFixture[str], path: Path, text: str, read: Callable[[Path], object], message: str, *argv: str
+) -> str:
+    """Write ``text`` at ``path``: ``read(path)`` raises InputError matching ``message``, and ``kvbudget ARGV`` (which
+    names the file) exits 1 with one line on stderr, no traceback; that line."""
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InputError, match=message):
+        read(path)
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 1 and err.count("\n") == 1 and err.startswith("Error: ") and "Traceback" not in err
+    return err
 
 
 def plan_from_argv(argv: list[str]) -> Plan:

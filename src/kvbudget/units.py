@@ -171,6 +171,13 @@ def money(x: float | None) -> str:
     return "-" if x is None else f"{x:,.4f}" if x < 1 else f"{x:,.2f}"
 
 
+def latency_text(value: float | None) -> str:
+    """A latency as the report and the page write it: milliseconds under a second, else seconds; "-" for none."""
+    if value is None:
+        return "-"
+    return f"{value * 1e3:,.1f} ms" if value < 1 else f"{value:,.2f} s"
+
+
 def counted(n: int | float, noun: str, plural: str | None = None) -> str:
     """``n`` and its noun, singular for exactly one (``1 session``, ``2 sessions``, ``1,024 GPUs``)."""
     number = f"{n:,}" if isinstance(n, int) else f"{n:g}"

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from kvbudget.errors import InputError
 from kvbudget.measure.calibrate import calibrate
 from kvbudget.measure.logs import read_log
-from tests.helpers import run_cli, write_config
+from tests.helpers import refused_in_one_line, run_cli, write_config
 
 LOGS = Path(__file__).parent.parent / "data" / "logs"
 GiB = 2**30
@@ -174,11 +173,7 @@ def test_logs_without_sizing_lines_fail_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, message: str
 ) -> None:
     path = tmp_path / "engine.log"
-    path.write_text(text, encoding="utf-8")
-    with pytest.raises(InputError, match=message):
-        read_log(path)
-    code, _, err = run_cli(capsys, "calibrate", str(path))
-    assert code == 1 and err.startswith("Error: ") and err.count("\n") == 1 and message in err
+    assert message in refused_in_one_line(capsys, path, text, read_log, message, "calibrate", str(path))
 
 
 def test_cli_json_contract(capsys: pytest.CaptureFixture[str]) -> None:

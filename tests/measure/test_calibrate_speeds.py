@@ -5,6 +5,7 @@ tests/data/logs (SOURCES.md): what calibrate carries must be what ``--speed-from
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,29 +23,44 @@ STARTUP_THEN_SERVING = SERVING / "vllm-v1-startup-then-running18.log"  # v1-fp8-
 PLAN = ["--engine", "vllm", "--gpu", "h100-sxm", "--context", "32k"]
 
 
-def _join(tmp_path: Path, name: str, *parts: Path) -> Path:
-    out = tmp_path / name
-    out.write_text("".join(p.read_text(encoding="utf-8") for p in parts), encoding="utf-8")
-    return out
+@dataclass
+class Logs:
+    """A test's folder and captured output: real excerpts joined into one log, calibrated, documents saved."""
+
+    folder: Path
+    capsys: pytest.CaptureFixture[str]
+
+    def join(self, name: str, *parts: Path) -> Path:
+        out = self.folder / name
+        out.write_text("".join(p.read_text(encoding="utf-8") for p in parts), encoding="utf-8")
+        return out
+
+    def calibrate(self, log: Path, *extra: str) -> dict[str, object]:
+        """``calibrate LOG --json``'s document."""
+        code, out, err = run_cli(self.capsys, "calibrate", str(log), *extra, "--json")
+        assert code == 0, err
+        doc: dict[str, object] = json.loads(out)
+        return doc
+
+    def save(self, doc: object, name: str = "calibrate.json") -> Path:
+        path = self.folder / name
+        path.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+        return path
+
+    def plan(self, *argv: str) -> tuple[int, str, str]:
+        """``kvbudget plan ARGV``: (exit code, stdout, stderr)."""
+        return run_cli(self.capsys, "plan", *argv)
 
 
-def _calibrate_json(capsys: pytest.CaptureFixture[str], log: Path, *extra: str) -> dict[str, object]:
-    code, out, err = run_cli(capsys, "calibrate", str(log), *extra, "--json")
-    assert code == 0, err
-    doc: dict[str, object] = json.loads(out)
-    return doc
+@pytest.fixture
+def logs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Logs:
+    return Logs(tmp_path, capsys)
 
 
-def _save(tmp_path: Path, doc: object, name: str = "calibrate.json") -> Path:
-    path = tmp_path / name
-    path.write_text(json.dumps(doc, indent=2), encoding="utf-8")
-    return path
-
-
-def test_calibrate_carries_the_speeds_speed_from_the_log_derives(capsys: pytest.CaptureFixture[str]) -> None:
+def test_calibrate_carries_the_speeds_speed_from_the_log_derives(logs: Logs) -> None:
     """Lines 4-8 are the vLLM stats lines: line 5 (18 running before and after, no prompt) decodes at 1226.3 / 18
     tokens/s a session; lines 6 and 7 prefilled with requests running (test_log_speeds.py: 30,957 tokens/s)."""
-    doc = _calibrate_json(capsys, STARTUP_THEN_SERVING)
+    doc = logs.calibrate(STARTUP_THEN_SERVING)
     speeds = doc["speeds"]
     assert isinstance(speeds, dict)
     log = measured_speeds(str(STARTUP_THEN_SERVING))
@@ -54,23 +70,17 @@ def test_calibrate_carries_the_speeds_speed_from_the_log_derives(capsys: pytest.
     assert (speeds["prefill_basis"], speeds["decode_basis"]) == (log.prefill_basis, log.decode_basis)
     assert speeds["lines"] == {"stats": 5, "first": 4, "last": 8, "samples": 3, "dropped": 0}
     assert (speeds["engine"], speeds["served"], speeds["provenance"]) == ("vllm", None, "measured")
-    code, out, _ = run_cli(capsys, "calibrate", str(STARTUP_THEN_SERVING))
+    code, out, _ = run_cli(logs.capsys, "calibrate", str(STARTUP_THEN_SERVING))
     assert code == 0
     assert "Speeds (measured, from 5 serving lines, lines 4-8;" in out
     assert "decode tokens/s per session, by sessions running: 68.1 at 18" in out
     assert "prefill: 30,957 tokens/s" in out and "(lines 6, 7)" in out
 
 
-def test_llama_server_timings_after_its_start_up_give_the_same_speeds(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    log = _join(
-        tmp_path,
-        "llama.log",
-        DATA / "llamacpp" / "current-2026-dsv4-iswa-colour.log",
-        SERVING / "llama-server-np2-tiny-llama31.log",
-    )
-    speeds = _calibrate_json(capsys, log)["speeds"]
+def test_llama_server_timings_after_its_start_up_give_the_same_speeds(logs: Logs) -> None:
+    startup = DATA / "llamacpp" / "current-2026-dsv4-iswa-colour.log"
+    log = logs.join("llama.log", startup, SERVING / "llama-server-np2-tiny-llama31.log")
+    speeds = logs.calibrate(log)["speeds"]
     assert isinstance(speeds, dict)
     m = measured_speeds(str(log))
     assert speeds["prefill_tokens_per_s"] == pytest.approx((97 + 129) / (1.38605 + 2.92635))
@@ -78,81 +88,60 @@ def test_llama_server_timings_after_its_start_up_give_the_same_speeds(
     assert [(d["sessions"], d["tokens_per_s_per_session"]) for d in speeds["decode"]] == list(m.points)
 
 
-def test_speed_from_the_calibrate_document_plans_as_the_log_does(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    doc = _save(tmp_path, _calibrate_json(capsys, STARTUP_THEN_SERVING))
+def test_speed_from_the_calibrate_document_plans_as_the_log_does(logs: Logs) -> None:
+    doc = logs.save(logs.calibrate(STARTUP_THEN_SERVING))
     plans = []
     for source in (STARTUP_THEN_SERVING, doc):
-        code, out, err = run_cli(capsys, "plan", "llama-3.2-1b", *PLAN, "--speed-from", str(source), "--json")
+        code, out, err = logs.plan("llama-3.2-1b", *PLAN, "--speed-from", str(source), "--json")
         assert code == 0, err
         plans.append(json.loads(out)["speeds"])
     by_log, by_doc = plans
     assert by_doc.pop("source") == "calibrate.json" and by_log.pop("source") == STARTUP_THEN_SERVING.name
     assert by_doc == by_log and by_doc["provenance"] == "measured"
-    code, out, _ = run_cli(capsys, "plan", "llama-3.2-1b", *PLAN, "--speed-from", str(doc))
+    code, out, _ = logs.plan("llama-3.2-1b", *PLAN, "--speed-from", str(doc))
     assert code == 0 and "Speeds (measured, calibration calibrate.json)" in out
 
 
-def test_the_document_belongs_to_the_engine_and_model_its_log_named(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_the_document_belongs_to_the_engine_and_model_its_log_named(logs: Logs) -> None:
     """A start-up naming meta-llama/Llama-3.2-1B-Instruct, KV lines, then serving lines: three real excerpts."""
-    log = _join(
-        tmp_path,
-        "named.log",
-        DATA / "vllm" / "v1-2026-nondefault-args-apiserver.log",
-        DATA / "vllm" / "v1-fp8-kv-100k.log",
-        SERVING / "vllm-v1-mtp-running18-h.log",
-    )
-    speeds = _calibrate_json(capsys, log)["speeds"]
+    named = DATA / "vllm" / "v1-2026-nondefault-args-apiserver.log"
+    log = logs.join("named.log", named, DATA / "vllm" / "v1-fp8-kv-100k.log", SERVING / "vllm-v1-mtp-running18-h.log")
+    calibrated = logs.calibrate(log)
+    speeds = calibrated["speeds"]
     assert isinstance(speeds, dict) and speeds["served"] == "meta-llama/Llama-3.2-1B-Instruct"
-    doc = str(_save(tmp_path, _calibrate_json(capsys, log)))
-    code, _, err = run_cli(capsys, "plan", "llama-3.1-8b", *PLAN, "--speed-from", doc)
+    doc = str(logs.save(calibrated))
+    code, _, err = logs.plan("llama-3.1-8b", *PLAN, "--speed-from", doc)
     assert code == 1 and "served meta-llama/Llama-3.2-1B-Instruct" in err and err.count("\n") == 1
-    code, _, err = run_cli(capsys, "plan", "llama-3.2-1b", *PLAN[2:], "--engine", "sglang", "--speed-from", doc)
+    code, _, err = logs.plan("llama-3.2-1b", *PLAN[2:], "--engine", "sglang", "--speed-from", doc)
     assert code == 1 and "measured on vllm, but the plan is for sglang" in err and err.count("\n") == 1
 
 
-def test_a_log_without_serving_lines_says_nothing_of_speeds(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_log_without_serving_lines_says_nothing_of_speeds(logs: Logs) -> None:
     log = DATA / "vllm" / "v1-fp8-kv-100k.log"
-    doc = _calibrate_json(capsys, log)
+    doc = logs.calibrate(log)
     assert "speeds" not in doc and not any("speed" in str(n) for n in doc["notes"])  # type: ignore[attr-defined]
-    _, out, _ = run_cli(capsys, "calibrate", str(log))
+    _, out, _ = run_cli(logs.capsys, "calibrate", str(log))
     assert "Speeds (" not in out and "no speeds" not in out
 
 
-def test_serving_lines_that_give_no_speed_are_a_note_not_an_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_serving_lines_that_give_no_speed_are_a_note_not_an_error(logs: Logs) -> None:
     """SGLang decode lines at a steady 8 running, and no prefill batch: no prefill speed, so no speeds."""
-    log = _join(
-        tmp_path,
-        "sglang.log",
-        DATA / "sglang" / "max-total-num-tokens-256k.log",
-        SERVING / "sglang-0.4-decode-running8.log",
-    )
-    doc = _calibrate_json(capsys, log)
+    startup = DATA / "sglang" / "max-total-num-tokens-256k.log"
+    doc = logs.calibrate(logs.join("sglang.log", startup, SERVING / "sglang-0.4-decode-running8.log"))
     assert "speeds" not in doc
     assert any(str(n).startswith("no speeds: no interval of the log both prefilled") for n in doc["notes"])  # type: ignore[attr-defined]
-    doc_path = str(_save(tmp_path, doc))
-    code, _, err = run_cli(capsys, "plan", "llama-3.1-8b", *PLAN, "--speed-from", doc_path)
+    doc_path = str(logs.save(doc))
+    code, _, err = logs.plan("llama-3.1-8b", *PLAN, "--speed-from", doc_path)
     assert code == 1 and "a calibrate document with no speeds" in err and err.count("\n") == 1
 
 
-def test_a_restart_keeps_each_start_up_to_its_own_serving_lines(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_restart_keeps_each_start_up_to_its_own_serving_lines(logs: Logs) -> None:
     """Start-up 1 (lines 1-3), its serving lines (4-8), start-up 2 (9-11): the stats lines are start-up 1's."""
     startup = DATA / "vllm" / "v1-fp8-kv-100k.log"
-    log = _join(tmp_path, "restart.log", startup, SERVING / "vllm-v1-mtp-running18-h.log", startup)
-    first = _calibrate_json(capsys, log, "--startup", "1")["speeds"]
+    log = logs.join("restart.log", startup, SERVING / "vllm-v1-mtp-running18-h.log", startup)
+    first = logs.calibrate(log, "--startup", "1")["speeds"]
     assert isinstance(first, dict) and first["lines"]["first"] == 4 and first["lines"]["last"] == 8
-    assert "speeds" not in _calibrate_json(capsys, log, "--startup", "2")
-
-
-def _document(capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
-    return _calibrate_json(capsys, STARTUP_THEN_SERVING)
+    assert "speeds" not in logs.calibrate(log, "--startup", "2")
 
 
 @pytest.mark.parametrize(
@@ -174,33 +163,29 @@ def _document(capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
         ("provenance", "computed", r"speeds.provenance of 'computed' is not 'measured'"),
     ],
 )
-def test_a_bad_document_is_one_line_naming_the_field(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str, value: object, message: str
-) -> None:
-    doc = _document(capsys)
+def test_a_bad_document_is_one_line_naming_the_field(logs: Logs, field: str, value: object, message: str) -> None:
+    doc = logs.calibrate(STARTUP_THEN_SERVING)
     speeds = doc["speeds"]
     assert isinstance(speeds, dict)
     speeds[field] = value
-    path = str(_save(tmp_path, doc))
+    path = str(logs.save(doc))
     with pytest.raises(InputError, match=message):
         measured_speeds(path)
-    code, _, err = run_cli(capsys, "plan", "llama-3.2-1b", *PLAN, "--speed-from", path)
+    code, _, err = logs.plan("llama-3.2-1b", *PLAN, "--speed-from", path)
     assert code == 1 and err.count("\n") == 1 and "give the kvbudget calibrate --json document as written" in err
 
 
-def test_a_document_is_not_pooled_and_several_logs_take_the_one_with_speeds(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    doc = _save(tmp_path, _document(capsys))
+def test_a_document_is_not_pooled_and_several_logs_take_the_one_with_speeds(logs: Logs) -> None:
+    doc = logs.save(logs.calibrate(STARTUP_THEN_SERVING))
     with pytest.raises(
         InputError, match=r"calibrate.json is a calibrate document, and its log's speeds are not pooled"
     ):
         measured_speeds(f"{doc},{doc}")
-    both = _calibrate_json(capsys, DATA / "vllm" / "v1-fp8-kv-100k.log", str(STARTUP_THEN_SERVING))
-    assert measured_speeds(str(_save(tmp_path, both, "both.json"))).points == ((18, 1226.3 / 18),)
-    twice = _calibrate_json(capsys, STARTUP_THEN_SERVING, str(STARTUP_THEN_SERVING))
+    both = logs.calibrate(DATA / "vllm" / "v1-fp8-kv-100k.log", str(STARTUP_THEN_SERVING))
+    assert measured_speeds(str(logs.save(both, "both.json"))).points == ((18, 1226.3 / 18),)
+    twice = logs.calibrate(STARTUP_THEN_SERVING, str(STARTUP_THEN_SERVING))
     with pytest.raises(InputError, match=r"a calibrate document of 2 logs, 2 with speeds"):
-        measured_speeds(str(_save(tmp_path, twice, "twice.json")))
+        measured_speeds(str(logs.save(twice, "twice.json")))
 
 
 @settings(max_examples=40, deadline=None)
@@ -228,13 +213,13 @@ def test_a_document_reads_back_exactly_what_it_carries(levels: list[int], rate: 
     assert read.points == points and read.prefill_tokens_per_s == prefill and read.engine == "sglang"
 
 
-def test_size_uses_the_document_for_its_engine_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    doc = str(_save(tmp_path, _document(capsys)))
+def test_size_uses_the_document_for_its_engine_alone(logs: Logs) -> None:
+    doc = str(logs.save(logs.calibrate(STARTUP_THEN_SERVING)))
     sweep = ["size", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm,sglang", "--sessions", "60"]
-    code, out, err = run_cli(capsys, *sweep, "--context", "32k", "--itl", "25ms", "--speed-from", doc, "--json")
+    code, out, err = run_cli(logs.capsys, *sweep, "--context", "32k", "--itl", "25ms", "--speed-from", doc, "--json")
     assert code == 0, err
     answer = json.loads(out)
     speeds = {row["engine"].split()[0]: row["speeds"]["provenance"] for row in answer["deployments"] + answer["unmet"]}
     assert speeds == {"vllm": "measured", "sglang": "computed"} and answer["speed_from"] == "calibrate.json"
-    code, out, _ = run_cli(capsys, *sweep, "--context", "32k", "--itl", "25ms", "--speed-from", doc)
+    code, out, _ = run_cli(logs.capsys, *sweep, "--context", "32k", "--itl", "25ms", "--speed-from", doc)
     assert code == 0 and "speeds: measured by calibration calibrate.json for Llama-3.1-8B vllm" in out

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from kvbudget.errors import InputError
 from kvbudget.measure.logs.serving import read_serving
 from kvbudget.simulate.measured import measured_speeds
-from tests.helpers import run_cli
+from tests.helpers import refused_in_one_line, run_cli
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "logs"
 SERVING = DATA / "serving"
@@ -133,11 +133,8 @@ def test_bad_logs_are_one_line_errors(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, message: str
 ) -> None:
     log = tmp_path / "server.log"
-    log.write_text(text, encoding="utf-8")
-    with pytest.raises(InputError, match=message):
-        measured_speeds(str(log))
-    code, _, err = run_cli(capsys, "plan", "llama-3.1-8b", "--gpu", "h100-sxm", "--speed-from", str(log))
-    assert code == 1 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    plan = ["plan", "llama-3.1-8b", "--gpu", "h100-sxm", "--speed-from", str(log)]
+    refused_in_one_line(capsys, log, text, lambda p: measured_speeds(str(p)), message, *plan)
 
 
 def test_a_log_is_not_pooled_with_results(tmp_path: Path) -> None:

@@ -5,41 +5,17 @@ for the same inputs, byte for byte: driven through a real headless Chromium agai
 from __future__ import annotations
 
 import json
-from typing import Any
+from pathlib import Path
 
 import pytest
 
-from kvbudget.report.sections import seconds
-from kvbudget.units import money
 from tests.helpers import run_cli
 from tests.web.browser import Tab
 from tests.web.test_page import WAIT_MS, cli_error, page_errors, shown
-from tests.web.test_page_time import table
+from tests.web.test_page_time import document_rows, table
 
+CHAT = Path(__file__).resolve().parents[2] / "examples" / "chat.toml"
 PATIENT_MS = 3 * WAIT_MS  # one update sizes 8 combinations besides plan, compare and levers, on a shared CPU
-
-
-def page_rows(doc: dict[str, Any], kv: str = "auto") -> list[list[str]]:
-    """The sizing table as the page writes it from the document (the report's columns and units)."""
-    rows = []
-    for d in doc["deployments"]:
-        latency = d["latency"] or {}
-        rows.append(
-            [
-                f"{d['model']}{' ' + d['weights'] if d['weights'] else ''} {d['engine']}"
-                + (f" kv {kv}" if kv != "auto" else ""),
-                f"{d['gpu']} x {d['gpus']:,}" + (f" tp{d['tp']}" if d["tp"] > 1 else ""),
-                f"{d['replicas']:,}",
-                f"{d['sessions_per_replica_memory']:,}/{d['sessions_per_replica_latency']:,}",
-                d["binding"],
-                f"+{d['headroom_sessions']:,}",
-                seconds(latency.get("ttft_s")),
-                seconds(latency.get("itl_s")),
-                money(d["cost_per_hour"]),
-                money(d["cost_per_session_hour"]),
-            ]
-        )
-    return rows
 
 
 def test_a_rate_with_a_request_shape_is_size_json_on_the_page(
@@ -71,12 +47,21 @@ def test_a_rate_with_a_request_shape_is_size_json_on_the_page(
     assert answer.value.json() == expected
     page.wait_for_selector("body[data-state=ready]", timeout=PATIENT_MS)
     shown(calculator, "#recommendation", expected["recommendation"])
-    assert table(calculator, "#sizing") == page_rows(expected)
-    shown(calculator, "#sizing-load", "2 new sessions/s (whole deployment) at a 32K cap, inter-token at most 30.0 ms")
+    # the page draws the answer's own table (plan/sizing_table.py, the report's): its rows are the deployments'
+    # figures in the report's columns and units, and its heading, notes and unmet lines are as the document says
+    drawn = expected["table"]
+    assert table(calculator, "#sizing") == drawn["rows"] == document_rows(expected)
+    shown(calculator, "#sizing-load", drawn["heading"])
+    assert drawn["heading"].startswith(
+        "Sized for 2 new sessions/s (whole deployment) at a 32K cap, inter-token at most 30.0 ms; request shape: "
+        f"{expected['shape']['basis']}"
+    )
     notes = page.eval_on_selector_all("#sizing-notes li", "items => items.map(i => i.textContent)")
-    assert notes[0] == f"request shape: {expected['shape']['basis']}"
-    assert notes[1:] == [f"load: {b}" for b in sorted({d["load"]["basis"] for d in expected["deployments"]})][:3]
+    assert notes == drawn["notes"]
+    loads = [f"load: {b}" for b in sorted({d["load"]["basis"] for d in expected["deployments"]})][:3]
+    assert notes[-len(loads) :] == loads and notes[0].startswith("per replica mem/lat: sessions one replica holds")
     unmet = page.eval_on_selector_all("#sizing-unmet li", "items => items.map(i => i.textContent)")
+    assert unmet == drawn["unmet"]
     assert unmet == [f"{d['model']} {d['engine']} on {d['gpu']}, tp {d['tp']}: {d['unmet']}" for d in expected["unmet"]]
     for name in ("rate=2%2Fs", "isl=2000", "osl=500", "size_model=qwen3-32b", "size_engine=sglang"):
         assert name in page.url  # the inputs are in the address the page shares
@@ -98,3 +83,37 @@ def test_a_bad_rate_or_shape_shows_the_clis_error_next_to_its_field(
         assert calculator.page.get_attribute(f"#{field}", "aria-invalid") == "true"
         calculator.page.fill(f"#{field}", "2/s" if field == "rate" else "500")
         shown(calculator, f"#{field}-error", "")
+
+
+def test_a_workload_file_sizes_the_load_as_size_workload_does(
+    calculator: Tab, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workload chosen on the sizing panel is uploaded and sized as ``size --workload FILE``: the page draws
+    that answer (its refused column and the refusal note); a bad one is the CLI's one-line error next to it."""
+    page = calculator.page
+    code, out, err = run_cli(
+        capsys, "size", "llama-3.1-8b", "--gpu", "h100-sxm", "--context", "32k", "--sessions", "60",
+        "--workload", str(CHAT), "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    expected = json.loads(out)
+    page.fill("#sessions", "60")
+    page.wait_for_selector("body[data-state=ready]", timeout=PATIENT_MS)
+    with page.expect_response(lambda r: "/api/size?" in r.url and "workload=upload-" in r.url, timeout=PATIENT_MS) as a:
+        page.set_input_files("#workload-file", str(CHAT))
+    assert a.value.status == 200 and a.value.json() == expected
+    page.wait_for_selector("body[data-state=ready]", timeout=PATIENT_MS)
+    assert "refused" in [c["label"] for c in expected["table"]["columns"]]  # a workload's column
+    assert table(calculator, "#sizing") == expected["table"]["rows"]
+    notes = page.eval_on_selector_all("#sizing-notes li", "items => items.map(i => i.textContent)")
+    assert notes == expected["table"]["notes"] and any(n.startswith("refused at the cap: ") for n in notes)
+    shown(calculator, "#workload-note", f"chat.toml: workload chat, as {page.input_value('#workload')}")
+    # a workload the CLI refuses: its one-line error, as the CLI words it, next to the field
+    bad = tmp_path / "agents.toml"
+    bad.write_text(CHAT.read_text(encoding="utf-8").replace("mean = 4", "mean = -4"), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    argv = ["size", "llama-3.1-8b", "--gpu", "h100-sxm", "--context", "32k", "--sessions", "6", "--workload", bad.name]
+    line = cli_error(capsys, *argv)
+    page.set_input_files("#workload-file", str(bad))
+    shown(calculator, "#workload-error", line)
+    assert page_errors(calculator) == []

@@ -5,6 +5,8 @@ sections for the same inputs (computed here through kvbudget's API)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kvbudget.api import (
@@ -15,6 +17,7 @@ from kvbudget.api import (
     plan_deployment,
     size_deployments,
 )
+from kvbudget.plan.cap_refusals import pct
 from kvbudget.report.collect import collect
 from kvbudget.report.sections import per_second, seconds
 from kvbudget.requests.report import ReportRequest
@@ -57,6 +60,34 @@ def test_latency_next_to_capacity_is_speed_at_the_planned_sessions(calculator: T
     assert page_errors(calculator) == []
 
 
+def document_rows(doc: dict[str, Any], kv: str = "auto") -> list[list[str]]:
+    """The sizing table's rows written here from the deployments' own fields, the report's columns and units (the
+    page draws the document's ``table``, built by plan/sizing_table.py: these must be its cells); ``kv``: the cache
+    dtype asked for, named in the row when it is not the engine's own."""
+    refused = doc["refused_at_cap"] is not None  # the column is there with a workload
+    rows = []
+    for d in doc["deployments"]:
+        latency = d["latency"] or {}
+        share = d["refused_at_cap"]["refused_share"] if d["refused_at_cap"] else None
+        rows.append(
+            [
+                f"{d['model']}{' ' + d['weights'] if d['weights'] else ''} {d['engine']}"
+                + (f" kv {kv}" if kv != "auto" else ""),
+                f"{d['gpu']} x {d['gpus']:,}" + (f" tp{d['tp']}" if d["tp"] > 1 else ""),
+                f"{d['replicas']:,}",
+                f"{d['sessions_per_replica_memory']:,}/{d['sessions_per_replica_latency']:,}",
+                d["binding"],
+                f"+{d['headroom_sessions']:,}",
+                *([pct(share) if share is not None else "-"] if refused else []),
+                seconds(latency.get("ttft_s")),
+                seconds(latency.get("itl_s")),
+                money(d["cost_per_hour"]),
+                money(d["cost_per_session_hour"]),
+            ]
+        )
+    return rows
+
+
 def size_rows(request: SizeRequest) -> tuple[list[list[str]], str]:
     """The sizing table as the page writes it, and the recommendation, from ``size_deployments``; the same answer
     ``kvbudget report --size`` gives for the same inputs."""
@@ -77,25 +108,8 @@ def size_rows(request: SizeRequest) -> tuple[list[list[str]], str]:
     )
     assert report.sizing is not None and report.sizing.to_dict() == sizing.to_dict()
     doc = sizing.to_dict()
-    deployments = doc["deployments"]
-    assert isinstance(deployments, list)
-    rows = []
-    for d in deployments:
-        latency = d["latency"]
-        rows.append(
-            [
-                f"{d['model']} {d['engine']}",
-                f"{d['gpu']} x {d['gpus']:,}",
-                f"{d['replicas']:,}",
-                f"{d['sessions_per_replica_memory']:,}/{d['sessions_per_replica_latency']:,}",
-                d["binding"],
-                f"+{d['headroom_sessions']:,}",
-                seconds(latency["ttft_s"]),
-                seconds(latency["itl_s"]),
-                money(d["cost_per_hour"]),
-                money(d["cost_per_session_hour"]),
-            ]
-        )
+    rows = document_rows(doc)
+    assert doc["table"]["rows"] == rows  # type: ignore[index]  # the table the page draws: these cells
     return rows, sizing.recommendation
 
 
@@ -135,10 +149,11 @@ def test_sessions_wanted_size_the_load_on_the_gpus_compared(calculator: Tab) -> 
     shown(calculator, "#recommendation", recommendation)
     expect(page.locator("#sizing tbody tr")).to_have_count(2, timeout=WAIT_MS)
     assert table(calculator, "#sizing") == rows
-    shown(
-        calculator,
-        "#sizing-load",
-        "60 sessions at peak (whole deployment) at a 32K cap, TTFT at most 2.00 s, inter-token at most 50.0 ms",
+    heading = calculator.page.text_content("#sizing-load") or ""
+    assert heading == size_deployments(request).to_dict()["table"]["heading"]  # type: ignore[index]
+    assert heading.startswith(
+        "Sized for 60 concurrent sessions at peak (whole deployment) at a 32K cap, TTFT at most 2.00 s, inter-token "
+        "at most 50.0 ms; request shape: --isl 1,000 / --osl 1,000 per request"
     )
     assert "ttft=2s" in page.url and "itl=50ms" in page.url
     assert page_errors(calculator) == []

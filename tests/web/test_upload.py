@@ -98,5 +98,5 @@ def test_a_broken_config_is_the_clis_config_error_and_is_not_kept(server: Server
     assert "config.json" in str(error["message"])
     status, doc = upload(server, b"", "config.json")
     assert status == 400
-    message = "upload: the file is empty; drop a config.json or a .gguf file"
+    message = "upload: the file is empty; drop a config.json or a .gguf file, or a workload .toml"
     assert doc["error"] == {"kind": "InputError", "message": message}

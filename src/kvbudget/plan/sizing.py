@@ -158,7 +158,9 @@ class Sizing:
         return tuple(c for c in self.candidates if c.unmet)
 
     def to_dict(self) -> dict[str, object]:
-        """The ``kvbudget size --json`` document."""
+        """The ``kvbudget size --json`` document; ``table``: the answer as the report and the page write it."""
+        from kvbudget.plan.sizing_table import sizing_table
+
         return {
             "schema_version": SCHEMA_VERSION,
             "context": self.context,
@@ -179,6 +181,7 @@ class Sizing:
             "recommendation": self.recommendation,
             "speed_from": self.speed_from,
             "simulate_check": self.simulate_check or None,
+            "table": sizing_table(self).to_dict(),
         }
 
 

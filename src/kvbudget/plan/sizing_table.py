@@ -1,16 +1,17 @@
 """The sizing answer as a table and its notes, built once for every face that writes ``kvbudget size``'s answer:
-its text (render/size.py) and the report's Sizing section (report/sections.py, for HTML and Markdown). A met
-deployment's cells are typed (``SizingCells``): each face picks their order and writes the two latencies in its
-own units (the text in columns of seconds and milliseconds, the report ``35.6 ms``); the notes (the load, the
-refusals at the cap, the speeds used, what the columns mean) are the same sentences everywhere. The page
-(web/static/app.js ``sizingRow``) draws the same cells from the ``size --json`` document."""
+its text (render/size.py), the report's Sizing section (report/sections.py, for HTML and Markdown) and the web
+page. A met deployment's cells are typed (``SizingCells``); the text picks their order and writes the two
+latencies in columns of seconds and milliseconds. ``sizing_table`` is the report's table (``35.6 ms``), heading,
+notes and unmet lines, all text: ``size --json`` carries it as ``table``, and the page (web/static/app.js
+``renderSizing``) draws it as it is, whatever columns it holds. The notes (the load, the refusals at the cap, the
+speeds used, what the columns mean) are the same sentences everywhere."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from kvbudget.plan.cap_refusals import pct
-from kvbudget.units import format_tokens, money
+from kvbudget.units import format_tokens, latency_text, money
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
@@ -157,3 +158,85 @@ MEANINGS = {
 def sizing_key(labels: dict[str, str]) -> str:
     """The key: ``label: meaning`` for each column the face names in ``labels`` (cell name -> its heading)."""
     return "; ".join(f"{label}: {MEANINGS[name]}" for name, label in labels.items())
+
+
+# The report's and the page's columns of a met deployment (``SizingCells`` field, heading, set right); "refused"
+# only with a workload, whose sessions the cap may refuse
+TABLE_COLUMNS = (
+    ("deployment", "deployment", False),
+    ("gpus", "GPUs", False),
+    ("replicas", "replicas", True),
+    ("count", "count", False),
+    ("per_replica", "per replica mem/lat", True),
+    ("binds", "binds", False),
+    ("spare", "spare", True),
+    ("refused", "refused", True),
+    ("ttft_s", "TTFT", True),
+    ("itl_s", "inter-token", True),
+    ("cost_per_hour", "$/h", True),
+    ("cost_per_session_hour", "$/session-h", True),
+)
+# the key under the table: the columns it explains, by the headings above
+TABLE_KEY = {
+    "per_replica": "per replica mem/lat",
+    "count": "count",
+    "binds": "binds",
+    "spare": "spare",
+    "refused": "refused",
+    "latency": "TTFT, inter-token",
+    "cost_per_session_hour": "$/session-h",
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str  # the SizingCells field
+    label: str
+    right: bool  # a figure: set right
+
+
+@dataclass(frozen=True)
+class SizingTable:
+    """The sizing answer as the report and the page write it: every cell and line is text, units included."""
+
+    heading: str  # the load, the cap, the targets and the request shape
+    columns: tuple[Column, ...]
+    rows: tuple[tuple[str, ...], ...]  # the deployments that meet the load, cheapest first
+    notes: tuple[str, ...]  # the key, then the refusals at the cap, the speeds, the load and the simulation check
+    unmet: tuple[str, ...]  # the combinations that cannot meet it, and why
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "heading": self.heading,
+            "columns": [{"name": c.name, "label": c.label, "right": c.right} for c in self.columns],
+            "rows": [list(row) for row in self.rows],
+            "notes": list(self.notes),
+            "unmet": list(self.unmet),
+        }
+
+
+def _heading(s: Sizing) -> str:
+    p99 = "p99 " if s.shape.percentile == "p99" else ""  # a workload's p99 step, as simulate holds the targets
+    targets = [f"{p99}TTFT at most {latency_text(s.ttft_s)}"] if s.ttft_s is not None else []
+    targets += [f"{p99}inter-token at most {latency_text(s.itl_s)}"] if s.itl_s is not None else []
+    return (
+        f"Sized for {load_phrase(s)} (whole deployment) at a {format_tokens(s.context)} cap, "
+        + (", ".join(targets) if targets else "no latency targets")
+        + f"; request shape: {s.shape.basis}."
+    )
+
+
+def _text(cells: SizingCells, name: str) -> str:
+    value = getattr(cells, name)
+    return latency_text(value) if name.endswith("_s") else str(value)
+
+
+def sizing_table(s: Sizing) -> SizingTable:
+    """The report's and the page's sizing table, heading, notes and unmet lines (module doc)."""
+    columns = tuple(
+        Column(name, label, right) for name, label, right in TABLE_COLUMNS if name != "refused" or s.refusals
+    )
+    key = {name: label for name, label in TABLE_KEY.items() if name != "refused" or s.refusals}
+    rows = tuple(tuple(_text(sizing_cells(c), col.name) for col in columns) for c in s.met)
+    notes = [f"{sizing_key(key)}.", *[note for note in [refusal_note(s)] if note], *speeds_notes(s), *load_notes(s), *simulation_notes(s)]
+    return SizingTable(_heading(s), columns, rows, tuple(notes), tuple(unmet_line(c) for c in s.unmet))

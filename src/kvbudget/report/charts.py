@@ -132,14 +132,14 @@ def session_bars(report: Report) -> list[Bar]:
             PALETTE[0],
         )
     ]
-    if report.simulated is not None:
+    if report.simulated is not None and report.simulated.sustained_sessions is not None:  # None: no figure to draw
         s = report.simulated
         bars.append(
             Bar(
                 f"simulated at {cap} (sustained)",
-                s.sustained_sessions,
-                f"{s.sustained_sessions:,}",
-                {"kind": "simulated", "sessions": s.sustained_sessions},
+                report.simulated.sustained_sessions,
+                s.sustained_text,
+                {"kind": "simulated", "sessions": report.simulated.sustained_sessions},
                 PALETTE[1],
             )
         )

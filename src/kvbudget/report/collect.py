@@ -130,8 +130,10 @@ def simulated(request: ReportRequest) -> tuple[Simulated, SimulatedLatency]:
     assert isinstance(target, dict)
     found = Simulated(
         source=str(doc["source"]),
-        sustained_sessions=_number(doc, "sustained_sessions"),
-        sustained_sessions_total=_number(doc, "sustained_sessions_total"),
+        sustained_sessions=None if doc["sustained_sessions"] is None else _number(doc, "sustained_sessions"),
+        sustained_sessions_total=(
+            None if doc["sustained_sessions_total"] is None else _number(doc, "sustained_sessions_total")
+        ),
         sustained_basis=str(doc["sustained_basis"]),
         target=str(target["text"]),
         mean_concurrency=_number(doc, "mean_concurrency"),

@@ -134,8 +134,8 @@ class Simulated:
     """The simulator's answer (``kvbudget simulate --json`` fields of the same name)."""
 
     source: str
-    sustained_sessions: float  # per replica
-    sustained_sessions_total: float
+    sustained_sessions: float | None  # per replica; None: the run missed the target and no search was run
+    sustained_sessions_total: float | None
     sustained_basis: str
     target: str
     mean_concurrency: float
@@ -147,6 +147,11 @@ class Simulated:
     speeds: str = ""  # where the simulation's speeds come from: "prefill measured, decode measured (load test x)"
     # with --ttft / --itl: "memory allows 31.2 sessions per replica; at p99 TTFT <= 2 s ... holds 24.0: latency binds"
     at_targets: str = ""
+
+    @property
+    def sustained_text(self) -> str:
+        """The sessions per replica sustained, or "none found" when no search ran after a run that missed."""
+        return "none found" if self.sustained_sessions is None else f"{self.sustained_sessions:,}"
 
     def to_dict(self) -> dict[str, object]:
         return {

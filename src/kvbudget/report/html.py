@@ -119,7 +119,7 @@ def _cards(report: Report) -> str:
         p99 = ("no trace", "give --trace FILE... for the session lengths")
     values, kinds = [f"{plan.sessions:,}"], ["planned"]
     if report.simulated is not None:
-        values.append(f"{report.simulated.sustained_sessions:,}")
+        values.append(report.simulated.sustained_text)
         kinds.append("simulated")
     for m in report.measured:
         if m.sessions is not None:

@@ -68,7 +68,7 @@ def render_markdown(report: Report) -> str:
         )
     sessions = [f"planned {plan.sessions:,}"]
     if report.simulated is not None:
-        sessions.append(f"simulated {report.simulated.sustained_sessions:,}")
+        sessions.append(f"simulated {report.simulated.sustained_text}")
     sessions += [f"measured {m.sessions:,} ({m.source})" for m in report.measured if m.sessions is not None]
     cap = report.cap
     out += _table(
@@ -149,7 +149,7 @@ def render_markdown(report: Report) -> str:
         out += [
             "### Simulated",
             "",
-            f"{s.sustained_sessions:,} sessions per replica sustained ({md(s.source)}): {md(s.sustained_basis)}; "
+            f"Sessions per replica sustained: {s.sustained_text} ({md(s.source)}): {md(s.sustained_basis)}; "
             f"target {md(s.target)}.",
             "",
             *([f"Speeds: {md(s.speeds)}.", ""] if s.speeds else []),

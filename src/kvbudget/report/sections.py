@@ -6,20 +6,15 @@ from __future__ import annotations
 
 from kvbudget.plan import sizing_table as size_text  # the sizing table's cells and notes, as size's text has them
 from kvbudget.report.data import Report
-from kvbudget.units import format_tokens
+from kvbudget.units import latency_text
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
     from kvbudget.plan.sizing import Sizing
 
+seconds = latency_text  # a latency as the report, the page and size's table write it (units.py)
+
 LATENCY_HEADERS = ["latency", "sessions per replica", "TTFT", "inter-token", "tokens/s per session", "binds", "from"]
-
-
-def seconds(value: float | None) -> str:
-    """A latency as the page and the report write it: milliseconds under a second, else seconds."""
-    if value is None:
-        return "-"
-    return f"{value * 1e3:,.1f} ms" if value < 1 else f"{value:,.2f} s"
 
 
 def per_second(value: float | None) -> str:
@@ -109,75 +104,26 @@ def latency_notes(report: Report) -> list[str]:
     return notes
 
 
-# the report's columns of a met deployment (plan/sizing_table.py SizingCells), right-aligned or not; "refused"
-# only with a workload, whose sessions the cap may refuse
-SIZING_COLUMNS = (
-    ("deployment", "deployment", False),
-    ("gpus", "GPUs", False),
-    ("replicas", "replicas", True),
-    ("count", "count", False),
-    ("per_replica", "per replica mem/lat", True),
-    ("binds", "binds", False),
-    ("spare", "spare", True),
-    ("refused", "refused", True),
-    ("ttft_s", "TTFT", True),
-    ("itl_s", "inter-token", True),
-    ("cost_per_hour", "$/h", True),
-    ("cost_per_session_hour", "$/session-h", True),
-)
-
-
 def sizing_heading(s: Sizing) -> str:
-    p99 = "p99 " if s.shape.percentile == "p99" else ""  # a workload's p99 step, as simulate holds the targets
-    targets = [f"{p99}TTFT at most {seconds(s.ttft_s)}"] if s.ttft_s is not None else []
-    targets += [f"{p99}inter-token at most {seconds(s.itl_s)}"] if s.itl_s is not None else []
-    return (
-        f"Sized for {size_text.load_phrase(s)} (whole deployment) at a {format_tokens(s.context)} cap, "
-        + (", ".join(targets) if targets else "no latency targets")
-        + f"; request shape: {s.shape.basis}."
-    )
-
-
-def _columns(s: Sizing) -> list[tuple[str, str, bool]]:
-    return [column for column in SIZING_COLUMNS if column[0] != "refused" or s.refusals is not None]
+    return size_text.sizing_table(s).heading
 
 
 def sizing_table(s: Sizing) -> tuple[list[str], list[list[str]], set[int]]:
     """The deployments that meet the load, cheapest first (``size``'s order): the headings, the rows and the
-    columns set right."""
-    columns = _columns(s)
-    rows = []
-    for c in s.met:
-        cells = size_text.sizing_cells(c)
-        rows.append(
-            [seconds(getattr(cells, name)) if name.endswith("_s") else getattr(cells, name) for name, _, _ in columns]
-        )
-    return [head for _, head, _ in columns], rows, {i for i, (_, _, right) in enumerate(columns) if right}
+    columns set right (plan/sizing_table.py ``sizing_table``, the page's table too)."""
+    table = size_text.sizing_table(s)
+    return (
+        [c.label for c in table.columns],
+        [list(row) for row in table.rows],
+        {i for i, c in enumerate(table.columns) if c.right},
+    )
 
 
 def sizing_notes(s: Sizing) -> list[str]:
     """Under the table: what the columns mean, then the refusals at the cap, the speeds and the load, as ``size``
     says them."""
-    labels = {
-        "per_replica": "per replica mem/lat",
-        "count": "count",
-        "binds": "binds",
-        "spare": "spare",
-        "refused": "refused",
-        "latency": "TTFT, inter-token",
-        "cost_per_session_hour": "$/session-h",
-    }
-    if s.refusals is None:
-        del labels["refused"]
-    notes = [f"{size_text.sizing_key(labels)}."]
-    return (
-        notes
-        + [note for note in [size_text.refusal_note(s)] if note]
-        + size_text.speeds_notes(s)
-        + size_text.load_notes(s)
-        + size_text.simulation_notes(s)
-    )
+    return list(size_text.sizing_table(s).notes)
 
 
 def sizing_unmet(s: Sizing) -> list[str]:
-    return [size_text.unmet_line(c) for c in s.unmet]
+    return list(size_text.sizing_table(s).unmet)

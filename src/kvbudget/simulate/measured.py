@@ -32,6 +32,7 @@ elsewhere, saying so per row.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 from itertools import pairwise
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 
 KNOWN_ENGINES = ("vllm", "sglang", "llamacpp", "ollama", "trtllm")  # a server kvbudget can plan for
 MAX_FILES = 16  # results pooled by one --speed-from
+READINGS_KEPT = 8  # --speed-from sources kept read (measured_speeds): a long-lived server answers from a few
 
 
 @dataclass(frozen=True)
@@ -348,7 +350,37 @@ def _server(doc: object) -> tuple[str | None, str | None]:
 def measured_speeds(path: str) -> MeasuredSpeeds:
     """The measured speeds in the load-test result at ``path`` (several, comma-separated: pooled), in one
     serving engine's log (simulate/measured_log.py), or in one ``calibrate --json`` document of such a log
-    (simulate/measured_calibration.py)."""
+    (simulate/measured_calibration.py).
+
+    Read and fitted once per file contents: one answer asks from several of its parts (report: the plan, the sizing
+    answer and the simulation; size and compare: per row), and each part gets the first reading while the files
+    keep their size and modification time (``_fingerprint``). A file that cannot be stat'ed is read, so its error
+    is the reader's. ``MeasuredSpeeds`` is frozen: the parts share one."""
+    key = _fingerprint(path)
+    return _read_once(path, key) if key is not None else read_measured(path)
+
+
+def _fingerprint(path: str) -> tuple[tuple[str, int, int], ...] | None:
+    """Each named file's (absolute path, bytes, modification time in ns); None when one cannot be stat'ed."""
+    key = []
+    for one in (Path(p.strip()) for p in path.split(",") if p.strip()):
+        try:
+            st = one.stat()
+        except (OSError, ValueError):
+            return None
+        key.append((str(one.absolute()), st.st_size, st.st_mtime_ns))
+    return tuple(key)
+
+
+@functools.lru_cache(maxsize=READINGS_KEPT)
+def _read_once(path: str, key: tuple[tuple[str, int, int], ...]) -> MeasuredSpeeds:
+    """``read_measured`` memoised by the files' fingerprint (``key``); an InputError is raised again, not kept."""
+    del key  # the cache's key alone: the reading is of the path as given
+    return read_measured(path)
+
+
+def read_measured(path: str) -> MeasuredSpeeds:
+    """``measured_speeds`` without the memo: the files read and fitted now (tests count these readings)."""
     from kvbudget.safeio import loads_json, read_text
     from kvbudget.simulate.measured_log import is_log, log_speeds
 

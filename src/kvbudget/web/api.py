@@ -5,7 +5,8 @@ byte for byte, and an error is the CLI's error document with the same one-line m
 Parameters are named as the command's options, with ``_`` or ``-`` (``kv_dtype`` or ``kv-dtype``); ``model`` is
 the model (comma-separated for ``compare``, as every list); a switch (``no_prefix_caching``) takes ``1``/``true`` or
 ``0``/``false``; ``price`` may repeat. The server reads no file of its machine on a client's behalf: a model is a
-catalog name, a Hub id or an upload's id, and the options that name a file (``--from-log``, ``--workload``,
+catalog name, a Hub id or an upload's id, a ``workload`` only a workload upload's id (a dropped ``.toml``; one
+that replays a trace file is refused at the upload), and the other options that name a file (``--from-log``,
 ``--prices``) are refused, as is ``--ray`` (the server joins no cluster on a client's behalf). Requests are
 answered concurrently (the library keeps no state between calls).
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from kvbudget import errors
 from kvbudget.errors import ConfigError, InputError, KvBudgetError
+from kvbudget.units import shown
 from kvbudget.web.uploads import Upload, UploadIndex, Uploads
 
 TYPE_CHECKING = False
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from kvbudget.requests.base import Request
 
 FILE_OPTIONS = frozenset({"from_log", "workload", "prices", "trace", "log", "loadtest", "logs", "files", "speed_from"})
+WORKLOAD_UPLOADS = frozenset({"size"})  # the commands that take a workload upload's id as workload=
 MAX_CELLS = 4096  # the product of a request's lists: a 64 x 64 table (compare's own ceiling is 500 rows)
 _TRUE, _FALSE = frozenset({"", "1", "true", "on", "yes"}), frozenset({"0", "false", "off", "no"})
 
@@ -118,7 +121,7 @@ def request_of(command: str, query: Iterable[tuple[str, str]], uploads: UploadIn
     options: dict[str, object] = {}
     for raw, value in query:
         name = raw.replace("-", "_")
-        if name in FILE_OPTIONS:
+        if name in FILE_OPTIONS and not (name == "workload" and command in WORKLOAD_UPLOADS):
             raise InputError(
                 f"--{raw.replace('_', '-')}: names a file on the server's machine, which the web API never reads; "
                 "run the command line for it"
@@ -129,7 +132,10 @@ def request_of(command: str, query: Iterable[tuple[str, str]], uploads: UploadIn
             )
         if name not in kinds:
             raise InputError(f"unrecognized option --{raw.replace('_', '-')}; see kvbudget {command} --help")
-        given = ",".join(model_ref(item.strip(), uploads) for item in value.split(",")) if name == "model" else value
+        if name == "model":
+            given = ",".join(model_ref(item.strip(), uploads) for item in value.split(","))
+        else:
+            given = workload_ref(value, uploads) if name == "workload" else value
         if kinds[name] == "switch":
             options[name] = _switch(raw, given)
         elif name in many and name in options:  # a repeated list parameter (price) adds to the list
@@ -178,6 +184,17 @@ def model_ref(ref: str, uploads: UploadIndex) -> str:
     return ref
 
 
+def workload_ref(ref: str, uploads: UploadIndex) -> str:
+    """A workload upload's id becomes its stored file; anything else would be a file of this machine: refused."""
+    upload = uploads.get(ref.strip())
+    if upload is None or upload.kind != "workload":
+        raise InputError(
+            f"--workload {shown(ref)}: not a workload uploaded to this server; drop the workload .toml on the page "
+            "(POST /api/upload?name=NAME.toml) and give its id"
+        )
+    return str(upload.path)
+
+
 def _exists(ref: str) -> bool:
     try:
         return bool(ref) and Path(ref).exists()
@@ -200,6 +217,8 @@ def upload(uploads: Uploads, data: bytes, *, name: str, size: int | None) -> Rep
 
 
 def _read(stored: Upload) -> dict[str, object]:
+    if stored.kind == "workload":
+        return _read_workload(stored)
     from kvbudget.model.sources import resolve
 
     if stored.kind == "gguf":
@@ -219,6 +238,32 @@ def _read(stored: Upload) -> dict[str, object]:
             "kind": stored.kind,
             "model": spec.name,
             "model_type": spec.model_type,
+            "sent_bytes": stored.sent_bytes,
+            "file_bytes": stored.file_bytes,
+        },
+    }
+
+
+def _read_workload(stored: Upload) -> dict[str, object]:
+    """A dropped workload read as ``--workload`` reads it (the CLI's one-line errors); one that replays a trace
+    names a file of this machine, which the server does not read on a client's behalf."""
+    from kvbudget.workload.loader import load_workload
+
+    try:
+        workload = load_workload(stored.path)
+    except InputError as exc:  # named as the client named it, as the CLI names the file it was given
+        raise InputError(str(exc).replace(str(stored.path), stored.path.name)) from None
+    if workload.arrival.replay is not None:
+        raise InputError(
+            f"{stored.path.name}: [arrival].replay names a trace file on the server's machine, which the web API "
+            "never reads; give the workload's arrival as a rate, or run the command line for it"
+        )
+    return {
+        "schema_version": 1,
+        "upload": {
+            "id": stored.id,
+            "kind": stored.kind,
+            "workload": workload.name,
             "sent_bytes": stored.sent_bytes,
             "file_bytes": stored.file_bytes,
         },

@@ -1,10 +1,13 @@
-"""Dropped model files, kept in a temporary folder for the server's life and named by an id usable as ``model=``.
+"""Dropped model files and workload files, kept in a temporary folder for the server's life and named by an id
+usable as ``model=`` (a model) or ``workload=`` (a workload, for ``/api/size``).
 
 A config.json is stored as ``<id>/config.json`` (the model is then named by its id, as the CLI names a config by
 its folder). A GGUF is stored as ``<id>/<name>.gguf`` from its first bytes only (the header: metadata and the
 tensor table) and the size of the whole file: the rest is a hole of that length (a sparse file), so
 ``model/gguf_file.py`` reads it exactly as it reads the full file, and refuses it the same way when the header
-is damaged, without gigabytes of weights crossing the connection. Nothing here is a web framework.
+is damaged, without gigabytes of weights crossing the connection. A workload (a name ending in ``.toml``) is stored
+as ``<id>/<name>.toml``, at most ``MAX_WORKLOAD_BYTES`` (a workload file is a few hundred bytes). Nothing here is
+a web framework.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from kvbudget.errors import InputError
 MAX_UPLOAD_BYTES = 64 * 2**20  # the bytes sent: a config, or a GGUF's header (tokenizer arrays included)
 MAX_GGUF_BYTES = 2**41  # the size a GGUF may declare for the whole file (2 TiB)
 MAX_UPLOADS = 32  # kept at once; the oldest goes first
+MAX_WORKLOAD_BYTES = 64 * 2**10  # a workload file (examples/*.toml: under 2 KiB)
 GGUF_MAGIC = b"GGUF"
 _ID = re.compile(r"^upload-[0-9a-f]{8}$")
 
@@ -31,7 +35,7 @@ _ID = re.compile(r"^upload-[0-9a-f]{8}$")
 @dataclass(frozen=True)
 class Upload:
     id: str
-    kind: str  # "config" or "gguf"
+    kind: str  # "config", "gguf" or "workload"
     path: Path
     sent_bytes: int
     file_bytes: int
@@ -58,10 +62,15 @@ class UploadView:
         return self.items.get(ref) if _ID.match(ref) else None
 
 
-def _gguf_name(name: str) -> str:
+def _stored_name(name: str, suffix: str, default: str) -> str:
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(name).name).strip("._")[:100]
-    stem = stem.removesuffix(".gguf").removesuffix(".GGUF") or "model"
-    return f"{stem}.gguf"
+    stem = stem.removesuffix(suffix).removesuffix(suffix.upper()) or default
+    return f"{stem}{suffix}"
+
+
+def is_workload(name: str) -> bool:
+    """A dropped file named as a workload file (``.toml``), not a model's config.json or GGUF."""
+    return name.lower().endswith(".toml")
 
 
 class Uploads:
@@ -82,11 +91,18 @@ class Uploads:
             return self._root
 
     def add(self, data: bytes, *, name: str, size: int | None) -> Upload:
-        """Store ``data``: a GGUF (by its magic) whose whole file has ``size`` bytes, or a config.json."""
+        """Store ``data``: a GGUF (by its magic) whose whole file has ``size`` bytes, a workload (``is_workload``)
+        or a config.json."""
         if len(data) > MAX_UPLOAD_BYTES:
             raise InputError(f"upload: {len(data):,} bytes is over the {MAX_UPLOAD_BYTES:,}-byte cap")
         if not data:
-            raise InputError("upload: the file is empty; drop a config.json or a .gguf file")
+            raise InputError("upload: the file is empty; drop a config.json or a .gguf file, or a workload .toml")
+        workload = is_workload(name) and data[:4] != GGUF_MAGIC
+        if workload and len(data) > MAX_WORKLOAD_BYTES:
+            raise InputError(
+                f"upload: a workload file of {len(data):,} bytes is over the {MAX_WORKLOAD_BYTES:,}-byte cap; "
+                "a workload is a few sections of numbers (kvbudget workload check FILE)"
+            )
         gguf = data[:4] == GGUF_MAGIC
         total = len(data) if size is None or not gguf else size
         if gguf and not len(data) <= total <= MAX_GGUF_BYTES:
@@ -96,7 +112,10 @@ class Uploads:
             )
         upload_id = f"upload-{secrets.token_hex(4)}"
         folder = self._folder() / upload_id
-        path = folder / (_gguf_name(name) if gguf else "config.json")
+        if gguf:
+            path = folder / _stored_name(name, ".gguf", "model")
+        else:
+            path = folder / (_stored_name(name, ".toml", "workload") if workload else "config.json")
         try:
             folder.mkdir()
             with path.open("wb") as f:
@@ -106,7 +125,8 @@ class Uploads:
             shutil.rmtree(folder, ignore_errors=True)
             reason = exc.strerror or exc
             raise InputError(f"upload: the server cannot store the file ({reason}); try again later") from None
-        upload = Upload(upload_id, "gguf" if gguf else "config", path, len(data), total)
+        kind = "gguf" if gguf else "workload" if workload else "config"
+        upload = Upload(upload_id, kind, path, len(data), total)
         with self._lock:
             self._items[upload_id] = upload
             while len(self._items) > MAX_UPLOADS:

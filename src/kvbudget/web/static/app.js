@@ -9,13 +9,14 @@
   const OPTIONAL = new Set(["sessions", "prefix", "weights"]);
   // what only /api/size reads: the latency targets, the load as an arrival rate (instead of Sessions wanted), the
   // request shape, and more models and engines to size (added to the chosen ones, as the GPUs compared are)
-  const SIZE_FIELDS = ["ttft", "itl", "rate", "isl", "osl", "size_model", "size_engine"];
+  // workload: a dropped workload .toml's upload id (the server reads no file of its own for a client)
+  const SIZE_FIELDS = ["ttft", "itl", "rate", "isl", "osl", "size_model", "size_engine", "workload"];
   const SIZE_LISTS = { size_model: "model", size_engine: "engine" };
   // an option named in an error message -> the field that sets it
   const OPTION_FIELD = {
     model: "model", gpu: "gpu", engine: "engine", "kv-dtype": "kv_dtype", "k-dtype": "kv_dtype",
     "v-dtype": "kv_dtype", context: "context", tokens: "context", sessions: "sessions", prefix: "prefix",
-    tp: "tp", weights: "weights", ttft: "ttft", itl: "itl", rate: "rate", isl: "isl", osl: "osl",
+    tp: "tp", weights: "weights", ttft: "ttft", itl: "itl", rate: "rate", isl: "isl", osl: "osl", workload: "workload",
   };
   const MODEL_ERRORS = new Set(["SourceError", "ConfigError", "UnknownArchitectureError"]);
   const CAPS = [4096, 8192, 16384, 32768, 65536, 131072];
@@ -405,12 +406,10 @@
       `${s.efficiency.basis}${warned}`;
   }
 
-  // a sizing row's name as kvbudget size writes it (plan/sizing_table.py deployment): model, weights, engine and
-  // version, and the cache dtype asked for when it is not the engine's own (auto)
-  const deployment = (d, kv) => `${d.model}${d.weights ? ` ${d.weights}` : ""} ${d.engine}${kv && kv !== "auto" ? ` kv ${kv}` : ""}`;
-
-  // kvbudget size for Sessions wanted over the GPUs compared: the deployments that meet it, cheapest first
-  function renderSizing(size, kv) {
+  // kvbudget size for Sessions wanted over the GPUs compared: the deployments that meet it, cheapest first, drawn
+  // as the answer's own table (size --json table, built by plan/sizing_table.py as the report's): its heading,
+  // columns, rows, notes and unmet lines, whatever columns it holds; figures are set right
+  function renderSizing(size) {
     const section = $("sizing-section");
     section.hidden = !size;
     $("sizing-error").textContent = "";
@@ -426,36 +425,13 @@
       $("sizing").replaceChildren();
       return;
     }
-    const s = size.doc;
-    // a workload's targets hold its p99 step, as simulate's (size --json targets.percentile)
-    const p99 = s.targets.percentile === "p99" ? "p99 " : "";
-    const targets = [[`${p99}TTFT`, s.targets.ttft_s], [`${p99}inter-token`, s.targets.itl_s]]
-      .filter(([, v]) => known(v)).map(([what, v]) => `${what} at most ${seconds(v)}`);
-    // the load as asked (plan/sizing_table.py load_phrase): peak sessions, or an arrival rate
-    const load = known(s.sessions) && s.sessions ? `${int(s.sessions)} sessions at peak` : `${s.rate_per_s} new sessions/s`;
-    $("sizing-load").textContent = `${load} (whole deployment) at a ${tokens(s.context)} cap` +
-      (targets.length ? `, ${targets.join(", ")}` : ", no latency targets");
-    const head = ["deployment", "GPUs", "replicas", "per replica mem/lat", "binds", "spare", "TTFT", "inter-token",
-      "$/h", "$/session-h"];
-    fillTable($("sizing"), head, s.deployments.map((d) => [
-      deployment(d, kv),
-      `${d.gpu} x ${int(d.gpus)}${d.tp > 1 ? ` tp${d.tp}` : ""}`,
-      int(d.replicas),
-      `${int(d.sessions_per_replica_memory)}/${int(d.sessions_per_replica_latency)}`,
-      d.binding,
-      `+${int(d.headroom_sessions)}`,
-      seconds(d.latency ? d.latency.ttft_s : null),
-      seconds(d.latency ? d.latency.itl_s : null),
-      money(d.cost_per_hour),
-      money(d.cost_per_session_hour),
-    ]));
-    // the request shape, and with a rate the concurrency Little's law gives each deployment (load_notes)
-    const bases = [...new Set(s.deployments.filter((d) => d.load && known(d.load.rate_per_s)).map((d) => d.load.basis))];
-    $("sizing-notes").replaceChildren(node("li", { text: `request shape: ${s.shape.basis}` }),
-      ...bases.sort().slice(0, 3).map((b) => node("li", { text: `load: ${b}` })));
-    $("sizing-unmet").replaceChildren(...s.unmet.map((d) =>
-      node("li", { text: `${deployment(d, kv)} on ${d.gpu}, tp ${d.tp}: ${d.unmet}` })));
-    $("recommendation").textContent = s.recommendation;
+    const t = size.doc.table;
+    $("sizing-load").textContent = t.heading;
+    fillTable($("sizing"), t.columns.map((c) => c.label), t.rows.map((row) =>
+      row.map((text, i) => (t.columns[i].right ? { text, cls: "figure" } : text))));
+    $("sizing-notes").replaceChildren(...t.notes.map((text) => node("li", { text })));
+    $("sizing-unmet").replaceChildren(...t.unmet.map((text) => node("li", { text })));
+    $("recommendation").textContent = size.doc.recommendation;
   }
 
   function renderLevers(levers) {
@@ -586,7 +562,7 @@
       $("results").classList.remove("stale");
       for (const id of PLAN_SECTIONS) $(id).hidden = true;
       renderLatency(null, "the deployment is refused: there is no load to time");
-      renderSizing(size, p.kv_dtype);
+      renderSizing(size);
       renderRefusedHeadline(view);
       renderPerToken(cost, null);
       renderCurve(compare, view);
@@ -604,7 +580,7 @@
     renderLevers(levers);
     renderCommands(plan.doc, p.engine);
     renderLatency(speed, "no session fits at the cap: there is no load to time");
-    renderSizing(size, p.kv_dtype);
+    renderSizing(size);
     document.body.dataset.state = "ready";
   }
 
@@ -674,6 +650,46 @@
     schedule(0);
   }
 
+  // a workload .toml for the sizing: stored by the server as an upload (read as --workload reads it, the CLI's
+  // one-line error otherwise), then named by its id in /api/size
+  async function uploadWorkload(file) {
+    $("workload-error").textContent = "";
+    $("workload").removeAttribute("aria-invalid");
+    $("workload-note").textContent = `reading ${file.name}…`;
+    let response, doc;
+    try {
+      const q = new URLSearchParams({ name: file.name });
+      response = await fetch(`api/upload?${q}`, { method: "POST", body: file, headers: { "content-type": "application/octet-stream" } });
+      doc = await response.json();
+    } catch (err) {
+      $("workload-note").textContent = "";
+      $("workload-error").textContent = `Error: the upload failed (${err.message})`;
+      return;
+    }
+    $("workload-file").value = "";
+    if (!response.ok) {
+      $("workload-note").textContent = "";
+      showError(doc, "workload");
+      return;
+    }
+    $("workload").value = doc.upload.id;
+    $("workload-note").textContent = `${file.name}: workload ${doc.upload.workload || "(unnamed)"}, as ${doc.upload.id}`;
+    $("workload-clear").hidden = false;
+    schedule(0);
+  }
+
+  function wireWorkload() {
+    $("workload-file").addEventListener("change", () => {
+      if ($("workload-file").files[0]) uploadWorkload($("workload-file").files[0]);
+    });
+    $("workload-clear").addEventListener("click", () => {
+      $("workload").value = "";
+      $("workload-note").textContent = "";
+      $("workload-clear").hidden = true;
+      schedule(0);
+    });
+  }
+
   function wireDrop() {
     const drop = $("drop");
     for (const type of ["dragenter", "dragover"]) {
@@ -689,8 +705,34 @@
     $("file").addEventListener("change", () => { if ($("file").files[0]) upload($("file").files[0]); });
   }
 
+  // --- the form ----------------------------------------------------------------------------------
+  // a field of the form is declared in index.html by data-option (its parameter) and data-label (data-sub: the
+  // label's note), with its control, or for a text field the control's data-value, data-placeholder, data-inputmode
+  // and data-list; this makes the control when it is not there, its label and the paragraph its error is shown in
+  // (id "<option>-error"), and keeps the browser from correcting what is typed in a text field (names, sizes and
+  // durations, not words)
+  const INPUT_ATTRIBUTES = ["value", "placeholder", "inputmode", "list"];
+  function buildField(field) {
+    let control = field.querySelector("input, select");
+    if (!control) {
+      const { option } = field.dataset;
+      control = node("input", { id: option, name: option });
+      for (const a of INPUT_ATTRIBUTES) if (field.dataset[a] !== undefined) control.setAttribute(a, field.dataset[a]);
+      field.append(control);
+    }
+    const label = node("label", { for: control.id, text: field.dataset.label });
+    if (field.dataset.sub) label.append(" ", node("span", { class: "sub", text: field.dataset.sub }));
+    field.prepend(label);
+    field.append(node("p", { class: "error", id: `${field.dataset.option}-error`, role: "alert" }));
+    if (control.tagName === "INPUT" && !control.hasAttribute("inputmode")) {
+      control.setAttribute("spellcheck", "false");
+      control.setAttribute("autocapitalize", "off");
+    }
+  }
+
   // --- start -----------------------------------------------------------------------------------
   async function start() {
+    for (const field of document.querySelectorAll(".field[data-label]")) buildField(field);
     const [models, gpus] = await Promise.all([call("models", {}), call("gpus", {})]);
     const names = [];
     for (const m of models.doc.models) names.push(m.name, ...m.aliases.filter((a) => !a.includes("/")));
@@ -717,6 +759,7 @@
       schedule(0);
     });
     wireDrop();
+    wireWorkload();
     await update();
   }
 
