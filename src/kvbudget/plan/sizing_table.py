@@ -238,5 +238,6 @@ def sizing_table(s: Sizing) -> SizingTable:
     )
     key = {name: label for name, label in TABLE_KEY.items() if name != "refused" or s.refusals}
     rows = tuple(tuple(_text(sizing_cells(c), col.name) for col in columns) for c in s.met)
-    notes = [f"{sizing_key(key)}.", *[note for note in [refusal_note(s)] if note], *speeds_notes(s), *load_notes(s), *simulation_notes(s)]
+    refusal = [note for note in [refusal_note(s)] if note]
+    notes = [f"{sizing_key(key)}.", *refusal, *speeds_notes(s), *load_notes(s), *simulation_notes(s)]
     return SizingTable(_heading(s), columns, rows, tuple(notes), tuple(unmet_line(c) for c in s.unmet))
