@@ -278,3 +278,35 @@ def test_a_sample_is_bounded_and_keeps_every_concurrency_in_proportion() -> None
     assert isinstance(sample, dict) and len(sample["gaps"]) == SAMPLE_ROWS
     share = sum(1 for row in sample["gaps"] if row[0] == 1) / SAMPLE_ROWS
     assert 0.45 < share < 0.55, "a uniform subsample of both concurrencies"
+
+
+def test_a_prefill_that_does_not_grow_with_the_prompt_is_a_fixed_cost_not_a_refusal(tmp_path: Path) -> None:
+    # requests whose time to first token, less the iteration, is the same 40 ms whatever their prompt (a small
+    # negative trend: the non-negative fit's a = b = 0, as a pooled live sample gave, docs/speed.md run 3)
+    iterations = [(1, 0.02, 100), (2, 0.03, 100), (3, 0.04, 100)]
+    prefills = []
+    for i in range(40):
+        new, cached = 5 + 3 * (i % 7), 40 * (i % 5)
+        prefills.append((10.0 * i, 0.040 - 1e-5 * new + 0.02, new, cached, 0))
+    fit = prefill_fit(prefills, iterations)
+    assert fit is not None, "a fixed cost is a fit"
+    c, a, b, rate = fit
+    assert (a, b) == (0.0, 0.0) and c == pytest.approx(0.040 - 1e-5 * 14, abs=2e-4)
+    assert rate == pytest.approx(14 / c), "the median request's tokens (14) over its fixed cost"
+    doc = {"levels": [], "speeds": speeds_json(_gaps(0.004, 0.010, 1e-4), prefills)}
+    jsonschema.validate(doc["speeds"], schema("loadtest")["properties"]["speeds"])
+    assert doc["speeds"]["prefill_model"] == "fixed"  # type: ignore[index]
+    path = tmp_path / "fixed.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    speeds = measured_speeds(str(path))
+    assert speeds.prefill_per_token == 0.0 and speeds.first_token_s == doc["speeds"]["first_token_overhead_s"]  # type: ignore[index]
+    assert "a fixed" in speeds.prefill_basis and "stalls no decode" in speeds.prefill_basis
+    time = measured_time_model(speeds)
+    assert time.prefill_s is not None and time.prefill_s(100, 500) == 0.0, "no decode stall"
+    # the simulator charges it: a session's TTFT is the fixed cost and one iteration
+    one = SessionPlan("s", 0.0, iter([Step(50, 11, 0.0)]))
+    result = simulate(iter([one]), _config(time, closed=1))
+    assert result.ttft_s["p50"] == pytest.approx(speeds.first_token_s + speeds.step(1, 0), rel=0.011)
+    # an older reader's view of a grown fit is unchanged: a + b > 0 is "tokens"
+    grown = [(10.0 * i, 0.05 + 0.002 * p[2] + 0.02, p[2], p[3], 0) for i, p in enumerate(prefills)]
+    assert speeds_json(_gaps(0.004, 0.010, 1e-4), grown)["prefill_model"] == "tokens"

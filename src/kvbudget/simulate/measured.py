@@ -86,6 +86,11 @@ class MeasuredSpeeds:
         return True
 
     @property
+    def prefill_fixed(self) -> bool:
+        """The prefill fit found no growth with the prompt's tokens: a fixed cost a request (``first_token_s``)."""
+        return self.prefill_per_token is not None and self.prefill_per_token + self.prefill_per_context <= 0
+
+    @property
     def label(self) -> str:
         return f"measured ({self.source})"
 
@@ -97,6 +102,12 @@ class MeasuredSpeeds:
     def prefill_basis(self) -> str:
         if self.bases is not None:
             return self.bases[0]
+        if self.prefill_fixed:
+            return (
+                f"load test {self.source}: prefill a fixed {self.first_token_s * 1e3:.3g} ms a request, which stalls "
+                "no decode: the prompts' tokens explained none of the time to first token less one decode iteration "
+                f"beyond it (fitted a = b = 0; {self.prefill_tokens_per_s:,.0f} tokens/s at its median request)"
+            )
         if self.prefill_per_token is not None:
             return (
                 f"load test {self.source}: prefill {self.prefill_per_token * 1e3:.3g} ms a token + "
@@ -227,7 +238,8 @@ def _figures(speeds: dict[str, object], source: str) -> Figures | None:
     a = _seconds(speeds.get("prefill_s_per_token"), "prefill_s_per_token", source, zero=True)
     b = _seconds(speeds.get("prefill_s_per_token_context"), "prefill_s_per_token_context", source, zero=True)
     c = _seconds(speeds.get("first_token_overhead_s"), "first_token_overhead_s", source, zero=True) or 0.0
-    fit = (a, b, c) if a is not None and b is not None and a + b > 0 else None
+    # a = b = 0 is a fit too: the prefill a fixed cost c a request (measure/loadtest/speeds.py, ``prefill_model``)
+    fit = (a, b, c) if a is not None and b is not None else None
     decode = speeds.get("decode_fit")
     names = ("s_per_iteration", "s_per_session", "s_per_token_held")
     terms = (

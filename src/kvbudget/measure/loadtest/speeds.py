@@ -29,6 +29,12 @@
   it came: the server takes new prompts between iterations), which the simulator puts before each step and counts
   in its time to first token, without stopping decode (TimeModel.first_token_s). ``prefill_tokens_per_s`` quotes
   the fit at the median request's shape (and is the rate older readers take).
+  When the prompt's work explains none of the time beyond ``c`` (the non-negative fit's ``a = b = 0``: a sample
+  whose requests' times do not grow with their batches' tokens, measured on a loaded 2-core machine, docs/speed.md),
+  the prefill model *is* that fixed cost a request: the fit is kept (``prefill_model`` ``fixed``), the simulator
+  charges each request ``c`` before its first token and no decode stall, and ``prefill_tokens_per_s`` quotes the
+  median request's tokens over ``c`` (what a reader of the rate alone charges for a prompt of that size). Before,
+  such a sample had no prefill fit, and ``--speed-from`` refused the result.
 
 * **The sample**: a result also carries its clean gaps and its requests' prefill rows (``sample``, at most
   ``SAMPLE_ROWS`` of each, a seeded uniform subsample past that), so that results pooled by ``--speed-from`` are
@@ -46,6 +52,8 @@ from collections.abc import Sequence
 
 from kvbudget.measure.loadtest.flow import Reservoir
 from kvbudget.measure.loadtest.record import percentile
+
+HIGHEST = 1e9  # tokens/s: the quoted rate of a prefill that costs nothing (kvbudget.simulate.measured.HIGHEST)
 
 MIN_GAPS = 20  # clean gaps a concurrency needs before its mean is a measured point
 TRIM = 0.01  # the share of the slowest clean gaps left out of the mean
@@ -188,9 +196,9 @@ def fit_prefill(
     new = percentile([float(p[0]) for p in prefills], 50) or 1.0
     cached = percentile([float(p[1]) for p in prefills], 50) or 0.0
     seconds = a * new + b * new * (cached + new / 2)
-    if seconds <= 0:
-        return None
-    return c, a, b, new / seconds
+    if seconds <= 0:  # a fixed cost: the prompt's work explained none of the time beyond c (module doc)
+        seconds = c
+    return c, a, b, min(HIGHEST, new / seconds) if seconds > 0 else HIGHEST
 
 
 def speeds_json(gaps: dict[int, Reservoir], prefills: list[Prefill]) -> dict[str, object]:
@@ -232,6 +240,7 @@ def _figures(gaps: dict[int, Reservoir], rows: Sequence[PrefillRow]) -> dict[str
         "prefill_s_per_token": None if fit is None else fit[1],
         "prefill_s_per_token_context": None if fit is None else fit[2],
         "first_token_overhead_s": None if fit is None else fit[0],
+        "prefill_model": None if fit is None else ("tokens" if fit[1] + fit[2] > 0 else "fixed"),
         "prefill_requests": len(rows),
         "basis": (
             f"decode: the mean clean stream gap (no prompt in flight, the same sessions decoding; at least "
