@@ -67,6 +67,9 @@ class MeasuredSpeeds:
     served: str | None = None  # the model name the server reported
     origin: str = "load test"  # what measured it: a load test, an engine's log or a calibration of one
     bases: tuple[str, str] | None = None  # (prefill, decode) bases when not a load test's
+    # the prefill fit took each request's wait for the batch running when it was sent out of its time to first
+    # token (measure/loadtest/flow.py ``waited_s``): the simulator charges it (TimeModel.wait_iteration)
+    batch_wait: bool = False
 
     def check(self, engine: str, spec: ModelSpec, model: str) -> None:
         """InputError when the load test ran another engine, or served a model the catalog knows whose geometry
@@ -113,7 +116,9 @@ class MeasuredSpeeds:
                 f"load test {self.source}: prefill {self.prefill_per_token * 1e3:.3g} ms a token + "
                 f"{self.prefill_per_context * 1e6:.3g} us a token per token of context "
                 f"({self.prefill_tokens_per_s:,.0f} tokens/s at its median request) and {self.first_token_s * 1e3:.3g} "
-                "ms a request, fitted to time to first token less one decode iteration"
+                "ms a request, fitted to time to first token less "
+                + ("its wait for the running batch (charged as it came) and " if self.batch_wait else "")
+                + "one decode iteration"
             )
         return f"load test {self.source}: median prefill {self.prefill_tokens_per_s:,.0f} tokens/s over its levels"
 
@@ -180,7 +185,8 @@ def _p50(level: dict[str, object], key: str, source: str) -> float | None:
 
 
 # ({running: (iteration s, gaps)}, prefill tokens/s, requests, (a, b, c) of the prefill fit or None, the decode fit,
-# the result's sample (its clean gaps and prefill rows, kvbudget.measure.loadtest.speeds) or None)
+# the result's sample (its clean gaps and prefill rows, kvbudget.measure.loadtest.speeds) or None, whether its
+# prefill fit took each request's wait for the running batch out: ``batch_wait``)
 Figures = tuple[
     dict[int, tuple[float, int]],
     float,
@@ -188,6 +194,7 @@ Figures = tuple[
     tuple[float, float, float] | None,
     tuple[float, float, float] | None,
     Sample | None,
+    bool,
 ]
 
 
@@ -250,7 +257,8 @@ def _figures(speeds: dict[str, object], source: str) -> Figures | None:
     c0, c1, c2 = terms if len(terms) == 3 else (None, None, None)
     line = (c0, c1, c2) if c0 is not None and c1 is not None and c2 is not None else None
     count = requests if isinstance(requests, int) and not isinstance(requests, bool) and 0 < requests <= 10**9 else 1
-    return points, float(rate), count, fit, line, read_sample(speeds.get("sample"), source)
+    waited = speeds.get("batch_wait") is True
+    return points, float(rate), count, fit, line, read_sample(speeds.get("sample"), source), waited
 
 
 def _pooled(figures: list[Figures], source: str) -> MeasuredSpeeds:
@@ -285,6 +293,7 @@ def _pooled(figures: list[Figures], source: str) -> MeasuredSpeeds:
         prefill_per_context=b,
         first_token_s=c,
         decode_fit=decode,
+        batch_wait=all(f[6] for f in figures),
     )
 
 
@@ -311,7 +320,8 @@ def speeds_of_all(docs: list[tuple[object, str]]) -> MeasuredSpeeds:
         if len(clean) > 1 and len(samples) == len(clean):  # one fit over the union (speeds.py, ``sample``)
             from kvbudget.measure.loadtest.speeds import refit
 
-            union = refit([g for s in samples for g in s[0]], [p for s in samples for p in s[1]])
+            waited = all(f[6] for f in clean)  # rows of results from before the wait hold 0: then none is taken
+            union = refit([g for s in samples for g in s[0]], [p for s in samples for p in s[1]], batch_wait=waited)
             once = _figures(union, source)
             clean = [once] if once is not None else clean
         return replace(_pooled(clean, source), engine=engine, served=served)

@@ -103,7 +103,8 @@ class Recorder:
         self.last_error: str | None = None
         # The mechanism's speeds (flow.py, speeds.py): clean decode gaps by sessions decoding, every prompt
         self.decode_gaps: dict[int, Reservoir] = {}
-        self.prefills: list[tuple[float, float, int, int, int]] = []  # (sent s, TTFT s, new, cached, decoding)
+        # (sent s, TTFT s, new, cached, decoding, s waited for the running batch: speeds.Prefill)
+        self.prefills: list[tuple[float, float, int, int, int, float]] = []
 
     @property
     def level(self) -> Level:
@@ -187,7 +188,9 @@ class Recorder:
         for running, held, gap in reply.gaps:
             self.decode_gaps.setdefault(running, Reservoir()).add((held, gap))
         if new > 0 and reply.ttft_s and len(self.prefills) < SAMPLE_CAP:
-            self.prefills.append((reply.sent_s, reply.ttft_s, new, reply.cached_tokens or 0, reply.beside))
+            self.prefills.append(
+                (reply.sent_s, reply.ttft_s, new, reply.cached_tokens or 0, reply.beside, min(reply.waited_s, reply.ttft_s))
+            )
 
     def _tokens(self, reply: Reply, planned_prompt: int) -> None:
         t = self.tokens
