@@ -68,7 +68,12 @@ def test_reservoir_keeps_a_bounded_sample_of_everything_offered() -> None:
 def test_prompts_of_one_batch_are_summed_and_a_prompt_sent_during_a_batch_joins_the_next() -> None:
     # (sent, ttft, new, cached, decoding): the first two waited together and got their first token together; the
     # third was sent while their batch ran and got its own later; the fourth comes after all of them
-    prefills = [(0.0, 1.0, 10, 0, 0, 0.0), (0.5, 0.5, 20, 100, 1, 0.0), (0.8, 0.9, 8, 0, 1, 0.0), (2.0, 0.5, 5, 50, 2, 0.0)]
+    prefills = [
+        (0.0, 1.0, 10, 0, 0, 0.0),
+        (0.5, 0.5, 20, 100, 1, 0.0),
+        (0.8, 0.9, 8, 0, 1, 0.0),
+        (2.0, 0.5, 5, 50, 2, 0.0),
+    ]
     work = batched_work(prefills)
     own = [(10.0, 10 * 5.0), (20.0, 20 * 110.0), (8.0, 8 * 4.0), (5.0, 5 * 52.5)]  # tokens, x mean context read
     assert work[0] == (own[0][0] + own[1][0], own[0][1] + own[1][1])

@@ -49,8 +49,8 @@ TOKEN_TOLERANCE = 1e-6
 class DecodeBatch:
     __slots__ = (
         "anchor",
-        "busy_until",
         "batch_start",
+        "busy_until",
         "fixed_iteration",
         "growth",
         "heap",

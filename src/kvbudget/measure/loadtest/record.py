@@ -188,9 +188,8 @@ class Recorder:
         for running, held, gap in reply.gaps:
             self.decode_gaps.setdefault(running, Reservoir()).add((held, gap))
         if new > 0 and reply.ttft_s and len(self.prefills) < SAMPLE_CAP:
-            self.prefills.append(
-                (reply.sent_s, reply.ttft_s, new, reply.cached_tokens or 0, reply.beside, min(reply.waited_s, reply.ttft_s))
-            )
+            waited = min(reply.waited_s, reply.ttft_s)
+            self.prefills.append((reply.sent_s, reply.ttft_s, new, reply.cached_tokens or 0, reply.beside, waited))
 
     def _tokens(self, reply: Reply, planned_prompt: int) -> None:
         t = self.tokens
