@@ -29,9 +29,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -41,14 +39,15 @@ import jsonschema
 from kvbudget.measure.loadtest.session import from_workload
 from kvbudget.schemas import schema
 from kvbudget.simulate import MemoryModel, MemoryPolicy, SimConfig, simulate
-from kvbudget.simulate.measured import MAX_FILES, measured_speeds
+from kvbudget.simulate.measured import measured_speeds
 from kvbudget.simulate.speeds import measured_time_model
 from tests.live.server import binary, llama_server
 from tests.live.tiny_gguf import LLAMA_32_1B, write_llama
 
 SLOTS, CAP = 4, 256
 SCALE = 0.05  # the load test's --time-scale: tool pauses of 1 s mean last 50 ms
-A_HOLDS = ((2, 16), (4, 20))  # (sessions, requests sent) of A's holds, repeated in turn while B runs
+A_SESSIONS = (2, 4)  # A's holds, each on its own server, all the while B runs (interrupted when B ends)
+A_CEILING = 10_000  # A's --max-requests: never reached, B's end ends them
 B_SESSIONS, B_REQUESTS, B_SEED = 3, 60, 1  # B's one hold
 TOLERANCE = 0.25
 WORKLOAD = """\
@@ -113,53 +112,35 @@ def _result(process: subprocess.Popen[bytes], out: Path, requests: int, *, whole
     return doc
 
 
-def _run_a(url: str, workload: Path, where: Path, b_done: threading.Event, out: list[dict[str, Any]]) -> None:
-    """A's holds in turn while B runs; the one running when B ends is interrupted there (Ctrl-C: the load test
-    writes what it measured), once a hold of each ran whole, so that every one of A's gaps saw B's load too."""
-    while not (b_done.is_set() and len(out) >= len(A_HOLDS)) and len(out) < MAX_FILES:
-        sessions, requests = A_HOLDS[len(out) % len(A_HOLDS)]
-        path = where / f"a{len(out)}.json"
-        process = _start(url, workload, path, sessions, requests, 10 + len(out))
-        whole = True
-        while process.poll() is None:
-            if b_done.wait(0.1) and len(out) >= len(A_HOLDS):
-                time.sleep(1.0)  # past the load test's start-up: interrupted before the ramp, it writes nothing
-                process.send_signal(signal.SIGINT)
-                whole = False
-                break
-        process.wait()
-        if whole or path.is_file():  # interrupted in its start-up, it wrote nothing
-            out.append(_result(process, path, requests, whole=whole))
-        if not whole:
-            return
-
-
 def check(tmp_path: Path) -> tuple[str, dict[str, float]]:
-    """Run A and B at once, and the simulator; (the report, the relative errors of the TTFT and inter-token
-    latency p50)."""
+    """Run A's servers and B's at once, and the simulator; (the report, the relative errors of the TTFT and
+    inter-token latency p50)."""
     binary()
     model = write_llama(tmp_path / "llama-3.2-1b-tiny.gguf", LLAMA_32_1B, letter="a")
     workload = tmp_path / "agents.toml"
     workload.write_text(WORKLOAD, encoding="utf-8")
     args = ("-c", str(SLOTS * CAP), "-np", str(SLOTS))
-    docs: list[dict[str, Any]] = []
-    b_done = threading.Event()
-    with (
-        llama_server(model, tmp_path / "server-a.log", *args) as server_a,
-        llama_server(model, tmp_path / "server-b.log", *args) as server_b,
-        ThreadPoolExecutor(1) as pool,
-    ):
-        running_a = pool.submit(_run_a, server_a.url, workload, tmp_path, b_done, docs)
+    with ExitStack() as stack:
+        servers = [
+            stack.enter_context(llama_server(model, tmp_path / f"server-{name}.log", *args))
+            for name in [*(f"a{n}" for n in A_SESSIONS), "b"]
+        ]
+        a = [tmp_path / f"a{n}.json" for n in A_SESSIONS]
+        running = [
+            _start(server.url, workload, path, n, A_CEILING, 10 + n)
+            for server, path, n in zip(servers, a, A_SESSIONS, strict=False)
+        ]
         try:
             b_out = tmp_path / "b.json"
             b = _result(
-                _start(server_b.url, workload, b_out, B_SESSIONS, B_REQUESTS, B_SEED), b_out, B_REQUESTS, whole=True
+                _start(servers[-1].url, workload, b_out, B_SESSIONS, B_REQUESTS, B_SEED), b_out, B_REQUESTS, whole=True
             )
         finally:
-            b_done.set()
-        running_a.result()
-    a = [tmp_path / f"a{i}.json" for i in range(len(docs))]
-    for doc in [*docs[: len(A_HOLDS)], b]:  # the holds that ran whole
+            for process in running:  # Ctrl-C: the load test writes what it measured
+                if process.poll() is None:
+                    process.send_signal(signal.SIGINT)
+        docs = [_result(process, path, A_CEILING, whole=False) for process, path in zip(running, a, strict=True)]
+    for doc in [*docs, b]:
         assert doc["tokens"]["cached"] > doc["tokens"]["prompt"] / 2, "the history was the server's own tokens"
         assert len(doc["speeds"]["sample"]["prefills"]) == doc["speeds"]["prefill_requests"], "all kept: < 4,000"
     measured = measured_speeds(",".join(str(path) for path in a))  # one fit over the union of A's holds' samples
