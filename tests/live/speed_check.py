@@ -1,24 +1,26 @@
 """Speeds measured in one load test predict, through the simulator, the latency of another (real llama-server).
 
-Two identical servers: a tiny GGUF with Llama-3.2-1B's KV geometry (tests/live/tiny_gguf.py) that generates only
-the letter ``a``, so each reply sent back as history is the same tokens again and the slot's prompt cache keeps
-them, as a real model's would; ``-c 1024 -np 4``: four slots of 256 cells. The sessions vary (uniform step sizes,
-exponential tool pauses) so that they drift apart as real agents do.
+Three identical servers: a tiny GGUF with Llama-3.2-1B's KV geometry (tests/live/tiny_gguf.py) that generates
+only the letter ``a``, so each reply sent back as history is the same tokens again and the slot's prompt cache
+keeps them, as a real model's would; ``-c 1024 -np 4``: four slots of 256 cells. The sessions vary (uniform step
+sizes, exponential tool pauses) so that they drift apart as real agents do.
 
-Load test B holds 3 sessions on one server while, at the same time, load test A holds 2 sessions, then 4, then 2
-again, ... on the other, until B is done (and at least one hold of each): at every moment both see the same
-machine, so the speed of a shared machine (the 2-core CI machine; the development machine's load average swings
-by a factor of two within seconds) drifts under both alike, which no sequence of holds achieved. Every hold is
-bounded by the requests it sends (``--max-requests``; ``--duration`` only a ceiling), never by the clock, so a
-slow machine gives the same samples, only later. A's results are pooled by ``--speed-from`` and fitted once over
-the union of their clean gaps and prefill rows (their ``sample``, kvbudget.measure.loadtest.speeds): the decode
-iteration by sessions decoding and tokens held, and the prefill time. The simulator runs B's closed loop (3
-sessions, each replaced when it ends, the same sessions by the same seed, ``SimConfig.closed_loop``) on the slots'
-memory for B's duration at A's speeds; its TTFT and inter-token latency p50 must land within 25% of B's.
+Load test B holds 3 sessions on one server until it sent 60 requests while, all the while, load test A holds 2
+sessions on the second and 4 on the third (two processes, interrupted when B ends: Ctrl-C, the load test writes
+what it measured). At every moment the three see the same machine, so the speed of a shared machine (the 2-core CI
+machine; the development machine's load average swings by a factor of two within seconds) drifts under all of
+them alike: A's samples at 2 and at 4 sessions cover the same seconds as B's, where holds of 2 then 4 on one
+server each covered a different stretch and the fit took the machine's drift for the sessions' cost. B is bounded
+by the requests it sends (``--max-requests``; ``--duration`` only a ceiling), never by the clock, so a slow machine
+gives the same samples, only later. A's results are pooled by ``--speed-from`` and fitted once over the union of
+their clean gaps and prefill rows (their ``sample``, kvbudget.measure.loadtest.speeds): the decode iteration by
+sessions decoding and tokens held, and the prefill time less each request's wait for the running batch. The
+simulator runs B's closed loop (3 sessions, each replaced when it ends, the same sessions by the same seed,
+``SimConfig.closed_loop``) on the slots' memory for B's duration at A's speeds; its TTFT and inter-token latency
+p50 must land within 25% of B's.
 
-Not in the suite: on the shared 2-core development machine (load average 6 to 10) three runs of five landed both
-within 25%, one gave no prefill fit; docs/speed.md, "Held to a real server", records the runs and what remains.
-Run it by hand: ``python -m tests.live.speed_check`` prints the figures (exit 1 outside 25%).
+In the suite as tests/live/test_speed_prediction_live.py; docs/speed.md, "Held to a real server", records the runs
+it was held to. Run it by hand: ``python -m tests.live.speed_check`` prints the figures (exit 1 outside 25%).
 """
 
 from __future__ import annotations

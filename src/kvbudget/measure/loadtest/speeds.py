@@ -62,11 +62,12 @@ OUTLIER = 3.0  # a request whose residual passes this many times the median abso
 
 SAMPLE_ROWS = 4000  # clean gaps, and prefill rows, a result carries for pooling (module doc)
 
-# (sent s, time to first token s, new tokens, cached tokens, decoding, s waited for the running batch: flow.py)
-Prefill = tuple[float, float, int, int, int, float]
+# (sent s, time to first token s, new tokens, cached tokens, decoding, s waited for the running batch: flow.py,
+# the server's own seconds for the batch that computed the prompt: llama.cpp timings.prompt_ms, -1 when not given)
+Prefill = tuple[float, float, int, int, int, float, float]
 # (new tokens, cached tokens, the batch's tokens, the batch's tokens x mean context, time to first token s, decoding,
-# s waited for the batch running when it was sent)
-PrefillRow = tuple[int, int, float, float, float, int, float]
+# s waited for the batch running when it was sent, the server's prompt seconds or -1)
+PrefillRow = tuple[int, int, float, float, float, int, float, float]
 
 
 def decode_iterations(gaps: dict[int, Reservoir]) -> list[tuple[int, float, int]]:
@@ -162,8 +163,10 @@ def decode_fit(gaps: dict[int, Reservoir]) -> tuple[float, float, float] | None:
 def prefill_rows(prefills: list[Prefill]) -> list[PrefillRow]:
     """Each request's row for the prefill fit: its own prompt, the batch it joined (``batched_work``), its time."""
     return [
-        (new, cached, x1, x2, ttft, beside, waited)
-        for (_, ttft, new, cached, beside, waited), (x1, x2) in zip(prefills, batched_work(prefills), strict=True)
+        (new, cached, x1, x2, ttft, beside, waited, served)
+        for (_, ttft, new, cached, beside, waited, served), (x1, x2) in zip(
+            prefills, batched_work(prefills), strict=True
+        )
     ]
 
 
@@ -184,9 +187,15 @@ def fit_prefill(
     from kvbudget.simulate.measured import MeasuredSpeeds
 
     curve = MeasuredSpeeds("", 1.0, tuple((k, 1 / t) for k, t, _ in iterations))
+    # With the server's own prompt time on every row (llama-server's timings), the stall is fitted to it and what
+    # the client saw beyond it (its HTTP request, its event loop's delay on a busy machine: nothing the server
+    # computed, nothing that stalls decode) is the mean of the rest, added to c (module doc)
+    served = all(row[7] >= 0 for row in prefills)
     rows: list[tuple[float, ...]] = [
-        (1.0, x1, x2, ttft - waited - curve.iteration_s(beside + 1)) for _, _, x1, x2, ttft, beside, waited in prefills
+        (1.0, x1, x2, (server if served else ttft - waited) - curve.iteration_s(beside + 1))
+        for _, _, x1, x2, ttft, beside, waited, server in prefills
     ]
+    client = sum(ttft - waited - server for *_, ttft, _, waited, server in prefills) / len(prefills) if served else 0.0
     c, a, b = _fit(rows)
     spread = percentile([abs(r[3] - c - a * r[1] - b * r[2]) for r in rows], 50) or 0.0
     kept = [r for r in rows if abs(r[3] - c - a * r[1] - b * r[2]) <= OUTLIER * spread]
@@ -195,6 +204,7 @@ def fit_prefill(
     new = percentile([float(p[0]) for p in prefills], 50) or 1.0
     cached = percentile([float(p[1]) for p in prefills], 50) or 0.0
     seconds = a * new + b * new * (cached + new / 2)
+    c += client
     if seconds <= 0:  # a fixed cost: the prompt's work explained none of the time beyond c (module doc)
         seconds = c
     return c, a, b, min(HIGHEST, new / seconds) if seconds > 0 else HIGHEST
@@ -217,7 +227,7 @@ def refit(
     for running, held, gap in gaps:
         by.setdefault(running, Reservoir()).add((held, gap))
     if not batch_wait:
-        prefills = [(n, c, x1, x2, t, k, 0.0) for n, c, x1, x2, t, k, _ in prefills]
+        prefills = [(n, c, x1, x2, t, k, 0.0, -1.0) for n, c, x1, x2, t, k, *_ in prefills]
     return {**_figures(by, prefills), "batch_wait": batch_wait}
 
 
@@ -229,8 +239,8 @@ def _sample(gaps: list[tuple[int, int, float]], prefills: list[PrefillRow]) -> d
     return {
         "gaps": [[k, held, round(gap, 6)] for k, held, gap in gaps],
         "prefills": [
-            [new, cached, x1, x2, round(ttft, 6), beside, round(waited, 6)]
-            for new, cached, x1, x2, ttft, beside, waited in prefills
+            [new, cached, x1, x2, round(ttft, 6), beside, round(waited, 6), round(server, 6)]
+            for new, cached, x1, x2, ttft, beside, waited, server in prefills
         ],
     }
 
