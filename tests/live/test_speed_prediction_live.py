@@ -1,7 +1,7 @@
 """Speeds measured in one load test predict, through the simulator, the latency of another (real llama-server).
 
-tests/live/speed_check.py runs it: two identical llama-servers, load test A (holds of 2 and 4 sessions) and B (3
-sessions) at the same time, A's pooled speeds (``--speed-from``) simulated on B's closed loop; B's time to first
+tests/live/speed_check.py runs it: three identical llama-servers, load test A's holds of 2 and 4 sessions and B's
+of 3 all at once, A's pooled speeds (``--speed-from``) simulated on B's closed loop; B's time to first
 token and inter-token latency p50 must come out within 25% (the issue's bar, docs/speed.md "Held to a real
 server" records the runs it was held to). No wall-clock bound: every hold is bounded by the requests it sends, so a
 slow machine gives the same samples, later; what is compared are two medians of the same machine at once.
