@@ -29,6 +29,12 @@
   it came: the server takes new prompts between iterations), which the simulator puts before each step and counts
   in its time to first token, without stopping decode (TimeModel.first_token_s). ``prefill_tokens_per_s`` quotes
   the fit at the median request's shape (and is the rate older readers take).
+  Each request's wait for the batch running when it was sent (flow.py ``waited_s``: llama-server takes new tasks
+  only between batches) is taken out of its time first, and the simulator charges it where the server does
+  (TimeModel.wait_iteration). When every request carries the server's own time of the batch that computed its
+  prompt (llama.cpp ``timings.prompt_ms``), the stall is fitted to that (less one iteration) instead, and the mean
+  of what the client saw beyond it (its HTTP request, its event loop waking late on a busy machine: nothing the
+  server computed, nothing that stalls decode) is added to ``c``.
   When the prompt's work explains none of the time beyond ``c`` (the non-negative fit's ``a = b = 0``: a sample
   whose requests' times do not grow with their batches' tokens, measured on a loaded 2-core machine, docs/speed.md),
   the prefill model *is* that fixed cost a request: the fit is kept (``prefill_model`` ``fixed``), the simulator
