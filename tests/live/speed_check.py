@@ -1,24 +1,26 @@
 """Speeds measured in one load test predict, through the simulator, the latency of another (real llama-server).
 
-Two identical servers: a tiny GGUF with Llama-3.2-1B's KV geometry (tests/live/tiny_gguf.py) that generates only
-the letter ``a``, so each reply sent back as history is the same tokens again and the slot's prompt cache keeps
-them, as a real model's would; ``-c 1024 -np 4``: four slots of 256 cells. The sessions vary (uniform step sizes,
-exponential tool pauses) so that they drift apart as real agents do.
+Three identical servers: a tiny GGUF with Llama-3.2-1B's KV geometry (tests/live/tiny_gguf.py) that generates
+only the letter ``a``, so each reply sent back as history is the same tokens again and the slot's prompt cache
+keeps them, as a real model's would; ``-c 1024 -np 4``: four slots of 256 cells. The sessions vary (uniform step
+sizes, exponential tool pauses) so that they drift apart as real agents do.
 
-Load test B holds 3 sessions on one server while, at the same time, load test A holds 2 sessions, then 4, then 2
-again, ... on the other, until B is done (and at least one hold of each): at every moment both see the same
-machine, so the speed of a shared machine (the 2-core CI machine; the development machine's load average swings
-by a factor of two within seconds) drifts under both alike, which no sequence of holds achieved. Every hold is
-bounded by the requests it sends (``--max-requests``; ``--duration`` only a ceiling), never by the clock, so a
-slow machine gives the same samples, only later. A's results are pooled by ``--speed-from`` and fitted once over
-the union of their clean gaps and prefill rows (their ``sample``, kvbudget.measure.loadtest.speeds): the decode
-iteration by sessions decoding and tokens held, and the prefill time. The simulator runs B's closed loop (3
-sessions, each replaced when it ends, the same sessions by the same seed, ``SimConfig.closed_loop``) on the slots'
-memory for B's duration at A's speeds; its TTFT and inter-token latency p50 must land within 25% of B's.
+Load test B holds 3 sessions on one server until it sent 60 requests while, all the while, load test A holds 2
+sessions on the second and 4 on the third (two processes, interrupted when B ends: Ctrl-C, the load test writes
+what it measured). At every moment the three see the same machine, so the speed of a shared machine (the 2-core CI
+machine; the development machine's load average swings by a factor of two within seconds) drifts under all of
+them alike: A's samples at 2 and at 4 sessions cover the same seconds as B's, where holds of 2 then 4 on one
+server each covered a different stretch and the fit took the machine's drift for the sessions' cost. B is bounded
+by the requests it sends (``--max-requests``; ``--duration`` only a ceiling), never by the clock, so a slow machine
+gives the same samples, only later. A's results are pooled by ``--speed-from`` and fitted once over the union of
+their clean gaps and prefill rows (their ``sample``, kvbudget.measure.loadtest.speeds): the decode iteration by
+sessions decoding and tokens held, and the prefill time less each request's wait for the running batch. The
+simulator runs B's closed loop (3 sessions, each replaced when it ends, the same sessions by the same seed,
+``SimConfig.closed_loop``) on the slots' memory for B's duration at A's speeds; its TTFT and inter-token latency
+p50 must land within 25% of B's.
 
-Not in the suite: on the shared 2-core development machine (load average 6 to 10) three runs of five landed both
-within 25%, one gave no prefill fit; docs/speed.md, "Held to a real server", records the runs and what remains.
-Run it by hand: ``python -m tests.live.speed_check`` prints the figures (exit 1 outside 25%).
+In the suite as tests/live/test_speed_prediction_live.py; docs/speed.md, "Held to a real server", records the runs
+it was held to. Run it by hand: ``python -m tests.live.speed_check`` prints the figures (exit 1 outside 25%).
 """
 
 from __future__ import annotations
@@ -29,9 +31,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -41,14 +41,15 @@ import jsonschema
 from kvbudget.measure.loadtest.session import from_workload
 from kvbudget.schemas import schema
 from kvbudget.simulate import MemoryModel, MemoryPolicy, SimConfig, simulate
-from kvbudget.simulate.measured import MAX_FILES, measured_speeds
+from kvbudget.simulate.measured import measured_speeds
 from kvbudget.simulate.speeds import measured_time_model
 from tests.live.server import binary, llama_server
 from tests.live.tiny_gguf import LLAMA_32_1B, write_llama
 
 SLOTS, CAP = 4, 256
 SCALE = 0.05  # the load test's --time-scale: tool pauses of 1 s mean last 50 ms
-A_HOLDS = ((2, 16), (4, 20))  # (sessions, requests sent) of A's holds, repeated in turn while B runs
+A_SESSIONS = (2, 4)  # A's holds, each on its own server, all the while B runs (interrupted when B ends)
+A_CEILING = 10_000  # A's --max-requests: never reached, B's end ends them
 B_SESSIONS, B_REQUESTS, B_SEED = 3, 60, 1  # B's one hold
 TOLERANCE = 0.25
 WORKLOAD = """\
@@ -113,53 +114,35 @@ def _result(process: subprocess.Popen[bytes], out: Path, requests: int, *, whole
     return doc
 
 
-def _run_a(url: str, workload: Path, where: Path, b_done: threading.Event, out: list[dict[str, Any]]) -> None:
-    """A's holds in turn while B runs; the one running when B ends is interrupted there (Ctrl-C: the load test
-    writes what it measured), once a hold of each ran whole, so that every one of A's gaps saw B's load too."""
-    while not (b_done.is_set() and len(out) >= len(A_HOLDS)) and len(out) < MAX_FILES:
-        sessions, requests = A_HOLDS[len(out) % len(A_HOLDS)]
-        path = where / f"a{len(out)}.json"
-        process = _start(url, workload, path, sessions, requests, 10 + len(out))
-        whole = True
-        while process.poll() is None:
-            if b_done.wait(0.1) and len(out) >= len(A_HOLDS):
-                time.sleep(1.0)  # past the load test's start-up: interrupted before the ramp, it writes nothing
-                process.send_signal(signal.SIGINT)
-                whole = False
-                break
-        process.wait()
-        if whole or path.is_file():  # interrupted in its start-up, it wrote nothing
-            out.append(_result(process, path, requests, whole=whole))
-        if not whole:
-            return
-
-
 def check(tmp_path: Path) -> tuple[str, dict[str, float]]:
-    """Run A and B at once, and the simulator; (the report, the relative errors of the TTFT and inter-token
-    latency p50)."""
+    """Run A's servers and B's at once, and the simulator; (the report, the relative errors of the TTFT and
+    inter-token latency p50)."""
     binary()
     model = write_llama(tmp_path / "llama-3.2-1b-tiny.gguf", LLAMA_32_1B, letter="a")
     workload = tmp_path / "agents.toml"
     workload.write_text(WORKLOAD, encoding="utf-8")
     args = ("-c", str(SLOTS * CAP), "-np", str(SLOTS))
-    docs: list[dict[str, Any]] = []
-    b_done = threading.Event()
-    with (
-        llama_server(model, tmp_path / "server-a.log", *args) as server_a,
-        llama_server(model, tmp_path / "server-b.log", *args) as server_b,
-        ThreadPoolExecutor(1) as pool,
-    ):
-        running_a = pool.submit(_run_a, server_a.url, workload, tmp_path, b_done, docs)
+    with ExitStack() as stack:
+        servers = [
+            stack.enter_context(llama_server(model, tmp_path / f"server-{name}.log", *args))
+            for name in [*(f"a{n}" for n in A_SESSIONS), "b"]
+        ]
+        a = [tmp_path / f"a{n}.json" for n in A_SESSIONS]
+        running = [
+            _start(server.url, workload, path, n, A_CEILING, 10 + n)
+            for server, path, n in zip(servers, a, A_SESSIONS, strict=False)
+        ]
         try:
             b_out = tmp_path / "b.json"
             b = _result(
-                _start(server_b.url, workload, b_out, B_SESSIONS, B_REQUESTS, B_SEED), b_out, B_REQUESTS, whole=True
+                _start(servers[-1].url, workload, b_out, B_SESSIONS, B_REQUESTS, B_SEED), b_out, B_REQUESTS, whole=True
             )
         finally:
-            b_done.set()
-        running_a.result()
-    a = [tmp_path / f"a{i}.json" for i in range(len(docs))]
-    for doc in [*docs[: len(A_HOLDS)], b]:  # the holds that ran whole
+            for process in running:  # Ctrl-C: the load test writes what it measured
+                if process.poll() is None:
+                    process.send_signal(signal.SIGINT)
+        docs = [_result(process, path, A_CEILING, whole=False) for process, path in zip(running, a, strict=True)]
+    for doc in [*docs, b]:
         assert doc["tokens"]["cached"] > doc["tokens"]["prompt"] / 2, "the history was the server's own tokens"
         assert len(doc["speeds"]["sample"]["prefills"]) == doc["speeds"]["prefill_requests"], "all kept: < 4,000"
     measured = measured_speeds(",".join(str(path) for path in a))  # one fit over the union of A's holds' samples

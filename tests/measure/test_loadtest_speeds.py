@@ -1,9 +1,9 @@
 """Measured speeds that mean what the simulator charges (measure/loadtest/flow.py, speeds.py, simulate/measured.py).
 
-The live check against a real llama-server is tests/live/speed_check.py (not in the suite, docs/speed.md); here
-the parts are held to hand-worked cases: which stream gaps are clean, which prompts were batched together, that the
-fits recover the coefficients of data made from them (pooled results: once over the union of their samples), and
-that the simulator charges what they say.
+The live check against a real llama-server is tests/live/speed_check.py (tests/live/test_speed_prediction_live.py,
+docs/speed.md); here the parts are held to hand-worked cases: which stream gaps are clean, which prompts were
+batched together, that the fits recover the coefficients of data made from them (pooled results: once over the
+union of their samples), and that the simulator charges what they say.
 """
 
 from __future__ import annotations
@@ -68,7 +68,12 @@ def test_reservoir_keeps_a_bounded_sample_of_everything_offered() -> None:
 def test_prompts_of_one_batch_are_summed_and_a_prompt_sent_during_a_batch_joins_the_next() -> None:
     # (sent, ttft, new, cached, decoding): the first two waited together and got their first token together; the
     # third was sent while their batch ran and got its own later; the fourth comes after all of them
-    prefills = [(0.0, 1.0, 10, 0, 0), (0.5, 0.5, 20, 100, 1), (0.8, 0.9, 8, 0, 1), (2.0, 0.5, 5, 50, 2)]
+    prefills = [
+        (0.0, 1.0, 10, 0, 0, 0.0, -1.0),
+        (0.5, 0.5, 20, 100, 1, 0.0, -1.0),
+        (0.8, 0.9, 8, 0, 1, 0.0, -1.0),
+        (2.0, 0.5, 5, 50, 2, 0.0, -1.0),
+    ]
     work = batched_work(prefills)
     own = [(10.0, 10 * 5.0), (20.0, 20 * 110.0), (8.0, 8 * 4.0), (5.0, 5 * 52.5)]  # tokens, x mean context read
     assert work[0] == (own[0][0] + own[1][0], own[0][1] + own[1][1])
@@ -107,7 +112,7 @@ def test_the_prefill_fit_recovers_the_costs_it_was_made_from() -> None:
     for i in range(40):  # one request at a time, 10 s apart: none overlaps another
         new, cached, beside = 5 + 3 * (i % 7), 40 * (i % 5), i % 3
         seconds = c + a * new + b * new * (cached + new / 2) + (0.02 + 0.01 * beside)  # + the iteration of k + 1
-        prefills.append((10.0 * i, seconds, new, cached, beside))
+        prefills.append((10.0 * i, seconds, new, cached, beside, 0.0, -1.0))
     fit = prefill_fit(prefills, iterations)
     assert fit is not None
     assert fit[:3] == pytest.approx((c, a, b), rel=1e-6, abs=1e-9)
@@ -218,7 +223,7 @@ def _narrow(k: int, c: tuple[float, float, float], prefill: tuple[float, float, 
     for i in range(30):  # one prompt at a time, 10 s apart, none decoding beside it
         new, cached = 5 + 3 * (i % 7), 40 * (i % 5) + 10 * k
         seconds = prefill[0] + prefill[1] * new + prefill[2] * new * (cached + new / 2) + iteration
-        prefills.append((10.0 * i, seconds, new, cached, 0))
+        prefills.append((10.0 * i, seconds, new, cached, 0, 0.0, -1.0))
     return {"levels": [], "server": {"engine": "llamacpp", "model": "tiny"}, "speeds": speeds_json(gaps, prefills)}
 
 
@@ -278,3 +283,96 @@ def test_a_sample_is_bounded_and_keeps_every_concurrency_in_proportion() -> None
     assert isinstance(sample, dict) and len(sample["gaps"]) == SAMPLE_ROWS
     share = sum(1 for row in sample["gaps"] if row[0] == 1) / SAMPLE_ROWS
     assert 0.45 < share < 0.55, "a uniform subsample of both concurrencies"
+
+
+def test_a_prefill_that_does_not_grow_with_the_prompt_is_a_fixed_cost_not_a_refusal(tmp_path: Path) -> None:
+    # requests whose time to first token, less the iteration, is the same 40 ms whatever their prompt (a small
+    # negative trend: the non-negative fit's a = b = 0, as a pooled live sample gave, docs/speed.md run 3)
+    iterations = [(1, 0.02, 100), (2, 0.03, 100), (3, 0.04, 100)]
+    prefills = []
+    for i in range(40):
+        new, cached = 5 + 3 * (i % 7), 40 * (i % 5)
+        prefills.append((10.0 * i, 0.040 - 1e-5 * new + 0.02, new, cached, 0, 0.0, -1.0))
+    fit = prefill_fit(prefills, iterations)
+    assert fit is not None, "a fixed cost is a fit"
+    c, a, b, rate = fit
+    assert (a, b) == (0.0, 0.0) and c == pytest.approx(0.040 - 1e-5 * 14, abs=2e-4)
+    assert rate == pytest.approx(14 / c), "the median request's tokens (14) over its fixed cost"
+    doc = {"levels": [], "speeds": speeds_json(_gaps(0.004, 0.010, 1e-4), prefills)}
+    jsonschema.validate(doc["speeds"], schema("loadtest")["properties"]["speeds"])
+    assert doc["speeds"]["prefill_model"] == "fixed"  # type: ignore[index]
+    path = tmp_path / "fixed.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    speeds = measured_speeds(str(path))
+    assert speeds.prefill_per_token == 0.0 and speeds.first_token_s == doc["speeds"]["first_token_overhead_s"]  # type: ignore[index]
+    assert "a fixed" in speeds.prefill_basis and "stalls no decode" in speeds.prefill_basis
+    time = measured_time_model(speeds)
+    assert time.prefill_s is not None and time.prefill_s(100, 500) == 0.0, "no decode stall"
+    # the simulator charges it: a session's TTFT is the fixed cost and one iteration
+    one = SessionPlan("s", 0.0, iter([Step(50, 11, 0.0)]))
+    result = simulate(iter([one]), _config(time, closed=1))
+    assert result.ttft_s["p50"] == pytest.approx(speeds.first_token_s + speeds.step(1, 0), rel=0.011)
+    # an older reader's view of a grown fit is unchanged: a + b > 0 is "tokens"
+    grown = [(10.0 * i, 0.05 + 0.002 * p[2] + 0.02, p[2], p[3], 0, 0.0, -1.0) for i, p in enumerate(prefills)]
+    assert speeds_json(_gaps(0.004, 0.010, 1e-4), grown)["prefill_model"] == "tokens"
+
+
+def test_a_request_sent_while_others_decode_keeps_its_wait_for_the_running_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [0.0]
+    monkeypatch.setattr("kvbudget.measure.loadtest.flow.time.monotonic", lambda: clock[0])
+    flow = Flow()
+    a = flow.send(10)
+    a.token()  # a decodes
+    assert a.waited_s == 0.0, "no one decoded when it was sent"
+    clock[0] = 1.0
+    b = flow.send(5)  # sent while a's iteration runs
+    clock[0] = 1.03
+    a.token()  # that batch ended: b's prompt goes into the next one
+    clock[0] = 1.20
+    b.token()
+    assert b.waited_s == pytest.approx(0.03)
+    clock[0] = 2.0
+    c = flow.send(5)  # sent between two batches: its prompt joined the next batch at once
+    clock[0] = 2.2
+    a.token()
+    clock[0] = 2.205  # its first token came with the others' tokens of that batch (within TOGETHER_S)
+    c.token()
+    assert c.waited_s == 0.0 and flow.awaiting == []
+    d = flow.send(5)
+    d.end()  # failed before any token: no longer awaited
+    assert flow.awaiting == [] and d.waited_s == 0.0
+
+
+def test_a_prompt_that_comes_while_decode_runs_waits_for_the_iteration_in_progress() -> None:
+    def run(wait: bool) -> float:
+        time = TimeModel(prefill_tokens_per_s=100.0, decode_tokens_per_s=10.0, wait_iteration=wait)
+        # s0: 1 s of prefill, then 50 iterations of 0.1 s from 1.0 s; s1 comes at 2.05 s, mid-iteration
+        plans = [SessionPlan("s0", 0.0, iter([Step(100, 50, 0.0)])), SessionPlan("s1", 2.05, iter([Step(100, 5, 0.0)]))]
+        result = simulate(iter(plans), _config(time))
+        return result.ttft_s["p99"]
+
+    assert run(False) == pytest.approx(1.1, rel=0.011), "its prefill at once, then one iteration"
+    assert run(True) == pytest.approx(0.05 + 1.1, rel=0.011), "the iteration running to 2.1 s first"
+
+
+def test_the_servers_own_prompt_time_is_the_stall_and_the_clients_delay_beyond_it_stalls_nothing() -> None:
+    # the server computed each prompt in a x new (its timings.prompt_ms, the first token's iteration included); the
+    # client saw each first token later still (its HTTP request, its event loop on a busy machine: longer for the
+    # larger answers), which stalls no other session's decode
+    a = 0.004
+    iterations = [(1, 0.02, 100), (2, 0.03, 100), (3, 0.04, 100)]
+    prefills, delays = [], []
+    for i in range(40):
+        new, beside = 5 + 3 * (i % 7), i % 3
+        server = a * new + (0.02 + 0.01 * beside)  # the batch: the prompt's work and the iteration of k + 1
+        delays.append(0.08 + 0.002 * new)
+        prefills.append((10.0 * i, server + delays[-1], new, 0, beside, 0.0, server))
+    fit = prefill_fit(prefills, iterations)
+    assert fit is not None
+    mean_delay = sum(delays) / len(delays)
+    assert fit[:3] == pytest.approx((mean_delay, a, 0.0), rel=1e-6, abs=1e-9), "the stall is the server's"
+    unknown = [(*p[:6], -1.0) for p in prefills]  # a server without timings: the time to first token, as before
+    fit = prefill_fit(unknown, iterations)
+    assert fit is not None and fit[:3] == pytest.approx((0.08, a + 0.002, 0.0), rel=1e-6, abs=1e-9)

@@ -207,3 +207,18 @@ def test_vllm_lines_invariants(tmp_path_factory: pytest.TempPathFactory, lines: 
         return
     assert m.prefill_tokens_per_s >= min(x.prompt_tokens_per_s for x in read.mixed)
     assert m.levels == tuple(sorted({d.running for d in read.decode}))
+
+
+def test_intervals_whose_prompts_cost_nothing_measurable_give_a_lower_bound_not_a_refusal() -> None:
+    """vLLM: 2 sessions at 50 tokens/s each when clean; an interval that also computed 100 prompt tokens/s generated
+    99 tokens/s, so decode took 99 / (2 x 50) = 99% of it and the prompts under 5%: their rate is at least
+    100 / 5% = 2,000 tokens/s."""
+    from kvbudget.measure.logs.serving import Decode, Mixed, ServingLog
+    from kvbudget.simulate.measured_log import speeds_of_log
+
+    log = ServingLog("x.log", engine="vllm", decode=[Decode(2, 50.0, 1)], mixed=[Mixed(2, 100.0, 99.0, 2)])
+    speeds = speeds_of_log(log, "x.log")
+    assert speeds.prefill_tokens_per_s == pytest.approx(2000.0)
+    assert "at least 2,000 tokens/s" in speeds.prefill_basis and "a lower bound" in speeds.prefill_basis
+    with pytest.raises(InputError, match="no interval of the log both prefilled and decoded"):
+        speeds_of_log(ServingLog("y.log", engine="vllm", decode=[Decode(2, 50.0, 1)]), "y.log")

@@ -63,8 +63,13 @@ class PlanSpeeds:
             "output_tokens_per_s_per_replica": round(self.output_tokens_per_s, 3),
             "ttft_s": round(self.ttft_s, 6),
             "ttft_prompt_tokens": self.prompt_tokens,
-            "ttft_basis": "worst case: a prompt of the whole cap, nothing cached, at the measured prefill tokens/s, "
-            "+ one decode iteration",
+            "ttft_basis": (
+                "a prompt of the whole cap: the measured fixed prefill cost a request (no growth with the prompt "
+                "measured), + one decode iteration"
+                if m.prefill_fixed
+                else "worst case: a prompt of the whole cap, nothing cached, at the measured prefill tokens/s, "
+                "+ one decode iteration"
+            ),
         }
 
     def lines(self) -> list[str]:
@@ -101,4 +106,6 @@ def plan_speeds(measured: MeasuredSpeeds, plan: Plan) -> PlanSpeeds:
         basis = "the sessions the KV pool holds at the cap" if plan.sessions else "one session (none fits the cap)"
     itl = measured.iteration_s(n)
     prompt = plan.inputs.context
-    return PlanSpeeds(measured, n, basis, prompt, prompt / measured.prefill_tokens_per_s + itl, itl)
+    # a fixed prefill (measured.prefill_fixed): every request waits that cost, whatever its prompt
+    prefill = measured.first_token_s if measured.prefill_fixed else prompt / measured.prefill_tokens_per_s
+    return PlanSpeeds(measured, n, basis, prompt, prefill + itl, itl)

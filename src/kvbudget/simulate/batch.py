@@ -48,6 +48,8 @@ TOKEN_TOLERANCE = 1e-6
 
 class DecodeBatch:
     __slots__ = (
+        "anchor",
+        "batch_start",
         "busy_until",
         "fixed_iteration",
         "growth",
@@ -82,6 +84,8 @@ class DecodeBatch:
         self.v = 0.0
         self.t_last = 0.0
         self.busy_until = 0.0
+        self.anchor = 0.0  # the end of the last iteration known (a completion, a prefill batch's end): the phase
+        self.batch_start = 0.0  # when the prefill of the last prompt that joined starts (after any wait)
         self.kv_read = 0
         self.running = 0
         self.peak = 0  # the most sessions ever in the batch at once (running requests)
@@ -124,7 +128,19 @@ class DecodeBatch:
             if now > start:
                 self.v += (now - start) / self.t_iter
         self.t_last = now
+        if prefill_tokens and self.running and now >= busy and self.time.wait_iteration:
+            # it waits for the iteration in progress (TimeModel.wait_iteration), which completes meanwhile; the
+            # iterations run back to back from the last boundary known (a completion or a prefill batch's end)
+            anchor = self.anchor if self.anchor > busy else busy
+            if not self.settled and not self.fixed_iteration:  # this event changed the batch: its iteration now
+                self.t_iter = self._iteration()
+            t_iter = self.t_iter
+            boundary = anchor + math.ceil((now - anchor) / t_iter) * t_iter if now > anchor else now
+            if boundary > now:
+                self.v += (boundary - now) / t_iter
+                busy = self.busy_until = self.anchor = boundary
         if prefill_tokens:
+            self.batch_start = busy if busy > now else now
             hook = self.prefill_s
             if hook is not None:
                 seconds = hook(prefill_tokens, s.prompt - prefill_tokens)
@@ -133,6 +149,7 @@ class DecodeBatch:
             if seconds:
                 busy = self.busy_until = (busy if busy > now else now) + seconds
                 self.prefill_busy += seconds
+                self.anchor = busy  # the batch's end is an iteration's boundary
         s.kv = kv_bytes
         self.kv_read += kv_bytes
         self.running += 1
@@ -280,6 +297,7 @@ class DecodeBatch:
 
     def finish(self, s: Session, now: float) -> None:
         """``s`` (just popped) completed its step: it leaves the batch."""
+        self.anchor = now  # its last token came at an iteration's end
         self._drop(s)
 
     def regrow(self, s: Session, now: float) -> None:

@@ -69,6 +69,9 @@ class MeasuredSpeeds:
     served: str | None = None  # the model name the server reported
     origin: str = "load test"  # what measured it: a load test, an engine's log or a calibration of one
     bases: tuple[str, str] | None = None  # (prefill, decode) bases when not a load test's
+    # the prefill fit took each request's wait for the batch running when it was sent out of its time to first
+    # token (measure/loadtest/flow.py ``waited_s``): the simulator charges it (TimeModel.wait_iteration)
+    batch_wait: bool = False
 
     def check(self, engine: str, spec: ModelSpec, model: str) -> None:
         """InputError when the load test ran another engine, or served a model the catalog knows whose geometry
@@ -88,6 +91,11 @@ class MeasuredSpeeds:
         return True
 
     @property
+    def prefill_fixed(self) -> bool:
+        """The prefill fit found no growth with the prompt's tokens: a fixed cost a request (``first_token_s``)."""
+        return self.prefill_per_token is not None and self.prefill_per_token + self.prefill_per_context <= 0
+
+    @property
     def label(self) -> str:
         return f"measured ({self.source})"
 
@@ -99,12 +107,20 @@ class MeasuredSpeeds:
     def prefill_basis(self) -> str:
         if self.bases is not None:
             return self.bases[0]
+        if self.prefill_fixed:
+            return (
+                f"load test {self.source}: prefill a fixed {self.first_token_s * 1e3:.3g} ms a request, which stalls "
+                "no decode: the prompts' tokens explained none of the time to first token less one decode iteration "
+                f"beyond it (fitted a = b = 0; {self.prefill_tokens_per_s:,.0f} tokens/s at its median request)"
+            )
         if self.prefill_per_token is not None:
             return (
                 f"load test {self.source}: prefill {self.prefill_per_token * 1e3:.3g} ms a token + "
                 f"{self.prefill_per_context * 1e6:.3g} us a token per token of context "
                 f"({self.prefill_tokens_per_s:,.0f} tokens/s at its median request) and {self.first_token_s * 1e3:.3g} "
-                "ms a request, fitted to time to first token less one decode iteration"
+                "ms a request, fitted to time to first token less "
+                + ("its wait for the running batch (charged as it came) and " if self.batch_wait else "")
+                + "one decode iteration"
             )
         return f"load test {self.source}: median prefill {self.prefill_tokens_per_s:,.0f} tokens/s over its levels"
 
@@ -171,7 +187,8 @@ def _p50(level: dict[str, object], key: str, source: str) -> float | None:
 
 
 # ({running: (iteration s, gaps)}, prefill tokens/s, requests, (a, b, c) of the prefill fit or None, the decode fit,
-# the result's sample (its clean gaps and prefill rows, kvbudget.measure.loadtest.speeds) or None)
+# the result's sample (its clean gaps and prefill rows, kvbudget.measure.loadtest.speeds) or None, whether its
+# prefill fit took each request's wait for the running batch out: ``batch_wait``)
 Figures = tuple[
     dict[int, tuple[float, int]],
     float,
@@ -179,6 +196,7 @@ Figures = tuple[
     tuple[float, float, float] | None,
     tuple[float, float, float] | None,
     Sample | None,
+    bool,
 ]
 
 
@@ -229,7 +247,8 @@ def _figures(speeds: dict[str, object], source: str) -> Figures | None:
     a = _seconds(speeds.get("prefill_s_per_token"), "prefill_s_per_token", source, zero=True)
     b = _seconds(speeds.get("prefill_s_per_token_context"), "prefill_s_per_token_context", source, zero=True)
     c = _seconds(speeds.get("first_token_overhead_s"), "first_token_overhead_s", source, zero=True) or 0.0
-    fit = (a, b, c) if a is not None and b is not None and a + b > 0 else None
+    # a = b = 0 is a fit too: the prefill a fixed cost c a request (measure/loadtest/speeds.py, ``prefill_model``)
+    fit = (a, b, c) if a is not None and b is not None else None
     decode = speeds.get("decode_fit")
     names = ("s_per_iteration", "s_per_session", "s_per_token_held")
     terms = (
@@ -240,7 +259,8 @@ def _figures(speeds: dict[str, object], source: str) -> Figures | None:
     c0, c1, c2 = terms if len(terms) == 3 else (None, None, None)
     line = (c0, c1, c2) if c0 is not None and c1 is not None and c2 is not None else None
     count = requests if isinstance(requests, int) and not isinstance(requests, bool) and 0 < requests <= 10**9 else 1
-    return points, float(rate), count, fit, line, read_sample(speeds.get("sample"), source)
+    waited = speeds.get("batch_wait") is True
+    return points, float(rate), count, fit, line, read_sample(speeds.get("sample"), source), waited
 
 
 def _pooled(figures: list[Figures], source: str) -> MeasuredSpeeds:
@@ -275,6 +295,7 @@ def _pooled(figures: list[Figures], source: str) -> MeasuredSpeeds:
         prefill_per_context=b,
         first_token_s=c,
         decode_fit=decode,
+        batch_wait=all(f[6] for f in figures),
     )
 
 
@@ -301,7 +322,8 @@ def speeds_of_all(docs: list[tuple[object, str]]) -> MeasuredSpeeds:
         if len(clean) > 1 and len(samples) == len(clean):  # one fit over the union (speeds.py, ``sample``)
             from kvbudget.measure.loadtest.speeds import refit
 
-            union = refit([g for s in samples for g in s[0]], [p for s in samples for p in s[1]])
+            waited = all(f[6] for f in clean)  # rows of results from before the wait hold 0: then none is taken
+            union = refit([g for s in samples for g in s[0]], [p for s in samples for p in s[1]], batch_wait=waited)
             once = _figures(union, source)
             clean = [once] if once is not None else clean
         return replace(_pooled(clean, source), engine=engine, served=served)

@@ -14,7 +14,10 @@ stands still, then decode iterations of the sessions running.
   a second by ``k`` sessions that each decode at ``r(k)`` when alone (the clean curve), decode took ``G / (k r(k))``
   of the interval; the rest computed its prompt tokens, so prefill tokens/s = prompt tokens/s / (1 - that share).
   The median over the intervals where prefill took at least MIN_PREFILL_SHARE of the time (below, the share is
-  within the noise of ``r(k)``). An interval idle for a while (no request at all) is not seen by the log and
+  within the noise of ``r(k)``). When none did (prompts that cost nothing measurable beside the decode), that is
+  what was measured, not a refusal: the prefill took under MIN_PREFILL_SHARE of each interval, so its rate is at
+  least the prompt tokens/s over that share, and the median of those lower bounds is used, said so. An interval
+  idle for a while (no request at all) is not seen by the log and
   lowers its figure: the median is then conservative (prompts charged slower than they ran).
 * **Prefill**, llama-server: the prompt eval time of the clean requests that ran alone (serving.py); when none
   did, every request's, whose prompt time holds the other slots' decode tokens too (a lower bound, said so).
@@ -137,6 +140,16 @@ def _prefill(log: ServingLog, curve: MeasuredSpeeds, source: str) -> tuple[float
         if 1 - share >= MIN_PREFILL_SHARE:
             rates.append(m.prompt_tokens_per_s / (1 - share))
             lines.append(m.line)
+    bounds = [] if rates else [(m.prompt_tokens_per_s / MIN_PREFILL_SHARE, m.line) for m in log.mixed]
+    bounds = [(b, line) for b, line in bounds if b > 0]
+    if not rates and bounds:
+        rate = _rate(median(b for b, _ in bounds), "prefill speed", source)
+        return rate, (
+            f"log {source}: prefill at least {rate:,.0f} tokens/s: in none of {len(bounds):,} interval"
+            f"{'s' if len(bounds) > 1 else ''} that prefilled did the prompts take {MIN_PREFILL_SHARE:.0%} of the "
+            f"time beside the decode, so the median of prompt tokens/s over {MIN_PREFILL_SHARE:.0%} "
+            f"(a lower bound; {_lines([line for _, line in bounds])})"
+        )
     if not rates:
         raise InputError(
             f"--speed-from {source}: no interval of the log both prefilled and decoded with requests running "

@@ -94,6 +94,11 @@ class TimeModel:
     # Prompts waiting together are prefilled in one batch and get their first token together (llama.cpp's
     # server, scheduler._first_token); off: one after another, each its first token at its own prefill's end.
     group_prompts: bool = False
+    # A prompt that comes while decode runs waits for the iteration in progress: the server takes new requests only
+    # between two batches (llama.cpp tools/server/server-queue.cpp ``start_loop``: new tasks are drained into the
+    # slots, then ``update_slots`` runs one batch; kvbudget.simulate.batch ``join``). On for speeds whose fit took
+    # that wait out of the time to first token (measured, kvbudget.measure.loadtest.flow ``waited_s``).
+    wait_iteration: bool = False
     # Seconds a request spends before the server's batch takes it, holding nothing (its own overhead and its wait
     # for the running iteration; measured, kvbudget.measure.loadtest.speeds): a step starts this much after its
     # pause (a closed loop's session after the one it replaces) and its TTFT counts it.

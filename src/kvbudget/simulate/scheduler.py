@@ -344,7 +344,7 @@ class Replica:
                 member.t_first = t
         else:  # no backlog (a batch of its own, now) or the last batch is running (the next, at its end)
             self.close_group()
-            self.group_start = now if before <= now else before
+            self.group_start = self.batch.batch_start  # its prefill's start: after the backlog, or the iteration
         self.group.append(s)
         self.group_ready.append(s.ready_at)
         self.group_t = t

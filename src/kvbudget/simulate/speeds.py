@@ -67,6 +67,7 @@ class ReplicaSpeeds:
     decode_quotes: tuple[tuple[int, float], ...]  # (running sessions, decode tokens/s per session)
     group_prompts: bool = False  # prompts waiting together share a batch (TimeModel.group_prompts): measured so
     first_token_s: float = 0.0  # TimeModel.first_token_s (measured)
+    wait_iteration: bool = False  # TimeModel.wait_iteration (measured with the wait taken out)
 
     def time_model(self, swap_bytes_per_s: float) -> TimeModel:
         from kvbudget.simulate.policies import TimeModel
@@ -79,6 +80,7 @@ class ReplicaSpeeds:
             step_s=self.step,
             group_prompts=self.group_prompts,
             first_token_s=self.first_token_s,
+            wait_iteration=self.wait_iteration,
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -168,6 +170,7 @@ def replica_speeds(
         decode_quotes=quotes,
         group_prompts=prefill_from.provenance == "measured" and measured is not None and measured.clean,
         first_token_s=measured.first_token_s if prefill_from.provenance == "measured" and measured else 0.0,
+        wait_iteration=prefill_from.provenance == "measured" and measured is not None and measured.batch_wait,
     )
 
 
@@ -183,6 +186,7 @@ def measured_time_model(measured: MeasuredSpeeds, swap_bytes_per_s: float = 64e9
         step_s=measured.step,
         group_prompts=measured.clean,
         first_token_s=measured.first_token_s,
+        wait_iteration=measured.batch_wait,
     )
 
 

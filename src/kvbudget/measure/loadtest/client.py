@@ -60,6 +60,7 @@ class Reply:
     error_kind: str | None = None  # "context", "http_4xx", "http_5xx", "transport", "stream"
     gaps: list[tuple[int, int, float]] = field(default_factory=list)  # clean gaps (flow.py): decoding, held, s
     beside: int = 0  # requests decoding when it was sent (flow.py)
+    waited_s: float = 0.0  # its wait for the batch running on the server when it was sent (flow.py)
 
     @property
     def ok(self) -> bool:
@@ -220,7 +221,7 @@ class Client:
             answered = await self._attempts(reply, stream, body, timeout, keep_text, session)
         finally:
             stream.end()
-        reply.gaps, reply.beside = stream.gaps, stream.beside
+        reply.gaps, reply.beside, reply.waited_s = stream.gaps, stream.beside, stream.waited_s
         if answered:
             reply.latency_s = time.monotonic() - sent
         return reply

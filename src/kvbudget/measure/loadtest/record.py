@@ -103,7 +103,8 @@ class Recorder:
         self.last_error: str | None = None
         # The mechanism's speeds (flow.py, speeds.py): clean decode gaps by sessions decoding, every prompt
         self.decode_gaps: dict[int, Reservoir] = {}
-        self.prefills: list[tuple[float, float, int, int, int]] = []  # (sent s, TTFT s, new, cached, decoding)
+        # (sent s, TTFT s, new, cached, decoding, s waited for the running batch, server's prompt s: speeds.Prefill)
+        self.prefills: list[tuple[float, float, int, int, int, float, float]] = []
 
     @property
     def level(self) -> Level:
@@ -187,7 +188,12 @@ class Recorder:
         for running, held, gap in reply.gaps:
             self.decode_gaps.setdefault(running, Reservoir()).add((held, gap))
         if new > 0 and reply.ttft_s and len(self.prefills) < SAMPLE_CAP:
-            self.prefills.append((reply.sent_s, reply.ttft_s, new, reply.cached_tokens or 0, reply.beside))
+            waited = min(reply.waited_s, reply.ttft_s)
+            # the server's own time of the batch that computed the prompt (llama.cpp timings.prompt_ms), -1 unknown
+            served = reply.prompt_ms / 1e3 if reply.prompt_ms is not None and 0 < reply.prompt_ms < 1e6 else -1.0
+            served = min(served, reply.ttft_s - waited)
+            row = (reply.sent_s, reply.ttft_s, new, reply.cached_tokens or 0, reply.beside, waited, served)
+            self.prefills.append(row)
 
     def _tokens(self, reply: Reply, planned_prompt: int) -> None:
         t = self.tokens

@@ -29,6 +29,18 @@
   it came: the server takes new prompts between iterations), which the simulator puts before each step and counts
   in its time to first token, without stopping decode (TimeModel.first_token_s). ``prefill_tokens_per_s`` quotes
   the fit at the median request's shape (and is the rate older readers take).
+  Each request's wait for the batch running when it was sent (flow.py ``waited_s``: llama-server takes new tasks
+  only between batches) is taken out of its time first, and the simulator charges it where the server does
+  (TimeModel.wait_iteration). When every request carries the server's own time of the batch that computed its
+  prompt (llama.cpp ``timings.prompt_ms``), the stall is fitted to that (less one iteration) instead, and the mean
+  of what the client saw beyond it (its HTTP request, its event loop waking late on a busy machine: nothing the
+  server computed, nothing that stalls decode) is added to ``c``.
+  When the prompt's work explains none of the time beyond ``c`` (the non-negative fit's ``a = b = 0``: a sample
+  whose requests' times do not grow with their batches' tokens, measured on a loaded 2-core machine, docs/speed.md),
+  the prefill model *is* that fixed cost a request: the fit is kept (``prefill_model`` ``fixed``), the simulator
+  charges each request ``c`` before its first token and no decode stall, and ``prefill_tokens_per_s`` quotes the
+  median request's tokens over ``c`` (what a reader of the rate alone charges for a prompt of that size). Before,
+  such a sample had no prefill fit, and ``--speed-from`` refused the result.
 
 * **The sample**: a result also carries its clean gaps and its requests' prefill rows (``sample``, at most
   ``SAMPLE_ROWS`` of each, a seeded uniform subsample past that), so that results pooled by ``--speed-from`` are
@@ -44,22 +56,24 @@ import random
 from bisect import bisect_left
 from collections.abc import Sequence
 
-from kvbudget.measure.loadtest.flow import Reservoir
+from kvbudget.measure.loadtest.flow import TOGETHER_S, Reservoir
 from kvbudget.measure.loadtest.record import percentile
+
+HIGHEST = 1e9  # tokens/s: the quoted rate of a prefill that costs nothing (kvbudget.simulate.measured.HIGHEST)
 
 MIN_GAPS = 20  # clean gaps a concurrency needs before its mean is a measured point
 TRIM = 0.01  # the share of the slowest clean gaps left out of the mean
 MIN_PREFILLS = 5  # requests the prefill fit needs
-# first tokens this close came from one batch: a batch's prompts get theirs at its end, together, and batches one
-# after another are at least one decode iteration apart (the 2-core machine's iteration: 10 ms and more)
-TOGETHER_S = 0.01
 OUTLIER = 3.0  # a request whose residual passes this many times the median absolute residual is left out, once
 
 SAMPLE_ROWS = 4000  # clean gaps, and prefill rows, a result carries for pooling (module doc)
 
-Prefill = tuple[float, float, int, int, int]  # (sent s, time to first token s, new tokens, cached tokens, decoding)
-# (new tokens, cached tokens, the batch's tokens, the batch's tokens x mean context, time to first token s, decoding)
-PrefillRow = tuple[int, int, float, float, float, int]
+# (sent s, time to first token s, new tokens, cached tokens, decoding, s waited for the running batch: flow.py,
+# the server's own seconds for the batch that computed the prompt: llama.cpp timings.prompt_ms, -1 when not given)
+Prefill = tuple[float, float, int, int, int, float, float]
+# (new tokens, cached tokens, the batch's tokens, the batch's tokens x mean context, time to first token s, decoding,
+# s waited for the batch running when it was sent, the server's prompt seconds or -1)
+PrefillRow = tuple[int, int, float, float, float, int, float, float]
 
 
 def decode_iterations(gaps: dict[int, Reservoir]) -> list[tuple[int, float, int]]:
@@ -89,7 +103,7 @@ def batched_work(prefills: list[Prefill], together_s: float = TOGETHER_S) -> lis
     sent = [prefills[i][0] for i in order]
     longest = max((p[1] for p in prefills), default=0.0)
     out = []
-    for start, ttft, _, _, _ in prefills:
+    for start, ttft, *_ in prefills:
         lo = bisect_left(sent, start - longest)  # no earlier prefill lasted longer than the longest
         hi = bisect_left(sent, start + ttft)
         x1 = x2 = 0.0
@@ -155,8 +169,10 @@ def decode_fit(gaps: dict[int, Reservoir]) -> tuple[float, float, float] | None:
 def prefill_rows(prefills: list[Prefill]) -> list[PrefillRow]:
     """Each request's row for the prefill fit: its own prompt, the batch it joined (``batched_work``), its time."""
     return [
-        (new, cached, x1, x2, ttft, beside)
-        for (_, ttft, new, cached, beside), (x1, x2) in zip(prefills, batched_work(prefills), strict=True)
+        (new, cached, x1, x2, ttft, beside, waited, served)
+        for (_, ttft, new, cached, beside, waited, served), (x1, x2) in zip(
+            prefills, batched_work(prefills), strict=True
+        )
     ]
 
 
@@ -177,9 +193,15 @@ def fit_prefill(
     from kvbudget.simulate.measured import MeasuredSpeeds
 
     curve = MeasuredSpeeds("", 1.0, tuple((k, 1 / t) for k, t, _ in iterations))
+    # With the server's own prompt time on every row (llama-server's timings), the stall is fitted to it and what
+    # the client saw beyond it (its HTTP request, its event loop's delay on a busy machine: nothing the server
+    # computed, nothing that stalls decode) is the mean of the rest, added to c (module doc)
+    served = all(row[7] >= 0 for row in prefills)
     rows: list[tuple[float, ...]] = [
-        (1.0, x1, x2, ttft - curve.iteration_s(beside + 1)) for _, _, x1, x2, ttft, beside in prefills
+        (1.0, x1, x2, (server if served else ttft - waited) - curve.iteration_s(beside + 1))
+        for _, _, x1, x2, ttft, beside, waited, server in prefills
     ]
+    client = sum(ttft - waited - server for *_, ttft, _, waited, server in prefills) / len(prefills) if served else 0.0
     c, a, b = _fit(rows)
     spread = percentile([abs(r[3] - c - a * r[1] - b * r[2]) for r in rows], 50) or 0.0
     kept = [r for r in rows if abs(r[3] - c - a * r[1] - b * r[2]) <= OUTLIER * spread]
@@ -188,9 +210,10 @@ def fit_prefill(
     new = percentile([float(p[0]) for p in prefills], 50) or 1.0
     cached = percentile([float(p[1]) for p in prefills], 50) or 0.0
     seconds = a * new + b * new * (cached + new / 2)
-    if seconds <= 0:
-        return None
-    return c, a, b, new / seconds
+    c += client
+    if seconds <= 0:  # a fixed cost: the prompt's work explained none of the time beyond c (module doc)
+        seconds = c
+    return c, a, b, min(HIGHEST, new / seconds) if seconds > 0 else HIGHEST
 
 
 def speeds_json(gaps: dict[int, Reservoir], prefills: list[Prefill]) -> dict[str, object]:
@@ -200,12 +223,18 @@ def speeds_json(gaps: dict[int, Reservoir], prefills: list[Prefill]) -> dict[str
     return {**_figures(gaps, rows), "sample": _sample(flat, rows)}
 
 
-def refit(gaps: Sequence[tuple[int, int, float]], prefills: Sequence[PrefillRow]) -> dict[str, object]:
-    """The figures of ``speeds`` fitted once over samples pooled from several results (``sample``, module doc)."""
+def refit(
+    gaps: Sequence[tuple[int, int, float]], prefills: Sequence[PrefillRow], *, batch_wait: bool = True
+) -> dict[str, object]:
+    """The figures of ``speeds`` fitted once over samples pooled from several results (``sample``, module doc);
+    ``batch_wait`` False: some rows come from results from before the wait was measured (it is then left in every
+    row's time, and in the fit's constant, as those results had it)."""
     by: dict[int, Reservoir] = {}
     for running, held, gap in gaps:
         by.setdefault(running, Reservoir()).add((held, gap))
-    return _figures(by, prefills)
+    if not batch_wait:
+        prefills = [(n, c, x1, x2, t, k, 0.0, -1.0) for n, c, x1, x2, t, k, *_ in prefills]
+    return {**_figures(by, prefills), "batch_wait": batch_wait}
 
 
 def _sample(gaps: list[tuple[int, int, float]], prefills: list[PrefillRow]) -> dict[str, object]:
@@ -215,7 +244,10 @@ def _sample(gaps: list[tuple[int, int, float]], prefills: list[PrefillRow]) -> d
     prefills = prefills if len(prefills) <= SAMPLE_ROWS else rng.sample(prefills, SAMPLE_ROWS)
     return {
         "gaps": [[k, held, round(gap, 6)] for k, held, gap in gaps],
-        "prefills": [[new, cached, x1, x2, round(ttft, 6), beside] for new, cached, x1, x2, ttft, beside in prefills],
+        "prefills": [
+            [new, cached, x1, x2, round(ttft, 6), beside, round(waited, 6), round(server, 6)]
+            for new, cached, x1, x2, ttft, beside, waited, server in prefills
+        ],
     }
 
 
@@ -232,11 +264,14 @@ def _figures(gaps: dict[int, Reservoir], rows: Sequence[PrefillRow]) -> dict[str
         "prefill_s_per_token": None if fit is None else fit[1],
         "prefill_s_per_token_context": None if fit is None else fit[2],
         "first_token_overhead_s": None if fit is None else fit[0],
+        "prefill_model": None if fit is None else ("tokens" if fit[1] + fit[2] > 0 else "fixed"),
         "prefill_requests": len(rows),
+        "batch_wait": True,
         "basis": (
             f"decode: the mean clean stream gap (no prompt in flight, the same sessions decoding; at least "
             f"{MIN_GAPS} per point, the slowest {TRIM:.0%} left out) per sessions decoding; prefill: time to first "
-            "token less one iteration, fitted over the requests as c + a x tokens + b x tokens x mean context read, "
+            "token less its wait for the batch running when it was sent and one iteration, fitted over the requests "
+            "as c + a x tokens + b x tokens x mean context read, "
             "the prompts batched together summed"
         ),
     }
