@@ -126,7 +126,9 @@ def read_records(
     A session belongs to its file: with several files, session ids are prefixed with the file's name
     (its path when two names are alike), so equal ids in two files are two sessions, never one with
     invented growth. ``span_files`` says the files are parts of one trace whose sessions continue
-    across them. The same file given twice is refused.
+    across them; when they are all kvbudget's own format (the ``--record`` files of several gateway replicas,
+    whose rows of one session interleave across the files), each session's steps are merged in step order
+    (kvbudget_jsonl.merged). The same file given twice is refused.
     """
     if not paths:
         raise TraceError("no trace files given")
@@ -143,6 +145,10 @@ def read_records(
             raise TraceError(str(bad))
         bad_rows.append(bad)
 
+    if span_files and len(plan) > 1 and all(read is reader("kvbudget") for _, read in plan):
+        from kvbudget.workload.traces import kvbudget_jsonl
+
+        return _guarded(kvbudget_jsonl.merged([path for path, _ in plan], sink), plan[0][0])
     names = Counter(path.name for path, _ in plan)
     labels = (
         None
@@ -173,6 +179,17 @@ def relabel(r: StepRecord, label: str) -> StepRecord:
         r.shared_blocks,
         r.declared_prefix,
     )
+
+
+def _guarded(records: Iterator[StepRecord], first: Path) -> Iterator[StepRecord]:
+    """``records`` with a file that cannot be read reported in one line, as ``_stream`` does."""
+    try:
+        yield from records
+    except UnicodeDecodeError:
+        raise TraceError(f"{first} (or a file after it): not UTF-8 text; is this a trace file?") from None
+    except (OSError, EOFError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise TraceError(f"{getattr(exc, 'filename', None) or first}: cannot read: {reason}") from None
 
 
 def _stream(
