@@ -53,10 +53,10 @@ def old_pending(text: str) -> tuple[dict[str, object], float] | None:
         return None
     record = doc.get(RECORD) if isinstance(doc, dict) else None
     pending = record.get("pending") if isinstance(record, dict) else None
-    if isinstance(pending, list) and len(pending) == 2 and isinstance(pending[0], dict):
-        if isinstance(pending[1], (int, float)) and not isinstance(pending[1], bool):
-            return pending[0], float(pending[1])
-    return None
+    if not (isinstance(pending, list) and len(pending) == 2 and isinstance(pending[0], dict)):
+        return None
+    ended = pending[1]
+    return (pending[0], float(ended)) if isinstance(ended, (int, float)) and not isinstance(ended, bool) else None
 
 
 def rows(text: str) -> list[dict[str, Any]]:
