@@ -128,7 +128,7 @@ def read_records(
     invented growth. ``span_files`` says the files are parts of one trace whose sessions continue
     across them; when they are all kvbudget's own format (the ``--record`` files of several gateway replicas,
     whose rows of one session interleave across the files), each session's steps are merged in step order
-    (kvbudget_jsonl.merged). The same file given twice is refused.
+    (kvbudget_jsonl.merged), and an empty part is skipped. The same file given twice is refused.
     """
     if not paths:
         raise TraceError("no trace files given")
@@ -138,6 +138,8 @@ def read_records(
         if key in seen:
             raise TraceError(f"{p}: given twice (also as {seen[key]}); each trace file is read once")
         seen[key] = str(p)
+    if span_files and len(paths) > 1:  # a part with no rows (a gateway replica that wrote none) is no trace format
+        paths = [p for p in paths if not _empty(p)] or list(paths[:1])
     plan = [(Path(p), reader(fmt) if fmt is not None else reader(detect_format(p))) for p in paths]
 
     def sink(bad: BadRow) -> None:
@@ -179,6 +181,13 @@ def relabel(r: StepRecord, label: str) -> StepRecord:
         r.shared_blocks,
         r.declared_prefix,
     )
+
+
+def _empty(path: str | Path) -> bool:
+    try:
+        return Path(path).is_file() and Path(path).stat().st_size == 0
+    except OSError:
+        return False
 
 
 def _guarded(records: Iterator[StepRecord], first: Path) -> Iterator[StepRecord]:
