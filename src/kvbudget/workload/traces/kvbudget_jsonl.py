@@ -34,7 +34,7 @@ from kvbudget.workload.traces._common import (
     whole,
 )
 
-MERGE_LIMIT = 5_000_000  # rows held in memory by ``merged`` (about 1 KB each): past it, one line naming the fix
+MERGE_LIMIT = 2_000_000  # rows held in memory by ``merged`` (525 bytes each, measured: docs/traces.md)
 
 
 def read(path: Path, bad: BadSink) -> Iterator[StepRecord]:
@@ -79,7 +79,7 @@ def merged(paths: Sequence[Path], bad: BadSink) -> Iterator[StepRecord]:
                 )
     rows.sort(key=lambda item: item[:3])  # by session, step, then the order the files were given
     last: tuple[str, int, float, str, int] | None = None  # the previous row's session, step, start, file, line
-    for session, step, _, path, line, record in rows:
+    for session, step, _, where, line, record in rows:
         try:
             if last is not None and last[0] == session:
                 if step == last[1]:
@@ -89,9 +89,9 @@ def merged(paths: Sequence[Path], bad: BadSink) -> Iterator[StepRecord]:
                     )
                 check_not_earlier(record.start_s, last[2], session)
         except RowError as exc:
-            bad(BadRow(path, line, str(exc)))
+            bad(BadRow(where, line, str(exc)))
             continue
-        last = (session, step, record.start_s, path, line)
+        last = (session, step, record.start_s, where, line)
         yield record
 
 
