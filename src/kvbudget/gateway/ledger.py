@@ -1,4 +1,5 @@
-"""A session's steps ordered in Redis (``--record`` with ``--state redis``): the Lua half, in the admission script.
+"""A session's steps ordered in Redis (``--record`` with ``--state redis``): the Lua half, in the admission script,
+and the Python half a replica runs around it.
 
 With one replica the recorder orders a session's requests in memory (records.py). With several replicas a session's
 requests may be in flight on two of them at once, so the order lives in Redis, changed only inside the admission
@@ -18,6 +19,13 @@ context continue, and the replica that placed it writes the carried row waiting 
 """
 
 from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from kvbudget.gateway import carried
+from kvbudget.gateway.records import Place
 
 LUA = """
 local emitted = {}  -- rows made writable by this call, for the replica that called it
@@ -103,3 +111,39 @@ local function flush(s)  -- the session ends: places still running never will; t
   redis.call('HDEL', record, s)
 end
 """
+
+
+# -- the Python half: what a replica sends with a request's end, and the rows it is handed to write ---------------
+
+
+def outcome(place: Place) -> list[str]:
+    """A place's end for the ``leave`` script: its end and counts, or given up ('')."""
+    if place.end_s is None:
+        return ["", "0", "0", ""]
+    counts = place.counts
+    extras = {"cached": counts["cached_tokens"], "cap": counts["cap"], "dropped": counts["dropped_tokens"]}
+    return [repr(place.end_s), str(counts["prompt_tokens"]), str(counts["output_tokens"]), json.dumps(extras)]
+
+
+def placed(place: Place | None, reply: Sequence[Any], state: str) -> list[dict[str, Any]]:
+    """A place taken in Redis (``reply``: its id, its start, 1 when it took over a previous version's record, the
+    rows made writable; ``state``: the carried JSON before): ``place`` filled in, and the rows to write."""
+    if place is None or not reply or not int(reply[0]):
+        return []
+    place.id, place.start_s = int(reply[0]), float(reply[1])
+    items = carried.rows(reply[3])
+    old = carried.old_pending(state) if int(reply[2]) else None
+    if old is not None:  # the previous version's row waiting for this start
+        items.insert(0, {"row": old[0], "e": str(old[1]), "next": reply[1]})
+    return items
+
+
+def made_writable(rows: str, *ended: str) -> list[dict[str, Any]]:
+    """The rows a script call made writable, and those the carried states of a previous version's sessions that
+    ended (``ended``) kept waiting (written without a pause, as at any session's end)."""
+    items = carried.rows(rows)
+    for state in ended:
+        old = carried.old_pending(state)
+        if old is not None:
+            items.append({"row": old[0]})
+    return items

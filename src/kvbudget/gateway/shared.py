@@ -30,14 +30,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from kvbudget.gateway import carried
+from kvbudget.gateway import carried, ledger
 from kvbudget.gateway.admission import Counts, Refused, Session, Waiter
 from kvbudget.gateway.atomic import SCRIPT
 from kvbudget.gateway.records import Place
@@ -168,16 +167,7 @@ class SharedAdmission:
     # -- State ----------------------------------------------------------------------------------------------------
 
     def _placed(self, place: Place | None, reply: Sequence[Any], state: str) -> None:
-        """A place in the record taken in Redis (``reply``: its id, its start, 1 when it took over a previous
-        version's record, the rows made writable)."""
-        if place is None or not reply or not int(reply[0]):
-            return
-        place.id, place.start_s = int(reply[0]), float(reply[1])
-        items = carried.rows(reply[3])
-        if int(reply[2]):  # the previous version's row waiting for this start
-            old = carried.old_pending(state)
-            if old is not None:
-                items.insert(0, {"row": old[0], "e": str(old[1]), "next": reply[1]})
+        items = ledger.placed(place, reply, state)
         if items:
             self.on_rows(items)
 
@@ -228,10 +218,21 @@ class SharedAdmission:
             raise
         if waiter.counted > 0:
             waiter.counted -= 1
-            await self._place(session_id, place)
+            placing = asyncio.ensure_future(self._place(session_id, place))
+            try:
+                await asyncio.shield(placing)
+            except asyncio.CancelledError:  # the client went away while its place was taken: both return
+                self._background(self._after(placing, session, place))
+                raise
             return session
         again = await self.admit_now(session_id, place)  # joined while the poll that granted it ran: not counted yet
         return again if again is not None else await self.wait(session_id, place)
+
+    async def _after(self, placing: asyncio.Future[None], session: Session, place: Place | None) -> None:
+        """Release a request whose client left while its place was taken, once it is (then given up there)."""
+        with contextlib.suppress(Exception):
+            await placing
+        await self.release(session, place)
 
     def _give_up(self, session_id: str, waiter: Waiter) -> None:
         waiter.requests -= 1
@@ -251,7 +252,7 @@ class SharedAdmission:
             with contextlib.suppress(StateUnavailable):
                 ids = [carried.encode(session.state), "1" if session.ending else ""]
                 if place is not None and place.id is not None:  # how its request ended: its row, or none
-                    ids += [str(place.id), *_outcome(place)]
+                    ids += [str(place.id), *ledger.outcome(place)]
                 ended, _, rows = await self._call("leave", session.id, ids=ids)  # this replica holds the newest state
                 self._rows(rows)
                 if int(ended):
@@ -286,12 +287,7 @@ class SharedAdmission:
         return int(code) > 0
 
     def _rows(self, rows: str, *ended: str) -> None:
-        """Write the rows a script call made writable, and those a previous version's ended sessions carried."""
-        items = carried.rows(rows)
-        for state in ended:
-            old = carried.old_pending(state)
-            if old is not None:
-                items.append({"row": old[0]})
+        items = ledger.made_writable(rows, *ended)
         if items:
             self.on_rows(items)
 
@@ -415,12 +411,3 @@ class SharedAdmission:
                 granted.future.set_result(self._take(session_id, upstream, counted))
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), POLL_S)
-
-
-def _outcome(place: Place) -> list[str]:
-    """A place's end for the ``leave`` script: its end and counts, or given up ('')."""
-    if place.end_s is None:
-        return ["", "0", "0", ""]
-    counts = place.counts
-    extras = {"cached": counts["cached_tokens"], "cap": counts["cap"], "dropped": counts["dropped_tokens"]}
-    return [repr(place.end_s), str(counts["prompt_tokens"]), str(counts["output_tokens"]), json.dumps(extras)]
