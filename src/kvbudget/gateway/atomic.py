@@ -6,11 +6,12 @@ queued behind the sessions already waiting; a request entering counts in the ses
 replica's waiters: heartbeat, grant the queue's head the free slots, which of them got one; a granted waiter's
 requests count in ``flight``), ``leave`` (a request is done: its flight count returned, the session's carried
 state written, and the session ended when an end was asked and nothing of it is in flight on any replica),
-``move`` (a session off an upstream out of health), ``touch`` (sessions seen now), ``end`` (now, or when its
-requests in flight anywhere are done), ``give_up`` (a waiter leaves the queue; granted meanwhile, its slot goes
-on), ``drop`` (requests a poll counted that gave up), ``reap`` (end the sessions idle
-past the timeout), ``counts`` and ``retry`` (ms until the soonest idle expiry). The time is Redis's own ``TIME``
-(scripts replicate their effects, Redis >= 5).
+``place`` (a request admitted from the queue takes its place in the session's record; one admitted at once takes
+it in its ``enter``; its ``leave`` marks it: ledger.py), ``move`` (a session off an upstream out of health),
+``touch`` (sessions seen now), ``end`` (now, or when its requests in flight anywhere are done), ``give_up`` (a
+waiter leaves the queue; granted meanwhile, its slot goes on), ``drop`` (requests a poll counted that gave up),
+``reap`` (end the sessions idle past the timeout), ``counts`` and ``retry`` (ms until the soonest idle expiry).
+The time is Redis's own ``TIME`` (scripts replicate their effects, Redis >= 5).
 
 A slot is freed by ``remove`` only, which does nothing for a session no longer resident, so an end racing a
 request's end (``DELETE`` against the last ``leave``, or two replicas ending one session) frees it once; and a
