@@ -5,12 +5,14 @@ kvbudget's trace reader (which refuses a step that goes back in time) reads ever
 The order is forced by the upstream, not by time: it holds the first request's answer until the client has the
 second's, so the first-sent request finishes last on any machine, however loaded. The upstream is a small real
 HTTP server written for the test (``--engine other``: no counting calls; it answers with the ``usage`` the test
-sets), with the state in memory and in a real redis-server. The recorder's rule itself is checked on every
-interleaving hypothesis finds.
+sets), with the state in memory and in a real redis-server, and with two gateway replicas sharing that Redis, the
+two requests sent to different replicas (their files read together by ``trace stats --sessions-span-files``). The
+recorder's rule itself is checked on every interleaving hypothesis finds, in memory and across two replicas in Redis.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import Iterator
@@ -23,10 +25,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvbudget.gateway import carried
 from kvbudget.gateway.admission import Session
 from kvbudget.gateway.records import OPEN, Place, Recorder
-from kvbudget.workload.traces import kvbudget_jsonl
+from kvbudget.workload.record import BadRow
+from kvbudget.workload.traces import kvbudget_jsonl, read_records
+from tests.gateway.redis_server import Redis
+from tests.gateway.replicas import Replica
 from tests.live.gateway import gateway
 
 pytest.importorskip("aiohttp")
@@ -125,43 +129,57 @@ def test_two_requests_of_a_session_finishing_out_of_order_are_recorded_in_arriva
     assert written[0]["start_s"] <= written[1]["start_s"] <= written[2]["start_s"]
 
 
+def test_two_requests_of_a_session_on_two_replicas_get_distinct_steps_in_arrival_order(
+    tmp_path: Path, redis: Redis
+) -> None:
+    """No sticky load balancer: the session's first request is held on one replica while its second is answered by
+    the other; each replica writes the rows its calls made writable, and the two files read together are the steps
+    as they were sent."""
+    files = [tmp_path / "one.jsonl", tmp_path / "two.jsonl"]
+    args = ("--cap", "4096", "--sessions", "2", "--engine", "other", "--health-interval", "1h", "--state", redis.url)
+    with (
+        upstream() as server,
+        gateway(server.url, *args, "--record", str(files[0])) as one,
+        gateway(server.url, *args, "--record", str(files[1])) as two,
+    ):
+        first: list[int] = []
+        sending = threading.Thread(target=lambda: first.append(one.call(chat(3, HOLD), "s")[0]))
+        sending.start()  # 300 prompt tokens, on replica one
+        assert server.held.wait(WAIT_S)  # admitted and placed in Redis
+        assert two.call(chat(5), "s")[0] == 200  # sent second, answered first, on replica two: 500 tokens
+        server.release.set()
+        sending.join(WAIT_S)
+        assert first == [200]
+        assert one.call(chat(7), "s")[0] == 200  # a third step, after both: 700 prompt tokens
+        # the last row: written by whichever replica ends the session (two now, or one when its request's release
+        # comes after the DELETE); either file may then hold no row, and the reader skips an empty part
+        assert two.call(None, "s", path="/v1/sessions/s", method="DELETE")[0] == 204
+    bad: list[BadRow] = []
+    rows = list(read_records(files, span_files=True, bad_rows=bad))
+    assert not bad  # distinct steps that never go back in time
+    assert [(r.step, r.prompt_tokens, r.output_tokens) for r in rows] == [(0, 300, 7), (1, 500, 7), (2, 700, 7)]
+    assert [r.new_tokens for r in rows] == [300, 500 - 307, 700 - 507]
+    assert rows[0].pause_s == 0 and rows[1].pause_s is not None and rows[1].pause_s >= 0 and rows[2].pause_s is None
+    assert rows[0].start_s <= rows[1].start_s <= rows[2].start_s
+    assert len({r.session for r in rows}) == 1  # one salt in Redis: one hashed id in both files
+
+
 # -- the recorder's rule, on any interleaving ---------------------------------------------------------------------
 
 # a request: its start, its duration, and whether it completes with a row (else it fails: no row)
 REQUESTS = st.lists(st.tuples(st.integers(0, 50), st.integers(0, 30), st.booleans()), min_size=1, max_size=8)
 
 
-@settings(deadline=None, max_examples=200)  # no time limit: a loaded machine
-@given(requests=REQUESTS, order=st.randoms(use_true_random=False), carry=st.booleans())
-def test_rows_are_in_start_order_with_their_pauses_on_any_interleaving(
-    requests: list[tuple[int, int, bool]], order: Any, carry: bool, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    path = tmp_path_factory.mktemp("order") / "steps.jsonl"
-    recorder = Recorder(path, salt="s")
-    session = Session("s", "http://u", 0.0, 0.0)
-    try:  # closed even when hypothesis stops an example half-way (its random draws ran out)
-        starts = sorted(requests)  # requests begin in the order they arrived (admission keeps it)
-        timeline = [("begin", n) for n in range(len(starts))]
-        for n in range(len(starts)):  # each request ends anywhere after its begin
-            timeline.insert(order.randint(timeline.index(("begin", n)) + 1, len(timeline)), ("end", n))
-        places: dict[int, Place] = {}
-        for kind, n in timeline:
-            start, took, completes = starts[n]
-            if kind == "begin":
-                places[n] = recorder.begin(session, float(start))
-            elif completes:
-                recorder.finish(session, places[n], end_s=float(start + took), prompt_tokens=100 + n, output_tokens=n,
-                                cached_tokens=None)  # fmt: skip
-            else:
-                recorder.drop(session, places[n])
-            if carry and not session.state.get(
-                OPEN
-            ):  # nothing in flight here: the next request may be another replica's
-                session.state = carried.decode(carried.encode(session.state))
-        recorder.end(session)
-    finally:
-        recorder.close()
-    rows = [json.loads(line) for line in path.read_text().splitlines()]
+def _timeline(count: int, order: Any) -> list[tuple[str, int]]:
+    """Requests begin in the order they arrived (admission keeps it); each ends anywhere after its begin."""
+    timeline = [("begin", n) for n in range(count)]
+    for n in range(count):
+        timeline.insert(order.randint(timeline.index(("begin", n)) + 1, len(timeline)), ("end", n))
+    return timeline
+
+
+def _check(starts: list[tuple[int, int, bool]], rows: list[dict[str, Any]]) -> None:
+    """The rows are the completed requests in start order, numbered from 0, with their growth and pauses."""
     kept = [(n, start) for n, start in enumerate(starts) if start[2]]
     assert [row["step"] for row in rows] == list(range(len(kept)))
     assert [row["prompt_tokens"] for row in rows] == [100 + n for n, _ in kept]  # in start order
@@ -172,9 +190,79 @@ def test_rows_are_in_start_order_with_their_pauses_on_any_interleaving(
         assert 0 <= row["pause_s"] <= max(0, after["start_s"] - (start + took))
     if kept and kept[-1][0] == len(starts) - 1:  # the last step, no failed request after it: no pause
         assert "pause_s" not in rows[-1]
+
+
+@settings(deadline=None, max_examples=200)  # no time limit: a loaded machine
+@given(requests=REQUESTS, order=st.randoms(use_true_random=False))
+def test_rows_are_in_start_order_with_their_pauses_on_any_interleaving(
+    requests: list[tuple[int, int, bool]], order: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    path = tmp_path_factory.mktemp("order") / "steps.jsonl"
+    recorder = Recorder(path, salt="s")
+    session = Session("s", "http://u", 0.0, 0.0)
+    try:  # closed even when hypothesis stops an example half-way (its random draws ran out)
+        starts = sorted(requests)  # requests begin in the order they arrived (admission keeps it)
+        places: dict[int, Place] = {}
+        for kind, n in _timeline(len(starts), order):
+            start, took, completes = starts[n]
+            if kind == "begin":
+                places[n] = recorder.begin(session, float(start))
+            elif completes:
+                recorder.finish(session, places[n], end_s=float(start + took), prompt_tokens=100 + n, output_tokens=n,
+                                cached_tokens=None)  # fmt: skip
+            else:
+                recorder.drop(session, places[n])
+        recorder.end(session)
+    finally:
+        recorder.close()
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    _check(starts, rows)
     bad: list[object] = []
     assert len(list(kvbudget_jsonl.read(path, bad.append))) == len(rows) and not bad
     assert not session.state.get(OPEN)
+
+
+@settings(deadline=None, max_examples=60)  # no time limit: each example talks to a real redis-server
+@given(requests=REQUESTS, order=st.randoms(use_true_random=False), on=st.lists(st.integers(0, 1), min_size=8,
+       max_size=8))  # fmt: skip
+def test_two_replicas_sharing_redis_record_the_rule_on_any_interleaving(
+    requests: list[tuple[int, int, bool]], order: Any, on: list[int], redis_process: Redis,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:  # fmt: skip
+    """Each request on either replica (``on``), begun in arrival order, ended in any order: the two files read
+    together hold exactly the rows one replica in memory writes (the same rule, run in Redis: ledger.py)."""
+    redis_process.flush()
+    directory = tmp_path_factory.mktemp("replicas")
+    files = [directory / "one.jsonl", directory / "two.jsonl"]
+    starts = sorted(requests)
+
+    async def scenario() -> None:
+        replicas = [await Replica(redis_process, path).open() for path in files]
+        try:
+            begun: dict[int, tuple[Session, Place]] = {}
+            for kind, n in _timeline(len(starts), order):
+                start, took, completes = starts[n]
+                replica = replicas[on[n]]
+                if kind == "begin":
+                    begun[n] = await replica.begin("s", float(start))
+                else:
+                    session, place = begun[n]
+                    end = float(start + took) if completes else None
+                    await replica.end(session, place, end, 100 + n, n)
+            assert await replicas[0].state.finish("s")  # the session ends: its last row is written
+        finally:
+            for replica in replicas:
+                await replica.close()
+
+    asyncio.run(scenario())
+    bad: list[BadRow] = []
+    written = any(path.stat().st_size for path in files)  # no row at all: every request failed
+    records = list(read_records(files, span_files=True, bad_rows=bad)) if written else []
+    assert not bad
+    by_step = {json.loads(line)["step"]: json.loads(line) for path in files for line in path.read_text().splitlines()}
+    rows = [by_step[r.step] for r in records]
+    assert len(by_step) == len(records) == sum(path.read_text().count("\n") for path in files)  # each step once
+    _check(starts, rows)
 
 
 def test_a_pause_is_the_next_start_minus_this_end_and_zero_when_they_overlap(tmp_path: Path) -> None:

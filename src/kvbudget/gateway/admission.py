@@ -20,7 +20,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from kvbudget.gateway.records import Place
 
 
 class Refused(Exception):
@@ -58,9 +61,10 @@ class State(Protocol):
     upstreams: tuple[str, ...]
     healthy: set[str]
 
-    async def admit_now(self, session_id: str) -> Session | None: ...
-    async def wait(self, session_id: str) -> Session: ...
-    async def release(self, session: Session) -> None: ...
+    # ``place``: the request's place in the record (records.Place), taken by the shared state at admission
+    async def admit_now(self, session_id: str, place: Place | None = None) -> Session | None: ...
+    async def wait(self, session_id: str, place: Place | None = None) -> Session: ...
+    async def release(self, session: Session, place: Place | None = None) -> None: ...
     async def rehome(self, session: Session) -> str | None: ...
     async def finish(self, session_id: str) -> bool: ...
     async def counts(self) -> Counts: ...
@@ -253,13 +257,13 @@ class Admission:
 
     # -- the State interface --------------------------------------------------------------------------------------
 
-    async def admit_now(self, session_id: str) -> Session | None:
-        return self.enter_now(session_id)
+    async def admit_now(self, session_id: str, place: Place | None = None) -> Session | None:
+        return self.enter_now(session_id)  # the place is the recorder's, in memory (records.py)
 
-    async def wait(self, session_id: str) -> Session:
+    async def wait(self, session_id: str, place: Place | None = None) -> Session:
         return await self.enter(session_id)
 
-    async def release(self, session: Session) -> None:
+    async def release(self, session: Session, place: Place | None = None) -> None:
         self.leave(session)
 
     async def rehome(self, session: Session) -> str | None:

@@ -14,6 +14,7 @@ from starlette.responses import Response
 from kvbudget.gateway.admission import Refused, Session, State
 from kvbudget.gateway.keys import Keys
 from kvbudget.gateway.metrics import Metrics
+from kvbudget.gateway.records import Place
 from kvbudget.gateway.replies import error
 from kvbudget.gateway.settings import Settings
 from kvbudget.gateway.shared import StateUnavailable
@@ -33,14 +34,15 @@ async def _client_gone(request: Request) -> None:
         pass
 
 
-async def admit(admission: State, request: Request, session_id: str) -> Session:
-    """Admission, given up (the queue place freed) when the client goes away while it waits."""
-    now = await admission.admit_now(session_id)
+async def admit(admission: State, request: Request, session_id: str, place: Place | None = None) -> Session:
+    """Admission, given up (the queue place freed) when the client goes away while it waits; ``place`` (with
+    ``--record``) takes its place in the session's record in Redis in the same step (shared.py)."""
+    now = await admission.admit_now(session_id, place)
     if now is not None:
         return now
     if not admission.healthy:
         raise NoUpstream
-    entering = asyncio.ensure_future(admission.wait(session_id))
+    entering = asyncio.ensure_future(admission.wait(session_id, place))
     watching = asyncio.ensure_future(_client_gone(request))
     try:
         await asyncio.wait({entering, watching}, return_when=asyncio.FIRST_COMPLETED)

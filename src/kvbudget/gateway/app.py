@@ -52,7 +52,9 @@ class Gateway:
         self.upstreams = Upstreams(
             timeout_s=settings.upstream_timeout_s, key=settings.upstream_key, keyed=settings.keys is not None
         )
-        self.admission = state(settings, self._ended)
+        self.admission = state(settings, self._ended, self._rows)
+        if self.recorder is not None and settings.state is not None:
+            self.recorder.shared = True  # the sessions' steps are ordered in Redis, for every replica (ledger.py)
         self.metrics = Metrics(settings.upstreams, settings.sessions, settings.cap)
         self.counters = {
             upstream: caps.Counter(settings.engine, self.upstreams.poster(upstream), self.upstreams.getter(upstream))
@@ -82,6 +84,10 @@ class Gateway:
                     self.recorder.end(session)
                 self.recorder.close()
             await self.admission.close()
+
+    def _rows(self, items: list[dict[str, Any]]) -> None:
+        if self.recorder is not None:
+            self.recorder.write(items)
 
     def _ended(self, session: Session, why: str) -> None:
         if why == FORGOTTEN:  # a session another replica ended: that replica counts it and writes its last row
@@ -154,7 +160,7 @@ class _Endpoint:
         await response(scope, receive, send)
 
 
-def state(settings: Settings, on_end: Any) -> State:
+def state(settings: Settings, on_end: Any, on_rows: Any) -> State:
     """Admission in memory, or shared in Redis with ``--state redis://...``."""
     common = {"queue_timeout_s": settings.queue_timeout_s, "max_queue": settings.max_queue,
               "idle_timeout_s": settings.idle_timeout_s, "on_end": on_end,
@@ -163,7 +169,7 @@ def state(settings: Settings, on_end: Any) -> State:
         return Admission(settings.sessions, settings.upstreams, **common)
     from kvbudget.gateway.shared import SharedAdmission
 
-    return SharedAdmission(settings.state, settings.sessions, settings.upstreams, **common)
+    return SharedAdmission(settings.state, settings.sessions, settings.upstreams, on_rows=on_rows, **common)
 
 
 def create_app(settings: Settings) -> Starlette:

@@ -6,11 +6,12 @@ queued behind the sessions already waiting; a request entering counts in the ses
 replica's waiters: heartbeat, grant the queue's head the free slots, which of them got one; a granted waiter's
 requests count in ``flight``), ``leave`` (a request is done: its flight count returned, the session's carried
 state written, and the session ended when an end was asked and nothing of it is in flight on any replica),
-``move`` (a session off an upstream out of health), ``touch`` (sessions seen now), ``end`` (now, or when its
-requests in flight anywhere are done), ``give_up`` (a waiter leaves the queue; granted meanwhile, its slot goes
-on), ``drop`` (requests a poll counted that gave up), ``reap`` (end the sessions idle
-past the timeout), ``counts`` and ``retry`` (ms until the soonest idle expiry). The time is Redis's own ``TIME``
-(scripts replicate their effects, Redis >= 5).
+``place`` (a request admitted from the queue takes its place in the session's record; one admitted at once takes
+it in its ``enter``; its ``leave`` marks it: ledger.py), ``move`` (a session off an upstream out of health),
+``touch`` (sessions seen now), ``end`` (now, or when its requests in flight anywhere are done), ``give_up`` (a
+waiter leaves the queue; granted meanwhile, its slot goes on), ``drop`` (requests a poll counted that gave up),
+``reap`` (end the sessions idle past the timeout), ``counts`` and ``retry`` (ms until the soonest idle expiry).
+The time is Redis's own ``TIME`` (scripts replicate their effects, Redis >= 5).
 
 A slot is freed by ``remove`` only, which does nothing for a session no longer resident, so an end racing a
 request's end (``DELETE`` against the last ``leave``, or two replicas ending one session) frees it once; and a
@@ -23,12 +24,15 @@ longer held up by them, so an end frees it at once, as it did before requests we
 
 from __future__ import annotations
 
-# KEYS: where, seen, load, queue, beat, ticket, held, flight, claim, ending, carried (shared.KEYS, in order).
+from kvbudget.gateway.ledger import LUA as LEDGER
+
+# KEYS: where, seen, load, queue, beat, ticket, held, flight, claim, ending, carried, record, placed (shared.KEYS).
 # ARGV: op, slots per upstream, idle ms, stale ms, max queue, session, keyed ("1": ids are "key/id" and each key's
 # sessions are counted in ``held``), the session's key quota, n healthy, healthy upstreams..., ids...
-SCRIPT = """
+HEAD = """
 local where, seen, load, queue, beat, ticket, held = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local flight, claim, ending, carried = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
+local record, placed = KEYS[12], KEYS[13]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local op, slots, idle, stale = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -37,6 +41,9 @@ local keyed, quota, nh = ARGV[7] == '1', tonumber(ARGV[8]), tonumber(ARGV[9])
 local healthy, ids = {}, {}
 for i = 1, nh do healthy[i] = ARGV[9 + i] end
 for i = 10 + nh, #ARGV do ids[#ids + 1] = ARGV[i] end
+"""
+
+BODY = """
 
 local function hold(s, change)  -- a key's sessions, resident or waiting
   if keyed then redis.call('HINCRBY', held, string.match(s, '^[^/]*'), change) end
@@ -64,6 +71,7 @@ local function remove(s)  -- the one place a slot is freed: nothing for a sessio
   local up = redis.call('HGET', where, s)
   if not up then return false end
   local state = redis.call('HGET', carried, s) or ''
+  flush(s)  -- its record's last rows (ledger.py)
   redis.call('HDEL', where, s)
   redis.call('ZREM', seen, s)
   redis.call('HINCRBY', load, up, -1)
@@ -109,7 +117,7 @@ if op == 'enter' or op == 'queue' then
   if up then
     redis.call('ZADD', seen, 'XX', now, sid)
     redis.call('HINCRBY', flight, sid, 1)
-    return {'resident', up, redis.call('HGET', carried, sid) or ''}
+    return taken('resident', up, redis.call('HGET', carried, sid) or '')
   end
   if redis.call('ZSCORE', queue, sid) then
     if op == 'queue' then redis.call('ZADD', beat, now, sid) return {'queued'} end
@@ -122,7 +130,7 @@ if op == 'enter' or op == 'queue' then
       admit(sid, up)
       hold(sid, 1)
       redis.call('HSET', flight, sid, 1)
-      return {'admitted', up, ''}
+      return taken('admitted', up, '')
     end
   end
   if op == 'enter' then return {'wait'} end
@@ -132,6 +140,11 @@ if op == 'enter' or op == 'queue' then
   redis.call('ZADD', beat, now, sid)
   hold(sid, 1)
   return {'queued'}
+elseif op == 'place' then  -- ids: the start of a request admitted from the queue
+  if redis.call('HEXISTS', where, sid) == 0 then return {0, '', 0, '[]', ''} end
+  local state = redis.call('HGET', carried, sid) or ''
+  local p = place(sid, ids[1])
+  return {p[1], p[2], p[3], rows(), state}
 elseif op == 'poll' then  -- ids: session, its requests waiting here, session, requests...
   local waiting = {}
   for i = 1, #ids, 2 do waiting[#waiting + 1] = {ids[i], tonumber(ids[i + 1])} end
@@ -169,8 +182,10 @@ elseif op == 'move' then
 elseif op == 'touch' then
   for _, s in ipairs(ids) do redis.call('ZADD', seen, 'XX', now, s) end
   return 0
-elseif op == 'leave' then  -- ids: the session's carried state (JSON, '' to keep it), '1' when this request ends it
-  if redis.call('HEXISTS', where, sid) == 0 then return {0, ''} end  -- gone already: nothing to free or count
+elseif op == 'leave' then  -- ids: the session's carried state (JSON, '' to keep it), '1' when this request ends it,
+  -- and, when it has a place in the record: its id, its end ('' = given up), prompt, output, the row's extras
+  if redis.call('HEXISTS', where, sid) == 0 then return {0, '', '[]'} end  -- gone already: nothing to free or count
+  if ids[3] then mark(sid, tonumber(ids[3]), ids[4], tonumber(ids[5]), tonumber(ids[6]), ids[7]) end
   if ids[1] ~= '' then redis.call('HSET', carried, sid, ids[1]) end
   if ids[2] == '1' then redis.call('SADD', ending, sid) end
   if redis.call('HINCRBY', flight, sid, -1) <= 0 then redis.call('HDEL', flight, sid) end
@@ -178,18 +193,18 @@ elseif op == 'leave' then  -- ids: the session's carried state (JSON, '' to keep
   if redis.call('SISMEMBER', ending, sid) == 1 and not busy(sid) then
     local state = remove(sid)
     grant()
-    return {1, state}
+    return {1, state, rows()}
   end
-  return {0, ''}
+  return {0, '', rows()}
 elseif op == 'end' then  -- {1, state}: ended now; {2, ''}: when its requests in flight are done; {0, ''}: not resident
-  if redis.call('HEXISTS', where, sid) == 0 then return {0, ''} end
+  if redis.call('HEXISTS', where, sid) == 0 then return {0, '', '[]'} end
   if busy(sid) then
     redis.call('SADD', ending, sid)
-    return {2, ''}
+    return {2, '', '[]'}
   end
   local state = remove(sid)
   grant()
-  return {1, state}
+  return {1, state, rows()}
 elseif op == 'give_up' then
   if redis.call('ZREM', queue, sid) == 1 then hold(sid, -1) end
   redis.call('ZREM', beat, sid)
@@ -219,7 +234,7 @@ elseif op == 'reap' then
   for _, s in ipairs(ids) do
     if redis.call('HEXISTS', where, s) == 0 then gone[#gone + 1] = s end
   end
-  return {expired, gone, states}
+  return {expired, gone, states, rows()}
 elseif op == 'counts' then
   return {redis.call('HGETALL', load), redis.call('ZCARD', queue)}
 elseif op == 'retry' then
@@ -229,3 +244,14 @@ elseif op == 'retry' then
 end
 return redis.error_reply('unknown op ' .. op)
 """
+
+# a request admitted with a start (ids[1], only with --record) takes its place in the session's record at once
+TAKEN = """
+local function taken(how, up, state)
+  if not ids[1] then return {how, up, state} end
+  local p = place(sid, ids[1])
+  return {how, up, state, p[1], p[2], p[3], rows()}
+end
+"""
+
+SCRIPT = HEAD + LEDGER + TAKEN + BODY

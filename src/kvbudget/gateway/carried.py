@@ -1,11 +1,13 @@
 """What a session carries between its steps (``Session.state``), as JSON for the shared state in Redis.
 
-Two things: the compaction summary (``compact.KEY``: a ``compact.Memory``) and the recorder's place in the session
-(``records`` state: the step number, the context so far and the row waiting for its ``pause_s``). With
-``--state redis://`` they are written with each request's end and read back with the next request's entry, on
-whichever replica serves it, so a summary is reused and a recorded session keeps its step numbers across replicas
-and a gateway restart. Anything else in the state is not carried; a value that does not read back is dropped
-(the session then summarises again, or starts its record afresh), never an error.
+The compaction summary (``compact.KEY``: a ``compact.Memory``): with ``--state redis://`` it is written with each
+request's end and read back with the next request's entry, on whichever replica serves it, so a summary is reused
+across replicas and a gateway restart. Anything else in the state is not carried; a value that does not read back
+is dropped (the session then summarises again), never an error.
+
+The recorder's place in the session (its step number, context and the row waiting for its pause) was carried here
+too until a session's steps were ordered in Redis itself (ledger.py); ``old_pending`` reads that row from a state a
+previous version wrote (the step number and context are read by the script: ledger.py ``fresh``).
 """
 
 from __future__ import annotations
@@ -23,9 +25,6 @@ def encode(state: dict[str, object]) -> str:
     memory = state.get(compact.KEY)
     if isinstance(memory, compact.Memory):
         out[compact.KEY] = {"covered": memory.covered, "digest": memory.digest, "summary": memory.summary}
-    record = state.get(RECORD)
-    if isinstance(record, dict):
-        out[RECORD] = record
     return json.dumps(out, separators=(",", ":"))
 
 
@@ -43,12 +42,27 @@ def decode(text: str) -> dict[str, object]:
         covered, digest, summary = memory.get("covered"), memory.get("digest"), memory.get("summary")
         if isinstance(covered, int) and isinstance(digest, str) and isinstance(summary, str):
             state[compact.KEY] = compact.Memory(covered, digest, summary)
-    record = doc.get(RECORD)
-    if isinstance(record, dict) and isinstance(record.get("step"), int):
-        pending = record.get("pending")
-        if pending is None or (isinstance(pending, list) and len(pending) == 2 and isinstance(pending[0], dict)):
-            kept: dict[str, object] = {"step": record["step"], "context": record.get("context"), "pending": pending}
-            if isinstance(record.get("start_s"), (int, float)):  # the last numbered row's start (records.py)
-                kept["start_s"] = record["start_s"]
-            state[RECORD] = kept
     return state
+
+
+def old_pending(text: str) -> tuple[dict[str, object], float] | None:
+    """The row a previous version's carried record kept waiting for the next step's start, and its end."""
+    try:
+        doc = json.loads(text) if text else {}
+    except (ValueError, RecursionError):
+        return None
+    record = doc.get(RECORD) if isinstance(doc, dict) else None
+    pending = record.get("pending") if isinstance(record, dict) else None
+    if not (isinstance(pending, list) and len(pending) == 2 and isinstance(pending[0], dict)):
+        return None
+    ended = pending[1]
+    return (pending[0], float(ended)) if isinstance(ended, (int, float)) and not isinstance(ended, bool) else None
+
+
+def rows(text: str) -> list[dict[str, Any]]:
+    """The rows a script call made writable (ledger.py), as JSON objects; anything else is none."""
+    try:
+        items = json.loads(text) if text else []
+    except (ValueError, RecursionError):
+        return []
+    return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []

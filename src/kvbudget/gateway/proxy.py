@@ -46,13 +46,15 @@ async def completion(gw: Gateway, request: Request) -> Response | Relay:
     except sessions.BadSession as exc:
         return error(400, str(exc), param="session")
     ours = {"x-session-id": identity.session, "x-kvbudget-session-source": identity.source}
+    place = None if gw.recorder is None else Place(arrived)  # its row, in arrival order
     try:
-        session = await admit(gw.admission, request, namespace + identity.session)
+        session = await admit(gw.admission, request, namespace + identity.session, place)
     except REFUSALS as exc:
         return refusal(gw.settings, gw.metrics, gw.keys, namespace, ours, exc)
     if sessions.ends(request.headers):
         session.ending = True
-    place = None if gw.recorder is None else gw.recorder.begin(session, arrived)  # its row, in arrival order
+    if gw.recorder is not None and place is not None:
+        gw.recorder.enter(session, place)  # in memory; with --state redis it was placed in the admission's script
     handed_over = False
     try:
         if session.upstream not in gw.admission.healthy:
@@ -68,7 +70,7 @@ async def completion(gw: Gateway, request: Request) -> Response | Relay:
         if not handed_over:
             if gw.recorder is not None and place is not None:
                 gw.recorder.drop(session, place)  # no-op when the request was recorded (a refusal at the cap)
-            await gw.admission.release(session)
+            await gw.admission.release(session, place)
 
 
 async def _forward(
@@ -162,7 +164,7 @@ async def _forward(
         finally:
             if gw.recorder is not None and place is not None:
                 gw.recorder.drop(session, place)  # an answer that was not a 200: no row (no-op when recorded)
-            await gw.admission.release(session)
+            await gw.admission.release(session, place)
 
     return Relay(upstream, ours, done, hide_usage=hide_usage, before_end=before_end)
 

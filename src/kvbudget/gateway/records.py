@@ -9,9 +9,10 @@ an upstream failure, an error before the answer: no row). A row is written once 
 has been written or given up and the session's next step has started: its ``pause_s`` is then known, the next
 step's start minus this step's end, 0 where the two requests overlapped (the client sent the next one before this
 one was answered). The last step's row waits for the next request or the session's end (no pause then; and for
-every resident session when the gateway stops). Two requests of one session in flight on two replicas of
-``--state redis`` each hold their own place; their rows are then numbered from the same carried state (the later
-write wins, docs/gateway.md).
+every resident session when the gateway stops). With ``--state redis`` (``shared``) the same rule runs in Redis,
+in the admission script, for the requests of every replica (ledger.py): a request's place is taken there at its
+admission and marked at its end, and each replica writes the rows its script calls made writable (``write``), so a
+session's rows are spread over the replicas' files with distinct steps in start order.
 
 Rows carry the session id hashed with a salt of this gateway process (with ``--state redis``, one salt kept in
 Redis for every replica and restart; one id, one hash, within a recording; ids cannot be recovered), ``start_s`` on
@@ -44,6 +45,7 @@ class Place:
     start_s: float
     end_s: float | None = None
     counts: dict[str, Any] = field(default_factory=dict)
+    id: int | None = None  # with --state redis: its place in Redis (ledger.py), taken at admission
 
     def __lt__(self, other: Place) -> bool:  # bisect orders the places by start
         return self.start_s < other.start_s
@@ -54,25 +56,33 @@ class Recorder:
         self.path = path
         self.salt = salt or secrets.token_hex(16)  # with --state redis: one salt kept in Redis for every replica
         self._file: IO[str] = path.open("a", encoding="utf-8")
+        self.shared = False  # --state redis: the sessions' places are kept in Redis (ledger.py), not here
 
     def hashed(self, session_id: str) -> str:
         return hashlib.sha256((self.salt + session_id).encode()).hexdigest()[:16]
 
     def begin(self, session: Session, start_s: float) -> Place:
         """A request of ``session`` admitted: its place, in start order; the previous step's pause is now known."""
+        place = Place(start_s)
+        self.enter(session, place)
+        return place
+
+    def enter(self, session: Session, place: Place) -> None:
+        """A request of ``session`` admitted with ``place`` (its arrival): in memory, its place among the session's
+        open steps; with ``shared``, the shared state placed it at admission (or could not: no row)."""
+        if self.shared:
+            return
         state = _state(session)
         # a request that waited in admission past a whole later request of its session starts no earlier than the
         # row numbered before it, so a session's times never go back
-        start_s = max(start_s, state.get("start_s", start_s))
+        place.start_s = max(place.start_s, state.get("start_s", place.start_s))
         pending = state["pending"]
         if pending is not None:  # the row waiting for the next start: this is it (no other step is open)
             row, ended = pending
-            row["pause_s"] = round(max(0.0, start_s - ended), 6)
+            row["pause_s"] = round(max(0.0, place.start_s - ended), 6)
             self._write(row)
             state["pending"] = None
-        place = Place(start_s)
         bisect.insort_right(_open(session), place)
-        return place
 
     def finish(
         self,
@@ -90,12 +100,13 @@ class Recorder:
         place.end_s = end_s
         place.counts = {"prompt_tokens": prompt_tokens, "output_tokens": output_tokens, "cached_tokens": cached_tokens,
                         "cap": cap, "dropped_tokens": dropped_tokens}  # fmt: skip
-        self._advance(session)
+        if not self.shared:  # shared: the replica's release marks it in Redis (shared.py)
+            self._advance(session)
 
     def drop(self, session: Session, place: Place) -> None:
         """The request gave up its place (no row: it failed, or was answered with an error); idempotent."""
         places = session.state.get(OPEN)
-        if place.end_s is None and isinstance(places, list) and place in places:
+        if not self.shared and place.end_s is None and isinstance(places, list) and place in places:
             places.remove(place)
             self._advance(session)
 
@@ -147,6 +158,26 @@ class Recorder:
         state["context"] = prompt + output
         state["start_s"] = row["start_s"]
         return row
+
+    def write(self, items: list[dict[str, Any]]) -> None:
+        """Rows the shared state made writable (ledger.py): a session's step with its neighbours' start (``next``:
+        the pause is known) or without, or a previous version's carried row (``row``)."""
+        for item in items:
+            if isinstance(item.get("row"), dict):
+                row = dict(item["row"])
+            else:
+                prompt, extras = int(item["p"]), json.loads(item["x"])
+                row = {"session": self.hashed(str(item["sid"])), "step": int(item["step"]),
+                       "start_s": round(float(item["s"]), 6), "prompt_tokens": prompt,
+                       "output_tokens": int(item["o"]), "new_tokens": int(item["new"])}  # fmt: skip
+                if extras["cached"] is not None:
+                    row["cached_tokens"] = min(int(extras["cached"]), prompt)
+                if extras["cap"] is not None:
+                    row["cap"] = extras["cap"]
+                    row["dropped_tokens"] = extras["dropped"]
+            if "next" in item:
+                row["pause_s"] = round(max(0.0, float(item["next"]) - float(item["e"])), 6)
+            self._write(row)
 
     def _write(self, row: dict[str, object]) -> None:
         self._file.write(json.dumps(row, separators=(",", ":")) + "\n")

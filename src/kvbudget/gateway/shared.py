@@ -17,7 +17,9 @@ replicas on hosts with skewed clocks agree on idleness. The keys (one deployment
   when nothing of theirs is in flight (an end and a request's end racing free the slot once: atomic.py);
 * ``carried``: session -> what it carries between steps (its compaction summary, its place in the record:
   carried.py), written with each request's end and read with the next request's entry, on any replica;
-  ``salt``: the recorder's salt, one for every replica and restart.
+  ``salt``: the recorder's salt, one for every replica and restart;
+* ``record``: session -> its steps' order in the record (``--record``: ledger.py), changed at each request's
+  admission and end; ``placed``: the places' ids. Removed with the session, as the other keys are.
 
 Each replica keeps in memory only its own requests in flight (``local``) and the waiters it polls for. A session
 stays resident across a gateway restart, with its summary and its place in the record; requests of one session
@@ -34,12 +36,27 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from kvbudget.gateway import carried
+from kvbudget.gateway import carried, ledger
 from kvbudget.gateway.admission import Counts, Refused, Session, Waiter
 from kvbudget.gateway.atomic import SCRIPT
+from kvbudget.gateway.records import Place
 
 PREFIX = "kvbudget:gateway:{sessions}:"  # the braces keep every key in one Redis Cluster hash slot
-KEYS = ("where", "seen", "load", "queue", "beat", "ticket", "held", "flight", "claim", "ending", "carried")
+KEYS = (
+    "where",
+    "seen",
+    "load",
+    "queue",
+    "beat",
+    "ticket",
+    "held",
+    "flight",
+    "claim",
+    "ending",
+    "carried",
+    "record",
+    "placed",
+)
 POLL_S = 0.05  # a replica with waiting sessions asks for free slots this often (and at once when one frees)
 STALE_S = 5.0  # a waiter whose replica has not polled for this long has gone
 FORGOTTEN = "forgotten"  # on_end's reason for a session another replica ended (no metric: that replica counts it)
@@ -90,6 +107,7 @@ class SharedAdmission:
         max_queue: int,
         idle_timeout_s: float,
         on_end: Callable[[Session, str], None] = lambda session, why: None,
+        on_rows: Callable[[list[dict[str, Any]]], None] = lambda rows: None,
         prefix: str = PREFIX,
         stale_s: float = STALE_S,
         quotas: dict[str, int] | None = None,
@@ -104,6 +122,7 @@ class SharedAdmission:
         self.max_queue = max_queue
         self.idle_timeout_s = idle_timeout_s
         self.on_end = on_end
+        self.on_rows = on_rows  # the record's rows a script call made writable (ledger.py): this replica writes them
         self.stale_s = stale_s
         self.quotas = quotas  # key name -> sessions at most (session ids are "name/id"); None: no keys
         self.redis = redis.asyncio.Redis.from_url(url, decode_responses=True, socket_timeout=5,
@@ -147,18 +166,36 @@ class SharedAdmission:
 
     # -- State ----------------------------------------------------------------------------------------------------
 
-    async def admit_now(self, session_id: str) -> Session | None:
-        reply = await self._call("enter", session_id)
+    def _placed(self, place: Place | None, reply: Sequence[Any], state: str) -> None:
+        items = ledger.placed(place, reply, state)
+        if items:
+            self.on_rows(items)
+
+    async def admit_now(self, session_id: str, place: Place | None = None) -> Session | None:
+        reply = await self._call("enter", session_id, [] if place is None else [repr(round(place.start_s, 6))])
         if reply[0] == "quota":
             raise Refused("key-quota", await self.retry_after_s())
-        return self._take(session_id, reply[1], state=reply[2]) if reply[0] in ("resident", "admitted") else None
+        if reply[0] not in ("resident", "admitted"):
+            return None
+        session = self._take(session_id, reply[1], state=reply[2])
+        self._placed(place, reply[3:], reply[2])
+        return session
 
-    async def wait(self, session_id: str) -> Session:
+    async def _place(self, session_id: str, place: Place | None) -> None:
+        """A request admitted from the queue takes its place in the record (a lost place: no row, no error)."""
+        if place is not None:
+            with contextlib.suppress(StateUnavailable):
+                reply = await self._call("place", session_id, [repr(round(place.start_s, 6))])
+                self._placed(place, reply, reply[4])
+
+    async def wait(self, session_id: str, place: Place | None = None) -> Session:
         waiter = self.waiters.get(session_id)
         if waiter is None:
-            reply = await self._call("queue", session_id)
+            reply = await self._call("queue", session_id, [] if place is None else [repr(round(place.start_s, 6))])
             if reply[0] in ("resident", "admitted"):
-                return self._take(session_id, reply[1], state=reply[2])
+                session = self._take(session_id, reply[1], state=reply[2])
+                self._placed(place, reply[3:], reply[2])
+                return session
             if reply[0] in ("full", "quota"):
                 raise Refused("queue-full" if reply[0] == "full" else "key-quota", await self.retry_after_s())
             waiter = self.waiters.get(session_id)  # another request of the session may have queued meanwhile
@@ -181,9 +218,21 @@ class SharedAdmission:
             raise
         if waiter.counted > 0:
             waiter.counted -= 1
+            placing = asyncio.ensure_future(self._place(session_id, place))
+            try:
+                await asyncio.shield(placing)
+            except asyncio.CancelledError:  # the client went away while its place was taken: both return
+                self._background(self._after(placing, session, place))
+                raise
             return session
-        again = await self.admit_now(session_id)  # joined while the poll that granted it ran: not counted yet
-        return again if again is not None else await self.wait(session_id)
+        again = await self.admit_now(session_id, place)  # joined while the poll that granted it ran: not counted yet
+        return again if again is not None else await self.wait(session_id, place)
+
+    async def _after(self, placing: asyncio.Future[None], session: Session, place: Place | None) -> None:
+        """Release a request whose client left while its place was taken, once it is (then given up there)."""
+        with contextlib.suppress(Exception):
+            await placing
+        await self.release(session, place)
 
     def _give_up(self, session_id: str, waiter: Waiter) -> None:
         waiter.requests -= 1
@@ -192,7 +241,7 @@ class SharedAdmission:
             waiter.future.cancel()
             self._background(self._call("give_up", session_id))
 
-    async def release(self, session: Session) -> None:
+    async def release(self, session: Session, place: Place | None = None) -> None:
         """One request done: its flight count returned and the session's state written, in one script; the
         session leaves its slot here when an end was asked (``x-session-end`` or DELETE) and nothing of it is in
         flight on any replica. A lost write is not an error: the session idles out in Redis."""
@@ -202,7 +251,10 @@ class SharedAdmission:
         try:
             with contextlib.suppress(StateUnavailable):
                 ids = [carried.encode(session.state), "1" if session.ending else ""]
-                ended, _ = await self._call("leave", session.id, ids=ids)  # this replica holds the newest state
+                if place is not None and place.id is not None:  # how its request ended: its row, or none
+                    ids += [str(place.id), *ledger.outcome(place)]
+                ended, _, rows = await self._call("leave", session.id, ids=ids)  # this replica holds the newest state
+                self._rows(rows)
                 if int(ended):
                     self.on_end(session, "ended")
         finally:
@@ -227,11 +279,17 @@ class SharedAdmission:
     async def finish(self, session_id: str) -> bool:
         """End a session now, or (Redis decides, atomically) when its requests in flight on any replica are done;
         False when it is not resident."""
-        code, state = await self._call("end", session_id)
+        code, state, rows = await self._call("end", session_id)
+        self._rows(rows, state)
         if int(code) == 1:
             self.on_end(self._ghost(session_id, state), "ended")
             self._poll_soon()
         return int(code) > 0
+
+    def _rows(self, rows: str, *ended: str) -> None:
+        items = ledger.made_writable(rows, *ended)
+        if items:
+            self.on_rows(items)
 
     @staticmethod
     def _ghost(session_id: str, state: str) -> Session:
@@ -267,7 +325,8 @@ class SharedAdmission:
         busy = [s.id for s in self.sessions.values() if s.in_flight > 0]
         if busy:
             await self._call("touch", ids=busy)
-        expired, gone, states = await self._call("reap", ids=list(self.sessions))
+        expired, gone, states, rows = await self._call("reap", ids=list(self.sessions))
+        self._rows(rows, *states)
         for session_id, state in zip(expired, states, strict=True):
             self.sessions.pop(session_id, None)  # in flight here yet idle: this replica stalled past the timeout
             self.on_end(self._ghost(session_id, state), "idle")

@@ -126,7 +126,9 @@ def read_records(
     A session belongs to its file: with several files, session ids are prefixed with the file's name
     (its path when two names are alike), so equal ids in two files are two sessions, never one with
     invented growth. ``span_files`` says the files are parts of one trace whose sessions continue
-    across them. The same file given twice is refused.
+    across them; when they are all kvbudget's own format (the ``--record`` files of several gateway replicas,
+    whose rows of one session interleave across the files), each session's steps are merged in step order
+    (kvbudget_jsonl.merged), and an empty part is skipped. The same file given twice is refused.
     """
     if not paths:
         raise TraceError("no trace files given")
@@ -136,6 +138,8 @@ def read_records(
         if key in seen:
             raise TraceError(f"{p}: given twice (also as {seen[key]}); each trace file is read once")
         seen[key] = str(p)
+    if span_files and len(paths) > 1:  # a part with no rows (a gateway replica that wrote none) is no trace format
+        paths = [p for p in paths if not _empty(p)] or list(paths[:1])
     plan = [(Path(p), reader(fmt) if fmt is not None else reader(detect_format(p))) for p in paths]
 
     def sink(bad: BadRow) -> None:
@@ -143,6 +147,10 @@ def read_records(
             raise TraceError(str(bad))
         bad_rows.append(bad)
 
+    if span_files and len(plan) > 1 and all(read is reader("kvbudget") for _, read in plan):
+        from kvbudget.workload.traces import kvbudget_jsonl
+
+        return _guarded(kvbudget_jsonl.merged([path for path, _ in plan], sink), plan[0][0])
     names = Counter(path.name for path, _ in plan)
     labels = (
         None
@@ -173,6 +181,24 @@ def relabel(r: StepRecord, label: str) -> StepRecord:
         r.shared_blocks,
         r.declared_prefix,
     )
+
+
+def _empty(path: str | Path) -> bool:
+    try:
+        return Path(path).is_file() and Path(path).stat().st_size == 0
+    except OSError:
+        return False
+
+
+def _guarded(records: Iterator[StepRecord], first: Path) -> Iterator[StepRecord]:
+    """``records`` with a file that cannot be read reported in one line, as ``_stream`` does."""
+    try:
+        yield from records
+    except UnicodeDecodeError:
+        raise TraceError(f"{first} (or a file after it): not UTF-8 text; is this a trace file?") from None
+    except (OSError, EOFError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise TraceError(f"{getattr(exc, 'filename', None) or first}: cannot read: {reason}") from None
 
 
 def _stream(

@@ -6,13 +6,18 @@ Required: ``session`` (text), ``step`` (whole >= 0, increasing within a session)
 ``new_tokens`` (whole, negative after a compaction), ``cached_tokens`` (0..prompt_tokens), ``pause_s``
 (seconds >= 0), ``block_hashes`` (integers) with ``block_size`` (whole >= 1). Other keys are
 ignored, so later versions can add fields.
+
+Several files of one recording (the ``--record`` files of several ``kvbudget gateway`` replicas sharing
+``--state redis``: a session's steps may be written by any replica) are read together by ``merged``: every row
+of every file, a session's steps put in step order across the files, then the same checks as one file's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from kvbudget.errors import TraceError
 from kvbudget.workload.record import BadRow, StepRecord
 from kvbudget.workload.traces._common import (
     BadSink,
@@ -28,6 +33,8 @@ from kvbudget.workload.traces._common import (
     text,
     whole,
 )
+
+MERGE_LIMIT = 2_000_000  # rows held in memory by ``merged`` (525 bytes each, measured: docs/traces.md)
 
 
 def read(path: Path, bad: BadSink) -> Iterator[StepRecord]:
@@ -48,6 +55,43 @@ def read(path: Path, bad: BadSink) -> Iterator[StepRecord]:
             bad(BadRow(str(path), line, str(exc)))
             continue
         last_step[record.session] = (record.step, record.start_s)
+        yield record
+
+
+def merged(paths: Sequence[Path], bad: BadSink) -> Iterator[StepRecord]:
+    """The rows of ``paths`` (parts of one recording) with each session's steps in step order across the files,
+    checked as one file's are: a session's steps increase (a step number in two files is a bad row, naming both)
+    and never go back in time. Every row is held in memory to order them (at most ``MERGE_LIMIT``)."""
+    rows: list[tuple[str, int, int, str, int, StepRecord]] = []  # session, step, file, path, line, record
+    for index, path in enumerate(paths):
+        source = f"kvbudget:{path.name}"
+        for line, row, raw in json_lines(path, bad):
+            try:
+                record = _record(row, source, bools=not bool_free(raw))
+            except RowError as exc:
+                bad(BadRow(str(path), line, str(exc)))
+                continue
+            rows.append((record.session, record.step, index, str(path), line, record))
+            if len(rows) > MERGE_LIMIT:
+                raise TraceError(
+                    f"{path}: more than {MERGE_LIMIT:,} rows in the files of one recording (--sessions-span-files "
+                    "holds them all to order each session's steps); give fewer files, or one time span of them"
+                )
+    rows.sort(key=lambda item: item[:3])  # by session, step, then the order the files were given
+    last: tuple[str, int, float, str, int] | None = None  # the previous row's session, step, start, file, line
+    for session, step, _, where, line, record in rows:
+        try:
+            if last is not None and last[0] == session:
+                if step == last[1]:
+                    raise RowError(
+                        f"step {step} of session {session} is also at {last[3]}:{last[4]}; steps of a session must "
+                        "increase (are these files of one recording?)"
+                    )
+                check_not_earlier(record.start_s, last[2], session)
+        except RowError as exc:
+            bad(BadRow(where, line, str(exc)))
+            continue
+        last = (session, step, record.start_s, where, line)
         yield record
 
 
