@@ -75,6 +75,7 @@ def document_rows(doc: dict[str, Any], kv: str = "auto") -> list[list[str]]:
                 + (f" kv {kv}" if kv != "auto" else ""),
                 f"{d['gpu']} x {d['gpus']:,}" + (f" tp{d['tp']}" if d["tp"] > 1 else ""),
                 f"{d['replicas']:,}",
+                d["replicas_basis"],  # the count column: simulated or computed (plan/sizing_table.py)
                 f"{d['sessions_per_replica_memory']:,}/{d['sessions_per_replica_latency']:,}",
                 d["binding"],
                 f"+{d['headroom_sessions']:,}",
@@ -139,7 +140,7 @@ def test_sessions_wanted_size_the_load_on_the_gpus_compared(calculator: Tab) -> 
     )
     rows, recommendation = size_rows(request)
     # 60 sessions: 3 H200s at $10.77/h before 5 H100s at $12.45/h, memory binding both
-    assert [r[1] for r in rows] == ["h200 x 3", "h100-sxm x 5"] and rows[0][8] == "10.77"
+    assert [r[1] for r in rows] == ["h200 x 3", "h100-sxm x 5"] and rows[0][9] == "10.77"  # $/h, after count
     page.select_option("#gpu-add", "h200")
     page.fill("#prices li[data-gpu=h100-sxm] input", "2.49/h")
     page.fill("#prices li[data-gpu=h200] input", "3.59/h")
