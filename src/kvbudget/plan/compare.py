@@ -60,6 +60,7 @@ class Simulated:
     memory_sessions_per_replica: float | None = None  # with latency targets: what the memory target alone holds
     binds: str | None = None  # with latency targets: memory, ttft, itl or ttft+itl
     at_targets: str = ""  # with latency targets: both figures and which binds, in words
+    stopped: dict[str, object] | None = None  # the search stopped: no load meets the target (simulate's search.stopped)
 
     def replicas_for(self, concurrent: float | None) -> int | None:
         """Replicas whose sustained sessions cover ``concurrent`` (Little's law at the asked rate)."""
@@ -203,6 +204,7 @@ class Row:
                 "memory_sessions_per_replica": _round(s.memory_sessions_per_replica),
                 "binds": s.binds,
                 "at_targets": s.at_targets or None,
+                "search_stopped": s.stopped,
             }
         return out
 

@@ -282,4 +282,5 @@ def _sustained(asks: Sequence[tuple[Prepared, str | None]], index: int) -> Simul
         None if at is None else at.memory.sessions,
         None if at is None else at.binds,
         "" if at is None else at.text,
+        None if study.stopped is None else study.stopped.to_json(),
     )

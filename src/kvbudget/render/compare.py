@@ -113,6 +113,14 @@ def render_comparison(comparison: Comparison) -> str:
         if bound:
             notes += ["", "sim sessions at the latency targets (per replica; the sim sessions column holds both):"]
             notes += bound
+        stopped = [
+            f"  {r.plan.inputs.spec.name + _variant(r.choice)} on {r.choice.gpu}, {r.plan.inputs.engine.label}, "
+            f"{format_tokens(r.plan.inputs.context)}: {r.simulated.stopped['text']}"
+            for r in rows
+            if r.plan is not None and r.simulated is not None and r.simulated.stopped
+        ]
+        if stopped:
+            notes += ["", "sim sessions - (none): no load meets the target", *stopped]
     if refused:
         notes += ["", "refused:", *refused]
     if warned:

@@ -134,6 +134,8 @@ def render_study(study: Study, units: UnitSystem = "iec") -> str:
     if at is not None:
         lines.append(f"Sessions sustained: {at.text}  vs  {static}")
         lines.append(SUSTAINED_VS_STATIC)
+    elif study.sustained is not None and sustained is None:
+        lines.append(f"Sessions sustained per replica: none (no load probed met the target)  vs  {static}")
     elif sustained is None:
         lines.append(f"Sessions sustained per replica: not measured (no search, run missed the target); {static}")
     else:
@@ -141,6 +143,9 @@ def render_study(study: Study, units: UnitSystem = "iec") -> str:
         amount = f"{sustained:,.1f}" if bounded else f"at least {sustained:,.1f} (no load tried missed the target)"
         lines.append(f"Sessions sustained per replica: {amount}  vs  {static}")
         lines.append(SUSTAINED_VS_STATIC)
+    stopped = study.stopped
+    if stopped is not None:
+        lines.append(f"  {stopped.text[0].upper()}{stopped.text[1:]}.")
     if study.sustained_memory is not None and study.sustained_memory.trail:
         lines += _trail(study.sustained_memory, "memory target alone")
     if study.sustained is not None and study.sustained.trail:

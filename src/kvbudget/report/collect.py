@@ -144,8 +144,17 @@ def simulated(request: ReportRequest) -> tuple[Simulated, SimulatedLatency]:
         static_plan_sessions=int(_number(doc, "static_plan_sessions")),
         speeds=_speeds(doc.get("speeds"), request.speed_from),
         at_targets=_at_targets(doc.get("at_targets")),
+        search_stopped=_stopped(doc.get("search"), doc.get("search_memory")),
     )
     return found, simulated_latency(doc)
+
+
+def _stopped(*searches: object) -> dict[str, object] | None:
+    """Why the simulation's search stopped early (``simulate --json`` search_memory's, then search's ``stopped``)."""
+    for search in reversed(searches):
+        if isinstance(search, dict) and isinstance(search.get("stopped"), dict):
+            return dict(search["stopped"])
+    return None
 
 
 def _at_targets(at: object) -> str:

@@ -147,6 +147,7 @@ class Simulated:
     speeds: str = ""  # where the simulation's speeds come from: "prefill measured, decode measured (load test x)"
     # with --ttft / --itl: "memory allows 31.2 sessions per replica; at p99 TTFT <= 2 s ... holds 24.0: latency binds"
     at_targets: str = ""
+    search_stopped: dict[str, object] | None = None  # simulate --json search.stopped: no load meets the target
 
     @property
     def sustained_text(self) -> str:
@@ -161,6 +162,7 @@ class Simulated:
             "sustained_sessions": self.sustained_sessions,
             "sustained_sessions_total": self.sustained_sessions_total,
             "sustained_basis": self.sustained_basis,
+            "search_stopped": self.search_stopped,
             "target": self.target,
             "mean_concurrency": self.mean_concurrency,
             "peak_concurrency": self.peak_concurrency,

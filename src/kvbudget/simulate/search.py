@@ -8,7 +8,14 @@ factor ``k`` (arrival rate x ``k``; each session's own steps and pauses are unch
 The search: a run at ``k = 1``; then doubling ``k`` while the target holds (or halving until it
 does), then bisection in log ``k`` between the last scale that held and the first that failed, for
 ``probes`` runs in all. Each probe replays the first ``probe_sessions`` sessions of the source.
-The trail of every probe is kept, so the answer shows its evidence. With ``jobs`` processes (or on a Ray
+The trail of every probe is kept, so the answer shows its evidence.
+
+**The stop** (``Stop``): a session is refused at the cap when its own context would pass the cap, which its
+workload and the cap decide, not the load (the arrival scale changes when sessions arrive, not their steps;
+simulate/scheduler.py ``_cap``). Such a session is refused at every scale: at the cap, or earlier at admission
+when the pool is full, so every probe refuses at least the sessions one probe refused at the cap. Once a probe's
+refusals at the cap alone pass the target's refusal tolerance, no scale can meet the target, and the search
+stops there (``cap_bound``): no sessions are sustained, whatever the probes left. With ``jobs`` processes (or on a Ray
 cluster) the probes the serial search may need next are run together (``ahead``); the trail is the serial one.
 """
 
@@ -56,11 +63,58 @@ class Probe:
 
 
 @dataclass(frozen=True)
+class Stop:
+    """Why the search stopped before its probes were spent: ``cap_bound``, the probe at ``scale`` refused
+    ``refused_at_cap`` of its ``sessions`` at the cap alone, above the target's ``tolerance`` (a rate)."""
+
+    scale: float
+    refused_at_cap: int
+    sessions: int
+    tolerance: float
+    reason: str = "cap_bound"
+
+    @property
+    def rate(self) -> float:
+        return self.refused_at_cap / self.sessions if self.sessions else 0.0
+
+    @property
+    def text(self) -> str:
+        """The stop as a plain sentence, with what to change."""
+        return (
+            f"the search stopped after the probe at arrival rate x{self.scale:.3g}: {self.refused_at_cap:,} of "
+            f"{self.sessions:,} sessions ({_share(self.refused_at_cap, self.sessions)}) were refused at the cap, "
+            f"above the {_pct(self.tolerance)} the target tolerates; a session whose context passes the cap is "
+            "refused at any load, so no number of sessions meets this target: raise the cap (--context) or the "
+            "refusal tolerance (--target-refusal-rate)"
+        )
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "reason": self.reason,
+            "arrival_scale": round(self.scale, 6),
+            "refused_at_cap": self.refused_at_cap,
+            "sessions": self.sessions,
+            "refused_at_cap_rate": round(self.rate, 6),
+            "refusal_rate_tolerance": self.tolerance,
+            "text": self.text,
+        }
+
+
+def cap_bound(result: SimResult, target: Target, scale: float) -> Stop | None:
+    """The stop after the probe at ``scale`` when its refusals at the cap alone pass the target's refusal
+    tolerance (module doc); None when they do not."""
+    if result.refused_at_cap > target.refusal_rate * result.arrived:
+        return Stop(scale, result.refused_at_cap, result.arrived, target.refusal_rate)
+    return None
+
+
+@dataclass(frozen=True)
 class Sustained:
-    sessions_per_replica: float  # 0 when no probe met the target
+    sessions_per_replica: float | None  # None when no probe met the target
     scale: float | None  # arrival-rate factor of the probe that gave it
     probe_sessions: int
     trail: tuple[Probe, ...]
+    stopped: Stop | None = None  # the search stopped early: no scale can meet the target
 
     @property
     def bounded(self) -> bool:
@@ -211,10 +265,11 @@ def find_sustained(
     """Search the arrival scale for the largest mean concurrency that meets ``target``. ``first``:
     an identical run at scale 1 already made (it is used instead of running it again). ``jobs``: processes
     for probes run ahead of the serial search (None: every core; 1: serial); the trail and answer are the
-    serial ones either way. ``cache``: the probes' runs by scale, shared between searches of the same sessions
-    under different targets (a scale probed once is not run again; the simulator is deterministic). ``ray``: a
-    Ray cluster's address; the probes run ahead as tasks there, as many at once as ``jobs`` (None: the
-    cluster's CPUs)."""
+    serial ones either way; the search stops after a probe whose refusals at the cap alone pass the target's
+    refusal tolerance (``Sustained.stopped``: no scale can meet it; module doc). ``cache``: the probes' runs by
+    scale, shared between searches of the same sessions under different targets (a scale probed once is not run
+    again; the simulator is deterministic). ``ray``: a Ray cluster's address; the probes run ahead as tasks there,
+    as many at once as ``jobs`` (None: the cluster's CPUs)."""
     run_config = replace(config, max_sessions=probe_sessions, duration_s=None)
     results: dict[float, SimResult] = {} if cache is None else cache
     if first is not None:
@@ -259,8 +314,10 @@ def find_sustained(
                 tuple(misses(result, target)),
             )
         )
+        if (stopped := cap_bound(result, target, scale)) is not None:
+            return Sustained(None, None, probe_sessions, tuple(trail), stopped)
     held = [p for p in trail if p.holds]
     if not held:
-        return Sustained(0.0, None, probe_sessions, tuple(trail))
+        return Sustained(None, None, probe_sessions, tuple(trail))
     best = max(held, key=lambda p: (p.mean_concurrency, p.scale))
     return Sustained(best.mean_concurrency / config.replicas, best.scale, probe_sessions, tuple(trail))

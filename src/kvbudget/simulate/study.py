@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from kvbudget.simulate.policies import Target
 from kvbudget.simulate.runner import Progress, SimConfig, SimResult, simulate
-from kvbudget.simulate.search import Sustained, find_sustained, meets, misses
+from kvbudget.simulate.search import Stop, Sustained, find_sustained, meets, misses
 from kvbudget.simulate.targets import AtTargets, at_targets
 from kvbudget.workload.record import SessionPlan
 
@@ -38,6 +38,13 @@ class Study:
         if not self.target.has_latency:
             return None
         return at_targets(self.target, self.result, self.config.replicas, self.sustained_memory, self.sustained)
+
+    @property
+    def stopped(self) -> Stop | None:
+        """Why a search stopped before its probes were spent (the memory search's first, with latency targets):
+        refusals at the cap alone miss the target at any load; None when no search stopped."""
+        found = (s.stopped for s in (self.sustained_memory, self.sustained) if s is not None)
+        return next((stop for stop in found if stop is not None), None)
 
     @property
     def target_met(self) -> bool:
@@ -199,6 +206,7 @@ def _search_json(sustained: Sustained | None) -> dict[str, object] | None:
         "probe_sessions": sustained.probe_sessions,
         "arrival_scale": sustained.scale,
         "bounded": sustained.bounded,
+        "stopped": None if sustained.stopped is None else sustained.stopped.to_json(),
         "probes": [probe.to_json() for probe in sustained.trail],
     }
 
@@ -224,6 +232,8 @@ def sustained_basis(study: Study) -> str:
     """How the sustained sessions were found, in words (the JSON's ``sustained_basis``)."""
     if study.sustained is not None:
         s = study.sustained
+        if s.stopped is not None:
+            return f"no probe met the target ({study.target.describe()}); {s.stopped.text}"
         if s.scale is None:
             tipped = " (the queue grows: unstable even at the lowest rate probed)" if s.trail[-1].unstable else ""
             return f"no probe of {s.probe_sessions} sessions met the target ({study.target.describe()}){tipped}"

@@ -54,6 +54,8 @@ def figure(sustained: Sustained | None, result: SimResult, target: Target, repli
         if meets(result, target):
             return Figure(result.mean_concurrency / replicas, False, "this run's load, which met it (no search)")
         return Figure(None, False, "this run missed it and no search was run")
+    if sustained.stopped is not None:
+        return Figure(None, False, sustained.stopped.text)
     if sustained.scale is None:
         return Figure(None, False, f"no probe of {sustained.probe_sessions:,} sessions met it")
     capped = "a higher rate missed it" if sustained.bounded else "every probe met it: the highest load probed"
