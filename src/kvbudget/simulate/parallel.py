@@ -5,7 +5,9 @@ returned in the items' order, so a sweep's answer is the serial answer whatever 
 (each simulation is a pure function of its inputs: docs/simulate.md, "Determinism"). The workers are forked,
 so ``fn`` and what it closes over (plans, session sources, cost functions) are inherited rather than
 pickled; only the items and the results cross the process boundary. Where ``fork`` is not offered (Windows)
-or one job is asked, the sweep runs serially in this process. Workers do not start pools of their own.
+or one job is asked, the sweep runs serially in this process. Workers do not start pools of their own, nor does a
+daemonic process (``kvbudget serve`` answers each web request in one, web/isolate.py, killed at its budget: Python
+refuses a daemon children, and a pool's workers would outlive the kill), which runs the sweep serially.
 With ``ray`` (a cluster's address) the same items run as tasks on that Ray cluster instead
 (simulate/cluster.py), with the same answer.
 """
@@ -49,7 +51,8 @@ def run_all(fn: Callable[[T], R], items: Sequence[T], jobs: int | None, ray: str
 
         return run_on_ray(fn, items, ray)
     workers = min(jobs or default_jobs(), len(items))
-    if workers <= 1 or _STATE["worker"] or "fork" not in multiprocessing.get_all_start_methods():
+    serial = _STATE["worker"] or multiprocessing.current_process().daemon
+    if workers <= 1 or serial or "fork" not in multiprocessing.get_all_start_methods():
         return [fn(x) for x in items]
     _STATE["task"] = fn
     try:

@@ -1,0 +1,81 @@
+"""A web request cannot make the server start more processes than it has cores: ``jobs`` (compare's and size's
+sweeps) above the server's cores is a 400 naming the field and the limit (web/api.py ``max_jobs``), and the process
+``kvbudget serve`` answers a request in (a daemon, web/isolate.py) runs a sweep serially instead of failing to start
+a pool (Python refuses a daemon children: the README's size question was a 503 "exit code 1" on the web)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import urllib.parse
+from multiprocessing.connection import Connection
+
+import pytest
+
+from kvbudget.simulate.parallel import default_jobs, run_all
+from kvbudget.web import api
+from kvbudget.web.uploads import Uploads
+from tests.web.browser import Server
+
+COMPARE = {"model": "llama-3.1-8b", "gpu": "h100-sxm,h200", "engine": "vllm", "context": "8k"}
+SIZE = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "context": "32k", "sessions": "60", "itl": "40ms"}
+
+
+def _get(server: Server, command: str, params: dict[str, str]) -> tuple[int, dict[str, object]]:
+    status, body = server.get(f"api/{command}?{urllib.parse.urlencode(params)}")
+    return status, json.loads(body)
+
+
+def test_jobs_past_the_servers_cores_is_a_400_naming_the_limit(server: Server) -> None:
+    cores = default_jobs()  # the server runs on this machine, with the same cores
+    for command, params in (("compare", COMPARE), ("size", SIZE)):
+        status, doc = _get(server, command, {**params, "jobs": str(cores + 1)})
+        assert status == 400, doc
+        assert doc["error"] == {
+            "kind": "InputError",
+            "message": f"--jobs {cores + 1:,}: this server runs at most {cores:,} processes for one request (its "
+            f"cores); give jobs={cores:,} or fewer, or leave it out (every core)",
+        }
+        status, doc = _get(server, command, {**params, "jobs": str(cores)})
+        assert status == 200, doc
+        status, doc = _get(server, command, {**params, "jobs": "1000000"})
+        assert status == 400 and "--jobs 1,000,000: this server runs at most" in str(doc["error"])
+
+
+def test_the_bound_is_the_requests_own_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    uploads = Uploads()
+    try:
+        monkeypatch.setattr(api, "max_jobs", lambda: 3)
+        reply = api.run("compare", [*COMPARE.items(), ("jobs", "4")], uploads)
+        assert reply.status == 400 and json.loads(reply.body)["error"]["message"].startswith(
+            "--jobs 4: this server runs at most 3 processes for one request"
+        )
+        assert api.run("compare", [*COMPARE.items(), ("jobs", "3")], uploads).status == 200
+        assert api.run("compare", list(COMPARE.items()), uploads).status == 200  # left out: every core
+    finally:
+        uploads.close()
+
+
+def _square(x: int) -> int:
+    return x * x
+
+
+def _sweep_in_a_daemon(conn: Connection) -> None:
+    try:
+        conn.send(("ok", run_all(_square, [1, 2, 3, 4], 4)))
+    except BaseException as exc:  # whatever it was, the test names it
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+    conn.close()
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="the pool forks its workers")
+def test_a_daemonic_process_runs_a_sweep_serially() -> None:
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_sweep_in_a_daemon, args=(send,), daemon=True)
+    child.start()
+    send.close()
+    assert receive.poll(60)
+    assert receive.recv() == ("ok", [1, 4, 9, 16])
+    child.join(60)
+    assert child.exitcode == 0
