@@ -50,14 +50,14 @@ def test_the_workload_overflows_the_cap_at_its_known_rate_at_every_load() -> Non
 def test_the_search_stops_after_one_probe_when_the_cap_alone_misses() -> None:
     found = find_sustained(capped_sessions, roomy(), Target(refusal_rate=0.01), probe_sessions=SESSIONS)
     assert len(found.trail) == 1 and found.trail[0].scale == 1.0 and not found.trail[0].holds
-    assert found.stopped == Stop(scale=1.0, refused_at_cap=10, sessions=200, tolerance=0.01)
+    assert found.stopped == Stop(scale=1.0, refused_at_cap=10, sessions=200, tolerance=0.01, cap_tokens=CAP)
     assert found.stopped.rate == 0.05
     assert found.sessions_per_replica is None and found.scale is None and not found.bounded
     assert found.stopped.text == (
-        "the search stopped after the probe at arrival rate x1: 10 of 200 sessions (5%) were refused at the cap, "
-        "above the 1% the target tolerates; a session whose context passes the cap is refused at any load, so no "
-        "number of sessions meets this target: raise the cap (--context) or the refusal tolerance "
-        "(--target-refusal-rate)"
+        "the search stopped after the probe at arrival rate x1: 10 of 200 sessions (5%) were refused at the "
+        "4,096-token cap, above the 1% the target tolerates; a session whose context passes the cap is refused at "
+        "any load, so no number of sessions meets this target: raise the cap (--context, or the workload's [cap] "
+        "tokens when lower) or the refusal tolerance (--target-refusal-rate)"
     )
 
 
@@ -84,10 +84,11 @@ def test_the_study_says_why_in_json_and_both_searches_stop_with_latency_targets(
     assert doc["sustained_sessions"] is None and doc["sustained_sessions_total"] is None
     for key in ("search", "search_memory"):  # the latency search reuses the memory search's probe
         assert len(doc[key]["probes"]) == 1 and doc[key]["arrival_scale"] is None
-        assert {k: doc[key]["stopped"][k] for k in ("reason", "refused_at_cap", "sessions")} == {
+        assert {k: doc[key]["stopped"][k] for k in ("reason", "refused_at_cap", "sessions", "cap_tokens")} == {
             "reason": "cap_bound",
             "refused_at_cap": 10,
             "sessions": 200,
+            "cap_tokens": 4_096,
         }
         assert (doc[key]["stopped"]["refused_at_cap_rate"], doc[key]["stopped"]["refusal_rate_tolerance"]) == (
             0.05,
@@ -111,6 +112,7 @@ def test_every_face_says_the_search_stopped(capsys: pytest.CaptureFixture[str]) 
     jsonschema.validate(doc, schema("simulate"))
     stopped = doc["search"]["stopped"]
     assert stopped["reason"] == "cap_bound" and (stopped["refused_at_cap"], stopped["sessions"]) == (6, 200)
+    assert stopped["cap_tokens"] == 8_192
     assert (stopped["refused_at_cap_rate"], stopped["refusal_rate_tolerance"]) == (0.03, 0.001)
     assert len(doc["search"]["probes"]) == 1 and doc["sustained_sessions"] is None
     code, out_2, err = run_cli(capsys, "simulate", *CHAT_8K, *quick, "--json", "--jobs", "2")
@@ -119,8 +121,11 @@ def test_every_face_says_the_search_stopped(capsys: pytest.CaptureFixture[str]) 
     assert code == 0, err
     flat = " ".join(text.split())
     assert "Sessions sustained per replica: none (no load probed met the target)" in flat
-    assert "The search stopped after the probe at arrival rate x1: 6 of 200 sessions (3%) were refused" in flat
-    assert "raise the cap (--context) or the refusal tolerance (--target-refusal-rate)." in flat
+    assert (
+        "The search stopped after the probe at arrival rate x1: 6 of 200 sessions (3%) were refused at the "
+        "8,192-token cap" in flat
+    )
+    assert "or the refusal tolerance (--target-refusal-rate)." in flat
     assert "at least 0.0" not in flat
     compare = ["compare", *CHAT_8K, "--simulate", "--search-sessions", "200", "--search-probes", "4", "--jobs", "1"]
     code, out, err = run_cli(capsys, *compare, "--json")

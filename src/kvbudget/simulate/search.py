@@ -15,8 +15,10 @@ workload and the cap decide, not the load (the arrival scale changes when sessio
 simulate/scheduler.py ``_cap``). Such a session is refused at every scale: at the cap, or earlier at admission
 when the pool is full, so every probe refuses at least the sessions one probe refused at the cap. Once a probe's
 refusals at the cap alone pass the target's refusal tolerance, no scale can meet the target, and the search
-stops there (``cap_bound``): no sessions are sustained, whatever the probes left. With ``jobs`` processes (or on a Ray
-cluster) the probes the serial search may need next are run together (``ahead``); the trail is the serial one.
+stops there (``cap_bound``): no sessions are sustained, whatever the probes left.
+
+With ``jobs`` processes (or on a Ray cluster) the probes the serial search may need next are run together
+(``ahead``); the trail is the serial one.
 """
 
 from __future__ import annotations
@@ -65,12 +67,14 @@ class Probe:
 @dataclass(frozen=True)
 class Stop:
     """Why the search stopped before its probes were spent: ``cap_bound``, the probe at ``scale`` refused
-    ``refused_at_cap`` of its ``sessions`` at the cap alone, above the target's ``tolerance`` (a rate)."""
+    ``refused_at_cap`` of its ``sessions`` at the cap in force (``cap_tokens``: the serving cap, or a workload's
+    ``[cap] tokens`` below it) alone, above the target's ``tolerance`` (a rate)."""
 
     scale: float
     refused_at_cap: int
     sessions: int
     tolerance: float
+    cap_tokens: int
     reason: str = "cap_bound"
 
     @property
@@ -82,10 +86,11 @@ class Stop:
         """The stop as a plain sentence, with what to change."""
         return (
             f"the search stopped after the probe at arrival rate x{self.scale:.3g}: {self.refused_at_cap:,} of "
-            f"{self.sessions:,} sessions ({_share(self.refused_at_cap, self.sessions)}) were refused at the cap, "
-            f"above the {_pct(self.tolerance)} the target tolerates; a session whose context passes the cap is "
-            "refused at any load, so no number of sessions meets this target: raise the cap (--context) or the "
-            "refusal tolerance (--target-refusal-rate)"
+            f"{self.sessions:,} sessions ({_share(self.refused_at_cap, self.sessions)}) were refused at the "
+            f"{self.cap_tokens:,}-token cap, above the {_pct(self.tolerance)} the target tolerates; a session whose "
+            "context passes the cap is refused at any load, so no number of sessions meets this target: raise the "
+            "cap (--context, or the workload's [cap] tokens when lower) or the refusal tolerance "
+            "(--target-refusal-rate)"
         )
 
     def to_json(self) -> dict[str, object]:
@@ -94,17 +99,19 @@ class Stop:
             "arrival_scale": round(self.scale, 6),
             "refused_at_cap": self.refused_at_cap,
             "sessions": self.sessions,
+            "cap_tokens": self.cap_tokens,
             "refused_at_cap_rate": round(self.rate, 6),
             "refusal_rate_tolerance": self.tolerance,
             "text": self.text,
         }
 
 
-def cap_bound(result: SimResult, target: Target, scale: float) -> Stop | None:
+def cap_bound(result: SimResult, config: SimConfig, target: Target, scale: float) -> Stop | None:
     """The stop after the probe at ``scale`` when its refusals at the cap alone pass the target's refusal
     tolerance (module doc); None when they do not."""
     if result.refused_at_cap > target.refusal_rate * result.arrived:
-        return Stop(scale, result.refused_at_cap, result.arrived, target.refusal_rate)
+        cap = config.policy.cap.limit(config.memory.cap_tokens)  # the cap in force (scheduler.py ``limit``)
+        return Stop(scale, result.refused_at_cap, result.arrived, target.refusal_rate, cap)
     return None
 
 
@@ -314,7 +321,7 @@ def find_sustained(
                 tuple(misses(result, target)),
             )
         )
-        if (stopped := cap_bound(result, target, scale)) is not None:
+        if (stopped := cap_bound(result, config, target, scale)) is not None:
             return Sustained(None, None, probe_sessions, tuple(trail), stopped)
     held = [p for p in trail if p.holds]
     if not held:
