@@ -134,7 +134,7 @@ class Simulated:
     """The simulator's answer (``kvbudget simulate --json`` fields of the same name)."""
 
     source: str
-    sustained_sessions: float | None  # per replica; None: the run missed the target and no search was run
+    sustained_sessions: float | None  # per replica; None: no load met the target (search_stopped says when none can)
     sustained_sessions_total: float | None
     sustained_basis: str
     target: str
@@ -151,7 +151,8 @@ class Simulated:
 
     @property
     def sustained_text(self) -> str:
-        """The sessions per replica sustained, or "none found" when no search ran after a run that missed."""
+        """The sessions per replica sustained, or "none found" when no load met the target (or no search ran after
+        a run that missed)."""
         return "none found" if self.sustained_sessions is None else f"{self.sustained_sessions:,}"
 
     def to_dict(self) -> dict[str, object]:
