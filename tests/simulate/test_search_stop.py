@@ -94,9 +94,13 @@ def test_the_study_says_why_in_json_and_both_searches_stop_with_latency_targets(
             0.05,
             0.01,
         )
-    assert doc["sustained_basis"].endswith(study.stopped.text)  # type: ignore[union-attr]
+    stop = study.stopped
+    assert stop is not None and stop == study.sustained_memory.stopped  # type: ignore[union-attr]
+    assert doc["sustained_basis"].endswith(stop.text)
     at = at_targets(target, study.result, 1, study.sustained_memory, study.sustained)
     assert at.memory.sessions is None and at.latency.sessions is None and not at.memory.capacity
+    assert at.text.startswith("memory allows none (at any load, more sessions pass the cap than the target tolerates)")
+    assert doc["at_targets"]["text"] == at.text and doc["at_targets"]["memory"]["basis"] == stop.text
 
 
 # the chat workload on one H100 at an 8K cap: its longest conversations pass the cap, 6 of the first 200

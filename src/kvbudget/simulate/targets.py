@@ -32,6 +32,7 @@ class Figure:
     sessions: float | None
     capacity: bool  # a higher load missed the target (False: the most that was tried, or the run's own load)
     basis: str
+    stopped: bool = False  # the search stopped: refusals at the cap alone miss the target at any load
 
     def words(self) -> str:
         if self.sessions is None:
@@ -55,7 +56,7 @@ def figure(sustained: Sustained | None, result: SimResult, target: Target, repli
             return Figure(result.mean_concurrency / replicas, False, "this run's load, which met it (no search)")
         return Figure(None, False, "this run missed it and no search was run")
     if sustained.stopped is not None:
-        return Figure(None, False, sustained.stopped.text)
+        return Figure(None, False, sustained.stopped.text, stopped=True)
     if sustained.scale is None:
         return Figure(None, False, f"no probe of {sustained.probe_sessions:,} sessions met it")
     capped = "a higher rate missed it" if sustained.bounded else "every probe met it: the highest load probed"
@@ -83,6 +84,8 @@ class AtTargets:
         holds 24.0: latency (TTFT) binds'."""
         m, lat, when = self.memory, self.latency, self.target.describe_latency()
         head = f"memory allows {m.words()} sessions per replica" if m.sessions else "memory allows no load probed"
+        if m.stopped:
+            head = "memory allows none (at any load, more sessions pass the cap than the target tolerates)"
         held = f"holds {lat.words()}" if lat.sessions else "holds none of the loads probed"
         which = {
             "memory": "memory binds",
