@@ -12,6 +12,17 @@ rule held to a real log so far:
   e8m0 scales (one byte per 32) are allocated at the padded sizes. gpt-oss-120b: I 2880 -> 2944, H 2880 ->
   3072, 60.77 GiB in the checkpoint -> 65.90 GiB as loaded; vLLM 0.10.1.1 logged "Model loading took
   65.9651 GiB" on an H100 (github.com/vllm-project/vllm/issues/23278), 0.1% more than the rule.
+* vLLM 0.12-0.19 on Hopper (compute capability 9.x) runs the same experts through the Triton backend instead
+  ("Using Triton backend", mxfp4.py get_mxfp4_backend: triton_kernels is vendored in vllm/third_party from 0.12,
+  whose torch 2.9 passes the >= 2.8.0 check; FlashInfer's SM90 MXFP4 path is off unless
+  VLLM_USE_FLASHINFER_MOE_MXFP4_BF16=1). Read in the 0.12.0, 0.13.0 and 0.14.1 wheels: create_weights pads the
+  intermediate size per partition to a multiple of 64 only; process_weights_after_loading casts the biases to fp32
+  and swizzles the weights and scales for the Hopper matmul (triton_kernels HopperMXValueLayout: the two dims
+  rounded to 16 and 32; HopperMXScaleLayout with 8 warps: the non-MX dim rounded to 256, the MX dim to 2) into new
+  tensors, freeing the old weights (``del layer.w13_weight``) but not the old ``w13_weight_scale`` /
+  ``w2_weight_scale`` parameters, so the e8m0 scales are held twice. gpt-oss-120b: + 3.53 GiB, 64.30 GiB as loaded;
+  vLLM 0.14.1 logged "Model loading took 64.38 GiB" on an H100 (github.com/vllm-project/vllm/issues/33155).
+  Ampere and Ada (no triton_kernels support below SM 9.0) stay on Marlin.
 
 Other engines, versions and formats keep the checkpoint's bytes here (``as_loaded`` says which it is).
 """
@@ -29,6 +40,12 @@ from kvbudget.weights.sources import WeightSize
 MARLIN_MXFP4 = ((0, 10), (0, 20))
 MARLIN_N, MARLIN_K = 256, 128  # moe marlin kernel: n % 256 == 0 and k % 128 == 0 (mxfp4.py create_weights)
 MXFP4_BYTES = (17, 32)  # 4 bits + one e8m0 byte per 32 elements = 17/32 B per element
+# vLLM versions that run MXFP4 experts through the Triton backend on SM 9.x: 0.12 (triton_kernels vendored, torch
+# 2.9) .. 0.14.1 read (issue #33155's log); kept to the Marlin rule's end, 0.19, for want of a later reading
+TRITON_MXFP4 = ((0, 12), (0, 20))
+TRITON_PAD_I = 64  # create_weights, the non-Marlin CUDA branch: round_up(intermediate_size_per_partition, 64)
+HOPPER_VALUE_ALIGN = (16, 32)  # HopperMXValueLayout (mma v3): pack = 1x2x4x2x1 rows, 4x2x4x1x1 columns
+HOPPER_SCALE_ALIGN = (2 * 8 * 2 * 8, 2)  # HopperMXScaleLayout, num_warps 8: SWIZZLE_ALIGN_M, SWIZZLE_ALIGN_K
 
 
 def _round_up(value: int, multiple: int) -> int:
@@ -64,18 +81,57 @@ def marlin_mxfp4_padding(spec: ModelSpec, tp: int) -> int:
     return extra_elements * num // den
 
 
+def triton_mxfp4_extra(spec: ModelSpec, tp: int) -> int:
+    """Bytes vLLM 0.12-0.19's Triton MXFP4 path keeps over the checkpoint on Hopper, all GPUs together (0 when it
+    does not apply): per layer and GPU, the swizzled values and scales (new tensors, the old scales kept), the fp32
+    biases, less the checkpoint's share (mxfp4.py create_weights / process_weights_after_loading, mxfp4_utils.py
+    _swizzle_mxfp4)."""
+    cfg = spec.config
+    experts = _int(cfg, "num_local_experts", "num_experts")
+    hidden = _int(cfg, "hidden_size")
+    inter = _int(cfg, "intermediate_size")
+    layers = _int(cfg, "num_hidden_layers")
+    if not (experts and hidden and inter and layers) or inter % tp or hidden % 32:
+        return 0
+    part = _round_up(inter // tp, TRITON_PAD_I)
+    rows, cols = HOPPER_VALUE_ALIGN
+    values = _round_up(2 * part, rows) * _round_up(hidden // 2, cols) + _round_up(hidden, rows) * _round_up(
+        part // 2, cols
+    )
+    scales = 2 * part * (hidden // 32) + hidden * (part // 32)  # the checkpoint-shaped scale parameters, kept
+    m, k = HOPPER_SCALE_ALIGN
+    swizzled = _round_up(2 * part, m) * _round_up(hidden // 32, k) + _round_up(hidden, m) * _round_up(part // 32, k)
+    bias = (2 * part + hidden) * 4  # w13_bias and w2_bias cast to fp32 (the w2 bias is whole on every GPU)
+    num, den = MXFP4_BYTES
+    checkpoint = 3 * inter * hidden * num // den + (2 * inter + hidden) * 2  # the layer's experts, all GPUs
+    loaded = experts * (values + scales + swizzled + bias) * tp
+    return max(layers * (loaded - experts * checkpoint), 0)
+
+
+def _mxfp4_rule(version: str, capability: int) -> str:
+    """Which MXFP4 MoE backend vLLM ``version`` runs on a GPU of this compute capability ("" when no rule)."""
+    v = version_tuple(version)[:2]
+    if capability >= 100:
+        return ""  # native FP4 (Blackwell): the checkpoint's layout
+    if TRITON_MXFP4[0] <= v < TRITON_MXFP4[1] and capability >= 90:
+        return "triton"
+    return "marlin" if MARLIN_MXFP4[0] <= v < MARLIN_MXFP4[1] else ""
+
+
 def as_loaded(
     spec: ModelSpec, weights: WeightSize, *, engine: str, version: str, capability: int | None, tp: int
 ) -> tuple[WeightSize, str]:
     """The weights as ``engine`` keeps them on the GPU, and which figure it is ("as loaded" or "checkpoint")."""
-    low, high = MARLIN_MXFP4
-    if (
-        engine == "vllm"
-        and _quant_method(spec) == "mxfp4"
-        and capability is not None
-        and capability < 100
-        and low <= version_tuple(version)[:2] < high
-    ):
+    rule = _mxfp4_rule(version, capability) if capability is not None else ""
+    if engine == "vllm" and _quant_method(spec) == "mxfp4" and rule == "triton":
+        extra = triton_mxfp4_extra(spec, tp)
+        if extra:
+            basis = (
+                f"{weights.basis}; as loaded by vLLM {version}: + {extra:,} B of the Triton MXFP4 backend on Hopper "
+                "(scales swizzled into new tensors beside the loaded ones, biases in fp32; mxfp4.py)"
+            )
+            return replace(weights, bytes=weights.bytes + extra, basis=basis), "as loaded"
+    if engine == "vllm" and _quant_method(spec) == "mxfp4" and rule == "marlin":
         extra = marlin_mxfp4_padding(spec, tp)
         if extra:
             basis = (
