@@ -213,9 +213,22 @@ def test_triton_mxfp4_on_hopper_is_vllms_swizzle_arithmetic_and_the_logged_64_38
         assert "Marlin padding" in plan_deployment(request).inputs.weights.basis
 
 
+def test_sm12_blackwell_takes_marlin_not_the_native_fp4_path() -> None:
+    # vLLM 0.10.1 (_should_use_marlin: not SM 10.0, no triton_kernels), 0.11.0 and 0.14.1 (get_mxfp4_backend: FlashInfer
+    # only for SM 10.x, Triton only for 9.0 <= capability < 11.0): an RTX 5090 (SM 12.0) pads gpt-oss-20b for Marlin
+    spec = resolve("openai/gpt-oss-20b")
+    for engine in ("vllm@0.10.1", "vllm@0.14.1"):
+        plan = plan_deployment(
+            PlanRequest(model="openai/gpt-oss-20b", gpu="rtx-5090", engine=engine, context=Tokens("8k"))
+        )
+        assert "Marlin padding" in plan.inputs.weights.basis
+        assert plan.weights_per_gpu > marlin_mxfp4_padding(spec, 1)
+
+
 def test_the_checkpoint_weights_are_kept_where_no_loading_rule_applies() -> None:
-    # vLLM 0.33 (a Triton/FlashInfer MXFP4 path, no rule held to a log yet) and Blackwell (native FP4)
-    for engine, gpu in (("vllm@0.33", "h100"), ("vllm@0.11", "b200"), ("sglang", "h100")):
+    # vLLM 0.33 (a Triton/FlashInfer MXFP4 path, no rule held to a log yet) and datacenter Blackwell (SM 10.x:
+    # FlashInfer's native FP4)
+    for engine, gpu in (("vllm@0.33", "h100"), ("vllm@0.11", "b200"), ("vllm@0.14.1", "b300"), ("sglang", "h100")):
         request = PlanRequest(model="openai/gpt-oss-120b", gpu=gpu, engine=engine, context=Tokens("8k"))
         plan = plan_deployment(request)
         assert "Marlin padding" not in plan.inputs.weights.basis

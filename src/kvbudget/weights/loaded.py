@@ -1,11 +1,12 @@
 """Weights as the engine loads them, from the checkpoint's bytes: what the engine keeps on the GPU.
 
-A checkpoint's bytes are what the files hold; an engine may repack them for its kernels and keep more. The one
-rule held to a real log so far:
+A checkpoint's bytes are what the files hold; an engine may repack them for its kernels and keep more. The rules,
+read from the engine's wheels and held to real logs on Hopper and Ampere (the SM 12.x case is read, not logged):
 
-* vLLM 0.10-0.19, an MXFP4 MoE checkpoint (gpt-oss) on a GPU without native FP4 (compute capability < 10.0:
-  Hopper, Ada, Ampere) runs the experts through the Marlin FP4 kernel ("Your GPU does not have native support
-  for FP4 computation ... leveraging the Marlin kernel", marlin_utils_fp4.py). Mxfp4MoEMethod.create_weights
+* vLLM 0.10-0.19, an MXFP4 MoE checkpoint (gpt-oss) on a GPU without FlashInfer's native FP4 path (Hopper until
+  0.11, Ada, Ampere, and the SM 12.x Blackwell GPUs: compute capability outside 10.x) runs the experts through
+  the Marlin FP4 kernel ("Your GPU does not have native support for FP4 computation ... leveraging the Marlin
+  kernel", marlin_utils_fp4.py). Mxfp4MoEMethod.create_weights
   (vllm/model_executor/layers/quantization/mxfp4.py, 0.10.1) pads for it: the moe marlin kernel needs
   n % 256 == 0 and k % 128 == 0, so the intermediate size per partition is rounded up to a multiple of 128 and
   the hidden size to a multiple of 256; every expert's gate_up (2 x I x H) and down (H x I) blocks and their
@@ -22,7 +23,8 @@ rule held to a real log so far:
   tensors, freeing the old weights (``del layer.w13_weight``) but not the old ``w13_weight_scale`` /
   ``w2_weight_scale`` parameters, so the e8m0 scales are held twice. gpt-oss-120b: + 3.53 GiB, 64.30 GiB as loaded;
   vLLM 0.14.1 logged "Model loading took 64.38 GiB" on an H100 (github.com/vllm-project/vllm/issues/33155).
-  Ampere and Ada (no triton_kernels support below SM 9.0) stay on Marlin.
+  Ampere and Ada (no triton_kernels support below SM 9.0) stay on Marlin, and so do the SM 12.x Blackwell GPUs
+  (RTX 5090, RTX PRO 6000, GB10): only SM 10.x takes FlashInfer's native FP4 path.
 
 Other engines, versions and formats keep the checkpoint's bytes here (``as_loaded`` says which it is).
 """
@@ -43,6 +45,12 @@ MXFP4_BYTES = (17, 32)  # 4 bits + one e8m0 byte per 32 elements = 17/32 B per e
 # vLLM versions that run MXFP4 experts through the Triton backend on SM 9.x: 0.12 (triton_kernels vendored, torch
 # 2.9) .. 0.14.1 read (issue #33155's log); kept to the Marlin rule's end, 0.19, for want of a later reading
 TRITON_MXFP4 = ((0, 12), (0, 20))
+# SM 10.x (B200, B300, GB200, GB300) runs MXFP4 natively (FlashInfer); the SM 12.x consumer and workstation
+# Blackwell GPUs and the GB10 (SM 12.1) are outside both the FlashInfer checks (is_device_capability(100) in 0.10.1 and
+# 0.11.0, is_device_capability_family(100) in 0.14.1) and the Triton range (9.0 <= capability < 11.0), so they take
+# Marlin like Ampere and Ada (mxfp4.py _should_use_marlin / get_mxfp4_backend of those wheels)
+NATIVE_FP4 = (100, 110)
+TRITON_CAPABILITY = (90, 110)  # get_mxfp4_backend: triton_kernels only for (9, 0) <= capability < (11, 0)
 TRITON_PAD_I = 64  # create_weights, the non-Marlin CUDA branch: round_up(intermediate_size_per_partition, 64)
 HOPPER_VALUE_ALIGN = (16, 32)  # HopperMXValueLayout (mma v3): pack = 1x2x4x2x1 rows, 4x2x4x1x1 columns
 HOPPER_SCALE_ALIGN = (2 * 8 * 2 * 8, 2)  # HopperMXScaleLayout, num_warps 8: SWIZZLE_ALIGN_M, SWIZZLE_ALIGN_K
@@ -111,9 +119,9 @@ def triton_mxfp4_extra(spec: ModelSpec, tp: int) -> int:
 def _mxfp4_rule(version: str, capability: int) -> str:
     """Which MXFP4 MoE backend vLLM ``version`` runs on a GPU of this compute capability ("" when no rule)."""
     v = version_tuple(version)[:2]
-    if capability >= 100:
-        return ""  # native FP4 (Blackwell): the checkpoint's layout
-    if TRITON_MXFP4[0] <= v < TRITON_MXFP4[1] and capability >= 90:
+    if NATIVE_FP4[0] <= capability < NATIVE_FP4[1]:
+        return ""  # native FP4 (datacenter Blackwell, FlashInfer's backends): the checkpoint's layout
+    if TRITON_MXFP4[0] <= v < TRITON_MXFP4[1] and TRITON_CAPABILITY[0] <= capability < TRITON_CAPABILITY[1]:
         return "triton"
     return "marlin" if MARLIN_MXFP4[0] <= v < MARLIN_MXFP4[1] else ""
 
