@@ -20,6 +20,8 @@ UPSTREAM = {
     "collector.py",
     "topk_topp_sampler.py",  # vLLM v1/sample/ops: the sampler paths of docs/measure.md
     "fused_moe.py",  # vLLM model_executor/layers/fused_moe
+    "sampler.py",  # vLLM v1/sample: the sampler the profile run warms up (docs/measure.md)
+    "base_device_communicator.py",  # vLLM distributed/device_communicators: the logits all-gather at TP > 1
     "loggers.py",  # vLLM v1/metrics: the stats line --speed-from LOG reads (docs/speed.md)
     "scheduler_metrics_mixin.py",  # SGLang srt/managers: its Decode / Prefill batch lines
 }

@@ -14,7 +14,7 @@ from kvbudget import hardware
 from kvbudget.api import PlanRequest, Tokens, plan_deployment
 from kvbudget.errors import InputError
 from kvbudget.model.sources import resolve
-from kvbudget.weights.loaded import marlin_mxfp4_padding
+from kvbudget.weights.loaded import marlin_mxfp4_padding, triton_mxfp4_extra
 
 GiB = 2**30
 ROWS = list(csv.DictReader((Path(__file__).parents[1] / "data" / "memory" / "real_logs.csv").read_text().splitlines()))
@@ -189,9 +189,46 @@ def test_marlin_padding_of_gpt_oss_120b_is_vllms_create_weights_arithmetic() -> 
     assert marlin_mxfp4_padding(spec, 2) == 36 * 128 * 3 * (1536 * 3072 - 1440 * 2880) * 2 * 17 // 32
 
 
+def test_triton_mxfp4_on_hopper_is_vllms_swizzle_arithmetic_and_the_logged_64_38_gib() -> None:
+    # vLLM 0.14.1 mxfp4.py on an H100 ("Using Triton backend"), per layer of gpt-oss-120b: the swizzled values
+    # (5760 x 1440 + 2880 x 1440, no padding), the kept e8m0 scales (5760 x 90 + 2880 x 90), the swizzled scales
+    # (rows to 256: 5888 x 90 + 3072 x 90) and fp32 biases, x 128 experts, less the checkpoint's 17/32 B per element
+    # and bf16 biases; 36 layers
+    spec = resolve("openai/gpt-oss-120b")
+    loaded = 128 * ((5760 + 2880) * 1440 + (5760 + 2880) * 90 + (5888 + 3072) * 90 + (5760 + 2880) * 4)
+    checkpoint = 128 * (3 * 2880 * 2880 * 17 // 32 + (5760 + 2880) * 2)
+    assert triton_mxfp4_extra(spec, 1) == 36 * (loaded - checkpoint)
+    # issue #33155 (vLLM 0.14.1, one H100): "Model loading took 64.38 GiB memory"; the Marlin rule gave 65.89
+    request = PlanRequest(
+        model="openai/gpt-oss-120b", gpu="h100", engine="vllm@0.14.1", context=Tokens("8k"), utilization=0.95
+    )
+    plan = plan_deployment(request)
+    assert abs(plan.weights_per_gpu - 64.38 * GiB) <= 0.01 * 64.38 * GiB
+    assert "Triton MXFP4 backend" in plan.inputs.weights.basis
+    # the same version on an A100 (SM 8.0: no triton_kernels support) keeps Marlin's padding; 0.11 on Hopper too
+    for engine, gpu in (("vllm@0.14.1", "a100-80gb"), ("vllm@0.11", "h100")):
+        request = PlanRequest(
+            model="openai/gpt-oss-120b", gpu=gpu, engine=engine, context=Tokens("8k"), utilization=0.95
+        )
+        assert "Marlin padding" in plan_deployment(request).inputs.weights.basis
+
+
+def test_sm12_blackwell_takes_marlin_not_the_native_fp4_path() -> None:
+    # vLLM 0.10.1 (_should_use_marlin: not SM 10.0, no triton_kernels), 0.11.0 and 0.14.1 (get_mxfp4_backend: FlashInfer
+    # only for SM 10.x, Triton only for 9.0 <= capability < 11.0): an RTX 5090 (SM 12.0) pads gpt-oss-20b for Marlin
+    spec = resolve("openai/gpt-oss-20b")
+    for engine in ("vllm@0.10.1", "vllm@0.14.1"):
+        plan = plan_deployment(
+            PlanRequest(model="openai/gpt-oss-20b", gpu="rtx-5090", engine=engine, context=Tokens("8k"))
+        )
+        assert "Marlin padding" in plan.inputs.weights.basis
+        assert plan.weights_per_gpu > marlin_mxfp4_padding(spec, 1)
+
+
 def test_the_checkpoint_weights_are_kept_where_no_loading_rule_applies() -> None:
-    # vLLM 0.33 (a Triton/FlashInfer MXFP4 path, no rule held to a log yet) and Blackwell (native FP4)
-    for engine, gpu in (("vllm@0.33", "h100"), ("vllm@0.11", "b200"), ("sglang", "h100")):
+    # vLLM 0.33 (a Triton/FlashInfer MXFP4 path, no rule held to a log yet) and datacenter Blackwell (SM 10.x:
+    # FlashInfer's native FP4)
+    for engine, gpu in (("vllm@0.33", "h100"), ("vllm@0.11", "b200"), ("vllm@0.14.1", "b300"), ("sglang", "h100")):
         request = PlanRequest(model="openai/gpt-oss-120b", gpu=gpu, engine=engine, context=Tokens("8k"))
         plan = plan_deployment(request)
         assert "Marlin padding" not in plan.inputs.weights.basis

@@ -1,17 +1,30 @@
 """Weights as the engine loads them, from the checkpoint's bytes: what the engine keeps on the GPU.
 
-A checkpoint's bytes are what the files hold; an engine may repack them for its kernels and keep more. The one
-rule held to a real log so far:
+A checkpoint's bytes are what the files hold; an engine may repack them for its kernels and keep more. The rules,
+read from the engine's wheels and held to real logs on Hopper and Ampere (the SM 12.x case is read, not logged):
 
-* vLLM 0.10-0.19, an MXFP4 MoE checkpoint (gpt-oss) on a GPU without native FP4 (compute capability < 10.0:
-  Hopper, Ada, Ampere) runs the experts through the Marlin FP4 kernel ("Your GPU does not have native support
-  for FP4 computation ... leveraging the Marlin kernel", marlin_utils_fp4.py). Mxfp4MoEMethod.create_weights
+* vLLM 0.10-0.19, an MXFP4 MoE checkpoint (gpt-oss) on a GPU without FlashInfer's native FP4 path (Hopper until
+  0.11, Ada, Ampere, and the SM 12.x Blackwell GPUs: compute capability outside 10.x) runs the experts through
+  the Marlin FP4 kernel ("Your GPU does not have native support for FP4 computation ... leveraging the Marlin
+  kernel", marlin_utils_fp4.py). Mxfp4MoEMethod.create_weights
   (vllm/model_executor/layers/quantization/mxfp4.py, 0.10.1) pads for it: the moe marlin kernel needs
   n % 256 == 0 and k % 128 == 0, so the intermediate size per partition is rounded up to a multiple of 128 and
   the hidden size to a multiple of 256; every expert's gate_up (2 x I x H) and down (H x I) blocks and their
   e8m0 scales (one byte per 32) are allocated at the padded sizes. gpt-oss-120b: I 2880 -> 2944, H 2880 ->
   3072, 60.77 GiB in the checkpoint -> 65.90 GiB as loaded; vLLM 0.10.1.1 logged "Model loading took
   65.9651 GiB" on an H100 (github.com/vllm-project/vllm/issues/23278), 0.1% more than the rule.
+* vLLM 0.12-0.19 on Hopper (compute capability 9.x) runs the same experts through the Triton backend instead
+  ("Using Triton backend", mxfp4.py get_mxfp4_backend: triton_kernels is vendored in vllm/third_party from 0.12,
+  whose torch 2.9 passes the >= 2.8.0 check; FlashInfer's SM90 MXFP4 path is off unless
+  VLLM_USE_FLASHINFER_MOE_MXFP4_BF16=1). Read in the 0.12.0, 0.13.0 and 0.14.1 wheels: create_weights pads the
+  intermediate size per partition to a multiple of 64 only; process_weights_after_loading casts the biases to fp32
+  and swizzles the weights and scales for the Hopper matmul (triton_kernels HopperMXValueLayout: the two dims
+  rounded to 16 and 32; HopperMXScaleLayout with 8 warps: the non-MX dim rounded to 256, the MX dim to 2) into new
+  tensors, freeing the old weights (``del layer.w13_weight``) but not the old ``w13_weight_scale`` /
+  ``w2_weight_scale`` parameters, so the e8m0 scales are held twice. gpt-oss-120b: + 3.53 GiB, 64.30 GiB as loaded;
+  vLLM 0.14.1 logged "Model loading took 64.38 GiB" on an H100 (github.com/vllm-project/vllm/issues/33155).
+  Ampere and Ada (no triton_kernels support below SM 9.0) stay on Marlin, and so do the SM 12.x Blackwell GPUs
+  (RTX 5090, RTX PRO 6000, GB10): only SM 10.x takes FlashInfer's native FP4 path.
 
 Other engines, versions and formats keep the checkpoint's bytes here (``as_loaded`` says which it is).
 """
@@ -29,6 +42,18 @@ from kvbudget.weights.sources import WeightSize
 MARLIN_MXFP4 = ((0, 10), (0, 20))
 MARLIN_N, MARLIN_K = 256, 128  # moe marlin kernel: n % 256 == 0 and k % 128 == 0 (mxfp4.py create_weights)
 MXFP4_BYTES = (17, 32)  # 4 bits + one e8m0 byte per 32 elements = 17/32 B per element
+# vLLM versions that run MXFP4 experts through the Triton backend on SM 9.x: 0.12 (triton_kernels vendored, torch
+# 2.9) .. 0.14.1 read (issue #33155's log); kept to the Marlin rule's end, 0.19, for want of a later reading
+TRITON_MXFP4 = ((0, 12), (0, 20))
+# SM 10.x (B200, B300, GB200, GB300) runs MXFP4 natively (FlashInfer); the SM 12.x consumer and workstation
+# Blackwell GPUs and the GB10 (SM 12.1) are outside both the FlashInfer checks (is_device_capability(100) in 0.10.1 and
+# 0.11.0, is_device_capability_family(100) in 0.14.1) and the Triton range (9.0 <= capability < 11.0), so they take
+# Marlin like Ampere and Ada (mxfp4.py _should_use_marlin / get_mxfp4_backend of those wheels)
+NATIVE_FP4 = (100, 110)
+TRITON_CAPABILITY = (90, 110)  # get_mxfp4_backend: triton_kernels only for (9, 0) <= capability < (11, 0)
+TRITON_PAD_I = 64  # create_weights, the non-Marlin CUDA branch: round_up(intermediate_size_per_partition, 64)
+HOPPER_VALUE_ALIGN = (16, 32)  # HopperMXValueLayout (mma v3): pack = 1x2x4x2x1 rows, 4x2x4x1x1 columns
+HOPPER_SCALE_ALIGN = (2 * 8 * 2 * 8, 2)  # HopperMXScaleLayout, num_warps 8: SWIZZLE_ALIGN_M, SWIZZLE_ALIGN_K
 
 
 def _round_up(value: int, multiple: int) -> int:
@@ -64,18 +89,57 @@ def marlin_mxfp4_padding(spec: ModelSpec, tp: int) -> int:
     return extra_elements * num // den
 
 
+def triton_mxfp4_extra(spec: ModelSpec, tp: int) -> int:
+    """Bytes vLLM 0.12-0.19's Triton MXFP4 path keeps over the checkpoint on Hopper, all GPUs together (0 when it
+    does not apply): per layer and GPU, the swizzled values and scales (new tensors, the old scales kept), the fp32
+    biases, less the checkpoint's share (mxfp4.py create_weights / process_weights_after_loading, mxfp4_utils.py
+    _swizzle_mxfp4)."""
+    cfg = spec.config
+    experts = _int(cfg, "num_local_experts", "num_experts")
+    hidden = _int(cfg, "hidden_size")
+    inter = _int(cfg, "intermediate_size")
+    layers = _int(cfg, "num_hidden_layers")
+    if not (experts and hidden and inter and layers) or inter % tp or hidden % 32:
+        return 0
+    part = _round_up(inter // tp, TRITON_PAD_I)
+    rows, cols = HOPPER_VALUE_ALIGN
+    values = _round_up(2 * part, rows) * _round_up(hidden // 2, cols) + _round_up(hidden, rows) * _round_up(
+        part // 2, cols
+    )
+    scales = 2 * part * (hidden // 32) + hidden * (part // 32)  # the checkpoint-shaped scale parameters, kept
+    m, k = HOPPER_SCALE_ALIGN
+    swizzled = _round_up(2 * part, m) * _round_up(hidden // 32, k) + _round_up(hidden, m) * _round_up(part // 32, k)
+    bias = (2 * part + hidden) * 4  # w13_bias and w2_bias cast to fp32 (the w2 bias is whole on every GPU)
+    num, den = MXFP4_BYTES
+    checkpoint = 3 * inter * hidden * num // den + (2 * inter + hidden) * 2  # the layer's experts, all GPUs
+    loaded = experts * (values + scales + swizzled + bias) * tp
+    return max(layers * (loaded - experts * checkpoint), 0)
+
+
+def _mxfp4_rule(version: str, capability: int) -> str:
+    """Which MXFP4 MoE backend vLLM ``version`` runs on a GPU of this compute capability ("" when no rule)."""
+    v = version_tuple(version)[:2]
+    if NATIVE_FP4[0] <= capability < NATIVE_FP4[1]:
+        return ""  # native FP4 (datacenter Blackwell, FlashInfer's backends): the checkpoint's layout
+    if TRITON_MXFP4[0] <= v < TRITON_MXFP4[1] and TRITON_CAPABILITY[0] <= capability < TRITON_CAPABILITY[1]:
+        return "triton"
+    return "marlin" if MARLIN_MXFP4[0] <= v < MARLIN_MXFP4[1] else ""
+
+
 def as_loaded(
     spec: ModelSpec, weights: WeightSize, *, engine: str, version: str, capability: int | None, tp: int
 ) -> tuple[WeightSize, str]:
     """The weights as ``engine`` keeps them on the GPU, and which figure it is ("as loaded" or "checkpoint")."""
-    low, high = MARLIN_MXFP4
-    if (
-        engine == "vllm"
-        and _quant_method(spec) == "mxfp4"
-        and capability is not None
-        and capability < 100
-        and low <= version_tuple(version)[:2] < high
-    ):
+    rule = _mxfp4_rule(version, capability) if capability is not None else ""
+    if engine == "vllm" and _quant_method(spec) == "mxfp4" and rule == "triton":
+        extra = triton_mxfp4_extra(spec, tp)
+        if extra:
+            basis = (
+                f"{weights.basis}; as loaded by vLLM {version}: + {extra:,} B of the Triton MXFP4 backend on Hopper "
+                "(scales swizzled into new tensors beside the loaded ones, biases in fp32; mxfp4.py)"
+            )
+            return replace(weights, bytes=weights.bytes + extra, basis=basis), "as loaded"
+    if engine == "vllm" and _quant_method(spec) == "mxfp4" and rule == "marlin":
         extra = marlin_mxfp4_padding(spec, tp)
         if extra:
             basis = (
