@@ -169,7 +169,11 @@ def replica_speeds(
         prefill_tokens_per_s=rate,
         decode_quotes=quotes,
         group_prompts=prefill_from.provenance == "measured" and measured is not None and measured.clean,
-        first_token_s=measured.first_token_s if prefill_from.provenance == "measured" and measured else 0.0,
+        first_token_s=measured.first_token_s
+        if prefill_from.provenance == "measured" and measured
+        else roof.efficiency.request_s
+        if roof is not None and prefill_from.provenance == "computed"
+        else 0.0,  # the engine's fitted fixed cost a request (Efficiency.request_s; 0 for TensorRT-LLM)
         wait_iteration=prefill_from.provenance == "measured" and measured is not None and measured.batch_wait,
     )
 
