@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-
 from dataclasses import replace
+from pathlib import Path
 
 from kvbudget.speed.efficiency import FITTED, efficiency_for
 from kvbudget.speed.fit import (
@@ -63,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         shipped["trtllm"] = fit(own, first, names=LATENCY_PARAMETERS)
         for engine, names in ENGINE_PARAMETERS.items():
             start = replace(shipped[engine], **{name: getattr(FITTED, name) for name in names if name != "request_s"})
-            mine = [p for p in train if p.figure.request.engine == engine]
-            shipped[engine] = fit(mine, start, rounds=4, names=names)
+            figures = [p for p in train if p.figure.request.engine == engine]
+            shipped[engine] = fit(figures, start, rounds=4, names=names)
     elif args.fit:
         own = [p for p in train if p.figure.request.engine == "trtllm"]
         shipped["trtllm"] = fit(own, FITTED, names=LATENCY_PARAMETERS)

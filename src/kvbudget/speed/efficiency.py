@@ -27,9 +27,10 @@ class Efficiency:
     bandwidth in a memory-bound one; ``step_overhead_s``: fixed seconds per decode iteration;
     ``allreduce_latency_s``: fixed seconds per all-reduce (tensor parallelism); ``prefill_queue``: the steady-state
     wait for other requests' prefills, as a share of the M/M/1 mean wait (kvbudget.speed.answer.prefill_wait);
-    ``sequence_s``: seconds per running sequence added to each decode iteration (host-side scheduling, sampling and
-    detokenizing, which vLLM and SGLang do per sequence); ``request_s``: the fixed seconds an API-server benchmark sees in every TTFT (HTTP, tokenization, scheduling);
-    ``borrowed``: the names of the efficiencies taken from TensorRT-LLM's fit (the engine has no figures for them)."""
+    ``sequence_s``: seconds per running sequence added to each decode iteration (host-side scheduling, sampling
+    and detokenizing, which vLLM and SGLang do per sequence); ``request_s``: the fixed seconds an API-server
+    benchmark sees in every TTFT (HTTP, tokenization, scheduling); ``borrowed``: the names of the efficiencies taken
+    from TensorRT-LLM's fit (the engine has no figures for them)."""
 
     prefill: float
     prefill_bf16: float
