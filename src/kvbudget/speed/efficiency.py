@@ -43,6 +43,12 @@ class Efficiency:
     sequence_s: float = 0.0  # per running sequence per decode iteration: host work that grows with the batch
     request_s: float = 0.0  # fixed seconds in every request's TTFT: HTTP, tokenization, scheduling (API servers)
     borrowed: tuple[str, ...] = ()  # the efficiencies taken from another engine's fit (no figures of this engine)
+    fitted_to: str = "TensorRT-LLM"  # whose published figures the (not borrowed) efficiencies were fitted to
+
+    @property
+    def fit(self) -> str:
+        """Whose fit, in words ("vLLM's fit"; an engine without figures uses "TensorRT-LLM's fit")."""
+        return f"{self.fitted_to}'s fit"
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -56,6 +62,7 @@ class Efficiency:
             "sequence_s": self.sequence_s,
             "request_s": self.request_s,
             "borrowed": list(self.borrowed),
+            "fitted_to": self.fitted_to,
             "basis": self.basis,
         }
 
@@ -101,6 +108,7 @@ VLLM = replace(
     sequence_s=0.000316,  # per running sequence per iteration (Python scheduler, sampler, detokenizer)
     request_s=0.0532,  # per request: HTTP, chat template and tokenization, scheduling (API server)
     basis=VLLM_SOURCE,
+    fitted_to="vLLM",
     borrowed=("decode_compute", "memory_bandwidth", "allreduce_latency_s", "prefill_queue"),
 )
 SGLANG = replace(
@@ -111,6 +119,7 @@ SGLANG = replace(
     sequence_s=0.000147,  # per running sequence per iteration
     request_s=0.0141,  # per request
     basis=SGLANG_SOURCE,
+    fitted_to="SGLang",
     borrowed=("decode_compute", "memory_bandwidth", "allreduce_latency_s", "prefill_queue"),
 )
 OWN = {"trtllm": FITTED, "vllm": VLLM, "sglang": SGLANG}
