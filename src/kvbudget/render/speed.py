@@ -58,8 +58,14 @@ def _sources(engine: str, borrowed: tuple[str, ...]) -> list[str]:
     if engine in ("vllm", "sglang"):
         own = "vLLM's" if engine == "vllm" else "SGLang's"
         return [
-            head + f"{own} published throughput and latency",
-            f"  (GPUStack performance lab, docs/speed.md); borrowed from TensorRT-LLM's fit: {', '.join(borrowed)}",
+            head + own,
+            "  published throughput and latency (GPUStack performance lab, docs/speed.md)",
+            *textwrap.wrap(
+                f"borrowed from TensorRT-LLM's fit: {', '.join(borrowed)}",
+                100,
+                initial_indent="  ",
+                subsequent_indent="    ",
+            ),
         ]
     return [
         head + "TensorRT-LLM's",
