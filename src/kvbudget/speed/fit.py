@@ -59,14 +59,7 @@ BOUNDS = {
 }
 # the efficiencies each engine's own figures fit (bench/speed.py --fit-all); the rest it borrows from TensorRT-LLM
 ENGINE_PARAMETERS = {
-    "vllm": (
-        "prefill",
-        "prefill_bf16",
-        "decode_compute",
-        "step_overhead_s",
-        "sequence_s",
-        "request_s",
-    ),
+    "vllm": ("prefill", "prefill_bf16", "step_overhead_s", "sequence_s", "request_s"),
     "sglang": ("prefill", "prefill_bf16", "step_overhead_s", "sequence_s", "request_s"),
 }
 
