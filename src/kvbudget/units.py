@@ -171,11 +171,21 @@ def money(x: float | None) -> str:
     return "-" if x is None else f"{x:,.4f}" if x < 1 else f"{x:,.2f}"
 
 
+def fixed(value: float, digits: int) -> str:
+    """``value`` with ``digits`` decimals and thousands commas, rounded as the web page rounds (JavaScript's
+    toLocaleString: the float's shortest decimal, ties away from zero), not as ``f"{value:.1f}"`` does (the binary
+    value, whose 157.35 lies just below the tie: 157.3 where the page and a reader write 157.4)."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    exact = Decimal(repr(float(value))).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
+    return f"{exact:,.{digits}f}"
+
+
 def latency_text(value: float | None) -> str:
     """A latency as the report and the page write it: milliseconds under a second, else seconds; "-" for none."""
     if value is None:
         return "-"
-    return f"{value * 1e3:,.1f} ms" if value < 1 else f"{value:,.2f} s"
+    return f"{fixed(value * 1e3, 1)} ms" if value < 1 else f"{fixed(value, 2)} s"
 
 
 def counted(n: int | float, noun: str, plural: str | None = None) -> str:

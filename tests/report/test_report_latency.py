@@ -17,7 +17,7 @@ from kvbudget.report.latency import PLANNED_FIELDS
 from kvbudget.report.markdown import md
 from kvbudget.report.sections import per_second, seconds
 from kvbudget.schemas import schema
-from kvbudget.units import money
+from kvbudget.units import latency_text, money
 from tests.report.cli_runs import CHAT, QUICK_SIM, chat_report_and_simulation, document, html, run
 
 LLAMA = ("llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--context", "32k")
@@ -212,3 +212,13 @@ def test_sessions_at_latency_targets_are_simulate_json() -> None:
     assert f"Latency targets: {md(said)}." in markdown
     # without targets there is no such figure
     assert chat_report_and_simulation()[0]["sessions"]["simulated"]["at_targets"] is None
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0.15735, "157.4 ms"), (0.15745, "157.5 ms"), (0.15725, "157.3 ms"), (2.675, "2.68 s"), (1234.55, "1,234.55 s")],
+)
+def test_latency_text_rounds_ties_as_the_page_does(seconds: float, text: str) -> None:
+    # the page's toLocaleString rounds the float's shortest decimal, ties away from zero (Node: 0.15735 s ->
+    # "157.4 ms"); Python's f"{157.35:.1f}" rounds the binary value just below the tie ("157.3")
+    assert latency_text(seconds) == text

@@ -16,7 +16,7 @@ from kvbudget.simulate.targets import figure
 from tests.helpers import run_cli
 
 # Llama-3.1-8B with vLLM on one L40S at a 16K cap under the chat workload (0.5 sessions/s): memory (the pool, the
-# queue for room) holds about 90 live sessions, but the decode roofline's inter-token latency passes 45 ms far
+# queue for room) holds about 85 live sessions, but the decode roofline's inter-token latency passes 45 ms far
 # earlier (L40S: 864 GB/s for 16 GB of weights per iteration, plus every running session's KV).
 DEPLOYMENT = {
     "model": "llama-3.1-8b",

@@ -9,8 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from kvbudget.speed.efficiency import FITTED
-from kvbudget.speed.fit import LATENCY_PARAMETERS, THROUGHPUT_PARAMETERS, Summary, errors, fit, load, load_all, prepare
+from kvbudget.speed.efficiency import FITTED, SGLANG, VLLM, efficiency_for
+from kvbudget.speed.fit import (
+    ENGINE_PARAMETERS,
+    LATENCY_PARAMETERS,
+    THROUGHPUT_PARAMETERS,
+    Summary,
+    errors,
+    fit,
+    load,
+    load_all,
+    prepare,
+)
 
 DATA = Path(__file__).parent.parent / "data" / "speed"
 
@@ -20,14 +30,22 @@ def prepared() -> list:  # type: ignore[type-arg]
     return prepare(load_all(DATA))
 
 
-def _summary(prepared: list, kind: str, split: str) -> Summary:  # type: ignore[type-arg]
-    chosen = [p for p in prepared if p.figure.kind == kind and p.figure.split == split]
-    return Summary.of(errors(chosen, FITTED))
+def _summary(prepared: list, kind: str, split: str, engine: str = "trtllm") -> Summary:  # type: ignore[type-arg]
+    chosen = [
+        p for p in prepared if p.figure.kind == kind and p.figure.split == split and p.figure.request.engine == engine
+    ]
+    return Summary.of(errors(chosen))
 
 
 def test_every_figure_file_is_loaded_with_its_source() -> None:
     counts = {path.stem: len(load(path)[0]) for path in sorted(DATA.glob("*.json"))}
-    assert counts == {"nim_llama33_70b_h100": 17, "trtllm_perf_overview": 60, "trtllm_v05_first_token": 10}
+    assert counts == {
+        "gpustack_sglang": 16,
+        "gpustack_vllm": 68,
+        "nim_llama33_70b_h100": 17,
+        "trtllm_perf_overview": 60,
+        "trtllm_v05_first_token": 10,
+    }
     for path in DATA.glob("*.json"):
         source = load(path)[1]
         assert source.get("commit") or source.get("url")
@@ -72,8 +90,72 @@ def test_the_shipped_throughput_efficiencies_are_a_fit_optimum(prepared: list) -
 
 
 def test_the_shipped_latency_parameters_are_the_fit_from_elsewhere(prepared: list) -> None:  # type: ignore[type-arg]
-    train = [p for p in prepared if p.figure.split == "train"]
+    train = [p for p in prepared if p.figure.split == "train" and p.figure.request.engine == "trtllm"]
     start = replace(FITTED, prefill_bf16=0.3, prefill_queue=0.2)
     refit = fit(train, start, rounds=2, steps=24, names=LATENCY_PARAMETERS)
     assert refit.prefill_bf16 == pytest.approx(FITTED.prefill_bf16, rel=0.02)
     assert refit.prefill_queue == pytest.approx(FITTED.prefill_queue, rel=0.02)
+
+
+# docs/speed.md "vLLM and SGLang": each engine's held-out errors per kind of figure, as bench/speed.py prints them
+
+
+def test_vllm_held_out_errors(prepared: list) -> None:  # type: ignore[type-arg]
+    # throughput: 27 figures, median 16.1%, 74% within 30% (issue 19's target missed: docs say why)
+    s = _summary(prepared, "throughput", "held_out", "vllm")
+    assert s.count == 27 and s.median_abs <= 0.17 and s.within_30 >= 0.74
+    # TTFT: 2 figures, median 6.3%, both within 30% (met)
+    s = _summary(prepared, "ttft", "held_out", "vllm")
+    assert s.count == 2 and s.median_abs <= 0.07 and s.within_30 == 1.0
+    # ITL: 5 figures, median 29.3%, 60% within 30% (missed: DeepSeek-R1 and gpt-oss at concurrency 4)
+    s = _summary(prepared, "itl", "held_out", "vllm")
+    assert s.count == 5 and s.median_abs <= 0.30 and s.within_30 >= 0.60
+
+
+def test_sglang_held_out_errors(prepared: list) -> None:  # type: ignore[type-arg]
+    # throughput: 6 figures, median 12.8%, 67% within 30%
+    s = _summary(prepared, "throughput", "held_out", "sglang")
+    assert s.count == 6 and s.median_abs <= 0.13 and s.within_30 >= 0.66
+    # one TTFT figure (Qwen3-8B-FP8 at concurrency 4: 39.66 ms), 33.8% off; one ITL figure 15.6% off
+    assert _summary(prepared, "ttft", "held_out", "sglang").median_abs <= 0.34
+    assert _summary(prepared, "itl", "held_out", "sglang").median_abs <= 0.16
+
+
+def test_a_fixed_cost_a_request_is_what_vllm_ttft_at_low_concurrency_needs(prepared: list) -> None:  # type: ignore[type-arg]
+    # GPUStack: Qwen3-8B on one H100, vLLM v0.11.0, concurrency 1: 59.01 ms TTFT for a ~233-token prompt, whose
+    # prefill alone is a few ms; without request_s the model is ~75% short
+    at_1 = next(p for p in prepared if p.figure.request.engine == "vllm" and p.figure.label.startswith("qwen3-8b"))
+    assert at_1.figure.kind == "ttft" and at_1.figure.value == 59.01
+    assert errors([at_1], replace(VLLM, request_s=0.0))[0] < -0.6
+    assert abs(errors([at_1])[0]) < 0.2  # 16.2% over (the fit balances it against the other TTFTs)
+
+
+def test_the_running_cap_and_the_per_sequence_cost_bound_the_offline_sharegpt_runs(prepared: list) -> None:  # type: ignore[type-arg]
+    # DeepSeek-R1 on 8 x H200, 1,000 ShareGPT prompts at once: 2,621 output tokens/s measured; vLLM runs at most
+    # max_num_seqs = 1,024 (v1 default on >= 70 GiB GPUs), and each running sequence costs host time every step
+    row = next(
+        p
+        for p in prepared
+        if p.figure.request.engine == "vllm" and p.figure.label.startswith("deepseek-r1 h200 tp8 219/201")
+    )
+    assert row.figure.value == 2621.05
+    assert errors([row], replace(VLLM, sequence_s=0.0))[0] > 4.0  # without the per-sequence cost: +443%
+    assert abs(errors([row])[0]) < 0.05  # -1.2%
+
+
+def test_each_engine_names_what_it_borrows() -> None:
+    assert efficiency_for("trtllm").borrowed == ()
+    for own in (VLLM, SGLANG):
+        assert "gpustack" in own.basis.lower() and own.borrowed
+        assert "memory_bandwidth" in own.borrowed and "prefill_compute" not in own.borrowed
+    llama = efficiency_for("llamacpp")
+    assert "no fitted figures" in llama.basis and "prefill_compute" in llama.borrowed
+    assert (llama.prefill, llama.bandwidth, llama.request_s) == (FITTED.prefill, FITTED.bandwidth, 0.0)
+
+
+def test_the_shipped_engine_efficiencies_are_a_fit_optimum(prepared: list) -> None:  # type: ignore[type-arg]
+    for engine, own in (("vllm", VLLM), ("sglang", SGLANG)):
+        train = [p for p in prepared if p.figure.split == "train" and p.figure.request.engine == engine]
+        refit = fit(train, own, rounds=1, steps=8, names=ENGINE_PARAMETERS[engine])
+        for name in ("prefill_bf16", "request_s"):
+            assert getattr(refit, name) == pytest.approx(getattr(own, name), rel=0.35), (engine, name)

@@ -432,7 +432,7 @@ def _sized(
     speeds = (
         ("measured", f"{roof.prefill_basis}; {roof.decode_basis}")
         if isinstance(roof, MeasuredSpeeds)
-        else ("computed", "roofline (kvbudget speed), the engine's fitted efficiencies")
+        else ("computed", f"roofline (kvbudget speed), efficiencies of {roof.efficiency.fit}{_borrowed(roof)}")
     )
     shape = at_percentile(roof, shape)  # the p99 step on this row's speeds (a workload's; else the one shape)
     alone = latency_at(roof, shape, 1)
@@ -469,3 +469,9 @@ def _sized(
     binding = "memory" if memory <= fits else latency_at(roof, shape, fits + 1).misses(request.ttft, request.itl)
     latency = latency_at(roof, shape, running)
     return Candidate(choice, plan, load, "", price, memory, fits, replicas, binding, latency, speeds)
+
+
+def _borrowed(roof: Roofline) -> str:
+    """What the row's efficiencies borrow from TensorRT-LLM's fit, if its engine has a fit of its own."""
+    e = roof.efficiency
+    return f" ({', '.join(e.borrowed)} from TensorRT-LLM's)" if e.borrowed and e.fitted_to != "TensorRT-LLM" else ""

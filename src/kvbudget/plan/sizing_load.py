@@ -175,7 +175,9 @@ def latency_at(roof: Roofline | MeasuredSpeeds, shape: Shape, sessions: int) -> 
     prefill_s, step, cycle = run_shape(roof, shape.isl, shape.osl, shape.cached, sessions)
     # kvbudget speed's steady-state wait for the other sessions' prefills (docs/speed.md, fitted on NIM's TTFT),
     # scaled by the held step's own prefill as speed scales it by its request's
-    ttft = peak + step.seconds + prefill_wait(peak, prefill_s / cycle, sessions, roof.efficiency.prefill_queue)
+    # and the engine's fixed cost a request (Efficiency.request_s: the API server's, fitted for vLLM and SGLang)
+    wait = prefill_wait(peak, prefill_s / cycle, sessions, roof.efficiency.prefill_queue)
+    ttft = roof.efficiency.request_s + peak + step.seconds + wait
     return Latency(sessions, ttft, (cycle + peak - own) / shape.osl, step.bound, "computed", *held)
 
 

@@ -37,11 +37,37 @@ def render_speed(s: Speed) -> str:
         f"bandwidth {e.bandwidth:.3f},",
         f"  {e.step_overhead_s * 1000:.2f} ms per iteration, {e.allreduce_latency_s * 1e6:.1f} us per all-reduce, "
         f"prefill queue x{e.prefill_queue:.2f} of M/M/1",
-        "sources: datasheet peaks and bandwidth (kvbudget gpus --json), efficiencies fitted to TensorRT-LLM's",
-        "  published throughput and latency and NIM's TTFT / ITL (docs/speed.md)"
-        + ("" if s.engine["name"] == "trtllm" else f"; none fitted to {s.engine['name']} yet"),
+        *(
+            [f"  {e.sequence_s * 1e6:.0f} us per running sequence per iteration, {e.request_s * 1000:.1f} ms a request"]
+            if e.sequence_s or e.request_s
+            else []
+        ),
+        *_sources(s.engine["name"], e.borrowed),
         "not modelled:",
         *[f"  {item}" for item in s.not_modelled],
         *[line for w in s.warnings for line in textwrap.wrap(f"warning: {w}", 100, subsequent_indent="  ")],
     ]
     return "\n".join(lines)
+
+
+def _sources(engine: str, borrowed: tuple[str, ...]) -> list[str]:
+    """Where the efficiencies come from: the engine's own fit (docs/speed.md), and what it borrows."""
+    head = "sources: datasheet peaks and bandwidth (kvbudget gpus --json), efficiencies fitted to "
+    if engine == "trtllm":
+        return [head + "TensorRT-LLM's", "  published throughput and latency and NIM's TTFT / ITL (docs/speed.md)"]
+    if engine in ("vllm", "sglang"):
+        own = "vLLM's" if engine == "vllm" else "SGLang's"
+        return [
+            head + own,
+            "  published throughput and latency (GPUStack performance lab, docs/speed.md)",
+            *textwrap.wrap(
+                f"borrowed from TensorRT-LLM's fit: {', '.join(borrowed)}",
+                100,
+                initial_indent="  ",
+                subsequent_indent="    ",
+            ),
+        ]
+    return [
+        head + "TensorRT-LLM's",
+        f"  published throughput and latency and NIM's TTFT / ITL (docs/speed.md); none fitted to {engine} yet",
+    ]

@@ -132,7 +132,9 @@ def replica_speeds(
     elif roof is not None and roof.machine.linear_flops:
         prefill = _roof_prefill(roof)
         rate = REFERENCE_PROMPT / prefill(REFERENCE_PROMPT, 0)
-        prefill_from = Assumption("computed", f"roofline: {why}; prefill efficiency {roof.prefill_efficiency:g}")
+        prefill_from = Assumption(
+            "computed", f"roofline: {why}; prefill efficiency {roof.prefill_efficiency:g} ({roof.efficiency.fit})"
+        )
     else:
         raise InputError(
             f"--prefill-rate: {plan.inputs.gpu_label} has no compute figures in the GPU catalog for the prefill "
@@ -155,7 +157,9 @@ def replica_speeds(
         decode_from = Assumption(
             "computed",
             f"roofline: {why}; memory bandwidth efficiency {roof.efficiency.bandwidth:g}, compute "
-            f"{roof.efficiency.decode_compute:g}, {roof.efficiency.step_overhead_s * 1e3:g} ms per iteration",
+            f"{roof.efficiency.decode_compute:g}, {roof.efficiency.step_overhead_s * 1e3:g} ms per iteration"
+            + (f", {roof.efficiency.sequence_s * 1e6:g} us per sequence" if roof.efficiency.sequence_s else "")
+            + f" ({roof.efficiency.fit})",
         )
     return ReplicaSpeeds(
         prefill=prefill,
@@ -169,7 +173,11 @@ def replica_speeds(
         prefill_tokens_per_s=rate,
         decode_quotes=quotes,
         group_prompts=prefill_from.provenance == "measured" and measured is not None and measured.clean,
-        first_token_s=measured.first_token_s if prefill_from.provenance == "measured" and measured else 0.0,
+        first_token_s=measured.first_token_s
+        if prefill_from.provenance == "measured" and measured
+        else roof.efficiency.request_s
+        if roof is not None and prefill_from.provenance == "computed"
+        else 0.0,  # the engine's fitted fixed cost a request (Efficiency.request_s; 0 for TensorRT-LLM)
         wait_iteration=prefill_from.provenance == "measured" and measured is not None and measured.batch_wait,
     )
 

@@ -222,26 +222,32 @@ def _answer(
     request: SpeedRequest, plan: Plan, gpu: Gpu, roof: Roofline, precision: str, why: str, asked: int | None
 ) -> Speed:
     replicas, warnings = plan.replicas, list(plan.warnings)
+    held, limit_why = running_limit(plan, gpu)
+    if held < plan.sessions:
+        warnings.append(f"the engine runs at most {held:,} sequences at once ({limit_why}); the KV pool holds more")
     if asked is None:
-        batch = plan.sessions
+        batch = held
         concurrency, queued = batch * replicas, 0
     else:
         per_replica = math.ceil(asked / replicas)
-        batch = min(per_replica, plan.sessions)
-        concurrency, queued = asked, max(0, asked - plan.sessions * replicas)
+        batch = min(per_replica, held)
+        concurrency, queued = asked, max(0, asked - held * replicas)
         if queued:
             warnings.append(
-                f"{asked:,} in flight asked, the KV pool holds {plan.sessions * replicas:,} sequences of "
+                f"{asked:,} in flight asked, the engine holds {held * replicas:,} sequences of "
                 f"{request.isl + request.osl:,} tokens: {queued:,} wait (their wait is not in the TTFT)"
             )
     figures = run_shape(roof, request.isl, request.osl, request.prefix or 0, batch)
     prefill_s, step, cycle = figures
     new = request.isl - (request.prefix or 0)
-    total = replicas * batch * request.osl / cycle
+    # a closed loop that the engine does not queue (every asked request running) leaves its slot idle for the
+    # request's fixed cost between one answer and the next prompt; a queued or offline run refills it at once
+    idle = roof.efficiency.request_s if asked is not None and not queued else 0.0
+    total = replicas * batch * request.osl / (cycle + idle)
     itl = cycle / request.osl
     own = roof.prefill_seconds(new, request.prefix or 0, 1)
     wait = prefill_wait(own, prefill_s / cycle, batch, roof.efficiency.prefill_queue)
-    ttft = own + step.seconds + wait
+    ttft = roof.efficiency.request_s + own + step.seconds + wait
     decode_s = request.osl * step.seconds
     binding = (
         f"prefill compute ({prefill_s / cycle:.0%} of the cycle)"
@@ -285,6 +291,19 @@ def _answer(
         not_modelled=NOT_MODELLED,
         warnings=tuple(warnings),
     )
+
+
+def running_limit(plan: Plan, gpu: Gpu) -> tuple[int, str]:
+    """The most sequences one replica runs at once: what its KV pool holds, capped by the engine's own limit on
+    running sequences where the engine has one the pool does not already express (vLLM's max_num_seqs default)."""
+    from kvbudget.engines import vllm_memory
+
+    engine = plan.inputs.engine
+    if engine.name == "vllm" and not vllm_memory.is_v0(engine.version):
+        # vLLM v1 EngineArgs.get_batch_defaults: max_num_seqs 1,024 on >= 70 GiB GPUs but A100, else 256
+        seqs, why = vllm_memory.max_num_seqs(gpu.cuda_total_bytes, gpu.id)
+        return min(plan.sessions, seqs), why
+    return plan.sessions, "the KV pool"
 
 
 def prefill_wait(own_s: float, busy: float, batch: int, factor: float) -> float:

@@ -5,14 +5,17 @@ tests/data/speed/, in two stages: the five throughput ones on TensorRT-LLM's per
 and H200 SXM, FP8 Llama-3.1-8B and Llama-3.3-70B, trtllm-bench offline throughput); then, those held, the bf16
 prefill share and the prefill queue factor on the latency figures (TensorRT-LLM v0.5's batch-1 first-token latency
 on H100, L40S and A100; NVIDIA NIM 1.8.0's TTFT and inter-token latency of Llama-3.3-70B on 2 x H100). The rest is
-held out, and tests/speed/test_fit.py holds the model to the errors docs/speed.md states per kind of figure. Every
-figure is of a TensorRT-LLM engine: for vLLM, SGLang and the rest the same efficiencies are used, labelled as
-fitted to another engine.
+held out, and tests/speed/test_fit.py holds the model to the errors docs/speed.md states per kind of figure.
+
+vLLM and SGLang have their own fits (``VLLM``, ``SGLANG``) on GPUStack's performance-lab measurements of each
+(gpustack_vllm.json, gpustack_sglang.json): the prefill shares, the per-iteration and per-sequence costs and the
+fixed cost a request sees through the API server; the names they have no figures for are TensorRT-LLM's, listed in
+``Efficiency.borrowed``. llama.cpp and the other engines use TensorRT-LLM's, labelled as fitted to another engine.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -23,7 +26,11 @@ class Efficiency:
     ``decode_compute``: of the dense peak in a compute-bound decode iteration; ``bandwidth``: of the memory
     bandwidth in a memory-bound one; ``step_overhead_s``: fixed seconds per decode iteration;
     ``allreduce_latency_s``: fixed seconds per all-reduce (tensor parallelism); ``prefill_queue``: the steady-state
-    wait for other requests' prefills, as a share of the M/M/1 mean wait (kvbudget.speed.answer.prefill_wait)."""
+    wait for other requests' prefills, as a share of the M/M/1 mean wait (kvbudget.speed.answer.prefill_wait);
+    ``sequence_s``: seconds per running sequence added to each decode iteration (host-side scheduling, sampling
+    and detokenizing, which vLLM and SGLang do per sequence); ``request_s``: the fixed seconds an API-server
+    benchmark sees in every TTFT (HTTP, tokenization, scheduling); ``borrowed``: the names of the efficiencies taken
+    from TensorRT-LLM's fit (the engine has no figures for them)."""
 
     prefill: float
     prefill_bf16: float
@@ -33,6 +40,15 @@ class Efficiency:
     allreduce_latency_s: float
     prefill_queue: float
     basis: str
+    sequence_s: float = 0.0  # per running sequence per decode iteration: host work that grows with the batch
+    request_s: float = 0.0  # fixed seconds in every request's TTFT: HTTP, tokenization, scheduling (API servers)
+    borrowed: tuple[str, ...] = ()  # the efficiencies taken from another engine's fit (no figures of this engine)
+    fitted_to: str = "TensorRT-LLM"  # whose published figures the (not borrowed) efficiencies were fitted to
+
+    @property
+    def fit(self) -> str:
+        """Whose fit, in words ("vLLM's fit"; an engine without figures uses "TensorRT-LLM's fit")."""
+        return f"{self.fitted_to}'s fit"
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -43,6 +59,10 @@ class Efficiency:
             "step_overhead_s": self.step_overhead_s,
             "allreduce_latency_s": self.allreduce_latency_s,
             "prefill_queue": self.prefill_queue,
+            "sequence_s": self.sequence_s,
+            "request_s": self.request_s,
+            "borrowed": list(self.borrowed),
+            "fitted_to": self.fitted_to,
             "basis": self.basis,
         }
 
@@ -68,10 +88,51 @@ FITTED = Efficiency(
 )
 
 
-def efficiency_for(engine: str) -> Efficiency:
-    """The efficiencies used for ``engine``: the fitted ones, labelled when fitted to another engine."""
-    if engine == "trtllm":
-        return FITTED
-    from dataclasses import replace
+GPUSTACK = "GPUStack performance lab (docs/performance-lab/, vllm bench serve)"
+VLLM_SOURCE = (
+    f"fitted to vLLM v0.11.0 (v0.10.2 for gpt-oss-120b on H100) figures of the {GPUSTACK}: H100 SXM, A100 80GB and "
+    "H200, Qwen3-8B/14B/32B/235B-A22B, gpt-oss-20b/120b, DeepSeek-R1, training part; see docs/speed.md"
+)
+SGLANG_SOURCE = (
+    f"fitted to SGLang v0.5.3 to v0.5.5.post1 figures of the {GPUSTACK}: H100 SXM, A100 80GB and H200, "
+    "Qwen3-8B/14B/32B/235B-A22B, DeepSeek-R1, training part; see docs/speed.md"
+)
 
-    return replace(FITTED, basis=f"{FIT_SOURCE}; {engine} has no fitted figures: TensorRT-LLM's used")
+# bench/speed.py --fit-all: kvbudget.speed.fit.fit of ENGINE_PARAMETERS[engine] on the training figures of
+# tests/data/speed/gpustack_<engine>.json (tests/speed/test_fit.py); the names not fitted are TensorRT-LLM's
+VLLM = replace(
+    FITTED,
+    prefill=0.224,  # fp8 products (Qwen3-235B-A22B-FP8 tp 4, DeepSeek-R1 tp 8)
+    prefill_bf16=0.417,  # bf16 products (chunked prefill, 8,192 tokens a step on H100, 2,048 on A100: v1 defaults)
+    step_overhead_s=0.00103,  # per decode iteration (CUDA graphs)
+    sequence_s=0.000316,  # per running sequence per iteration (Python scheduler, sampler, detokenizer)
+    request_s=0.0532,  # per request: HTTP, chat template and tokenization, scheduling (API server)
+    basis=VLLM_SOURCE,
+    fitted_to="vLLM",
+    borrowed=("decode_compute", "memory_bandwidth", "allreduce_latency_s", "prefill_queue"),
+)
+SGLANG = replace(
+    FITTED,
+    prefill=0.253,  # fp8 products (Qwen3-14B-FP8, Qwen3-8B-FP8)
+    prefill_bf16=0.779,  # bf16 products
+    step_overhead_s=0.00133,  # per decode iteration
+    sequence_s=0.000147,  # per running sequence per iteration
+    request_s=0.0141,  # per request
+    basis=SGLANG_SOURCE,
+    fitted_to="SGLang",
+    borrowed=("decode_compute", "memory_bandwidth", "allreduce_latency_s", "prefill_queue"),
+)
+OWN = {"trtllm": FITTED, "vllm": VLLM, "sglang": SGLANG}
+
+
+def efficiency_for(engine: str) -> Efficiency:
+    """The efficiencies used for ``engine``: its own fit where it has one (the names it borrows from TensorRT-LLM's
+    listed in ``borrowed``), else TensorRT-LLM's, labelled as fitted to another engine."""
+    if engine in OWN:
+        return OWN[engine]
+    names = ("prefill_compute", "prefill_compute_bf16", "decode_compute", "memory_bandwidth", "step_overhead_s")
+    return replace(
+        FITTED,
+        basis=f"{FIT_SOURCE}; {engine} has no fitted figures: TensorRT-LLM's used",
+        borrowed=(*names, "allreduce_latency_s", "prefill_queue"),
+    )

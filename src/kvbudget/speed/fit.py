@@ -41,6 +41,8 @@ PARAMETERS = (
     "step_overhead_s",
     "allreduce_latency_s",
     "prefill_queue",
+    "sequence_s",
+    "request_s",
 )
 THROUGHPUT_PARAMETERS = PARAMETERS[:1] + PARAMETERS[2:6]  # fitted on offline throughput (the first fit)
 LATENCY_PARAMETERS = ("prefill_bf16", "prefill_queue")  # fitted on TTFT / ITL with the others held
@@ -52,6 +54,13 @@ BOUNDS = {
     "bandwidth": (0.2, 1.0),
     "step_overhead_s": (1e-4, 0.05),
     "allreduce_latency_s": (1e-6, 1e-3),
+    "sequence_s": (1e-7, 1e-3),
+    "request_s": (1e-3, 0.2),
+}
+# the efficiencies each engine's own figures fit (bench/speed.py --fit-all); the rest it borrows from TensorRT-LLM
+ENGINE_PARAMETERS = {
+    "vllm": ("prefill", "prefill_bf16", "step_overhead_s", "sequence_s", "request_s"),
+    "sglang": ("prefill", "prefill_bf16", "step_overhead_s", "sequence_s", "request_s"),
 }
 
 
@@ -144,9 +153,12 @@ def predict(p: Prepared, efficiency: Efficiency) -> float:
     return value
 
 
-def errors(prepared: list[Prepared], efficiency: Efficiency) -> list[float]:
-    """Relative errors (predicted / measured - 1), one per figure."""
-    return [predict(p, efficiency) / p.figure.value - 1 for p in prepared]
+def errors(prepared: list[Prepared], efficiency: Efficiency | None = None) -> list[float]:
+    """Relative errors (predicted / measured - 1), one per figure: with ``efficiency``, or (None) each figure's
+    engine's shipped one (kvbudget.speed.efficiency.efficiency_for)."""
+    from kvbudget.speed.efficiency import efficiency_for
+
+    return [predict(p, efficiency or efficiency_for(p.figure.request.engine)) / p.figure.value - 1 for p in prepared]
 
 
 def _loss(prepared: list[Prepared], efficiency: Efficiency) -> float:

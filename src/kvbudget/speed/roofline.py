@@ -5,7 +5,9 @@
   (fitted apart for fp8 / fp4 products and for bf16 ones: a bf16 GEMM reaches a larger share of its peak).
 * A decode iteration takes the longer of reading its bytes (weights touched + every sequence's cache) at the
   fitted share of the memory bandwidth and computing its FLOPs at the fitted share of the peak, plus a fixed
-  per-iteration cost (scheduling, sampling, kernel launches: fitted).
+  per-iteration cost (scheduling, sampling, kernel launches: fitted) and, for engines whose host work grows with
+  the batch (vLLM, SGLang: scheduling, sampling and detokenizing each sequence in Python), a cost per running
+  sequence (fitted; 0 for TensorRT-LLM, whose figures need none).
 * Tensor parallelism splits FLOPs, weights and cache ``tp`` ways and adds two all-reduces per layer (after
   attention and after the MLP) of the step's activations (bf16), a ring all-reduce moving 2 (tp-1)/tp of them
   over the interconnect, each with a fixed latency (fitted).
@@ -96,25 +98,29 @@ class Roofline:
     def iteration(self, batch: int, kv_bytes: int, attention_flops: float) -> Step:
         """One decode iteration of ``batch`` sequences whose caches hold ``kv_bytes`` per GPU in all and whose
         attention over them costs ``attention_flops`` (whole model, before tensor parallelism)."""
-        weights, matmul, allreduce = self.decode_terms(batch)
+        weights, matmul, fixed = self.decode_terms(batch)
+        allreduce = self.allreduce_seconds(batch)
+        overhead = self.efficiency.step_overhead_s + fixed - allreduce  # + the per-sequence seconds
         data = weights + kv_bytes
         flops = (matmul + attention_flops) / self.machine.tp
         memory_s, compute_s = self._roofs(data, flops)
-        seconds = max(memory_s, compute_s) + self.efficiency.step_overhead_s + allreduce
-        return Step(seconds, memory_s, compute_s, self.efficiency.step_overhead_s, allreduce, data, flops)
+        seconds = max(memory_s, compute_s) + self.efficiency.step_overhead_s + fixed
+        return Step(seconds, memory_s, compute_s, overhead, allreduce, data, flops)
 
     def iteration_seconds(self, terms: tuple[float, int, float], kv_bytes: int, attention_flops: float) -> float:
         """``iteration(batch, kv_bytes, attention_flops).seconds`` from ``terms = decode_terms(batch)``: the
         simulator asks it twice a step and keeps the terms per batch size (tests/speed pins the equality)."""
-        weights, matmul, allreduce = terms
+        weights, matmul, fixed = terms
         memory_s, compute_s = self._roofs(weights + kv_bytes, (matmul + attention_flops) / self.machine.tp)
-        return max(memory_s, compute_s) + self.efficiency.step_overhead_s + allreduce
+        return max(memory_s, compute_s) + self.efficiency.step_overhead_s + fixed
 
     def decode_terms(self, batch: int) -> tuple[float, int, float]:
         """What one decode iteration of ``batch`` sequences costs whatever their caches hold: the weights it reads
-        per GPU (bytes), its matrix products' FLOPs (whole model) and its all-reduce seconds."""
+        per GPU (bytes), its matrix products' FLOPs (whole model) and its seconds that add to the roofs: the
+        all-reduces and the engine's per-sequence cost (``Efficiency.sequence_s`` x ``batch``)."""
         weights = self.weights_per_gpu * self.work.read_params(batch) / self.total_params
-        return weights, self.work.decode_flops(batch), self.allreduce_seconds(batch)
+        fixed = self.allreduce_seconds(batch) + self.efficiency.sequence_s * batch
+        return weights, self.work.decode_flops(batch), fixed
 
     def _roofs(self, data: float, flops: float) -> tuple[float, float]:
         """Seconds of an iteration's reads (``data`` bytes per GPU) and of its ``flops`` (per GPU), each roof alone."""
