@@ -70,6 +70,7 @@ class DecodeBatch:
         "t_iter",
         "t_last",
         "time",
+        "timed",
         "v",
     )
 
@@ -104,6 +105,10 @@ class DecodeBatch:
         # needs ``t_iter`` at once). Nothing else reads them inside an event: every change advances the clock to
         # the event's time first, so a later advance in it moves nothing.
         self.settled = True
+        # Whether ``t_iter`` is this batch's iteration (it depends only on ``running`` and ``kv_read``): a join, a
+        # completion or a preemption clears it, a block boundary (``regrow``) does not, and ``first_token`` computing
+        # it inside an event spares ``settle`` computing it again
+        self.timed = True
 
     def _iteration(self) -> float:
         if self.fixed_iteration:
@@ -132,8 +137,9 @@ class DecodeBatch:
             # it waits for the iteration in progress (TimeModel.wait_iteration), which completes meanwhile; the
             # iterations run back to back from the last boundary known (a completion or a prefill batch's end)
             anchor = self.anchor if self.anchor > busy else busy
-            if not self.settled and not self.fixed_iteration:  # this event changed the batch: its iteration now
+            if not self.timed:  # this event changed the batch: its iteration now
                 self.t_iter = self._iteration()
+                self.timed = True
             t_iter = self.t_iter
             boundary = anchor + math.ceil((now - anchor) / t_iter) * t_iter if now > anchor else now
             if boundary > now:
@@ -153,6 +159,7 @@ class DecodeBatch:
         s.kv = kv_bytes
         self.kv_read += kv_bytes
         self.running += 1
+        self.timed = self.fixed_iteration > 0
         if self.running > self.peak:  # noqa: PLR1730 - hot path
             self.peak = self.running
         s.vfinish = vfinish = self.v + s.output
@@ -229,8 +236,9 @@ class DecodeBatch:
     def first_token(self, now: float) -> float:
         """When a session that joined at ``now`` gets its first token: its prefill (the backlog up to it) and one
         decode iteration of the batch it joined (the figure ``kvbudget speed`` gives as TTFT)."""
-        if not self.settled and not self.fixed_iteration:
+        if not self.timed:
             self.t_iter = self._iteration()
+            self.timed = True
         busy = self.busy_until
         return (busy if busy > now else now) + self.t_iter
 
@@ -249,6 +257,7 @@ class DecodeBatch:
         self.running -= 1
         s.kv = 0
         self.settled = False
+        self.timed = self.fixed_iteration > 0
 
     def pop(self, now: float) -> Session:
         """The session whose next event falls at ``now`` (== ``next_t``): a heap event (a boundary taken
@@ -342,8 +351,9 @@ class DecodeBatch:
         (the first boundary the pool cannot give moves with it)."""
         ledger = self.ledger
         if not self.settled:
-            if not self.fixed_iteration:
+            if not self.timed:
                 self.t_iter = self._iteration()
+                self.timed = True
             self.settled = True
             self.refresh()
         elif ledger is not None and ledger.keys and ledger.pool.used != ledger.seen:

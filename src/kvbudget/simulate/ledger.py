@@ -84,7 +84,7 @@ class Ledger:
         self.cphi = 0.0
         self.cord: float = INF
         self.done = 0  # boundaries at or before the cursor (count() there), kept as they change
-        self.seen = -1  # pool.used when the short boundary was last found
+        self.seen = -1  # pool.used for which the short boundary last found holds (charge_to keeps it in step)
 
     # -- counting ------------------------------------------------------------------------------
 
@@ -140,7 +140,11 @@ class Ledger:
                 return
             q, p = self.at(done + want)
             phi, order = self.keys[p]
-        self.pool.take(want * self.nb, self.costs)
+        pool = self.pool
+        synced = self.seen == pool.used
+        pool.take(want * self.nb, self.costs)
+        if synced:  # charging moves ``used`` and ``done`` together: the short boundary stays where ``short`` found it
+            self.seen = pool.used
         self.done = done + want
         self.cq, self.cphi, self.cord = q, phi, order
 

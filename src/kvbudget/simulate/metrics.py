@@ -34,7 +34,8 @@ class LogHistogram:
         if value <= ZERO_S:
             self.zero += 1
             return
-        self.max = max(self.max, value)
+        if value > self.max:  # noqa: PLR1730 - once per step: a compare, not a call
+            self.max = value
         key = math.ceil(math.log(value / ZERO_S) / _LOG_RATIO)
         self.buckets[key] = self.buckets.get(key, 0) + 1
 
@@ -151,7 +152,8 @@ class Concurrency:
         self.area += self.live * (now - self.t)
         self.t = now
         self.live += delta
-        self.peak = max(self.peak, self.live)
+        if self.live > self.peak:  # noqa: PLR1730 - once per admission: a compare, not a call
+            self.peak = self.live
 
     def arrival(self, index: int, now: float) -> None:
         self.area += self.live * (now - self.t)

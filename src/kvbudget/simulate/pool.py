@@ -77,10 +77,12 @@ class Pool:
         short = nbytes - (self.capacity - self.used - self.cached)
         if short > 0:
             self.evict(short, costs)
-        self.used += nbytes
-        self.peak_used = max(self.peak_used, self.used)
-        resident = self.used + self.cached
-        self.peak_resident = max(self.peak_resident, resident)
+        self.used = used = self.used + nbytes
+        if used > self.peak_used:  # noqa: PLR1730 - hot path: a compare, not a call
+            self.peak_used = used
+        resident = used + self.cached
+        if resident > self.peak_resident:  # noqa: PLR1730
+            self.peak_resident = resident
         if self.check:
             assert resident <= self.capacity, f"pool over capacity: {resident} > {self.capacity}"
             assert self.used >= 0 and self.cached >= 0

@@ -144,7 +144,7 @@ def simulate(sessions: Iterable[SessionPlan], config: SimConfig, progress: Progr
         pending = plan
         if closed is None:
             due = True
-            heappush(heap, (max(plan.arrival_s, now), next(seq), ARRIVAL, None, 0))
+            heappush(heap, (plan.arrival_s if plan.arrival_s > now else now, next(seq), ARRIVAL, None, 0))
 
     def admit_closed() -> None:  # the closed loop: the next session's first request as soon as one is missing
         nonlocal due
@@ -219,14 +219,20 @@ def _arrive(plan: SessionPlan, now: float, stats: Counters, replicas: list[Repli
     stats.arrived += 1
     index = stats.arrived
     stats.concurrency.arrival(index, now)
-    stats.queue.arrival(index, sum(len(r.waiting) for r in replicas))
+    one = replicas[0] if len(replicas) == 1 else None
+    stats.queue.arrival(index, len(one.waiting) if one is not None else sum(len(r.waiting) for r in replicas))
     steps = step_rows(plan.steps)
     first = next(steps, None)
     if first is None:  # a session without a model call holds nothing
         stats.finished += 1
         return
     s = Session(index, now, steps, first)
-    replica = replicas[(index - 1) % len(replicas)] if round_robin else min(replicas, key=lambda r: (r.live, r.index))
+    if one is not None:
+        replica = one
+    elif round_robin:
+        replica = replicas[(index - 1) % len(replicas)]
+    else:
+        replica = min(replicas, key=lambda r: (r.live, r.index))
     replica.arrive(s, plan.prefix_tokens, now)
 
 

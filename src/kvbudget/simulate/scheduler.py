@@ -89,7 +89,7 @@ class Replica:
         self.group_start = -1.0
         self.group_t = 0.0
         self.blocked: Session | None = None  # the last session refused admission without a prefix to take (_admit)
-        self.blocked_used = 0  # pool.used then
+        self.blocked_above = 0  # the pool.used above which it cannot fit (its need and the watermark are fixed)
 
     # -- arrivals and steps -------------------------------------------------------------------
 
@@ -224,9 +224,10 @@ class Replica:
         """Admit ``s`` if its prompt fits in free + evictable memory (less the watermark)."""
         pool, costs, entry = self.pool, self.costs, s.prefix
         # Without a prefix to take (none, or one already referenced) the test below is need > capacity - used -
-        # watermark, and a waiting session's need is fixed: the head that failed cannot fit until ``used`` falls.
+        # watermark, and a waiting session's need is fixed: the head that failed fits only once ``used`` falls to
+        # capacity - watermark - need, so until then the answer is known without computing the need again.
         plain = entry is None or entry.refs > 0
-        if plain and s is self.blocked and pool.used >= self.blocked_used:
+        if plain and s is self.blocked and pool.used > self.blocked_above:
             return False
         prefix_ok = entry is None or entry.refs > 0 or entry.resident
         if s.cached and not prefix_ok:
@@ -240,7 +241,10 @@ class Replica:
             own += entry.cached
             prefix_new = 0 if entry.resident else entry.bytes
         if need - reuse + prefix_new > pool.capacity - pool.used - own - self.watermark:
-            self.blocked, self.blocked_used = (s, pool.used) if plain else (None, 0)
+            if plain:
+                self.blocked, self.blocked_above = s, pool.capacity - self.watermark - need
+            else:
+                self.blocked = None
             return False
         self.blocked = None
         hits = lost = 0

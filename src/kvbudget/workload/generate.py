@@ -222,6 +222,10 @@ def replay_sessions(records: Iterable[StepRecord]) -> Iterator[SessionPlan]:
         groups.setdefault(rec.session, []).append(rec)
     sessions = []
     for sid, rows in groups.items():
+        if len(rows) == 1:  # a one-call session (every row of an Azure trace): nothing to order or search
+            first = rows[0]
+            sessions.append(_Replayed(first.start_s, sid, first.parent, (first,)))
+            continue
         rows.sort(key=lambda r: (r.step, r.start_s))
         parent = next((r.parent for r in rows if r.parent is not None), None)
         sessions.append(_Replayed(min(r.start_s for r in rows), sid, parent, tuple(rows)))
