@@ -1,11 +1,14 @@
-"""A small real HTTP upstream for the gateway tests: a threaded ``http.server`` on a free local port, started in a
-thread of the test, whose answers each test module writes in a handler of its own (what no real engine does on
-demand: hold an answer, leave ``usage`` out, answer garbage). The gateway talks to it over real sockets."""
+"""Small real upstreams for the gateway tests, on a free local port in threads of the test, answering what no real
+engine does on demand (hold an answer, leave ``usage`` out, answer garbage); the gateway talks to them over real
+sockets. ``Upstream``: a threaded ``http.server`` whose answers each test module writes in a handler of its own;
+``raw``: a TCP listener whose connections a test answers with the bytes under test (HTTP it speaks itself)."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
@@ -56,3 +59,33 @@ def serving(server: U) -> Iterator[U]:
         server.shutdown()
         server.server_close()
         thread.join(10)
+
+
+@contextmanager
+def raw(answer: Callable[[socket.socket, threading.Event], None]) -> Iterator[str]:
+    """A TCP server on a free port (its URL yielded) calling ``answer(connection, stop)`` for each connection, in a
+    thread of its own; ``stop`` is set when the block ends. The connection is closed after, an OSError ignored."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)
+    stop = threading.Event()
+
+    def answering(conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):
+            answer(conn, stop)
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=answering, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
