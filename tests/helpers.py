@@ -15,6 +15,20 @@ from kvbudget.model.families import read_spec
 from kvbudget.model.spec import ModelSpec
 from kvbudget.plan.plan import Plan
 
+# TinyLlama-1.1B's config.json: the geometry the TensorRT-LLM excerpt's 22,528 B per token implies
+# (tests/data/logs/SOURCES.md: 22 layers x 4 KV heads x 64 dims x K and V x 2 bytes = 22,528)
+TINYLLAMA: dict[str, Any] = {
+    "model_type": "llama",
+    "num_hidden_layers": 22,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 4,
+    "hidden_size": 2048,
+    "intermediate_size": 5632,
+    "max_position_embeddings": 2048,
+    "vocab_size": 32000,
+    "torch_dtype": "bfloat16",
+}
+
 
 def dense_config(layers: int, heads: int, kv_heads: int, head_dim: int, **extra: Any) -> dict[str, Any]:
     """A Llama-style config with the given attention geometry."""

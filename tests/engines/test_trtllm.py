@@ -16,6 +16,7 @@ from kvbudget.plan.flags import all_engine_flags
 from kvbudget.plan.plan import PlanInputs, make_plan
 from kvbudget.precision import parse_cache_dtype
 from kvbudget.weights.sources import WeightSize
+from tests.helpers import TINYLLAMA
 
 GiB = 2**30
 BF16 = parse_cache_dtype("bf16")
@@ -55,17 +56,7 @@ def test_tinyllama_log_of_the_triton_tutorial() -> None:
     """triton-inference-server/tutorials PR #150: 'Max KV cache blocks per sequence: 65 [window size=2051], tokens
     per block=32, primary blocks=116617', '[MemUsageChange] Allocated 78.30 GiB ... (3731744)'. TinyLlama-1.1B:
     22 layers x 4 KV heads x 64 = 22,528 B/token."""
-    cfg = {
-        "model_type": "llama",
-        "num_hidden_layers": 22,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 4,
-        "hidden_size": 2048,
-        "intermediate_size": 5632,
-        "max_position_embeddings": 2048,
-        "torch_dtype": "bfloat16",
-    }
-    spec = read_spec(cfg, name="TinyLlama-1.1B", source="test")
+    spec = read_spec(TINYLLAMA, name="TinyLlama-1.1B", source="test")
     layout = trtllm.layout(spec, BF16, BF16, 1, OPTS)
     assert layout.kv_bytes_per_token == trtllm.budget_bytes_per_token(spec, BF16, 1) == 22_528
     available = 116_617 * 32 * 22_528

@@ -13,9 +13,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,7 @@ import pytest
 
 from kvbudget.gateway import bound
 from kvbudget.workload.traces import kvbudget_jsonl
+from tests.gateway.http_upstream import Handler, Upstream, serving
 from tests.live.gateway import Gateway, gateway
 
 pytest.importorskip("aiohttp")
@@ -40,29 +39,20 @@ def exact(messages: list[dict[str, str]]) -> int:
     return 1 + len(chatml(messages).encode())
 
 
-class Upstream(ThreadingHTTPServer):
+class Counting(Upstream):
     """Answers as configured: ``models`` and ``probe`` (bytes of ``GET /v1/models`` and of ``/apply-template`` for
     the bound's learning probes, None: the proper answer), ``usage`` (the completion's, None: left out)."""
 
-    daemon_threads = True
-
     def __init__(self, models: bytes | None = None, probe: bytes | None = None, usage: dict[str, int] | None = None):
-        super().__init__(("127.0.0.1", 0), Handler)
+        super().__init__(CountingHandler)
         self.models, self.probe, self.usage = models, probe, usage
         self.first_count_s = 0.0
         self.calls: dict[str, int] = {}
         self.lock = threading.Lock()
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
 
-
-class Handler(BaseHTTPRequestHandler):
-    server: Upstream
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+class CountingHandler(Handler):
+    server: Counting
 
     def _count(self) -> None:
         with self.server.lock:
@@ -73,16 +63,14 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(body[len(b"RAW") :])
             self.close_connection = True
             return
+        if not body.startswith((b"UNDECLARED", b"HUGE")):
+            super()._send(body, kind)
+            return
         self.send_response(200)
         self.send_header("content-type", kind)
         if body.startswith(b"UNDECLARED"):  # no length: read until the connection closes (HTTP/1.0)
             self.end_headers()
             self.wfile.write(body[len(b"UNDECLARED") :])
-            return
-        if not body.startswith(b"HUGE"):
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
             return
         self.send_header("content-length", str(10**12))  # declared far past any limit; a few bytes, then closed
         self.end_headers()
@@ -116,17 +104,8 @@ class Handler(BaseHTTPRequestHandler):
         return stream, "text/event-stream"
 
 
-@contextmanager
-def upstream(**answers: Any) -> Iterator[Upstream]:
-    server = Upstream(**answers)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
+def upstream(**answers: Any) -> AbstractContextManager[Counting]:
+    return serving(Counting(**answers))
 
 
 def conversation(turns: int) -> list[dict[str, str]]:

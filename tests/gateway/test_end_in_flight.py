@@ -13,12 +13,12 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
 
+from tests.gateway.http_upstream import raw
 from tests.live.gateway import Gateway, gateway
 
 pytest.importorskip("aiohttp")
@@ -28,40 +28,20 @@ EVENT = b'data: {"choices":[{"index":0,"delta":{"content":"x"}}]}\n\n'
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
 
 
-@contextmanager
-def held_stream(go: threading.Event) -> Iterator[str]:
+def held_stream(go: threading.Event) -> AbstractContextManager[str]:
     """An upstream whose every answer is a stream: one event, then (once ``go`` is set) the usage and [DONE]."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.1)
-    stop = threading.Event()
 
-    def answer(conn: socket.socket) -> None:
-        with conn, contextlib.suppress(OSError):
-            conn.settimeout(60)
-            conn.recv(65536)
-            conn.sendall(HEAD + EVENT)
-            while not go.wait(0.1):
-                if stop.is_set():
-                    return
-            usage = b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}\n\n'
-            conn.sendall(usage + b"data: [DONE]\n\n")
+    def answer(conn: socket.socket, stop: threading.Event) -> None:
+        conn.settimeout(60)
+        conn.recv(65536)
+        conn.sendall(HEAD + EVENT)
+        while not go.wait(0.1):
+            if stop.is_set():
+                return
+        usage = b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}\n\n'
+        conn.sendall(usage + b"data: [DONE]\n\n")
 
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            threading.Thread(target=answer, args=(conn,), daemon=True).start()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        stop.set()
-        thread.join(5)
-        listener.close()
+    return raw(answer)
 
 
 def wait_for(gw: Gateway, name: str, value: float, **labels: str) -> None:

@@ -9,12 +9,12 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
 
+from tests.gateway.http_upstream import raw
 from tests.live.gateway import gateway
 
 pytest.importorskip("aiohttp")
@@ -29,39 +29,19 @@ ANSWERS = {
 ARGS = ("--cap", "1k", "--sessions", "1", "--engine", "other", "--health-interval", "1h", "--queue-timeout", "1")
 
 
-@contextmanager
-def garbage(answer: bytes, *later: bytes) -> Iterator[str]:
+def garbage(answer: bytes, *later: bytes) -> AbstractContextManager[str]:
     """A TCP server answering every connection with ``answer`` (after reading the request), then each of ``later``
     0.2 s apart, then closing it."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    stop = threading.Event()
 
-    def serve() -> None:
-        listener.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            with conn:
-                conn.settimeout(2)
-                try:
-                    conn.recv(65536)
-                    conn.sendall(answer)
-                    for piece in later:
-                        stop.wait(0.2)
-                        conn.sendall(piece)
-                except OSError:
-                    pass
+    def send(conn: socket.socket, stop: threading.Event) -> None:
+        conn.settimeout(2)
+        conn.recv(65536)
+        conn.sendall(answer)
+        for piece in later:
+            stop.wait(0.2)
+            conn.sendall(piece)
 
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        stop.set()
-        thread.join(5)
-        listener.close()
+    return raw(send)
 
 
 @pytest.mark.parametrize("kind", sorted(ANSWERS))

@@ -15,9 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +27,7 @@ from kvbudget.gateway.admission import Session
 from kvbudget.gateway.records import OPEN, Place, Recorder
 from kvbudget.workload.record import BadRow
 from kvbudget.workload.traces import kvbudget_jsonl, read_records
+from tests.gateway.http_upstream import Handler, Upstream, serving
 from tests.gateway.redis_server import Redis
 from tests.gateway.replicas import Replica
 from tests.live.gateway import gateway
@@ -39,26 +38,20 @@ HOLD = "hold until the next request is answered"
 WAIT_S = 120  # generous: a loaded machine delays these, never changes their order
 
 
-class Upstream(ThreadingHTTPServer):
+class Holding(Upstream):
     """Completions whose ``usage`` is 100 prompt tokens a message and 7 output tokens; a request whose last message
     is ``HOLD`` says it has arrived (``held``), then waits for ``release`` before answering."""
 
-    daemon_threads = True
-
     def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), Handler)
+        super().__init__(HoldingHandler)
         self.held, self.release = threading.Event(), threading.Event()
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
+    def stopping(self) -> None:
+        self.release.set()
 
 
-class Handler(BaseHTTPRequestHandler):
-    server: Upstream
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+class HoldingHandler(Handler):
+    server: Holding
 
     def do_GET(self) -> None:  # the health check
         self._send(b"{}")
@@ -72,26 +65,9 @@ class Handler(BaseHTTPRequestHandler):
         message = {"role": "assistant", "content": "ok"}
         self._send(json.dumps({"choices": [{"index": 0, "message": message}], "usage": usage}).encode())
 
-    def _send(self, body: bytes) -> None:
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
-
-@contextmanager
-def upstream() -> Iterator[Upstream]:
-    server = Upstream()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.release.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
+def upstream() -> AbstractContextManager[Holding]:
+    return serving(Holding())
 
 
 def chat(messages: int, last: str = "go on") -> dict[str, Any]:

@@ -181,7 +181,7 @@ def test_in_redis_a_slot_granted_as_its_waiter_gives_up_goes_to_the_next(redis: 
         assert await a.finish("holder")  # "x" is granted the slot
         assert await b._call("poll", ids=["x", "2"]) == [UP]  # two requests of "x" counted: both gave up meanwhile
         assert (await a.counts()).resident == {UP: 1}
-        await b._return("x", 2)
+        await b.waiting.drop("x", 2)
         assert (await a.counts()).resident == {UP: 0}
         await asyncio.gather(a.close(), b.close())
 

@@ -121,11 +121,11 @@ def test_a_dead_replicas_sessions_and_waiters_free_their_places(redis: Redis) ->
         waiter = asyncio.ensure_future(dead.wait("queued-forever"))
         await asyncio.sleep(0.1)
         waiter.cancel()  # the replica dies: nobody polls for its waiter and nobody gives it up
-        poller = dead._poller
+        poller = dead.waiting.poller
         assert poller is not None
         poller.cancel()
         await asyncio.gather(waiter, poller, return_exceptions=True)
-        dead.waiters.clear()
+        dead.waiting.waiters.clear()
         alive = replica(redis, slots=1, idle_timeout_s=0.4, stale_s=0.3, queue_timeout_s=3.0)
         started = time.monotonic()
         reaping = asyncio.ensure_future(alive.run())

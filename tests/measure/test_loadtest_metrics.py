@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kvbudget.measure.loadtest.client import classify_http
 from kvbudget.measure.loadtest.metrics import NAMES, parse_values, slot_occupancy, snapshot
+from kvbudget.measure.loadtest.reply import classify_http
 from kvbudget.measure.loadtest.server import engine_from_metrics
 
 DATA = Path(__file__).resolve().parent.parent / "data"

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from kvbudget.measure.loadtest import ramp as ramp_module
-from kvbudget.measure.loadtest.client import Reply
 from kvbudget.measure.loadtest.metrics import Snapshot
 from kvbudget.measure.loadtest.predict import closed_loop_sessions, llamacpp_plan, reconcile, slot_memory
 from kvbudget.measure.loadtest.prompts import ALPHABETS, Conversation, TextUnits
 from kvbudget.measure.loadtest.ramp import CEILING_S, Ramp, make_schedule, sustained
 from kvbudget.measure.loadtest.record import FATAL_STREAK, Level, Recorder, percentile
+from kvbudget.measure.loadtest.reply import Reply
 from kvbudget.measure.loadtest.session import from_trace, from_workload
 from kvbudget.simulate import MemoryPolicy, SimConfig, TimeModel
 from kvbudget.workload.generate import session_steps
@@ -240,7 +240,7 @@ def test_a_session_whose_first_step_passes_the_cap_sends_nothing() -> None:
 
 @pytest.mark.parametrize("reported", [float("inf"), float("nan"), -1, 10**20, 1e300, "12", [1], {"a": 1}, True, None])
 def test_a_servers_absurd_counts_are_no_figure(reported: object) -> None:
-    from kvbudget.measure.loadtest.client import _timings, _usage
+    from kvbudget.measure.loadtest.reply import _timings, _usage
 
     reply = Reply(status=200, sent_s=0.0)
     _usage(reply, {"prompt_tokens": reported, "completion_tokens": reported,
@@ -251,7 +251,7 @@ def test_a_servers_absurd_counts_are_no_figure(reported: object) -> None:
 
 
 def test_a_servers_plausible_counts_are_kept() -> None:
-    from kvbudget.measure.loadtest.client import _timings, _usage
+    from kvbudget.measure.loadtest.reply import _timings, _usage
 
     reply = Reply(status=200, sent_s=0.0)
     _usage(reply, {"prompt_tokens": 12, "completion_tokens": 3.0, "prompt_tokens_details": {"cached_tokens": 8}})

@@ -27,7 +27,8 @@ from kvbudget.measure.loadtest.speeds import (
 )
 from kvbudget.schemas import schema
 from kvbudget.simulate import MemoryModel, MemoryPolicy, SimConfig, TimeModel, measured_sample, simulate
-from kvbudget.simulate.measured import measured_speeds, speeds_of, speeds_of_all
+from kvbudget.simulate.measured import measured_speeds
+from kvbudget.simulate.measured_loadtest import speeds_of, speeds_of_all
 from kvbudget.simulate.speeds import measured_time_model
 from kvbudget.workload.record import SessionPlan, Step
 

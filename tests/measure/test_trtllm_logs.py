@@ -11,19 +11,10 @@ from kvbudget.measure.calibrate import calibrate
 from kvbudget.measure.logs import read_log
 from kvbudget.measure.logs.text import size
 from kvbudget.plan.from_log import log_inputs
+from tests.helpers import TINYLLAMA
 
 LOGS = Path(__file__).parent.parent / "data" / "logs" / "trtllm"
 GiB = 2**30
-TINYLLAMA = {  # the geometry the excerpt's 22,528 B/token implies (SOURCES.md): 22 layers x 4 KV heads x 64
-    "model_type": "llama",
-    "num_hidden_layers": 22,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 4,
-    "hidden_size": 2048,
-    "intermediate_size": 5632,
-    "max_position_embeddings": 2048,
-    "torch_dtype": "bfloat16",
-}
 GPT_OSS_1_2 = [
     "[TRT-LLM] [I] Memory used after loading model weights (inside torch) in memory usage profiling: 63.52 GiB",
     "[TRT-LLM] [I] Memory used outside torch (e.g., NCCL and CUDA graphs) in memory usage profiling: 49.28 GiB",

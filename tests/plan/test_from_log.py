@@ -24,7 +24,7 @@ from kvbudget.plan.plan import Plan, PlanInputs, make_plan
 from kvbudget.plan.reproduce import LogCheck, reproduce
 from kvbudget.render.calibrate import render_calibration
 from kvbudget.weights.sources import WeightSize
-from tests.helpers import run_cli, write_config
+from tests.helpers import TINYLLAMA, run_cli, write_config
 from tests.plan.test_plan import _plan
 
 LOGS = Path(__file__).parent.parent / "data" / "logs"
@@ -50,17 +50,6 @@ R1_DISTILL_QWEN_14B = {  # deepseek-ai/DeepSeek-R1-Distill-Qwen-14B (Qwen2.5-14B
     "intermediate_size": 13824,
     "max_position_embeddings": 131072,
     "vocab_size": 152064,
-    "torch_dtype": "bfloat16",
-}
-TINYLLAMA = {  # the geometry the TensorRT-LLM excerpt's 22,528 B/token implies (SOURCES.md)
-    "model_type": "llama",
-    "num_hidden_layers": 22,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 4,
-    "hidden_size": 2048,
-    "intermediate_size": 5632,
-    "max_position_embeddings": 2048,
-    "vocab_size": 32000,
     "torch_dtype": "bfloat16",
 }
 

@@ -123,36 +123,9 @@ def test_max_context_for_sessions(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_prefix_sharing_is_block_aligned_and_raises_sessions(capsys: pytest.CaptureFixture[str]) -> None:
-    base = _plan(
-        capsys,
-        "llama-3.1-8b",
-        "--engine",
-        "vllm",
-        "--gpu-memory",
-        "24GiB",
-        "--weights-size",
-        "16GB",
-        "--overhead",
-        "1GiB",
-        "--context",
-        "16k",
-    )
-    shared = _plan(
-        capsys,
-        "llama-3.1-8b",
-        "--engine",
-        "vllm",
-        "--gpu-memory",
-        "24GiB",
-        "--weights-size",
-        "16GB",
-        "--overhead",
-        "1GiB",
-        "--context",
-        "16k",
-        "--prefix",
-        "8200",
-    )
+    argv = ("llama-3.1-8b", "--engine", "vllm", "--gpu-memory", "24GiB", "--weights-size", "16GB", "--overhead", "1GiB")
+    base = _plan(capsys, *argv, "--context", "16k")
+    shared = _plan(capsys, *argv, "--context", "16k", "--prefix", "8200")
     assert shared["prefix"]["shared_tokens"] == 8192  # whole 16-token blocks only
     assert shared["prefix"]["sessions"] > base["sessions"]
     assert "--enable-prefix-caching" in shared["flags"]["vllm"]

@@ -22,7 +22,7 @@ from kvbudget.api import (
 )
 from kvbudget.errors import InputError
 from kvbudget.plan.cap_refusals import SessionLengths
-from kvbudget.plan.sizing import Candidate, held_shape, size_roofline
+from kvbudget.plan.sizing import Candidate, Sizing, held_shape, size_roofline
 from kvbudget.plan.sizing_load import Shape, at_percentile, latency_at
 from kvbudget.requests.base import Request
 from kvbudget.simulate.study import Study
@@ -79,33 +79,19 @@ def test_latency_is_speeds_at_the_load_each_replica_runs() -> None:
     assert c.latency.sessions == math.ceil(100 / c.replicas)
 
 
+def _agents_on_an_h200(**targets: object) -> Sizing:
+    """Qwen3-32B on one H200 under vLLM at a 32K cap, 60 coding-agent sessions: the sizing the latency tests vary by
+    their targets alone."""
+    return size_deployments(
+        ask(SizeRequest, model="qwen3-32b", gpu="h200", engine="vllm", context="32k", sessions=60, workload=AGENTS,
+                    target_refusal_rate=TOLERATE, **targets)
+    )  # fmt: skip
+
+
 def test_a_tight_inter_token_target_binds_before_memory() -> None:
-    loose = size_deployments(
-        ask(
-            SizeRequest,
-            model="qwen3-32b",
-            gpu="h200",
-            engine="vllm",
-            context="32k",
-            sessions=60,
-            workload=AGENTS,
-            target_refusal_rate=TOLERATE,
-        )
-    ).met[0]
-    tight = size_deployments(
-        ask(
-            SizeRequest,
-            model="qwen3-32b",
-            gpu="h200",
-            engine="vllm",
-            context="32k",
-            sessions=60,
-            workload=AGENTS,
-            target_refusal_rate=TOLERATE,
-            itl="50ms",
-            no_simulate=True,
-        )
-    ).met[0]  # fmt: skip  (speed's arithmetic: the check by simulation is tested below)
+    loose = _agents_on_an_h200().met[0]
+    # speed's arithmetic: the check by simulation is tested below
+    tight = _agents_on_an_h200(itl="50ms", no_simulate=True).met[0]
     assert loose.binding == "memory" and loose.memory_sessions == 8  # Qwen3-32B bf16 on an H200 at 32K
     # vLLM's own fit (docs/speed.md): 32.4 ms at one session, +4 ms a session (others' prefills, its per-sequence
     # cost), so 50 ms holds 5 of the 8 memory allows
@@ -130,10 +116,7 @@ def _roof_and_shape(c: Candidate, workload: str, context: str) -> tuple[Roofline
 
 
 def test_a_target_one_session_alone_misses_is_unmet_with_its_reason() -> None:
-    sizing = size_deployments(
-        ask(SizeRequest, model="qwen3-32b", gpu="h200", engine="vllm", context="32k", sessions=60, workload=AGENTS,
-                    ttft="10ms", target_refusal_rate=TOLERATE)
-    )  # fmt: skip
+    sizing = _agents_on_an_h200(ttft="10ms")
     assert not sizing.met
     (c,) = sizing.unmet
     assert "one session alone misses the target (TTFT" in c.unmet and "no replica count meets it" in c.unmet

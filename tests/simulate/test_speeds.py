@@ -19,7 +19,8 @@ from kvbudget.requests.base import narrowed
 from kvbudget.requests.plan import PlanRequest
 from kvbudget.requests.simulate import SimulateRequest
 from kvbudget.requests.speed import SpeedRequest
-from kvbudget.simulate.measured import MeasuredSpeeds, speeds_of
+from kvbudget.simulate.measured import MeasuredSpeeds
+from kvbudget.simulate.measured_loadtest import speeds_of
 from kvbudget.simulate.speeds import replica_speeds
 from kvbudget.speed.answer import roofline_of
 from kvbudget.speed.efficiency import efficiency_for

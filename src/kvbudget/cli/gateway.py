@@ -62,7 +62,7 @@ def _cmd_gateway(args: argparse.Namespace) -> str:
     request = GatewayRequest.from_options({name: getattr(args, name) for name in names})
     settings = resolve(request)
     if settings.state is not None:
-        from kvbudget.gateway.shared import check
+        from kvbudget.gateway.redis_link import check
 
         check(settings.state)
     if not is_loopback(request.host):

@@ -15,9 +15,9 @@ from kvbudget.gateway.admission import Refused, Session, State
 from kvbudget.gateway.keys import Keys
 from kvbudget.gateway.metrics import Metrics
 from kvbudget.gateway.records import Place
+from kvbudget.gateway.redis_link import StateUnavailable
 from kvbudget.gateway.replies import error
 from kvbudget.gateway.settings import Settings
-from kvbudget.gateway.shared import StateUnavailable
 
 
 class ClientGone(Exception):

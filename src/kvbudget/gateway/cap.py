@@ -221,10 +221,19 @@ def turns(messages: list[Any]) -> tuple[list[Any], list[list[Any]]]:
 
 
 @dataclass(frozen=True)
-class Truncation:
+class Fitted:
+    """A request made to fit under the cap (truncated here, compacted in gateway/compact.py): its new body, that
+    body's count, and the oldest whole turns it no longer carries."""
+
     body: dict[str, Any]
     count: Count
     dropped_turns: int
+
+
+@dataclass(frozen=True)
+class Truncation(Fitted):
+    """The turns dropped, and the messages they held."""
+
     dropped_messages: int
 
 
@@ -251,4 +260,4 @@ async def truncate(counter: Counter, path: str, body: dict[str, Any], fits: Call
     if best is None:
         return None
     drop, count = best
-    return Truncation(candidate(drop), count, drop, sum(len(g) for g in groups[:drop]))
+    return Truncation(candidate(drop), count, drop, dropped_messages=sum(len(g) for g in groups[:drop]))

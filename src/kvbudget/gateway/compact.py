@@ -125,11 +125,10 @@ def summary_tokens(cap: int) -> int:
 
 
 @dataclass(frozen=True)
-class Compaction:
-    body: dict[str, Any]
-    count: caps.Count
+class Compaction(caps.Fitted):
+    """The turns summarised, and the session's memory of the summary."""
+
     memory: Memory
-    dropped_turns: int
 
 
 async def compact(
@@ -165,7 +164,7 @@ async def _fitted(
     compacted = rewritten(original, kept)
     count = await counter.count(path, compacted)
     if count.prompt_tokens <= room:
-        return Compaction(compacted, count, kept, turns)
+        return Compaction(compacted, count, turns, memory=kept)
     low, high, best = 0, len(summary) - 1, None
     while low <= high:
         middle = (low + high) // 2
@@ -177,4 +176,4 @@ async def _fitted(
             high = middle - 1
     if best is None:
         return "the system prompt and the last turn leave no room for a summary"
-    return Compaction(rewritten(original, best[0]), best[1], best[0], turns)
+    return Compaction(rewritten(original, best[0]), best[1], turns, memory=best[0])

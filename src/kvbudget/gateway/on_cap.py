@@ -47,21 +47,20 @@ async def hold(
         if isinstance(done, compact.Compaction):
             session.state[compact.KEY] = done.memory
             ours["x-kvbudget-summary"] = f"covers_messages={done.memory.covered}"
-            return _cut(metrics, ours, "compacted", count, done.body, done.count, done.dropped_turns)
+            return _cut(metrics, ours, "compacted", count, done)
         ours["x-kvbudget-compact-failed"] = done
     if settings.on_cap != "refuse":
         cut = await caps.truncate(counter, path, body, lambda tokens: tokens <= room)
         if cut is not None:
-            return _cut(metrics, ours, "truncated", count, cut.body, cut.count, cut.dropped_turns)
+            return _cut(metrics, ours, "truncated", count, cut)
     metrics.cap_events.labels("refused").inc()
     refusal = caps.refusal(cap, count.prompt_tokens, budget or 0)
     return Response(json.dumps(refusal), 400, {**ours, "x-kvbudget-cap": "refused"}, "application/json")
 
 
-def _cut(metrics: Metrics, ours: dict[str, str], event: str, before: caps.Count, body: dict[str, Any],
-         after: caps.Count, turns: int) -> Cut:  # fmt: skip
+def _cut(metrics: Metrics, ours: dict[str, str], event: str, before: caps.Count, fitted: caps.Fitted) -> Cut:
     metrics.cap_events.labels(event).inc()
-    dropped = before.prompt_tokens - after.prompt_tokens
-    ours["x-kvbudget-cap"] = f"{event} dropped_turns={turns} dropped_tokens={dropped}"
-    ours["x-kvbudget-prompt-tokens"] = str(after.prompt_tokens)
-    return Cut(body, after, event, dropped)
+    dropped = before.prompt_tokens - fitted.count.prompt_tokens
+    ours["x-kvbudget-cap"] = f"{event} dropped_turns={fitted.dropped_turns} dropped_tokens={dropped}"
+    ours["x-kvbudget-prompt-tokens"] = str(fitted.count.prompt_tokens)
+    return Cut(fitted.body, fitted.count, event, dropped)

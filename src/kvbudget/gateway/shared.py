@@ -9,8 +9,8 @@ replicas on hosts with skewed clocks agree on idleness. The keys (one deployment
   sessions it has in flight once a period, so a session idle past the timeout is one not seen for that long,
   and the sessions of a replica that died leave their slots after the idle timeout, as paused ones do;
 * ``queue``: new sessions waiting, in arrival order (a ticket from ``ticket``); ``beat``: each waiter's last
-  heartbeat. A replica polls for its waiters (every ``POLL_S``, at once after a local slot frees); a waiter not
-  polled for ``STALE_S`` (its replica died) leaves the queue, so it cannot block the ones behind it.
+  heartbeat. A replica polls for its waiters (waiters.py: every ``POLL_S``, at once after a local slot frees); a
+  waiter not polled for ``STALE_S`` (its replica died) leaves the queue, so it cannot block the ones behind it.
 
 * ``flight``: session -> its requests in flight on all replicas; ``claim``: sessions granted from the queue whose
   replica has not yet counted their waiting requests; ``ending``: sessions asked to end, which leave their slot
@@ -34,12 +34,15 @@ import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 from kvbudget.gateway import carried, ledger
 from kvbudget.gateway.admission import Counts, Refused, Session, Waiter
 from kvbudget.gateway.atomic import SCRIPT
 from kvbudget.gateway.records import Place
+from kvbudget.gateway.redis_link import StateUnavailable, check, redacted
+from kvbudget.gateway.waiters import Waiters
+
+__all__ = ["FORGOTTEN", "KEYS", "PREFIX", "STALE_S", "SharedAdmission", "StateUnavailable", "check", "redacted"]
 
 PREFIX = "kvbudget:gateway:{sessions}:"  # the braces keep every key in one Redis Cluster hash slot
 KEYS = (
@@ -57,41 +60,8 @@ KEYS = (
     "record",
     "placed",
 )
-POLL_S = 0.05  # a replica with waiting sessions asks for free slots this often (and at once when one frees)
 STALE_S = 5.0  # a waiter whose replica has not polled for this long has gone
 FORGOTTEN = "forgotten"  # on_end's reason for a session another replica ended (no metric: that replica counts it)
-
-
-def redacted(url: str) -> str:
-    """The URL without its password (for messages)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username or ''}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return parts._replace(netloc=netloc).geturl()
-
-
-def check(url: str) -> None:
-    """At start-up: one line naming the fix when the redis package is missing or Redis cannot be reached."""
-    import importlib.util
-
-    from kvbudget.errors import InputError, MissingExtraError
-
-    if importlib.util.find_spec("redis") is None:
-        raise MissingExtraError("kvbudget gateway --state redis://... needs redis: pip install 'kvbudget[gateway]'")
-    import redis
-
-    client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
-    try:
-        client.ping()
-    except (redis.exceptions.RedisError, OSError) as exc:
-        raise InputError(f"--state {redacted(url)}: cannot reach Redis ({type(exc).__name__}: {exc})") from None
-    finally:
-        client.close()
-
-
-class StateUnavailable(Exception):
-    """Redis could not be reached or answered with an error (the message names which)."""
 
 
 class SharedAdmission:
@@ -134,10 +104,7 @@ class SharedAdmission:
         # sessions whose state this replica is writing (a release's leave not yet answered): until it is, the
         # state held here is newer than Redis's, so a request entering meanwhile takes it, not Redis's
         self.writing: dict[str, int] = {}
-        self.waiters: dict[str, Waiter] = {}
-        self._poller: asyncio.Task[None] | None = None
-        self._wake: asyncio.Event | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self.waiting = Waiters(self._call, self._take)  # the new sessions this replica polls for (waiters.py)
 
     async def _call(self, op: str, session_id: str = "", ids: Iterable[str] = ()) -> Any:
         import redis.exceptions
@@ -189,7 +156,7 @@ class SharedAdmission:
                 self._placed(place, reply, reply[4])
 
     async def wait(self, session_id: str, place: Place | None = None) -> Session:
-        waiter = self.waiters.get(session_id)
+        waiter = self.waiting.waiters.get(session_id)
         if waiter is None:
             reply = await self._call("queue", session_id, [] if place is None else [repr(round(place.start_s, 6))])
             if reply[0] in ("resident", "admitted"):
@@ -198,23 +165,23 @@ class SharedAdmission:
                 return session
             if reply[0] in ("full", "quota"):
                 raise Refused("queue-full" if reply[0] == "full" else "key-quota", await self.retry_after_s())
-            waiter = self.waiters.get(session_id)  # another request of the session may have queued meanwhile
+            waiter = self.waiting.waiters.get(session_id)  # another request of the session may have queued meanwhile
             if waiter is None:
-                waiter = self.waiters[session_id] = Waiter(asyncio.get_running_loop().create_future())
-            self._poll_soon()
+                waiter = self.waiting.waiters[session_id] = Waiter(asyncio.get_running_loop().create_future())
+            self.waiting.poll_soon()
         waiter.requests += 1
         try:
             session = await asyncio.wait_for(asyncio.shield(waiter.future), self.queue_timeout_s)
         except asyncio.TimeoutError:
-            self._give_up(session_id, waiter)
+            self.waiting.give_up(session_id, waiter)
             raise Refused("queue-timeout", await self.retry_after_s()) from None
         except asyncio.CancelledError:  # the client went away while waiting
             if waiter.future.done() and not waiter.future.cancelled() and waiter.future.exception() is None:
                 if waiter.counted > 0:  # granted meanwhile and counted in flight: its count returns
                     waiter.counted -= 1
-                    self._background(self.release(waiter.future.result()))
+                    self.waiting.background(self.release(waiter.future.result()))
             else:
-                self._give_up(session_id, waiter)
+                self.waiting.give_up(session_id, waiter)
             raise
         if waiter.counted > 0:
             waiter.counted -= 1
@@ -222,7 +189,7 @@ class SharedAdmission:
             try:
                 await asyncio.shield(placing)
             except asyncio.CancelledError:  # the client went away while its place was taken: both return
-                self._background(self._after(placing, session, place))
+                self.waiting.background(self._after(placing, session, place))
                 raise
             return session
         again = await self.admit_now(session_id, place)  # joined while the poll that granted it ran: not counted yet
@@ -233,13 +200,6 @@ class SharedAdmission:
         with contextlib.suppress(Exception):
             await placing
         await self.release(session, place)
-
-    def _give_up(self, session_id: str, waiter: Waiter) -> None:
-        waiter.requests -= 1
-        if waiter.requests == 0 and self.waiters.get(session_id) is waiter and not waiter.future.done():
-            del self.waiters[session_id]
-            waiter.future.cancel()
-            self._background(self._call("give_up", session_id))
 
     async def release(self, session: Session, place: Place | None = None) -> None:
         """One request done: its flight count returned and the session's state written, in one script; the
@@ -265,7 +225,7 @@ class SharedAdmission:
                 # that entered while it was written took the state held here, with its in-flight count)
                 if session.in_flight == 0 and self.sessions.get(session.id) is session:
                     del self.sessions[session.id]
-        self._poll_soon()
+        self.waiting.poll_soon()
 
     async def rehome(self, session: Session) -> str | None:
         """As Admission.rehome, in one script: the move and the two counts change together."""
@@ -283,7 +243,7 @@ class SharedAdmission:
         self._rows(rows, state)
         if int(code) == 1:
             self.on_end(self._ghost(session_id, state), "ended")
-            self._poll_soon()
+            self.waiting.poll_soon()
         return int(code) > 0
 
     def _rows(self, rows: str, *ended: str) -> None:
@@ -336,7 +296,7 @@ class SharedAdmission:
                 del self.sessions[session_id]
                 self.on_end(session, FORGOTTEN)
         if expired:
-            self._poll_soon()
+            self.waiting.poll_soon()
         return len(expired)
 
     def local(self) -> Iterable[Session]:
@@ -355,59 +315,5 @@ class SharedAdmission:
             raise StateUnavailable(f"session state in Redis unavailable: {type(exc).__name__}: {exc}") from None
 
     async def close(self) -> None:
-        if self._poller is not None:
-            self._poller.cancel()
-        await asyncio.gather(*self._tasks, *([self._poller] if self._poller else []), return_exceptions=True)
+        await self.waiting.close()
         await self.redis.aclose()
-
-    async def _return(self, session_id: str, requests: int) -> None:
-        """Requests counted in flight by a poll that no longer run (their clients gave up meanwhile); a session
-        granted to requests that all gave up leaves its slot (nothing of it ran)."""
-        with contextlib.suppress(StateUnavailable):
-            await self._call("drop", session_id, ids=[str(requests)])
-        self._poll_soon()
-
-    # -- the waiters' poll ------------------------------------------------------------------------------------------
-
-    def _background(self, work: Any) -> None:
-        task = asyncio.ensure_future(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def _poll_soon(self) -> None:
-        if self._wake is not None:
-            self._wake.set()
-        if self.waiters and (self._poller is None or self._poller.done()):
-            self._wake = asyncio.Event()
-            self._poller = asyncio.ensure_future(self._poll())
-
-    async def _poll(self) -> None:
-        assert self._wake is not None
-        while self.waiters:
-            self._wake.clear()
-            ids = list(self.waiters)
-            sent = {session_id: self.waiters[session_id].requests for session_id in ids}
-            try:
-                found = await self._call("poll", ids=[str(x) for pair in sent.items() for x in pair])
-            except StateUnavailable as exc:
-                for waiter in self.waiters.values():
-                    if not waiter.future.done():
-                        waiter.future.set_exception(exc)
-                self.waiters.clear()
-                return
-            for session_id, upstream in zip(ids, found, strict=True):
-                granted = self.waiters.get(session_id)
-                if not upstream:
-                    continue
-                counted = sent[session_id]  # the poll counted these requests in flight
-                if granted is None:  # all its requests gave up while the poll ran: they return their count
-                    self._background(self._return(session_id, counted))
-                    continue
-                del self.waiters[session_id]
-                if granted.requests < counted:  # some gave up while the poll ran
-                    self._background(self._return(session_id, counted - granted.requests))
-                    counted = granted.requests
-                granted.counted = counted  # a request that joined during the poll enters by itself (wait)
-                granted.future.set_result(self._take(session_id, upstream, counted))
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), POLL_S)

@@ -20,6 +20,22 @@ from kvbudget.precision import CacheDType
 
 MAX_SEARCH_TOKENS = 1 << 26  # 64M tokens: beyond every advertised window
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+def largest(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
+    """The largest x in [lo, hi] with ``ok(x)``, for an ``ok`` true up to some x and false after (bisection);
+    ``lo`` when none above it is (``lo`` itself is not asked)."""
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
 
 def stage_specs(spec: ModelSpec, pp: int) -> list[ModelSpec]:
     """Split the layers into ``pp`` contiguous stages, as even as possible (extra layers go first)."""
@@ -75,14 +91,8 @@ def sessions_at(layout: StagedLayout, pool_bytes: int, cap: int) -> int:
     if pool_bytes <= 0 or not fits(layout, pool_bytes, cap, 1):
         return 0
     one = max(layout.total_bytes(cap, 1), 1)
-    lo, hi = 1, pool_bytes // one + 2
-    while lo < hi:  # largest S with total_bytes(cap, S) <= pool
-        mid = (lo + hi + 1) // 2
-        if fits(layout, pool_bytes, cap, mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    # the largest S with total_bytes(cap, S) <= pool
+    return largest(1, pool_bytes // one + 2, lambda sessions: fits(layout, pool_bytes, cap, sessions))
 
 
 def max_context_for(layout: StagedLayout, pool_bytes: int, sessions: int, limit: int | None = None) -> int:
@@ -92,11 +102,4 @@ def max_context_for(layout: StagedLayout, pool_bytes: int, sessions: int, limit:
         return 0
     if fits(layout, pool_bytes, top, sessions):
         return top
-    lo, hi = 1, top
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if fits(layout, pool_bytes, mid, sessions):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    return largest(1, top, lambda tokens: fits(layout, pool_bytes, tokens, sessions))

@@ -19,6 +19,7 @@ from kvbudget.engines.base import cdiv
 from kvbudget.engines.overhead import Provenance
 from kvbudget.errors import InputError
 from kvbudget.measure.logs.record import Figure
+from kvbudget.plan.capacity import largest
 from kvbudget.plan.from_log import LogInputs
 from kvbudget.plan.plan import PlanInputs, engine_start_up, sized, usable_share
 from kvbudget.precision import parse_cache_dtype
@@ -233,14 +234,7 @@ def _solve_overhead(log_i: PlanInputs, pool: int) -> int:
     def left(overhead: int) -> int:
         return usable_share(log_i, overhead).usable_bytes - weights - overhead
 
-    lo, hi = -SEARCH, SEARCH
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if left(mid) >= pool:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    return largest(-SEARCH, SEARCH, lambda overhead: left(overhead) >= pool)
 
 
 def reproduce(inputs: PlanInputs, logged: LogInputs) -> PlanInputs:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
-    from kvbudget.plan.sizing import Candidate
+    from kvbudget.plan.sizing_candidate import Candidate
     from kvbudget.requests.simulate import SimulateRequest
     from kvbudget.requests.size import SizeRequest
     from kvbudget.workload.model import Workload

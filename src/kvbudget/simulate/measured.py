@@ -28,18 +28,20 @@ the tensor-parallel size, the weights precision or the cache dtype, so those are
 (``one_deployment`` refuses a sweep listing several of them). ``fits`` says whether a sweep's row is the
 measured model and engine: ``size`` and ``compare --simulate`` use the measured speeds there and the roofline
 elsewhere, saying so per row.
+
+This module holds the record and reads the files (``measured_speeds``); a load-test result's document is read in
+simulate/measured_loadtest.py, an engine's log in simulate/measured_log.py, a calibrate document in
+simulate/measured_calibration.py.
 """
 
 from __future__ import annotations
 
 import functools
-import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
 from kvbudget.errors import InputError
-from kvbudget.simulate.measured_sample import Sample, read_sample
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
@@ -48,6 +50,8 @@ if TYPE_CHECKING:
 KNOWN_ENGINES = ("vllm", "sglang", "llamacpp", "ollama", "trtllm")  # a server kvbudget can plan for
 MAX_FILES = 16  # results pooled by one --speed-from
 READINGS_KEPT = 8  # --speed-from sources kept read (measured_speeds): a long-lived server answers from a few
+MAX_LEVELS = 1000  # a load test's ramp steps one level at a time; more is not one of its results
+LOWEST, HIGHEST = 1e-3, 1e9  # tokens/s a level can have measured: outside, the figure is not a measurement
 
 
 @dataclass(frozen=True)
@@ -163,212 +167,6 @@ class MeasuredSpeeds:
         return self.iteration_s(max(1, running))
 
 
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
-MAX_LEVELS = 1000  # a load test's ramp steps one level at a time; more is not one of its results
-LOWEST, HIGHEST = 1e-3, 1e9  # tokens/s a level can have measured: outside, the figure is not a measurement
-
-
-def _p50(level: dict[str, object], key: str, source: str) -> float | None:
-    figure = level.get(key)
-    value = figure.get("p50") if isinstance(figure, dict) else None
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
-        return None
-    if not LOWEST <= value <= HIGHEST:
-        raise InputError(
-            f"--speed-from {source}: a level's {key} p50 of {value:.3g} is not a measured speed "
-            f"({LOWEST:g}-{HIGHEST:g} tokens/s); give the kvbudget loadtest --json result as written"
-        )
-    return float(value)
-
-
-# ({running: (iteration s, gaps)}, prefill tokens/s, requests, (a, b, c) of the prefill fit or None, the decode fit,
-# the result's sample (its clean gaps and prefill rows, kvbudget.measure.loadtest.speeds) or None, whether its
-# prefill fit took each request's wait for the running batch out: ``batch_wait``)
-Figures = tuple[
-    dict[int, tuple[float, int]],
-    float,
-    int,
-    tuple[float, float, float] | None,
-    tuple[float, float, float] | None,
-    Sample | None,
-    bool,
-]
-
-
-def _seconds(value: object, what: str, source: str, *, zero: bool = False) -> float | None:
-    """A measured time in seconds, or None when absent; a figure no load test measures is an error."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return None
-    if not math.isfinite(value) or not (value >= 0 if zero else value > 0) or value > 1 / LOWEST:
-        raise InputError(
-            f"--speed-from {source}: speeds.{what} of {value!r} is not a measured time (0-{1 / LOWEST:g} s); "
-            "give the kvbudget loadtest --json result as written"
-        )
-    return float(value)
-
-
-def _clean(doc: object, source: str) -> Figures | None:
-    """The result's ``speeds`` (module doc), or None when it has none usable (then the levels' figures)."""
-    speeds = doc.get("speeds") if isinstance(doc, dict) else None
-    if not isinstance(speeds, dict):
-        return None
-    return _figures(speeds, source)
-
-
-def _figures(speeds: dict[str, object], source: str) -> Figures | None:
-    rate, requests = speeds.get("prefill_tokens_per_s"), speeds.get("prefill_requests")
-    rows = speeds.get("decode_iterations")
-    rows = rows if isinstance(rows, list) else []
-    if len(rows) > MAX_LEVELS:
-        raise InputError(
-            f"--speed-from {source}: {len(rows):,} decode rows, more than a load test measures ({MAX_LEVELS:,}); "
-            "give the kvbudget loadtest --json result as written"
-        )
-    points: dict[int, tuple[float, int]] = {}
-    for row in rows:
-        if not isinstance(row, dict):
-            continue
-        running, gaps = row.get("running"), row.get("gaps")
-        seconds = _seconds(row.get("iteration_s"), "decode_iterations.iteration_s", source)
-        if isinstance(running, int) and not isinstance(running, bool) and 1 <= running <= 10**7 and seconds:
-            points[running] = (seconds, gaps if isinstance(gaps, int) and 0 < gaps <= 10**9 else 1)
-    if not points or not isinstance(rate, (int, float)) or isinstance(rate, bool) or not rate > 0:
-        return None
-    if not LOWEST <= rate <= HIGHEST:
-        raise InputError(
-            f"--speed-from {source}: speeds.prefill_tokens_per_s of {rate:.3g} is not a measured speed "
-            f"({LOWEST:g}-{HIGHEST:g} tokens/s); give the kvbudget loadtest --json result as written"
-        )
-    a = _seconds(speeds.get("prefill_s_per_token"), "prefill_s_per_token", source, zero=True)
-    b = _seconds(speeds.get("prefill_s_per_token_context"), "prefill_s_per_token_context", source, zero=True)
-    c = _seconds(speeds.get("first_token_overhead_s"), "first_token_overhead_s", source, zero=True) or 0.0
-    # a = b = 0 is a fit too: the prefill a fixed cost c a request (measure/loadtest/speeds.py, ``prefill_model``)
-    fit = (a, b, c) if a is not None and b is not None else None
-    decode = speeds.get("decode_fit")
-    names = ("s_per_iteration", "s_per_session", "s_per_token_held")
-    terms = (
-        [_seconds(decode.get(k), f"decode_fit.{k}", source, zero=True) for k in names]
-        if isinstance(decode, dict)
-        else []
-    )
-    c0, c1, c2 = terms if len(terms) == 3 else (None, None, None)
-    line = (c0, c1, c2) if c0 is not None and c1 is not None and c2 is not None else None
-    count = requests if isinstance(requests, int) and not isinstance(requests, bool) and 0 < requests <= 10**9 else 1
-    waited = speeds.get("batch_wait") is True
-    return points, float(rate), count, fit, line, read_sample(speeds.get("sample"), source), waited
-
-
-def _pooled(figures: list[Figures], source: str) -> MeasuredSpeeds:
-    """Several results' speeds as one: each concurrency's iteration the mean of the results' means weighted by
-    their clean gaps, the fits weighted by the requests (prefill) or the clean gaps (decode) they were fitted over."""
-    seconds: dict[int, float] = {}
-    weights: dict[int, int] = {}
-    for rows, *_ in figures:
-        for running, (t, n) in rows.items():
-            seconds[running] = seconds.get(running, 0.0) + t * n
-            weights[running] = weights.get(running, 0) + n
-    requests = sum(f[2] for f in figures)
-    rate = sum(f[1] * f[2] for f in figures) / requests
-    points = tuple((k, weights[k] / seconds[k]) for k in sorted(seconds))
-    fits = [(f[3], f[2]) for f in figures if f[3] is not None]
-    a: float | None = None
-    b = c = 0.0
-    if len(fits) == len(figures):  # every result has the prefill fit (else the rate alone, for all)
-        a, b, c = (sum(fit[i] * n for fit, n in fits) / requests for i in range(3))
-    lines = [(f[4], sum(n for _, n in f[0].values())) for f in figures if f[4] is not None]
-    decode = None
-    if len(lines) == len(figures):  # every result has the fit: weighted by their clean gaps
-        total = sum(n for _, n in lines)
-        c0, c1, c2 = (sum(line[i] * n for line, n in lines) / total for i in range(3))
-        decode = (c0, c1, c2)
-    return MeasuredSpeeds(
-        source,
-        rate,
-        points,
-        clean=True,
-        prefill_per_token=a,
-        prefill_per_context=b,
-        first_token_s=c,
-        decode_fit=decode,
-        batch_wait=all(f[6] for f in figures),
-    )
-
-
-def speeds_of(doc: object, source: str) -> MeasuredSpeeds:
-    """The measured speeds of a load-test document (``kvbudget loadtest --json``)."""
-    return speeds_of_all([(doc, source)])
-
-
-def speeds_of_all(docs: list[tuple[object, str]]) -> MeasuredSpeeds:
-    """The measured speeds of one or more load-test documents (``(document, name)``), pooled. Pooled results must
-    name the same server engine and served model (they measured one deployment)."""
-    source = ", ".join(name for _, name in docs)
-    servers = {_server(doc) for doc, _ in docs}
-    if len(servers) > 1:
-        raise InputError(
-            f"--speed-from {source}: the results measured different servers ({', '.join(sorted(map(str, servers)))}); "
-            "pool only load tests of one deployment"
-        )
-    engine, served = servers.pop()
-    figures = [_clean(doc, name) for doc, name in docs]
-    clean = [f for f in figures if f is not None]
-    if len(clean) == len(figures):
-        samples = [f[5] for f in clean if f[5] is not None]
-        if len(clean) > 1 and len(samples) == len(clean):  # one fit over the union (speeds.py, ``sample``)
-            from kvbudget.measure.loadtest.speeds import refit
-
-            waited = all(f[6] for f in clean)  # rows of results from before the wait hold 0: then none is taken
-            union = refit([g for s in samples for g in s[0]], [p for s in samples for p in s[1]], batch_wait=waited)
-            once = _figures(union, source)
-            clean = [once] if once is not None else clean
-        return replace(_pooled(clean, source), engine=engine, served=served)
-    points: dict[int, float] = {}
-    prefill: list[float] = []
-    for doc, name in docs:
-        levels = doc.get("levels") if isinstance(doc, dict) else None
-        if not isinstance(levels, list):
-            raise InputError(f"--speed-from {name}: not a kvbudget loadtest --json result (no levels)")
-        if len(levels) > MAX_LEVELS:
-            raise InputError(
-                f"--speed-from {name}: {len(levels):,} levels, more than a load test's ramp holds ({MAX_LEVELS:,}); "
-                "give the kvbudget loadtest --json result as written"
-            )
-        for level in levels:
-            sessions = level.get("sessions") if isinstance(level, dict) else None
-            if not isinstance(level, dict) or not isinstance(sessions, int) or isinstance(sessions, bool):
-                continue
-            if not 1 <= sessions <= 10**7:  # a level of no session measured nothing
-                continue
-            decode = _p50(level, "decode_tokens_per_s", name)
-            if decode is not None:
-                points[sessions] = decode
-            rate = _p50(level, "prefill_tokens_per_s", name)
-            if rate is not None:
-                prefill.append(rate)
-    if not points or not prefill:
-        raise InputError(
-            f"--speed-from {source}: the load test measured no decode or prefill speed per level "
-            "(a result of kvbudget loadtest from this version, with completed requests, is needed)"
-        )
-    return MeasuredSpeeds(source, _median(prefill), tuple(sorted(points.items())), engine=engine, served=served)
-
-
-def _server(doc: object) -> tuple[str | None, str | None]:
-    """(engine, served model) the result names: an engine kvbudget plans for, else None; the model as reported."""
-    server = doc.get("server") if isinstance(doc, dict) else None
-    server = server if isinstance(server, dict) else {}
-    engine, served = server.get("engine"), server.get("model")
-    return (
-        engine if engine in KNOWN_ENGINES else None,
-        served.strip() if isinstance(served, str) and served.strip() else None,
-    )
-
-
 def measured_speeds(path: str) -> MeasuredSpeeds:
     """The measured speeds in the load-test result at ``path`` (several, comma-separated: pooled), in one
     serving engine's log (simulate/measured_log.py), or in one ``calibrate --json`` document of such a log
@@ -421,6 +219,7 @@ def read_measured(path: str) -> MeasuredSpeeds:
         return log_speeds(Path(logs[0]))
     docs = [(loads_json(read_text(Path(one), "--speed-from"), one, "--speed-from"), Path(one).name) for one in names]
     from kvbudget.simulate.measured_calibration import is_calibration, speeds_of_calibration
+    from kvbudget.simulate.measured_loadtest import speeds_of_all
 
     calibrations = [name for doc, name in docs if is_calibration(doc)]
     if calibrations and len(docs) > 1:

@@ -23,9 +23,9 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
-from kvbudget.measure.loadtest.client import Reply
 from kvbudget.measure.loadtest.flow import SAMPLE_CAP, Reservoir
 from kvbudget.measure.loadtest.metrics import Snapshot
+from kvbudget.measure.loadtest.reply import Reply
 from kvbudget.units import counted
 
 DEFER_PERSIST_S = {"llamacpp": 0.0}
