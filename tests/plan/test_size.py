@@ -390,9 +390,11 @@ def test_more_sessions_never_fewer_replicas() -> None:
     """Monotone: more sessions at peak never need fewer replicas, on speed's arithmetic (every count from 1 to 40)
     and on the counts simulate verifies. The chat workload's sessions think 20 s between turns; with a 30 ms p99
     inter-token target the simulated p99 stays near 30 ms even at one or two sessions per L40S (29.4 ms on 8 L40Ss
-    for 10 sessions), so the simulated counts (5 and 14 L40Ss for 10 and 40 sessions; 8 for 20) exceed speed's at
-    the mean load (2, 7; 4): the check finds them by doubling past speed's count, then bisecting. Each count meets the
-    targets, one fewer misses them."""
+    for 10 sessions), so the simulated counts (5 and 12 L40Ss for 10 and 40 sessions) exceed speed's at the mean load
+    (2, 7): the check finds them by doubling past speed's count, then searching. Each count meets the targets, one
+    fewer misses them. At 40 sessions the p99 sits on the target from 11 to 14 L40Ss (30.29, 29.99, 30.29, 29.99 ms),
+    so the verdict alternates: 12 meets with 11 missing, the fewest such count; a plain bisection, which probed 13
+    (missed) before 12, answered 14 (docs/size.md, "The search")."""
     computed = [
         size_deployments(ask(SizeRequest, **CHAT_ITL, sessions=n, no_simulate=True)).met[0].replicas
         for n in range(1, 41)
@@ -407,4 +409,4 @@ def test_more_sessions_never_fewer_replicas() -> None:
         assert met is not None and met.met and met.itl_p99_s <= 0.030
         assert missed is not None and not missed.met and missed.itl_p99_s > 0.030
         counts.append(pick.replicas)
-    assert counts == sorted(counts) == [5, 14]
+    assert counts == sorted(counts) == [5, 12]
