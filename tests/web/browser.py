@@ -72,10 +72,10 @@ class Server:
 
 
 @contextmanager
-def serve() -> Iterator[Server]:
-    """``kvbudget serve --port 0`` running for the block; its URL is the first line it prints."""
+def serve(*options: str) -> Iterator[Server]:
+    """``kvbudget serve --port 0 [options]`` running for the block; its URL is the first line it prints."""
     require_modules("starlette", "uvicorn")
-    command = [sys.executable, "-m", "kvbudget", "serve", "--port", "0"]
+    command = [sys.executable, "-m", "kvbudget", "serve", "--port", "0", *options]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
         try:
             assert process.stdout is not None

@@ -1,7 +1,8 @@
 """A web request cannot make the server start more processes than it has cores: ``jobs`` (compare's and size's
-sweeps) above the server's cores is a 400 naming the field and the limit (web/api.py ``max_jobs``), and the process
-``kvbudget serve`` answers a request in (a daemon, web/isolate.py) runs a sweep serially instead of failing to start
-a pool (Python refuses a daemon children: the README's size question was a 503 "exit code 1" on the web)."""
+sweeps) above the server's cores is a 400 naming the field and the limit (web/api.py ``max_jobs``), and a daemonic
+process runs a sweep serially instead of failing to start a pool (Python refuses a daemon children: the README's size
+question was a 503 "exit code 1" on the web when serve answered in a daemon; it now answers in a process group of its
+own, tests/web/test_size_limit.py)."""
 
 from __future__ import annotations
 

@@ -4,13 +4,18 @@ Speed's arithmetic (plan/sizing_load.py) counts every session a replica holds as
 not subtracted: an upper bound on the replicas the latency targets need. An agent's sessions spend most of their
 time in tool calls (the WEKA-fitted workload pauses 93% of it), so the bound can be twice the count the load
 really needs. The count is refined here by the simulator itself (simulate/deployment.py, the run ``kvbudget
-simulate`` makes): a bisection over the replicas between memory's count (the floor: the worst case reserved, as
+simulate`` makes): a search of the replicas between memory's count (the floor: the worst case reserved, as
 ``plan``) and speed's (the bound), each probe one run of the workload's first ``PROBE_SESSIONS`` sessions (seed
 0), with their pauses, at the same targets (``simulate``'s: p99 TTFT and inter-token latency per step, and its
 preemption, refusal and queue-delay tolerances). The answer is the fewest replicas that meet the targets, one
 fewer missing them (or the floor itself meeting them): verified, not modelled. When speed's count itself misses
 in simulation (its p99 is not the mean load's arithmetic), counts above it
-are tried, doubling up to ``ABOVE`` times it, then bisected the same way; none meeting is said so.
+are tried, doubling up to ``ABOVE`` times it, then searched the same way; none meeting is said so.
+
+The order of the probes (docs/size.md, "The search"): the floor first (when it meets, memory binds: one run);
+then a bisection above it, each midpoint followed by its neighbour on the answer's side, which ends the search
+when the verdict turns there; speed's count first when the calibration run there already missed. The README
+question: 4 probes (vLLM 5, 10, 11; SGLang 9), where a plain bisection made 7, with the same answer.
 
 The load as a rate: ``--rate`` as given. ``--sessions N`` (peak concurrent) as the arrival rate that keeps N
 sessions in flight on average in the run: Little's law with the workload's session time at the row's speeds
@@ -188,12 +193,12 @@ def _run(request: SizeRequest, c: Candidate, replicas: int, rate: float) -> Prob
     )
 
 
-def _rate(request: SizeRequest, c: Candidate, workload: Workload) -> tuple[float, str]:
-    """The arrival rate the probes run at, and its basis (module doc)."""
+def _rate(request: SizeRequest, c: Candidate, workload: Workload) -> tuple[float, str, Probe | None]:
+    """The arrival rate the probes run at, its basis (module doc), and the calibration run (None: ``--rate``)."""
     from kvbudget.workload.little import ServiceRates, session_time
 
     if request.rate is not None:
-        return request.rate, f"--rate {request.rate:g}/s as given"
+        return request.rate, f"--rate {request.rate:g}/s as given", None
     assert c.load is not None and c.latency is not None
     sessions = c.load.sessions
     rates = ServiceRates(prefill_tokens_per_s=_prefill_rate(c), decode_tokens_per_s=1 / c.latency.itl_s)
@@ -205,7 +210,7 @@ def _rate(request: SizeRequest, c: Candidate, workload: Workload) -> tuple[float
         f"{c.replicas:,} replicas held {calibration.mean_concurrency:.1f} on average, so x {sessions:,} / "
         f"{calibration.mean_concurrency:.1f}"
     )
-    return rate, basis
+    return rate, basis, calibration
 
 
 def _prefill_rate(c: Candidate) -> float:
@@ -217,9 +222,9 @@ def _prefill_rate(c: Candidate) -> float:
 
 
 def _check_one(request: SizeRequest, workload: Workload, c: Candidate) -> Simulated:
-    """Bisection for the fewest replicas from memory's floor to speed's bound that simulate finds within the
-    targets (module doc)."""
-    rate, basis = _rate(request, c, workload)
+    """The fewest replicas from memory's floor up that simulate finds within the targets (module doc, "The
+    order of the probes")."""
+    rate, basis, calibration = _rate(request, c, workload)
     floor, bound = floor_of(c), c.replicas
     probes: list[Probe] = []
 
@@ -229,16 +234,29 @@ def _check_one(request: SizeRequest, workload: Workload, c: Candidate) -> Simula
             probes.append(probe)
         return probe.met
 
-    def fewest(lo: int, hi: int) -> int:  # the first count in [lo, hi] that meets (hi assumed to)
+    def fewest(lo: int, hi: int) -> int:
+        """The first count in [lo, hi] that meets (hi assumed to; lo - 1 missed, or lo is the floor): lo itself
+        first, then bisection, each midpoint followed by its neighbour on the side the answer lies."""
+        if lo >= hi or meets(lo):
+            return lo
+        lo += 1
         while lo < hi:
             mid = (lo + hi) // 2
             if meets(mid):
-                hi = mid
+                hi, near = mid, mid - 1
             else:
-                lo = mid + 1
+                lo, near = mid + 1, mid + 1
+            if lo <= near < hi:  # the neighbour: when it settles the search, one probe instead of log2 of them
+                if meets(near):
+                    hi = near
+                else:
+                    lo = near + 1
         return lo
 
-    found: int | None = fewest(floor, bound)
+    # the calibration run (speed's count, at a rate below the final one) already missing: speed's count first
+    found: int | None = bound
+    if calibration is None or calibration.met or meets(bound):
+        found = fewest(floor, bound)
     # not even speed's count: above it, doubling up to ABOVE x it, then bisection
     if found == bound and not meets(bound):
         missed, n = bound, bound

@@ -6,8 +6,9 @@ returned in the items' order, so a sweep's answer is the serial answer whatever 
 so ``fn`` and what it closes over (plans, session sources, cost functions) are inherited rather than
 pickled; only the items and the results cross the process boundary. Where ``fork`` is not offered (Windows)
 or one job is asked, the sweep runs serially in this process. Workers do not start pools of their own, nor does a
-daemonic process (``kvbudget serve`` answers each web request in one, web/isolate.py, killed at its budget: Python
-refuses a daemon children, and a pool's workers would outlive the kill), which runs the sweep serially.
+daemonic process (Python refuses a daemon children), which runs the sweep serially. ``kvbudget serve`` answers each
+web request in a process that is no daemon but leads its own process group, killed whole at its budget, workers
+included (web/isolate.py), so a web request's sweep runs on its workers too.
 With ``ray`` (a cluster's address) the same items run as tasks on that Ray cluster instead
 (simulate/cluster.py), with the same answer.
 """

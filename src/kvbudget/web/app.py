@@ -115,7 +115,10 @@ def create_app(
         view = uploads.view()
         try:
             return _json(
-                await gate.run(lambda: isolate.answer(name, query, view, seconds=seconds, memory_bytes=memory_bytes))
+                await gate.run(
+                    lambda: isolate.answer(name, query, view, seconds=seconds, memory_bytes=memory_bytes),
+                    isolate.too_long(name, seconds),  # the child is late to start: the budget is still the server's
+                )
             )
         except Busy as exc:
             return _busy(exc)

@@ -8,10 +8,16 @@ platform has no fork server), so a child costs a fork, not an interpreter start.
   needs more gets ``MemoryError``, which ``web.api.run`` turns into a 503 with the reason. Where the platform has
   no such limit (macOS does not enforce ``RLIMIT_AS``; Windows has no ``resource`` module) the budget is the time
   alone, and ``kvbudget serve --help`` says so;
+* leads a process group of its own (POSIX ``setpgrp``), and is not a daemon, so a sweep it runs (``jobs``: size's
+  check by simulation, compare's rows; simulate/parallel.py) can fork its pool of workers: each worker inherits the
+  same address-space limit, so the budget holds per process, ``jobs`` (at most the server's cores, web/api.py
+  ``max_jobs``) times ``memory_bytes`` in all;
 * sends back the reply (status and body) through a pipe and exits.
 
-The parent waits for the reply at most ``seconds``; past it, the child is killed (its work stops, its memory is
-freed at once) and the client gets the 503. A child that dies without a reply (killed by the system for memory)
+The parent waits for the reply at most ``seconds``; past it, the child's whole process group is killed (the child
+and its workers: their work stops, their memory is freed at once) and the client gets the 503, which says what
+would answer within the budget (for ``size``: ``no_simulate=1``, fewer rows, or the server's
+``--request-seconds``). A child that dies without a reply (killed by the system for memory)
 is a 503 as well. No state crosses from one request to the next: the child gets the request's command, query
 and a read-only view of the uploads, and nothing it does reaches the server process.
 """
@@ -71,8 +77,20 @@ def _address_space() -> int:
     return pages * os.sysconf("SC_PAGE_SIZE")
 
 
+def _own_group() -> bool:
+    """Whether a child can lead a process group of its own, so that its workers die with it (POSIX)."""
+    import os
+
+    return hasattr(os, "setpgrp") and hasattr(os, "killpg")
+
+
 def _child(conn: Connection, memory_bytes: int, command: str, query: list[tuple[str, str]], view: UploadView) -> None:
-    """In the child: hold the address space to its budget, answer, send the reply."""
+    """In the child: lead a process group (its workers join it), hold the address space to its budget, answer, send
+    the reply."""
+    if _own_group():
+        import os
+
+        os.setpgrp()
     if memory_enforced():
         import resource
 
@@ -97,7 +115,9 @@ def answer(
     """``web.api.run(command, query)`` in a child process; Busy when it takes past ``seconds`` or dies unanswered."""
     ctx = context()
     receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_child, args=(send, memory_bytes, command, list(query), view), daemon=True)
+    # not a daemon: a daemon may not start the workers of a sweep; the process group is killed instead (module doc)
+    daemon = not _own_group()
+    child = ctx.Process(target=_child, args=(send, memory_bytes, command, list(query), view), daemon=daemon)
     try:
         try:
             child.start()
@@ -107,10 +127,7 @@ def answer(
             ) from None
         send.close()  # the child's end: once it exits, a read here ends instead of waiting
         if not receive.poll(seconds):
-            raise Busy(
-                f"the answer took longer than {seconds:g} s, this server's budget per request; ask a smaller "
-                "question (fewer models, GPUs, engines or contexts) or run the command line"
-            )
+            raise Busy(too_long(command, seconds))
         try:
             reply: Reply = receive.recv()
         except EOFError:
@@ -118,11 +135,40 @@ def answer(
             raise Busy(_died(child.exitcode)) from None
         return reply
     finally:
+        if child.pid is not None:
+            _stop(child.pid)
         if child.is_alive():
             child.kill()
         if child.pid is not None:
             child.join()
         receive.close()
+
+
+def _stop(pid: int) -> None:
+    """Kill the child's process group (its id is the child's): the workers of its sweep, and the child itself if
+    still running. A group lives while any member does, so an ended one is a ProcessLookupError, ignored."""
+    if not _own_group():
+        return
+    import contextlib
+    import os
+    import signal
+
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group has ended, or was not made yet
+        os.killpg(pid, signal.SIGKILL)
+
+
+def too_long(command: str, seconds: float) -> str:
+    """The 503's message when an answer passes the budget: what would answer within it."""
+    smaller = "ask a smaller question (fewer models, GPUs, engines or contexts)"
+    if command == "size":
+        smaller = (
+            "ask with no_simulate=1 (the latency-bound counts kept as speed's upper bound, in seconds) or fewer "
+            "models, GPUs or engines"
+        )
+    return (
+        f"the answer took longer than {seconds:g} s, this server's budget per request; {smaller}, run the command "
+        "line, or start the server with a larger --request-seconds"
+    )
 
 
 def _died(exitcode: int | None) -> str:

@@ -42,7 +42,9 @@ class Gate:
         self.answer_s = answer_s
         self._free: asyncio.Semaphore | None = None  # made in the server's event loop, on first use
 
-    async def run(self, work: Callable[[], T]) -> T:
+    async def run(self, work: Callable[[], T], late: str | None = None) -> T:
+        """``work()`` in a worker thread once a place is free; past ``answer_s``, Busy with ``late`` (the message
+        that says what would answer in time) or the general one."""
         if self._free is None:
             self._free = asyncio.Semaphore(self.slots)
         free = self._free
@@ -67,6 +69,7 @@ class Gate:
             return task.result()
         task.add_done_callback(lambda t: t.cancelled() or t.exception())  # its outcome is nobody's now
         raise Busy(
-            f"the answer took longer than {self.answer_s:g} s, this server's budget per request; ask a smaller "
+            late
+            or f"the answer took longer than {self.answer_s:g} s, this server's budget per request; ask a smaller "
             "question (fewer models, GPUs, engines or contexts) or run the command line"
         )
