@@ -80,7 +80,10 @@ class MemorySettings:
 
 def _by_tp(parallel: int) -> float:
     # SGLang 0.4.3.post2 server_args.py __post_init__ (tp_size; 0.4.6 tp_size x pp_size)
-    return 0.79 if parallel >= 16 else 0.81 if parallel >= 8 else 0.85 if parallel >= 4 else 0.87 if parallel >= 2 else 0.88
+    for least, fraction in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):
+        if parallel >= least:
+            return fraction
+    return 0.88
 
 
 def _older_fraction(total_mib: int, s: MemorySettings, version: tuple[int, ...]) -> tuple[float, str]:
