@@ -321,3 +321,23 @@ def test_the_a100_80gb_cuda_total_is_the_one_its_pairs_of_logs_imply() -> None:
         dp = float(b["available_kv_gib"]) - float(a["available_kv_gib"])
         assert (dp - 0.01) / du <= total <= (dp + 0.01) / du, (low, high)
     assert 79.24 <= total <= 79.28
+
+
+def test_sglangs_default_fraction_per_version_is_the_one_its_logs_printed() -> None:
+    """The default mem_fraction_static per SGLang generation (server_args.py of the released wheels), held to the
+    values SGLang printed in its server_args line (or implied by its pool) on the GPU's nvidia-smi total."""
+    from kvbudget.engines.sglang_memory import MemorySettings, mem_fraction_static
+
+    mib = 2**20
+    h100, l4, rtx3090, rtx4090 = 81559 * mib, 23034 * mib, 24576 * mib, 24564 * mib
+    # 0.4.1 (SGLang docs, H100): 'mem_fraction_static=0.88'; 0.4.2 (RTX 3090): 0.88; 0.4.3 at TP 4 (four L4s): 0.85
+    assert mem_fraction_static(h100, MemorySettings(), "0.4.1")[0] == 0.88
+    assert mem_fraction_static(rtx3090, MemorySettings(), "0.4.2")[0] == 0.88
+    assert mem_fraction_static(l4, MemorySettings(tp=4), "0.4.3")[0] == 0.85
+    # 0.4.9: a 24 GiB card keeps 2.8 + 1/10 GiB: round((24564 - 2969.6) / 24564, 3) = 0.879
+    assert mem_fraction_static(rtx4090, MemorySettings(), "0.4.9")[0] == 0.879
+    # 0.4.6-0.4.7 on an H100 NVL (95,830 MiB > 81,920): 0.88, not the TP table's 0.85 at TP 4
+    assert mem_fraction_static(95830 * mib, MemorySettings(tp=4), "0.4.7")[0] == 0.88
+    # 0.5.3: 512 + 8,192 x 1.5 + 256 x 2 + 1/8 GiB = 13,440 MiB of an H100: 0.835; 0.5.23 adds 58 prefill graphs
+    assert mem_fraction_static(h100, MemorySettings(), "0.5.3")[0] == 0.835
+    assert mem_fraction_static(h100, MemorySettings(), "0.5.23")[0] == 0.83
