@@ -704,16 +704,14 @@ class Rules(EngineRules):
     def overhead(self, spec: ModelSpec, site: Site) -> Overhead:
         """The memory in use before the weights load (CUDA context, communicators): SGLang's activations and CUDA
         graphs live in the (1 - mem_fraction_static) it keeps back, not in the pool (sglang_memory.usable_share)."""
-        low, high = sglang_memory.PRE_LOAD
-        error = sglang_memory.PRE_LOAD_TP_ERROR if site.tp > 1 else 0
+        figure, low, high, words = sglang_memory.pre_load(site.tp, site.interconnect)
         basis = (
             f"heuristic: memory in use before SGLang loads the weights (CUDA context, communicators), "
-            f"{low / 2**30:.2f}-{high / 2**30:.2f} GiB in SGLang start-up logs; activations and CUDA graphs use the "
-            "share mem_fraction_static keeps back"
-            + (f"; at TP {site.tp} the communicators' buffers may add up to {error / 2**30:.0f} GiB" if error else "")
-            + "; measure it (calibrate, plan --from-log) or pass --overhead"
+            f"{sglang_memory.PRE_LOAD[0] / 2**30:.2f}-{sglang_memory.PRE_LOAD[1] / 2**30:.2f} GiB in SGLang start-up "
+            f"logs{words}; activations and CUDA graphs use the share mem_fraction_static keeps back; measure it "
+            "(calibrate, plan --from-log) or pass --overhead"
         )
-        return Overhead(high, low, high + error, "heuristic", basis)
+        return Overhead(figure, low, high, "heuristic", basis)
 
     def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:
         # SGLang RadixAttention matches prefixes page by page (mem_cache/radix_cache.py)

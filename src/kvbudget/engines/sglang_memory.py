@@ -32,10 +32,23 @@ PREFILL_GRAPHS_SINCE = (0, 5, 10)
 # the communicators' buffers, measured 0.39-0.63 GiB in the SGLang logs of tests/data/memory/real_logs.csv (H100
 # at TP 1: 0.41 on 0.4.1, 0.63 on 0.4.4; four L4 at TP 4: 0.39); SGLang's share is of the memory left after it
 PRE_LOAD = (int(0.39 * GiB), int(0.63 * GiB))
-# At TP > 1 the communicators' buffers (NCCL, custom all-reduce) come before loading too; not read per GPU yet. The
-# one NVLink log (Qwen3-235B-FP8 at TP 4 on H100s, held out) kept 1.6 GiB more than the plan: the error range (not
-# the figure) reaches 2 GiB higher, so a plan that many sessions depend on says it is near the edge
-PRE_LOAD_TP_ERROR = 2 * GiB
+# At TP > 1 over NVLink, SGLang's distributed init (NCCL communicators and its custom all-reduce's IPC buffers) comes
+# before loading: "Init torch distributed ends. mem usage=1.77-2.01 GB" on eight H200s at TP 8 (PR #11716, SGLang
+# of October 2025; GB is 2^30 B). Four L4s at TP 4 over PCIe kept none (0.39 GiB before loading in all). On a link
+# kvbudget does not know, the term may or may not be there: the error range reaches it, the figure does not.
+TP_NVLINK = (int(1.77 * GiB), int(2.01 * GiB))
+
+
+def pre_load(tp: int, interconnect: str | None) -> tuple[int, int, int, str]:
+    """(figure, low, high, words) of the memory in use before the weights load at ``tp`` GPUs over ``interconnect``."""
+    low, high = PRE_LOAD
+    if tp > 1 and interconnect and interconnect.startswith("nvlink"):
+        words = f"; at TP {tp} over NVLink + 1.77-2.01 GiB of distributed init (NCCL, custom all-reduce)"
+        return high + TP_NVLINK[1], low + TP_NVLINK[0], high + TP_NVLINK[1], words
+    if tp > 1 and interconnect is None:
+        words = f"; at TP {tp} over an unknown link up to 2.01 GiB more (NVLink's distributed init)"
+        return high, low, high + TP_NVLINK[1], words
+    return high, low, high, ""
 
 
 def graph_defaults(total_mib: float, tp: int) -> tuple[int, int]:
