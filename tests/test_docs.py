@@ -24,6 +24,8 @@ UPSTREAM = {
     "base_device_communicator.py",  # vLLM distributed/device_communicators: the logits all-gather at TP > 1
     "loggers.py",  # vLLM v1/metrics: the stats line --speed-from LOG reads (docs/speed.md)
     "scheduler_metrics_mixin.py",  # SGLang srt/managers: its Decode / Prefill batch lines
+    "server_args.py",  # SGLang srt: the default mem_fraction_static per version (docs/measure.md)
+    "kv_cache_configurator.py",  # SGLang 0.5.23 srt/model_executor: its pool rule (docs/measure.md)
 }
 PY_PATHS = {p.relative_to(SRC).as_posix() for p in SRC.rglob("*.py")}
 

@@ -61,6 +61,16 @@ def _planned(row: dict[str, str]) -> tuple[int | None, int]:
     return plan.kv_pool_bytes, plan.sessions
 
 
+def _starts(row: dict[str, str], pool: int | None, sessions: int) -> bool:
+    """Whether the plan says the engine starts. vLLM refuses a pool that holds no request at max_model_len (its
+    admission check); SGLang starts with any positive pool (it refuses only max_total_num_tokens <= 0, "Not enough
+    memory", model_runner.py 0.4.3-0.5.9) and serves requests up to the pool's tokens, so a plan of 0 sessions at
+    the cap is a started SGLang."""
+    if pool is None:
+        return False
+    return pool > 0 if row["engine"] == "sglang" else sessions > 0
+
+
 def _error(row: dict[str, str], pool: int | None) -> float | None:
     logged = float(row["available_kv_gib"]) * GiB
     return None if pool is None or logged <= 0 else (pool - logged) / logged
@@ -78,9 +88,9 @@ def table() -> str:
         planned = "shortfall" if pool is None else f"{pool / GiB:.2f} GiB"
         err = "-" if error is None else f"{100 * error:+.1f}%"
         if row["refused"] == "yes":
-            refusal = "predicted" if pool is None or sessions == 0 else "MISSED"
+            refusal = "predicted" if not _starts(row, pool, sessions) else "MISSED"
         else:
-            refusal = "-" if sessions > 0 else "FALSE REFUSAL"
+            refusal = "-" if _starts(row, pool, sessions) else "FALSE REFUSAL"
         model = Path(row["model"]).name
         gpu = f"{row['gpu']} x {row['tp']}"
         lines.append(
@@ -136,9 +146,9 @@ def test_every_refusal_is_predicted_and_the_pool_is_near_the_logged_one(row: dic
         return
     assert logged > 0, f"the plan has a {pool / GiB:.2f} GiB pool where vLLM's was negative"
     if row["refused"] == "yes":  # a positive pool too small for one request at the cap: vLLM's admission check
-        assert sessions == 0, "a plan that fits where the engine refused"
+        assert not _starts(row, pool, sessions), "a plan that fits where the engine refused"
     else:
-        assert sessions > 0, "a plan that refuses where the engine started"
+        assert _starts(row, pool, sessions), "a plan that refuses where the engine started"
     near = abs(pool - logged) <= 0.15 * logged
     # a known miss stays a stated miss: the row says why, and the test fails once the rules catch up with it
     assert near != bool(row["miss"]), row["miss"] or f"planned {pool / GiB:.2f} GiB, logged {logged / GiB:.2f}"
@@ -311,3 +321,23 @@ def test_the_a100_80gb_cuda_total_is_the_one_its_pairs_of_logs_imply() -> None:
         dp = float(b["available_kv_gib"]) - float(a["available_kv_gib"])
         assert (dp - 0.01) / du <= total <= (dp + 0.01) / du, (low, high)
     assert 79.24 <= total <= 79.28
+
+
+def test_sglangs_default_fraction_per_version_is_the_one_its_logs_printed() -> None:
+    """The default mem_fraction_static per SGLang generation (server_args.py of the released wheels), held to the
+    values SGLang printed in its server_args line (or implied by its pool) on the GPU's nvidia-smi total."""
+    from kvbudget.engines.sglang_memory import MemorySettings, mem_fraction_static
+
+    mib = 2**20
+    h100, l4, rtx3090, rtx4090 = 81559 * mib, 23034 * mib, 24576 * mib, 24564 * mib
+    # 0.4.1 (SGLang docs, H100): 'mem_fraction_static=0.88'; 0.4.2 (RTX 3090): 0.88; 0.4.3 at TP 4 (four L4s): 0.85
+    assert mem_fraction_static(h100, MemorySettings(), "0.4.1")[0] == 0.88
+    assert mem_fraction_static(rtx3090, MemorySettings(), "0.4.2")[0] == 0.88
+    assert mem_fraction_static(l4, MemorySettings(tp=4), "0.4.3")[0] == 0.85
+    # 0.4.9: a 24 GiB card keeps 2.8 + 1/10 GiB: round((24564 - 2969.6) / 24564, 3) = 0.879
+    assert mem_fraction_static(rtx4090, MemorySettings(), "0.4.9")[0] == 0.879
+    # 0.4.6-0.4.7 on an H100 NVL (95,830 MiB > 81,920): 0.88, not the TP table's 0.85 at TP 4
+    assert mem_fraction_static(95830 * mib, MemorySettings(tp=4), "0.4.7")[0] == 0.88
+    # 0.5.3: 512 + 8,192 x 1.5 + 256 x 2 + 1/8 GiB = 13,440 MiB of an H100: 0.835; 0.5.23 adds 58 prefill graphs
+    assert mem_fraction_static(h100, MemorySettings(), "0.5.3")[0] == 0.835
+    assert mem_fraction_static(h100, MemorySettings(), "0.5.23")[0] == 0.83

@@ -271,7 +271,7 @@ def test_the_readme_questions_computed_bound_holds_the_p99_step() -> None:
     pick = sizing.met[0]
     assert pick.plan is not None
     assert (pick.plan.inputs.spec.name, pick.plan.inputs.engine.name, pick.choice.gpu) == README_PICK
-    assert (pick.replicas, pick.memory_sessions, pick.latency_sessions, pick.binding) == (30, 7, 2, "prefill")
+    assert (pick.replicas, pick.memory_sessions, pick.latency_sessions, pick.binding) == (30, 8, 2, "prefill")
     assert pick.replicas_basis == "computed" and pick.simulated is None
     lat = pick.latency
     assert lat is not None and lat.percentile == "p99" and lat.step == (50265, 40730)
@@ -286,8 +286,9 @@ def test_the_readme_questions_computed_bound_holds_the_p99_step() -> None:
 
 def test_the_readme_question_is_the_count_simulate_verifies() -> None:
     """The README question's answer is the fewest GPUs on which `kvbudget simulate` meets the targets, within what
-    memory allows: for the latency-bound row size bisects between memory's count (9 H200s: SGLang's pool holds 7
-    sessions per H200 at the full 128K cap, 8 hold 56) and speed's (30), each probe a simulate run of the
+    memory allows: for the latency-bound row size bisects between memory's count (8 H200s: SGLang's pool holds 8
+    sessions per H200 at the full 128K cap, its pool sized as SGLang's
+    profile_max_num_token does) and speed's (30), each probe a simulate run of the
     workload's first 1,000 sessions (seed 0), their tool pauses included (93% of a session's time), at the arrival
     rate that keeps 60 sessions in flight (Little's law, scaled once by what a first run held). On SGLang's own fit
     simulate misses the p99 TTFT on 13 (2.04 s) and meets it on 14 (1.88 s): 14 H200s, $50.26 an hour, not 30
@@ -298,7 +299,7 @@ def test_the_readme_question_is_the_count_simulate_verifies() -> None:
     assert (pick.plan.inputs.spec.name, pick.plan.inputs.engine.name, pick.choice.gpu) == README_PICK
     sim = pick.simulated
     assert sim is not None and pick.replicas_basis == "simulated" and pick.computed_replicas == 30
-    assert (sim.floor, sim.replicas, pick.replicas, pick.memory_sessions, pick.binding) == (9, 14, 14, 7, "prefill")
+    assert (sim.floor, sim.replicas, pick.replicas, pick.memory_sessions, pick.binding) == (8, 14, 14, 8, "prefill")
     met, missed = sim.met_probe, sim.missed_probe
     assert met is not None and met.met and met.ttft_p99_s <= 2.0 and met.itl_p99_s <= 0.05
     assert missed is not None and not missed.met and missed.replicas == 13 and missed.ttft_p99_s > 2.0

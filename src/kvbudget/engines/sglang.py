@@ -39,7 +39,7 @@ from kvbudget.engines.common import (
     shared_kv_group,
 )
 from kvbudget.engines.contract import EngineRules, yarn_override
-from kvbudget.engines.overhead import Overhead, Site, activation_overhead
+from kvbudget.engines.overhead import Overhead, Site
 from kvbudget.engines.records import (
     Deployment,
     LoggedMemory,
@@ -682,7 +682,7 @@ class Rules(EngineRules):
             max_running_requests=o.max_running_requests,
             dp_attention=dp_attention(o),
         )
-        return sglang_memory.usable_share(m.total_bytes, m.utilization, settings)
+        return sglang_memory.usable_share(m.total_bytes, m.utilization, settings, self.version, m.overhead)
 
     def batched_tokens(
         self, total_bytes: int, gpu_label: str, options: EngineOptions, context: int = 0
@@ -702,9 +702,16 @@ class Rules(EngineRules):
         return replace(options, gpu_capability=options.gpu_capability or capability)
 
     def overhead(self, spec: ModelSpec, site: Site) -> Overhead:
-        return activation_overhead(
-            spec, tp=site.tp, batched=site.batched, batched_basis=site.batched_basis, graphs=True
+        """The memory in use before the weights load (CUDA context, communicators): SGLang's activations and CUDA
+        graphs live in the (1 - mem_fraction_static) it keeps back, not in the pool (sglang_memory.usable_share)."""
+        figure, low, high, words = sglang_memory.pre_load(site.tp, site.interconnect)
+        basis = (
+            f"heuristic: memory in use before SGLang loads the weights (CUDA context, communicators), "
+            f"{sglang_memory.PRE_LOAD[0] / 2**30:.2f}-{sglang_memory.PRE_LOAD[1] / 2**30:.2f} GiB in SGLang start-up "
+            f"logs{words}; activations and CUDA graphs use the share mem_fraction_static keeps back; measure it "
+            "(calibrate, plan --from-log) or pass --overhead"
         )
+        return Overhead(figure, low, high, "heuristic", basis)
 
     def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:
         # SGLang RadixAttention matches prefixes page by page (mem_cache/radix_cache.py)

@@ -14,9 +14,41 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvbudget.engines.base import version_tuple
 from kvbudget.engines.records import Share
 
 MiB = 2**20
+GiB = 2**30
+# The generations of the default, read in the released wheels' srt/server_args.py (ServerArgs.__post_init__ or
+# _handle_gpu_memory_settings): 0.4.3.post2-0.4.5.post1 by TP only; 0.4.6.post5-0.4.7 by TP x PP up to 80 GiB
+# cards, 0.88 above, raised past 96 GiB; 0.4.8-0.5.2 a reserve per GPU class; 0.5.3-0.5.9 the reserve of the
+# chunked prefill and decode graphs; from 0.5.10 the prefill graphs too (0.5.15 and 0.5.23 read; 0.5.10-0.5.14 not read,
+# planned with the newer rule)
+BY_TP_UNTIL = (0, 4, 6)
+LARGE_CARDS_UNTIL = (0, 4, 8)
+BY_CLASS_UNTIL = (0, 5, 3)
+PREFILL_GRAPHS_SINCE = (0, 5, 10)
+# Memory in use before the weights load ("Load weight begin. avail mem" against CUDA's total): the CUDA context and
+# the communicators' buffers, measured 0.39-0.63 GiB in the SGLang logs of tests/data/memory/real_logs.csv (H100
+# at TP 1: 0.41 on 0.4.1, 0.63 on 0.4.4; four L4 at TP 4: 0.39); SGLang's share is of the memory left after it
+PRE_LOAD = (int(0.39 * GiB), int(0.63 * GiB))
+# At TP > 1 over NVLink, SGLang's distributed init (NCCL communicators and its custom all-reduce's IPC buffers) comes
+# before loading: "Init torch distributed ends. mem usage=1.77-2.01 GB" on eight H200s at TP 8 (PR #11716, SGLang
+# of October 2025; GB is 2^30 B). Four L4s at TP 4 over PCIe kept none (0.39 GiB before loading in all). On a link
+# kvbudget does not know, the term may or may not be there: the error range reaches it, the figure does not.
+TP_NVLINK = (int(1.77 * GiB), int(2.01 * GiB))
+
+
+def pre_load(tp: int, interconnect: str | None) -> tuple[int, int, int, str]:
+    """(figure, low, high, words) of the memory in use before the weights load at ``tp`` GPUs over ``interconnect``."""
+    low, high = PRE_LOAD
+    if tp > 1 and interconnect and interconnect.startswith("nvlink"):
+        words = f"; at TP {tp} over NVLink + 1.77-2.01 GiB of distributed init (NCCL, custom all-reduce)"
+        return high + TP_NVLINK[1], low + TP_NVLINK[0], high + TP_NVLINK[1], words
+    if tp > 1 and interconnect is None:
+        words = f"; at TP {tp} over an unknown link up to 2.01 GiB more (NVLink's distributed init)"
+        return high, low, high + TP_NVLINK[1], words
+    return high, low, high, ""
 
 
 def graph_defaults(total_mib: float, tp: int) -> tuple[int, int]:
@@ -59,14 +91,54 @@ class MemorySettings:
     dp_attention: int = 1  # --enable-dp-attention --dp N: the attention data-parallel size
 
 
-def mem_fraction_static(total_bytes: int, settings: MemorySettings) -> tuple[float, str]:
-    """SGLang 0.5.23's default mem_fraction_static for a GPU of ``total_bytes`` (checked against SGLang's own
-    ServerArgs resolution in tests/oracle/test_sglang_oracle.py). VLM reductions are not modelled."""
+def _by_tp(parallel: int) -> float:
+    # SGLang 0.4.3.post2 server_args.py __post_init__ (tp_size; 0.4.6 tp_size x pp_size)
+    for least, fraction in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):
+        if parallel >= least:
+            return fraction
+    return 0.88
+
+
+def _older_fraction(total_mib: int, s: MemorySettings, version: tuple[int, ...]) -> tuple[float, str]:
+    """The defaults before 0.5.3, per generation (read in the 0.4.3.post2, 0.4.6.post5, 0.4.9.post2 and 0.5.0rc2
+    wheels' server_args.py)."""
+    if version < BY_TP_UNTIL:
+        fraction = _by_tp(s.tp)
+        return fraction, f"mem_fraction_static {fraction} (SGLang's default below 0.4.6 at TP {s.tp})"
+    parallel = s.tp * s.pp
+    if version < LARGE_CARDS_UNTIL:
+        fraction = _by_tp(parallel) if total_mib <= 81920 else 0.88
+        if total_mib > 96 * 1024:  # 0.4.6.post5: more of a large card, keeping 18 GiB for graphs and activations
+            fraction = min(fraction + 48 * 1024 * (1 - fraction) / total_mib, (total_mib - 18 * 1024) / total_mib)
+        return fraction, f"mem_fraction_static {fraction:.3f} (SGLang 0.4.6-0.4.7 default at TP x PP {parallel})"
+    # 0.4.8-0.5.2: a reserve per GPU class (GiB), + 4 GiB with DP attention
+    if total_mib < 35 * 1024:
+        reserve = 2.8 + parallel / 10
+    elif total_mib < 90 * 1024:
+        reserve = 9.5 + parallel / 2
+    elif total_mib < 160 * 1024:
+        reserve = 12 + parallel / 2
+    else:
+        reserve = 32.0
+    reserve += 4 if s.dp_attention > 1 else 0
+    fraction = round((total_mib - reserve * 1024) / total_mib, 3)
+    return fraction, f"mem_fraction_static {fraction} (SGLang 0.4.8-0.5.2 default: reserve {reserve:g} GiB)"
+
+
+def mem_fraction_static(total_bytes: int, settings: MemorySettings, version: str = "0.5.23") -> tuple[float, str]:
+    """SGLang's default mem_fraction_static for a GPU of ``total_bytes`` at ``version`` (0.5.23's checked against
+    SGLang's own ServerArgs resolution in tests/oracle/test_sglang_oracle.py). VLM reductions are not modelled."""
     s = settings
+    v = version_tuple(version)
+    if v < BY_CLASS_UNTIL:
+        return _older_fraction(total_bytes // MiB, s, v)
     # whole MiB: nvidia-smi's memory.total (nounits), or torch's total // 1024 // 1024 without nvidia-smi
     # (utils/common.py get_nvgpu_memory_capacity, _cuda_mem_fallback); an RTX 5090's 32,122.9 MiB is 32,122
     total_mib = total_bytes // MiB
     default_chunked, graph_bs = graph_defaults(total_mib, s.tp)
+    if v < PREFILL_GRAPHS_SINCE and 20 * 1024 <= total_mib < 35 * 1024:
+        # 0.5.3-0.5.9 server_args.py: 2,048-token chunks and 16 decode graphs (80 at TP >= 4) on 20-35 GiB cards
+        default_chunked, graph_bs = 2048, 16 if s.tp < 4 else 80
     chunked = s.chunked_prefill or default_chunked
     # memory_hook.py: a --max-running-requests below the default decode graph batch lowers it
     if s.max_running_requests is not None:
@@ -74,6 +146,8 @@ def mem_fraction_static(total_bytes: int, settings: MemorySettings) -> tuple[flo
     # cuda_graph_hook.py apply_cuda_graph_compatibility: pipeline parallelism turns the prefill graphs off
     # (before the memory rule runs); else graphs up to chunked_prefill_size tokens, MLA a flat 1.5 GiB
     prefill = 0.0 if s.pp > 1 else 1.5 * 1024 if s.mla else _prefill_graph_sizes(chunked) * 8.0
+    if v < PREFILL_GRAPHS_SINCE:  # 0.5.3-0.5.9 reserve no prefill graphs
+        prefill = 0.0
     dp = 0.0
     if s.dp_attention > 1:  # reserve_for_graph_mb: DP attention pads its graphs
         dp = graph_bs * s.dp_attention * 3 + (graph_bs * s.dp_attention * 1.5 if graph_bs > 300 else 0)
@@ -81,7 +155,7 @@ def mem_fraction_static(total_bytes: int, settings: MemorySettings) -> tuple[flo
     if total_mib > 60 * 1024:
         reserved = max(reserved, 10240)
     fraction = round((total_mib - reserved) / total_mib, 3)
-    graphs = f"prefill graphs {prefill:,.0f} MiB" if prefill else "no prefill graphs (pipeline parallel)"
+    graphs = f"prefill graphs {prefill:,.0f} MiB" if prefill else "no prefill graphs"
     basis = (
         f"mem_fraction_static {fraction} derived by SGLang: reserve {reserved:,.0f} MiB "
         f"(chunked prefill {chunked}, cuda-graph bs {graph_bs}, {graphs}"
@@ -91,14 +165,20 @@ def mem_fraction_static(total_bytes: int, settings: MemorySettings) -> tuple[flo
     return fraction, basis
 
 
-def usable_share(total_bytes: int, utilization: float | None, settings: MemorySettings) -> Share:
+def usable_share(
+    total_bytes: int, utilization: float | None, settings: MemorySettings, version: str, pre_load: int
+) -> Share:
+    """The bytes for weights, the memory in use before loading (``pre_load``) and the pool:
+    mfs x (total - pre_load) + pre_load, so that the pool is SGLang's mfs x free_before_load - weights
+    (0.4.3-0.5.9 model_runner.py profile_max_num_token: rest = available after loading - total_gpu_memory x
+    (1 - mfs), total_gpu_memory being the free memory before loading; 0.5.23 kv_cache_configurator.py
+    _profile_available_bytes). Activations and graphs live in the (1 - mfs) SGLang keeps back, not in the pool."""
     if utilization is not None:
         fraction, basis = utilization, f"mem_fraction_static {utilization} (given)"
     else:
-        fraction, basis = mem_fraction_static(total_bytes, settings)
-    # SGLang _profile_available_bytes: KV = mfs x free_before_load - weights (kv_cache_configurator.py);
-    # the free memory before loading is taken as the whole card (the CUDA context is in the overhead).
-    return Share(int(total_bytes * fraction), basis + " x memory free before loading", fraction)
+        fraction, basis = mem_fraction_static(total_bytes, settings, version)
+    usable = int((total_bytes - pre_load) * fraction) + pre_load
+    return Share(usable, basis + " x memory free before loading", fraction)
 
 
 def chunked_prefill(total_bytes: int, dp_attention: int = 1) -> tuple[int, str]:
