@@ -5,7 +5,8 @@ throughput; TensorRT-LLM v0.5's batch-1 first-token latency; NVIDIA NIM's TTFT, 
 at fixed concurrency), plans each figure's deployment, and prints per figure the measured and modelled value and the
 error, then per kind (throughput, TTFT, ITL) the median absolute error and the share within 30% of each split.
 The figures and summaries are per engine (TensorRT-LLM, vLLM, SGLang), each engine's figures modelled with its own
-efficiencies (kvbudget.speed.efficiency.efficiency_for).
+efficiencies (kvbudget.speed.efficiency.efficiency_for); an engine with figures from more than one file (vLLM:
+GPUStack's all-at-once runs and the closed-loop sweeps) also gets its held-out summaries per file.
 ``--fit`` refits TensorRT-LLM's two latency parameters (bf16 prefill share, prefill queue factor) on its training
 figures with the five throughput ones held as shipped; ``--fit-all`` refits TensorRT-LLM's seven in two stages (the
 five on the throughput training figures, then the two) and each other engine's ENGINE_PARAMETERS on its own
@@ -97,6 +98,21 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 if split == "held_out" and (engine, kind) in MET and not met:
                     failed = True
+    for engine in ENGINES:
+        sources = sorted({p.figure.source for p in prepared if p.figure.request.engine == engine})
+        for source in sources if len(sources) > 1 else ():
+            for kind in KINDS:
+                mine = [
+                    e
+                    for p, e in zip(prepared, errs, strict=True)
+                    if p.figure.source == source and p.figure.split == "held_out" and p.figure.kind == kind
+                ]
+                if mine:
+                    s = Summary.of(mine)
+                    print(
+                        f"{engine:<7} {kind:<10} held_out in {source}: {s.count:>2} figures ({UNITS[kind]}), "
+                        f"median |error| {s.median_abs:.1%}, within 30%: {s.within_30:.0%}"
+                    )
     return 1 if failed else 0
 
 

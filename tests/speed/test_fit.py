@@ -14,6 +14,7 @@ from kvbudget.speed.fit import (
     ENGINE_PARAMETERS,
     LATENCY_PARAMETERS,
     THROUGHPUT_PARAMETERS,
+    Prepared,
     Summary,
     errors,
     fit,
@@ -30,9 +31,14 @@ def prepared() -> list:  # type: ignore[type-arg]
     return prepare(load_all(DATA))
 
 
-def _summary(prepared: list, kind: str, split: str, engine: str = "trtllm") -> Summary:  # type: ignore[type-arg]
+def _summary(prepared: list, kind: str, split: str, engine: str = "trtllm", source: str = "") -> Summary:  # type: ignore[type-arg]
     chosen = [
-        p for p in prepared if p.figure.kind == kind and p.figure.split == split and p.figure.request.engine == engine
+        p
+        for p in prepared
+        if p.figure.kind == kind
+        and p.figure.split == split
+        and p.figure.request.engine == engine
+        and (not source or p.figure.source == source)
     ]
     return Summary.of(errors(chosen))
 
@@ -40,6 +46,7 @@ def _summary(prepared: list, kind: str, split: str, engine: str = "trtllm") -> S
 def test_every_figure_file_is_loaded_with_its_source() -> None:
     counts = {path.stem: len(load(path)[0]) for path in sorted(DATA.glob("*.json"))}
     assert counts == {
+        "closed_loop_vllm": 2,
         "gpustack_sglang": 16,
         "gpustack_vllm": 68,
         "nim_llama33_70b_h100": 17,
@@ -101,15 +108,61 @@ def test_the_shipped_latency_parameters_are_the_fit_from_elsewhere(prepared: lis
 
 
 def test_vllm_held_out_errors(prepared: list) -> None:  # type: ignore[type-arg]
+    # GPUStack's held-out figures (gpustack_vllm.json)
     # throughput: 27 figures, median 16.1%, 74% within 30% (issue 19's target missed: docs say why)
-    s = _summary(prepared, "throughput", "held_out", "vllm")
+    s = _summary(prepared, "throughput", "held_out", "vllm", "gpustack_vllm")
     assert s.count == 27 and s.median_abs <= 0.17 and s.within_30 >= 0.74
     # TTFT: 2 figures, median 6.3%, both within 30% (met)
-    s = _summary(prepared, "ttft", "held_out", "vllm")
+    s = _summary(prepared, "ttft", "held_out", "vllm", "gpustack_vllm")
     assert s.count == 2 and s.median_abs <= 0.07 and s.within_30 == 1.0
     # ITL: 5 figures, median 29.3%, 60% within 30% (missed: DeepSeek-R1 and gpt-oss at concurrency 4)
-    s = _summary(prepared, "itl", "held_out", "vllm")
+    s = _summary(prepared, "itl", "held_out", "vllm", "gpustack_vllm")
     assert s.count == 5 and s.median_abs <= 0.30 and s.within_30 >= 0.60
+    # every vLLM file together (bench/speed.py's engine lines): throughput 28 figures, 19.6%, 71%; ITL 6, 22.4%, 67%
+    s = _summary(prepared, "throughput", "held_out", "vllm")
+    assert s.count == 28 and s.median_abs <= 0.20 and s.within_30 >= 0.71
+    s = _summary(prepared, "itl", "held_out", "vllm")
+    assert s.count == 6 and s.median_abs <= 0.23 and s.within_30 >= 0.66
+
+
+def _closed_loop(prepared: list[Prepared], concurrency: str) -> Prepared:
+    return next(
+        p for p in prepared if p.figure.source == "closed_loop_vllm" and p.figure.request.concurrency == concurrency
+    )
+
+
+def test_the_gpustack_fit_misses_a_clean_closed_loop_sweep(prepared: list) -> None:  # type: ignore[type-arg]
+    # vLLM 0.23.0, Llama-3.1-8B bf16 on one A100 40GB, 1,024 / 128 tokens, --max-concurrency C (closed_loop_vllm.json):
+    # about 75 tokens/s decode at C = 1 (13.33 ms), 6.6x that throughput at C = 8 (~495 tokens/s)
+    at_1, at_8 = _closed_loop(prepared, "1"), _closed_loop(prepared, "8")
+    assert (at_1.figure.kind, at_1.figure.value, at_8.figure.kind, at_8.figure.value) == (
+        "itl",
+        13.33,
+        "throughput",
+        495.0,
+    )
+    itl, throughput = errors([at_1, at_8])
+    assert 0.14 < itl < 0.17  # +15.4%: 15.39 ms, the borrowed 0.74 bandwidth share reads the 16 GB of weights in 14 ms
+    assert -0.37 < throughput < -0.34  # -35.4%: 320 tokens/s, 8 prefills of 112 ms (bf16 share 0.417) in a 3.15 s cycle
+    # half the miss is the prefill share GPUStack's all-at-once runs fit (0.417; TensorRT-LLM's 0.779) and the per-
+    # sequence cost; the rest is chunked prefill, whose iterations carry the others' decode tokens (not modelled)
+    assert -0.17 < errors([at_8], replace(VLLM, prefill_bf16=FITTED.prefill_bf16, sequence_s=0.0))[0] < -0.15
+
+
+def test_a_refit_with_the_clean_figure_is_not_adopted(prepared: list) -> None:  # type: ignore[type-arg]
+    # the five vLLM efficiencies refitted on GPUStack's training figures plus the clean C = 8 throughput: the clean
+    # figure still misses by over 30% and GPUStack's held-out ITL gets worse (32.9% against 29.3%), so VLLM stays
+    vllm = [p for p in prepared if p.figure.request.engine == "vllm"]
+    at_8 = _closed_loop(prepared, "8")
+    train = [p for p in vllm if p.figure.split == "train"] + [at_8]
+    refit = fit(train, VLLM, rounds=1, steps=24, names=ENGINE_PARAMETERS["vllm"])
+    assert errors([at_8], refit)[0] < -0.30
+    held = [
+        p
+        for p in vllm
+        if p.figure.split == "held_out" and p.figure.source == "gpustack_vllm" and p.figure.kind == "itl"
+    ]
+    assert Summary.of(errors(held, refit)).median_abs > Summary.of(errors(held)).median_abs
 
 
 def test_sglang_held_out_errors(prepared: list) -> None:  # type: ignore[type-arg]
