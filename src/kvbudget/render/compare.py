@@ -7,8 +7,9 @@ from kvbudget.units import format_bytes, format_tokens, money
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
-    from kvbudget.plan.compare import Choice
+    from kvbudget.plan.compare import Choice, Row
     from kvbudget.plan.comparison import Comparison
+    from kvbudget.plan.plan import Plan
 
 
 def render_comparison(comparison: Comparison) -> str:
@@ -105,8 +106,7 @@ def render_comparison(comparison: Comparison) -> str:
             f"own rate ({said}; kvbudget simulate shows the speeds and p99)"
         )
         bound = [
-            f"  {r.plan.inputs.spec.name + _variant(r.choice)} on {r.choice.gpu}, {r.plan.inputs.engine.label}, "
-            f"{format_tokens(r.plan.inputs.context)}: {r.simulated.at_targets}"
+            f"  {_row_name(r, r.plan)}: {r.simulated.at_targets}"
             for r in rows
             if r.plan is not None and r.simulated is not None and r.simulated.at_targets
         ]
@@ -114,8 +114,7 @@ def render_comparison(comparison: Comparison) -> str:
             notes += ["", "sim sessions at the latency targets (per replica; the sim sessions column holds both):"]
             notes += bound
         stopped = [
-            f"  {r.plan.inputs.spec.name + _variant(r.choice)} on {r.choice.gpu}, {r.plan.inputs.engine.label}, "
-            f"{format_tokens(r.plan.inputs.context)}: {r.simulated.stopped['text']}"
+            f"  {_row_name(r, r.plan)}: {r.simulated.stopped['text']}"
             for r in rows
             if r.plan is not None and r.simulated is not None and r.simulated.stopped
         ]
@@ -132,3 +131,10 @@ def _variant(c: Choice) -> str:
     """A row's weights precision and tensor-parallel size, when they are not the defaults."""
     parts = ([f"weights {c.weights}"] if c.weights else []) + ([f"tp {c.tp}"] if c.tp > 1 else [])
     return f" ({', '.join(parts)})" if parts else ""
+
+
+def _row_name(r: Row, plan: Plan) -> str:
+    """A simulated row as its notes name it: the model (and variant), GPU, engine and cap."""
+    return f"{plan.inputs.spec.name + _variant(r.choice)} on {r.choice.gpu}, {plan.inputs.engine.label}, " + (
+        format_tokens(plan.inputs.context)
+    )

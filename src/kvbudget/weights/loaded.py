@@ -131,20 +131,21 @@ def as_loaded(
 ) -> tuple[WeightSize, str]:
     """The weights as ``engine`` keeps them on the GPU, and which figure it is ("as loaded" or "checkpoint")."""
     rule = _mxfp4_rule(version, capability) if capability is not None else ""
-    if engine == "vllm" and _quant_method(spec) == "mxfp4" and rule == "triton":
+    if engine != "vllm" or _quant_method(spec) != "mxfp4" or not rule:
+        return weights, "checkpoint"
+    if rule == "triton":
         extra = triton_mxfp4_extra(spec, tp)
-        if extra:
-            basis = (
-                f"{weights.basis}; as loaded by vLLM {version}: + {extra:,} B of the Triton MXFP4 backend on Hopper "
-                "(scales swizzled into new tensors beside the loaded ones, biases in fp32; mxfp4.py)"
-            )
-            return replace(weights, bytes=weights.bytes + extra, basis=basis), "as loaded"
-    if engine == "vllm" and _quant_method(spec) == "mxfp4" and rule == "marlin":
+        what = (
+            "of the Triton MXFP4 backend on Hopper (scales swizzled into new tensors beside the loaded ones, biases "
+            "in fp32; mxfp4.py)"
+        )
+    else:
         extra = marlin_mxfp4_padding(spec, tp)
-        if extra:
-            basis = (
-                f"{weights.basis}; as loaded by vLLM {version}: + {extra:,} B of Marlin padding of the MXFP4 "
-                "experts (intermediate per GPU to a multiple of 128, hidden to 256; mxfp4.py create_weights)"
-            )
-            return replace(weights, bytes=weights.bytes + extra, basis=basis), "as loaded"
+        what = (
+            "of Marlin padding of the MXFP4 experts (intermediate per GPU to a multiple of 128, hidden to 256; "
+            "mxfp4.py create_weights)"
+        )
+    if extra:
+        basis = f"{weights.basis}; as loaded by vLLM {version}: + {extra:,} B {what}"
+        return replace(weights, bytes=weights.bytes + extra, basis=basis), "as loaded"
     return weights, "checkpoint"
