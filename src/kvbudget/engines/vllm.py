@@ -26,8 +26,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, ClassVar
 
 from kvbudget.engines import vllm_batches, vllm_memory
-from kvbudget.engines.capability import compute_capability
 from kvbudget.engines.base import NO_SLOTS, EngineOptions, Group, Layout, Slots, version_tuple
+from kvbudget.engines.capability import compute_capability
 from kvbudget.engines.common import (
     attention_slot,
     fp8_indexer_record,
