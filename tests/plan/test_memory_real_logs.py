@@ -289,7 +289,7 @@ def test_a_plan_that_promises_more_sessions_than_the_engines_pool_holds_says_it_
         held = int(float(row["available_kv_gib"]) * GiB // plan.per_session_bytes)
         if plan.sessions > held and not any(w.startswith("near the edge") for w in plan.warnings):
             unflagged.add(row["case"])
-    assert unflagged == {"llama31-8b-l40s-32k-v1"}
+    assert unflagged == {"llama31-8b-l40s-32k-v1", "llama32-3b-t4-0.89-2k-v0-fallback"}
 
 
 def test_an_error_worth_a_large_share_of_few_long_sessions_is_flagged_and_a_small_share_of_many_is_not() -> None:
@@ -341,3 +341,20 @@ def test_sglangs_default_fraction_per_version_is_the_one_its_logs_printed() -> N
     # 0.5.3: 512 + 8,192 x 1.5 + 256 x 2 + 1/8 GiB = 13,440 MiB of an H100: 0.835; 0.5.23 adds 58 prefill graphs
     assert mem_fraction_static(h100, MemorySettings(), "0.5.3")[0] == 0.835
     assert mem_fraction_static(h100, MemorySettings(), "0.5.23")[0] == 0.83
+
+
+def test_vllm_0_8_on_a_gpu_below_sm_8_0_is_planned_with_v0s_profile() -> None:
+    """vLLM 0.8-0.9 fall back to V0 below compute capability 8.0 (arg_utils.py, printed by vLLM 0.8.2 on a T4 in the
+    HF cookbook log of the table): V0's profile, not V1's sort sampler; the same version on an A100 stays V1."""
+    from kvbudget.engines import vllm_memory
+
+    assert vllm_memory.runs_v0("0.8.2", 75) and vllm_memory.runs_v0("0.9.2", 75)
+    assert not vllm_memory.runs_v0("0.8.2", 80) and not vllm_memory.runs_v0("0.8.2", None)
+    assert vllm_memory.runs_v0("0.7.3", 86) and not vllm_memory.runs_v0("0.10.1", 75)
+    plan = plan_deployment(PlanRequest(model="llama-3.2-3b", gpu="t4", engine="vllm@0.8.2", context=Tokens("2k")))
+    assert any("vLLM V0's profile run" in line.basis for line in plan.ledger)
+    # the printed CUDA total of the T4 (14.74 GiB) is the catalog's, and the logged 6.22 GiB pool is within 15%
+    assert hardware.gpu("t4").cuda_total_bytes == int(14.74 * GiB)
+    row = next(r for r in ROWS if r["case"] == "llama32-3b-t4-0.89-2k-v0-fallback")
+    pool, _ = _planned(row)
+    assert pool is not None and abs(pool - 6.22 * GiB) <= 0.15 * 6.22 * GiB

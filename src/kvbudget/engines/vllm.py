@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from kvbudget.engines import vllm_batches, vllm_memory
 from kvbudget.engines.base import NO_SLOTS, EngineOptions, Group, Layout, Slots, version_tuple
+from kvbudget.engines.capability import compute_capability
 from kvbudget.engines.common import (
     attention_slot,
     fp8_indexer_record,
@@ -603,7 +604,8 @@ class Rules(EngineRules):
     def batched_tokens(
         self, total_bytes: int, gpu_label: str, options: EngineOptions, context: int = 0
     ) -> tuple[int, str]:
-        return vllm_memory.batched_tokens(total_bytes, gpu_label, self.version, context)
+        capability = compute_capability(gpu_label)
+        return vllm_memory.batched_tokens(total_bytes, gpu_label, self.version, context, capability)
 
     def derived_options(self, options: EngineOptions, batched: int, capability: int | None) -> EngineOptions:
         # the batch that sliding windows reserve, and the GPU generation that picks the attention backend
@@ -617,7 +619,7 @@ class Rules(EngineRules):
         graphs = vllm_memory.subtracts_graphs(self.version)
         # NCCL's NVLS buffers at TP > 2 on NVSwitch boards are non-torch memory vLLM subtracts (nccl_memory.py)
         nvls, nvls_words = nvls_bytes(site.tp, site.interconnect, self.version)
-        if vllm_memory.is_v0(self.version):
+        if vllm_memory.runs_v0(self.version, compute_capability(site.gpu_label)):
             v0 = v0_profiled_overhead(spec, tp=site.tp, batched=site.batched, batched_basis=site.batched_basis)
             return plus(v0, nvls, nvls_words)
         if not site.gpu_memory:

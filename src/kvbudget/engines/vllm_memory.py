@@ -25,6 +25,12 @@ GRAPHS_SINCE = (0, 21)  # vLLM gpu_worker subtracts the CUDA graph estimate from
 # after the profile: this process's CUDA context and loaded kernels and every other process on the GPU; 0.9.1 measures
 # from a snapshot taken after the CUDA context exists (utils.memory_profiling, PR #19312; read in the released wheels)
 WHOLE_DEVICE_NON_TORCH = ((0, 8), (0, 9, 1))
+# vLLM 0.8-0.9 EngineArgs._is_v1_supported_oracle (arg_utils.py): "Compute Capability < 8.0 is not supported by the V1
+# Engine. Falling back to V0." A T4 or an RTX 20xx (SM 7.5) runs V0's worker and profile there (logged by vLLM 0.8.2 on
+# a T4, huggingface/cookbook fine_tune_chatbot_docs_synthetic.ipynb). The upper bound is where kvbudget stops reading
+# V0 (0.10 removed the V0 engine's paths; the exact release the fallback went is not pinned).
+V1_MIN_CAPABILITY = 80
+V0_FALLBACK_ON_OLD_GPUS = ((0, 8), (0, 10))
 
 
 def default_utilization(version: str) -> float:
@@ -38,11 +44,14 @@ def usable_share(total_bytes: int, utilization: float | None, version: str) -> S
     return Share(int(total_bytes * util), f"gpu_memory_utilization {util} ({how}) x total memory", util)
 
 
-def batched_tokens(total_bytes: int, gpu_label: str, version: str, context: int = 0) -> tuple[int, str]:
-    """The API server's max_num_batched_tokens default for this GPU (EngineArgs.get_batch_defaults); before V1,
-    the V0 scheduler's (SchedulerConfig): the whole max_model_len where chunked prefill is off."""
+def batched_tokens(
+    total_bytes: int, gpu_label: str, version: str, context: int = 0, capability: int | None = None
+) -> tuple[int, str]:
+    """The API server's max_num_batched_tokens default for this GPU (EngineArgs.get_batch_defaults); before V1
+    (and where V1 falls back to V0 on a GPU below compute capability 8.0), the V0 scheduler's (SchedulerConfig): the
+    whole max_model_len where chunked prefill is off."""
     label = gpu_label.lower()
-    if version_tuple(version)[:2] < V1_SINCE:
+    if runs_v0(version, capability):
         # vLLM V0 (0.6-0.7) SchedulerConfig.__post_init__ (vllm/config.py): without chunked prefill the batch is
         # max(max_model_len, 2048); the OpenAI server turns chunked prefill on for max_model_len > 32K
         # (EngineArgs.create_engine_config), and then profiles _DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
@@ -68,6 +77,15 @@ def max_num_seqs(total_bytes: int, gpu_label: str) -> tuple[int, str]:
 
 def is_v0(version: str) -> bool:
     return version_tuple(version)[:2] < V1_SINCE
+
+
+def runs_v0(version: str, capability: int | None) -> bool:
+    """Whether vLLM ``version`` runs its V0 engine on a GPU of this compute capability (x10; None: not known)."""
+    if is_v0(version):
+        return True
+    low, high = V0_FALLBACK_ON_OLD_GPUS
+    old_gpu = capability is not None and capability < V1_MIN_CAPABILITY
+    return old_gpu and low <= version_tuple(version)[:2] < high
 
 
 def subtracts_graphs(version: str) -> bool:
