@@ -297,9 +297,11 @@ def running_limit(plan: Plan, gpu: Gpu) -> tuple[int, str]:
     """The most sequences one replica runs at once: what its KV pool holds, capped by the engine's own limit on
     running sequences where the engine has one the pool does not already express (vLLM's max_num_seqs default)."""
     from kvbudget.engines import vllm_memory
+    from kvbudget.engines.capability import compute_capability
 
     engine = plan.inputs.engine
-    if engine.name == "vllm" and not vllm_memory.is_v0(engine.version):
+    # V0 (before 0.8, and 0.8-0.9 falling back to it below compute capability 8.0) has no such default here
+    if engine.name == "vllm" and not vllm_memory.runs_v0(engine.version, compute_capability(plan.inputs.gpu_label)):
         # vLLM v1 EngineArgs.get_batch_defaults: max_num_seqs 1,024 on >= 70 GiB GPUs but A100, else 256
         seqs, why = vllm_memory.max_num_seqs(gpu.cuda_total_bytes, gpu.id)
         return min(plan.sessions, seqs), why
