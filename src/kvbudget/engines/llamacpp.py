@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Literal
 from kvbudget.engines.base import NO_SLOTS, EngineOptions, Group, Layout, Slots, pad
 from kvbudget.engines.common import group_primitives, shared_kv_group
 from kvbudget.engines.contract import EngineRules, rope_factor
-from kvbudget.engines.overhead import Overhead, Site, compute_buffer_overhead
+from kvbudget.engines.llamacpp_compute import compute_buffer
+from kvbudget.engines.overhead import Overhead, Site
 from kvbudget.engines.records import Deployment, LoggedMemory, MemoryShape, ServeSettings, Share, StartUp, logged_sum
 from kvbudget.errors import EngineRefusalError, InputError
 from kvbudget.model.spec import (
@@ -510,7 +511,9 @@ class Rules(EngineRules):
         return "fp16", f"{self.title} caches f16 by default (-ctk/-ctv f16), whatever the checkpoint's {spec.dtype}"
 
     def overhead(self, spec: ModelSpec, site: Site) -> Overhead:
-        return compute_buffer_overhead(spec, ubatch=site.batched, what=self.title)
+        # one stream's cells: -c N*S -np S keeps pad(N, 256) cells a stream (context_cells)
+        n_kv = pad(site.context, CELL_PAD) if site.context > 0 else 0
+        return compute_buffer(spec, ubatch=site.batched, n_kv=n_kv, flash_attn=site.flash_attn, what=self.title)
 
     def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:
         return 0, "llama.cpp slots keep separate cells (no sharing without --kv-unified)"
