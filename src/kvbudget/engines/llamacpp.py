@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from kvbudget.engines.metrics import EngineMetrics
     from kvbudget.measure.logs.record import EngineLog
     from kvbudget.model.spec import CacheKind
+    from kvbudget.weights.sources import WeightSize
 
 NAME = "llamacpp"
 DEFAULT_VERSION = "b7900"
@@ -509,6 +510,15 @@ class Rules(EngineRules):
         if parse_cache_dtype(spec.dtype, what="model dtype").name in ("fp16", "bf16"):
             return spec.dtype, ""  # the same 2 bytes per value as llama.cpp's f16 default
         return "fp16", f"{self.title} caches f16 by default (-ctk/-ctv f16), whatever the checkpoint's {spec.dtype}"
+
+    def loaded_weights(self, spec: ModelSpec, weights: WeightSize, model_ref: str, precision: str | None) -> WeightSize:
+        # a GGUF's tensors less the token embedding, which load_tensors keeps on the CPU (weights/gguf_loaded.py);
+        # Ollama (a subclass) keeps the file's bytes: not held to a log here
+        if self.name != NAME:
+            return weights
+        from kvbudget.weights.gguf_loaded import llamacpp_on_gpu
+
+        return llamacpp_on_gpu(spec, weights, model_ref, precision)
 
     def overhead(self, spec: ModelSpec, site: Site) -> Overhead:
         # one stream's cells: -c N*S -np S keeps pad(N, 256) cells a stream (context_cells)
