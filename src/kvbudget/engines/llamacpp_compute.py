@@ -6,16 +6,19 @@ alive at once (ggml/src/ggml-alloc.c), so the buffer is the largest set of f32 t
 
 * **the output head**: the logits of every ubatch token (``n_ubatch x n_vocab`` f32) beside the final
   hidden state (``n_ubatch x n_embd`` f32);
-* **attention without flash attention**: the scores ``kq`` (``n_kv x n_ubatch x n_head`` f32, src/llama-graph.cpp
-  ``build_attn_mha``: ``ggml_mul_mat(k, q)`` then an in-place soft_max) and the f32 mask ``kq_mask``
-  (``n_kv x n_ubatch``), beside four ``n_ubatch x n_embd`` f32 activations (the layer input, Q, the attention
-  output and the residual); with flash attention the scores are never materialised;
+* **attention**: without flash attention the scores ``kq`` (``n_kv x n_ubatch x n_head`` f32,
+  src/llama-graph.cpp ``build_attn_mha``: ``ggml_mul_mat(k, q)`` then an in-place soft_max) and the f32 mask
+  (``n_kv x n_ubatch``); with flash attention no scores, and the mask cast to f16 (``n_kv x n_ubatch x 2`` B);
+  either way beside Q and the attention output (``n_ubatch x n_head x head_dim`` f32 each) and the layer's
+  input and residual (``n_ubatch x n_embd`` f32 each);
 * **the feed-forward**: gate and up (``2 x n_ubatch x n_ff`` f32) beside the hidden state.
 
 ``n_kv`` is one stream's cells: with one stream per sequence, the ubatch's tokens are split across the
 streams, so the scores total ``n_ctx_seq x n_ubatch x n_head`` whatever the stream count. The shapes are
-read from the graph code; the figure is checked against the CUDA0 compute buffers that llama.cpp logged
-(tests/data/memory/llamacpp_logs.csv: 300.75, 300.75, 164.00 and 2144.00 MiB, each matched to the MiB).
+read from the graph code; the figure is checked against the CUDA0 compute buffers llama.cpp logged
+(tests/data/memory/llamacpp_logs.csv: 300.75, 300.75, 164.00 and 2,144.00 MiB, each matched to the MiB) and
+against the live llama-server of the test suite on the CPU backend (tests/live/test_compute_buffer_live.py:
+flash attention off and on, 1 and 4 streams, within 2%).
 """
 
 from __future__ import annotations
@@ -24,23 +27,39 @@ from kvbudget.engines.overhead import Overhead, dims
 from kvbudget.model.spec import ModelSpec
 
 F32 = 4
-ACTIVATIONS = 4  # n_ubatch x n_embd f32 tensors alive beside the scores: input, Q, attention output, residual
+F16 = 2
 
 
-def _heads(spec: ModelSpec) -> int:
-    value = spec.config.get("num_attention_heads", 32)
-    return value if isinstance(value, int) and value > 0 else 32
+def _positive(spec: ModelSpec, *keys: str) -> int:
+    for key in keys:
+        value = spec.config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return 0
+
+
+def _heads(spec: ModelSpec, hidden: int) -> tuple[int, int]:
+    """(n_head, n_head x head_dim): the query heads and Q's width (GGUF keys where the spec came from a .gguf)."""
+    arch = spec.model_type
+    heads = _positive(spec, "num_attention_heads", f"{arch}.attention.head_count") or 32
+    head_dim = _positive(spec, "head_dim", f"{arch}.attention.key_length") or max(hidden // heads, 1)
+    return heads, heads * head_dim
 
 
 def compute_buffer_terms(spec: ModelSpec, *, ubatch: int, n_kv: int, flash_attn: bool) -> dict[str, int]:
     """The bytes of each candidate peak (the buffer is the largest)."""
     hidden, inter, vocab = dims(spec)
+    heads, q_width = _heads(spec, hidden)
+    beside = ubatch * (2 * q_width + 2 * hidden) * F32  # Q, the attention output, the layer input, the residual
     terms = {
         "output head": ubatch * (vocab + hidden) * F32,
         "feed-forward": ubatch * (2 * inter + hidden) * F32,
     }
-    if not flash_attn and n_kv > 0:
-        terms["attention scores"] = ubatch * n_kv * (_heads(spec) + 1) * F32 + ACTIVATIONS * ubatch * hidden * F32
+    if n_kv > 0:
+        if flash_attn:  # build_attn_mha: the mask cast to f16 for ggml_flash_attn_ext, no scores
+            terms["attention"] = ubatch * n_kv * F16 + beside
+        else:  # kq (n_head rows of scores) and the f32 mask
+            terms["attention scores"] = ubatch * n_kv * (heads + 1) * F32 + beside
     return terms
 
 
