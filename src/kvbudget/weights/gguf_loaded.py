@@ -14,7 +14,7 @@
   recipes) vary the type per tensor: give the .gguf itself for its exact tensor table.
 
 Held to the log of a Qwen3-Coder-30B-A3B Q8_0 on an A100 40GB (llama.cpp b7342, tests/data/memory/llamacpp_logs.csv):
-30,658.11 MiB by this rule, 30,658.12 logged on CUDA0, and the 315.30 MiB ``CPU_Mapped`` buffer is the token
+30,658.10 MiB by this rule, 30,658.12 logged on CUDA0, and the 315.30 MiB ``CPU_Mapped`` buffer is the token
 embedding to the MiB.
 """
 
