@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from kvbudget.measure.logs.record import EngineLog  # a plain record (kvbudget.measure imports engines)
     from kvbudget.model.spec import ModelSpec
     from kvbudget.precision import CacheDType
+    from kvbudget.weights.sources import WeightSize
 
 DEFAULT_BATCHED_TOKENS = 8192  # no engine default: the figure the overhead heuristic profiles
 
@@ -150,6 +151,10 @@ class EngineRules:
     def derived_options(self, options: EngineOptions, batched: int, capability: int | None) -> EngineOptions:
         """The settings the engine derives from the plan's GPU when the user sets none."""
         return options
+
+    def loaded_weights(self, spec: ModelSpec, weights: WeightSize, model_ref: str, precision: str | None) -> WeightSize:
+        """The weights figure as the engine keeps it on the GPU (default: the figure as given)."""
+        return weights
 
     def overhead(self, spec: ModelSpec, site: Site) -> Overhead:
         from kvbudget.engines.overhead import activation_overhead

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Literal
 from kvbudget.engines.base import NO_SLOTS, EngineOptions, Group, Layout, Slots, pad
 from kvbudget.engines.common import group_primitives, shared_kv_group
 from kvbudget.engines.contract import EngineRules, rope_factor
-from kvbudget.engines.overhead import Overhead, Site, compute_buffer_overhead
+from kvbudget.engines.llamacpp_compute import compute_buffer
+from kvbudget.engines.overhead import Overhead, Site
 from kvbudget.engines.records import Deployment, LoggedMemory, MemoryShape, ServeSettings, Share, StartUp, logged_sum
 from kvbudget.errors import EngineRefusalError, InputError
 from kvbudget.model.spec import (
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from kvbudget.engines.metrics import EngineMetrics
     from kvbudget.measure.logs.record import EngineLog
     from kvbudget.model.spec import CacheKind
+    from kvbudget.weights.sources import WeightSize
 
 NAME = "llamacpp"
 DEFAULT_VERSION = "b7900"
@@ -509,8 +511,19 @@ class Rules(EngineRules):
             return spec.dtype, ""  # the same 2 bytes per value as llama.cpp's f16 default
         return "fp16", f"{self.title} caches f16 by default (-ctk/-ctv f16), whatever the checkpoint's {spec.dtype}"
 
+    def loaded_weights(self, spec: ModelSpec, weights: WeightSize, model_ref: str, precision: str | None) -> WeightSize:
+        # a GGUF's tensors less the token embedding, which load_tensors keeps on the CPU (weights/gguf_loaded.py);
+        # Ollama (a subclass) keeps the file's bytes: not held to a log here
+        if self.name != NAME:
+            return weights
+        from kvbudget.weights.gguf_loaded import llamacpp_on_gpu
+
+        return llamacpp_on_gpu(spec, weights, model_ref, precision)
+
     def overhead(self, spec: ModelSpec, site: Site) -> Overhead:
-        return compute_buffer_overhead(spec, ubatch=site.batched, what=self.title)
+        # one stream's cells: -c N*S -np S keeps pad(N, 256) cells a stream (context_cells)
+        n_kv = pad(site.context, CELL_PAD) if site.context > 0 else 0
+        return compute_buffer(spec, ubatch=site.batched, n_kv=n_kv, flash_attn=site.flash_attn, what=self.title)
 
     def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:
         return 0, "llama.cpp slots keep separate cells (no sharing without --kv-unified)"

@@ -37,6 +37,8 @@ class Site:
     gpu_memory: int = 0
     gpu_label: str = ""
     interconnect: str | None = None
+    context: int = 0  # tokens per session (llama.cpp: one stream's cells, the scores' width without flash attention)
+    flash_attn: bool = True
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ architecture whose reader does not place them).
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from kvbudget.errors import ConfigError, UnknownArchitectureError
@@ -31,7 +32,13 @@ def read_metadata(path: Path) -> dict[str, object]:
 
 def read_gguf_spec(path: Path) -> ModelSpec:
     """A ModelSpec from a GGUF file's metadata; fails closed on architectures it cannot place."""
-    return spec_from_metadata(read_metadata(path), str(path), path.stem)
+    header = read_gguf_file(path)
+    spec = spec_from_metadata(dict(header.metadata), str(path), path.stem)
+    if "vocab_size" not in spec.config:  # {arch}.vocab_size is optional: token_embd is (n_embd, n_vocab)
+        embd = next((t for t in header.tensors if t.name == "token_embd.weight" and len(t.dims) == 2), None)
+        if embd is not None and embd.dims[1] > 0:
+            spec = replace(spec, config={**spec.config, "vocab_size": embd.dims[1]})
+    return spec
 
 
 def spec_from_metadata(values: dict[str, object], where: str, stem: str) -> ModelSpec:

@@ -76,6 +76,7 @@ def plan_inputs(request: PlanRequest) -> tuple[PlanInputs, int | None]:
             weights, _ = as_loaded(
                 spec, weights, engine=engine.name, version=engine.version, capability=capability, tp=r.tp
             )
+        weights = engine.rules.loaded_weights(spec, weights, r.model, r.weights)
     overhead = r.overhead
     if overhead is None and logged is not None and logged.overhead is not None:
         overhead, overhead_basis = logged.overhead.bytes, f"measured: {logged.overhead.basis}"

@@ -251,7 +251,16 @@ def make_plan(i: PlanInputs) -> Plan:
     warnings += list(dict.fromkeys(w for stage in layout.stages for w in stage.warnings))
     weights_per_gpu = cdiv(i.weights.bytes, i.tp * i.pp)
     if i.overhead is None:
-        site = Site(i.tp, batched, batched_basis, i.gpu_memory_bytes, i.gpu_label, _interconnect(i.gpu_id))
+        site = Site(
+            i.tp,
+            batched,
+            batched_basis,
+            i.gpu_memory_bytes,
+            i.gpu_label,
+            _interconnect(i.gpu_id),
+            i.context,
+            options.flash_attn,
+        )
         overhead = rules.overhead(i.spec, site)
     else:
         overhead = measured_overhead(i.overhead, i.overhead_basis)
