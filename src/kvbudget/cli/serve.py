@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     p.add_argument("--host", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", help=f"port (default {DEFAULT_PORT}; 0 = a free one)")
     p.add_argument(
-        "--request-seconds", help="a heavy answer is stopped past this, with a 503 (default 30s; e.g. 10s, 2m)"
+        "--request-seconds", help="a heavy answer is stopped past this, with a 503 (default 2m; e.g. 30s, 5m)"
     )
     p.add_argument(
         "--request-memory",
