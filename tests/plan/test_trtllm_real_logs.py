@@ -36,11 +36,21 @@ def _release(version: str) -> str:
     return found.group(0)
 
 
+def _model(row: dict[str, str]) -> str:
+    """A catalog name, or a config.json kept beside the logs (a model not in the catalog)."""
+    return str(ROOT / row["model"]) if row["model"].startswith("tests/") else row["model"]
+
+
 def _request(row: dict[str, str]) -> PlanRequest:
     fraction = row["free_gpu_memory_fraction"]
+    gpu: str | None = row["gpu"]
+    memory = None
+    if row["gpu"].endswith("GiB"):  # a GPU outside the catalog, as the total its source states
+        gpu, memory = None, int(float(row["gpu"].removesuffix("GiB")) * GiB)
     return PlanRequest(
-        model=row["model"],
-        gpu=row["gpu"],
+        model=_model(row),
+        gpu=gpu,
+        gpu_memory=memory,
         engine=f"trtllm@{_release(row['version'])}",
         context=Tokens(row["max_seq_len"]),
         tp=int(row["tp"]),
@@ -117,23 +127,52 @@ def test_every_refusal_is_predicted_and_the_pool_is_near_the_logged_one_or_a_sta
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[r["case"] for r in ROWS])
+def test_the_logged_pool_is_kvbudgets_cache_manager_rule(row: dict[str, str]) -> None:
+    # get_cache_size_per_token (the budget's slope) and the allocation of the logged blocks: exact
+    spec = resolve(_model(row))
+    k = parse_cache_dtype(row["kv_dtype"], model_dtype=spec.dtype)
+    tp = int(row["tp"])
+    assert trtllm.budget_bytes_per_token(spec, k, tp) == int(row["kv_size_per_token"])
+    built = trtllm.layout(spec, k, k, tp, EngineOptions(), _release(row["version"]))
+    tokens = int(row["pool_tokens"])
+    assert tokens % trtllm.TOKENS_PER_BLOCK == 0
+    assert f"{tokens * built.kv_bytes_per_token / GiB:.2f}" == row["allocated_gib"]
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r["peak_gib"]], ids=lambda r: r["case"])
 def test_the_logged_budget_is_kvcachecreators_rule_on_the_logged_terms(row: dict[str, str]) -> None:
     # _util.py (1.1) _cal_max_memory: (total - peak + temporary KV) x fraction, each term printed to 0.01 GiB
     fraction = float(row["free_gpu_memory_fraction"] or trtllm.FREE_GPU_MEMORY_FRACTION)
     total, peak, tmp = (float(row[k]) for k in ("total_gib", "peak_gib", "tmp_kv_gib"))
     budget = (total - peak + tmp) * fraction
     assert abs(budget - float(row["available_kv_gib"])) <= 0.015 * fraction + 0.005
-    # the budget's bytes per token are kvbudget's (get_cache_size_per_token: exact)
-    spec = resolve(row["model"])
-    k = parse_cache_dtype(row["kv_dtype"], model_dtype=spec.dtype)
-    tp = int(row["tp"])
-    assert trtllm.budget_bytes_per_token(spec, k, tp) == int(row["kv_size_per_token"])
     # max_tokens as printed, in whole blocks of 32 (ceil before 1.3): the pool's tokens as allocated
-    built = trtllm.layout(spec, k, k, tp, EngineOptions(), row["version"])
+    spec = resolve(_model(row))
+    k = parse_cache_dtype(row["kv_dtype"], model_dtype=spec.dtype)
+    built = trtllm.layout(spec, k, k, int(row["tp"]), EngineOptions(), _release(row["version"]))
     slope = int(row["kv_size_per_token"])
-    pool = trtllm.pool(spec, built, int(row["max_tokens"]) * slope, int(row["max_batch_size"]), 1, row["version"])
+    pool = trtllm.pool(
+        spec, built, int(row["max_tokens"]) * slope, int(row["max_batch_size"]), 1, _release(row["version"])
+    )
     assert pool.max_tokens == int(row["max_tokens"])
     assert pool.blocks * trtllm.TOKENS_PER_BLOCK == int(row["pool_tokens"])
+
+
+def test_the_fraction_multiplies_what_is_free_after_the_peak_not_the_total() -> None:
+    """One deployment at two fractions (SmolLM2-135M on the RTX 4070 SUPER, 0.9 and 0.25): KvCacheCreator's
+    profile does not depend on the fraction, so pool / fraction is the same ``total - peak + temporary KV`` in
+    both logs (within their 0.01 GiB print rounding), 10.06-10.07 GiB; a share of the total (vLLM's rule) would
+    give two different remainders. kvbudget's plans of both keep that ratio."""
+    rows = {r["case"]: r for r in ROWS}
+    high, low = rows["smollm2-135m-rtx4070s-wsl2-1.2.1"], rows["smollm2-135m-rtx4070s-wsl2-1.2.1-fraction-0.25"]
+    bounds = []
+    for row, fraction in ((high, trtllm.FREE_GPU_MEMORY_FRACTION), (low, float(low["free_gpu_memory_fraction"]))):
+        pool = float(row["available_kv_gib"])
+        bounds.append(((pool - 0.005) / fraction, (pool + 0.005) / fraction))
+    assert max(b[0] for b in bounds) <= min(b[1] for b in bounds)
+    planned_high, planned_low = _planned(high)[0], _planned(low)[0]
+    assert planned_high is not None and planned_low is not None
+    assert abs(planned_high / 0.9 - planned_low / 0.25) <= 8  # the integer truncation of each product
 
 
 def test_the_dummy_pass_holds_one_request_of_max_num_tokens_in_whole_blocks() -> None:
