@@ -185,6 +185,17 @@ def test_the_dummy_pass_holds_one_request_of_max_num_tokens_in_whole_blocks() ->
     assert f"{tokens * int(row['kv_size_per_token']) / GiB:.2f}" == row["tmp_kv_gib"]
 
 
+def test_a_plan_on_unified_memory_says_the_host_takes_from_the_pool() -> None:
+    # the stated miss's unknown term, named in the plan: on the DGX Spark the log counted 49.28 GiB outside torch
+    row = next(r for r in ROWS if r["case"] == "gpt-oss-120b-dgx-spark-1.1.0rc3")
+    plan = plan_deployment(_request(row))
+    assert any("shares one memory with the host" in w and "calibrate" in w for w in plan.warnings)
+    # not on a discrete GPU, and not for an engine no such log shows it for
+    for gpu, engine in (("h200", "trtllm"), ("dgx-spark", "vllm")):
+        other = plan_deployment(PlanRequest(model=row["model"], gpu=gpu, engine=engine, context=Tokens("8k")))
+        assert not any("shares one memory" in w for w in other.warnings), (gpu, engine)
+
+
 def test_the_table_in_the_docs_is_todays() -> None:
     text = DOCS.read_text()
     start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
