@@ -43,6 +43,11 @@ CUDA_RESERVE_MIB = 484
 CUDA_RESERVE_RANGE_MIB = (430, 582)
 
 
+# GPUs whose memory is one pool shared with the host CPU (DGX Spark's GB10: 128 GB LPDDR5x, "unified" in its
+# catalog name): what the operating system and the page cache hold is memory the GPU reports used
+UNIFIED_MEMORY = frozenset({"dgx-spark"})
+
+
 @dataclass(frozen=True)
 class Gpu:
     """One accelerator. ``memory_bytes`` is the driver-reported total where known (see module doc)."""

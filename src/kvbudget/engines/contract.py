@@ -83,6 +83,9 @@ class EngineRules:
     # the KV pool is sized from the memory free after the engine's profile; False: the engine allocates the cache
     # cells it is given whatever is free (llama.cpp's -c), so a start-up log's pool cannot be solved for
     pool_from_free_memory: ClassVar[bool] = True
+    # its budget subtracts everything the device reports used (cudaMemGetInfo) beyond what torch holds, so on a
+    # unified-memory GPU what the host holds is taken from the pool (a warning names it; the plan cannot know it)
+    counts_host_on_unified_memory: ClassVar[bool] = False
     # whom it preempts when a running request's next block cannot be had (simulate/policies.py VICTIMS)
     sim_victim: ClassVar[str] = "newest"
 

@@ -256,6 +256,9 @@ class Rules(EngineRules):
     aliases = ("tensorrt-llm", "tensorrt_llm", "trt-llm", "tensorrtllm")
     server = True
     memory_fraction = "free_gpu_memory_fraction"
+    # _util.py KvCacheCreator: extra_cost = (total - free) - torch allocated after the dummy pass, subtracted with the
+    # peak; on a DGX Spark (1.1.0rc3, tests/data/memory/trtllm_logs.csv) it counted 49.28 GiB the host held
+    counts_host_on_unified_memory = True
     cheaper_kv_dtypes = ("fp8", "nvfp4")
     logs_version = True
     # TensorRT-LLM 1.3 KvCacheConfig.enable_block_reuse defaults to True: a finished request's blocks stay reusable

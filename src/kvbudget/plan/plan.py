@@ -234,6 +234,21 @@ def _fractions() -> str:
     return " and ".join(found) if len(found) < 3 else ", ".join(found[:-1]) + " and " + found[-1]
 
 
+def _unified_memory_warning(i: PlanInputs) -> str | None:
+    """On a unified-memory GPU, an engine whose budget subtracts everything the device reports used loses what the
+    host holds at start-up to it, which no plan can know."""
+    from kvbudget.hardware import UNIFIED_MEMORY
+
+    if i.gpu_id not in UNIFIED_MEMORY or not i.engine.rules.counts_host_on_unified_memory:
+        return None
+    return (
+        f"{i.gpu_label} shares one memory with the host: {i.engine.rules.title} counts what the host holds (the "
+        "operating system, its page cache, other processes) as used GPU memory and takes it from the pool (a "
+        "TensorRT-LLM 1.1.0rc3 start-up of gpt-oss-120b on a DGX Spark lost 49.28 GiB so and kept 5.95 GiB, where "
+        "this plan's rule gives 51 GiB); boot once and run kvbudget calibrate on its log"
+    )
+
+
 def _interconnect(gpu_id: str | None) -> str | None:
     """The catalog GPU's link between the GPUs of one server (NVSwitch generations decide NCCL's NVLS buffers)."""
     if gpu_id is None:
@@ -275,6 +290,9 @@ def make_plan(i: PlanInputs) -> Plan:
     if pool <= 0:
         raise InputError(_shortfall(i, share, weights_per_gpu, overhead))
     rules = i.engine.rules
+    unified = _unified_memory_warning(i)
+    if unified:
+        warnings.append(unified)
     if rules.server and i.weights_precision is not None and i.weights_precision not in rules.quantizes_at_load:
         warnings.append(
             f"--weights {i.weights_precision}: the checkpoint does not ship in it, and {rules.title} does not "
