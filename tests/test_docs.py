@@ -19,6 +19,8 @@ UPSTREAM = {
     "schedule_batch.py",
     "collector.py",
     "topk_topp_sampler.py",  # vLLM v1/sample/ops: the sampler paths of docs/measure.md
+    "topk_topp_triton.py",  # vLLM v1/sample/ops (0.17+): the Triton top-k/top-p kernel and its buffer
+    "cache.py",  # vLLM config: the gpu_memory_utilization default per version (docs/engines.md, docs/measure.md)
     "fused_moe.py",  # vLLM model_executor/layers/fused_moe
     "sampler.py",  # vLLM v1/sample: the sampler the profile run warms up (docs/measure.md)
     "base_device_communicator.py",  # vLLM distributed/device_communicators: the logits all-gather at TP > 1

@@ -106,7 +106,9 @@ def test_engine_shares_differ(capsys: pytest.CaptureFixture[str]) -> None:
     vllm = _plan(capsys, *common, "--engine", "vllm")
     assert vllm["gpu_memory_bytes"] == total
     assert vllm["usable_bytes"] == int(total * 0.92)  # fraction of TOTAL memory, newest default
-    assert _plan(capsys, *common, "--engine", "vllm@0.25")["usable_bytes"] == int(total * 0.9)
+    # vllm/config/cache.py of the released wheels: default=0.9 in 0.19.0, default=0.92 from 0.20.0
+    assert _plan(capsys, *common, "--engine", "vllm@0.19")["usable_bytes"] == int(total * 0.9)
+    assert _plan(capsys, *common, "--engine", "vllm@0.20")["usable_bytes"] == int(total * 0.92)
     sglang = _plan(capsys, *common, "--engine", "sglang")
     assert sglang["engine_log"][0].startswith("max_total_num_tokens=")
     assert sglang["token_budget"] == int(sglang["engine_log"][0].split("=")[1].split(",")[0])

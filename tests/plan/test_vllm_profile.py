@@ -34,11 +34,17 @@ GiB = 2**30
         ("0.9.2", "flashinfer if installed"),
         ("0.10.1", "flashinfer if installed"),
         ("0.11.0", "flashinfer if installed"),
-        # 0.11.1: a dependency, but the sampler off by default (PR #26859)
+        # 0.11.1: a dependency, but the sampler off by default (PR #26859); 0.16.0 still sorts the logits
         ("0.11.1", "native"),
-        ("0.19.0", "native"),
-        # after PR #40376 (merged 2026-04-20, after 0.19.0): on by default
-        ("0.20", "flashinfer"),
+        ("0.16.0", "native"),
+        # 0.17.0 apply_top_k_top_p: 8 rows or more go to the Triton kernel (topk_topp_triton.py), no sort
+        ("0.17.0", "triton"),
+        ("0.19.0", "triton"),
+        # 0.20.0-0.20.2 envs.py: VLLM_USE_FLASHINFER_SAMPLER defaults to None (off); 0.21.0 not read
+        ("0.20.2", "triton"),
+        ("0.21", "triton"),
+        # 0.22.0 envs.py: defaults to True (PR #40376)
+        ("0.22.0", "flashinfer"),
         ("0.33", "flashinfer"),
     ],
 )
@@ -54,6 +60,38 @@ def test_flashinfer_keeps_14_bytes_per_entry_and_the_native_path_37() -> None:
     assert sampler_bytes(spec, 256) == 256 * 128_256 * SAMPLER_BYTES
     # where the path depends on the installation, the plan keeps the native (larger) figure
     assert sampler_bytes(spec, 256, "flashinfer if installed") == sampler_bytes(spec, 256)
+
+
+def test_the_triton_path_keeps_14_bytes_per_entry_and_its_buffer_of_vocabulary_rows() -> None:
+    # vLLM 0.17.0-0.21: bf16 logits (2, held by _dummy_sampler_run) + fp32 logits (4, Sampler.forward) + softmax
+    # probabilities (4, forward_native) + exponential noise (4, random_sample), and topk_topp_triton.py's cached
+    # buffer of min(SMs, requests) fp32 rows, counted at up to 192 rows (no SM counts in the catalog)
+    spec = resolve("qwen3-32b")  # vocabulary 151,936
+    assert sampler_bytes(spec, 256, "triton") == 256 * 151_936 * 14 + 192 * 151_936 * 4
+    assert sampler_bytes(spec, 64, "triton") == 64 * 151_936 * (14 + 4)
+    # fewer than 8 rows keep the sorting path (apply_top_k_top_p_pytorch)
+    assert sampler_bytes(spec, 4, "triton") == sampler_bytes(spec, 4)
+
+
+def test_the_0_17_to_0_19_logs_land_within_1_percent_on_the_triton_figure_and_low_on_the_sort_figure() -> None:
+    # four held-out start-ups of vLLM 0.17.1 and 0.19.0 on A100s (Llama-3.1-8B, Qwen2.5-3B, Qwen3-32B, gpt-oss-20b;
+    # fitted on none of them): the Triton path read from the wheels lands each pool within 1% of the logged one;
+    # the sort path's 37 B would have kept 0.3-1.0 GiB more runtime memory than vLLM did
+    cases = (
+        "llama31-8b-a100-80gb-0.17.1-32k",
+        "qwen25-3b-a100-80gb-0.17.1-32k",
+        "qwen3-32b-a100-80gb-pcie-0.19-8k-eager",
+        "gpt-oss-20b-a100-0.65-128k",
+    )
+    rows = [r for r in ROWS if r["case"] in cases]
+    assert len(rows) == len(cases)
+    for row in rows:
+        logged = float(row["available_kv_gib"]) * GiB
+        pool, _ = _planned(row)
+        assert pool is not None and abs(pool - logged) <= 0.01 * logged, row["case"]
+        with mock.patch("kvbudget.engines.vllm.sampler_path", lambda version: "native"):
+            sorted_pool, _ = _planned(row)
+        assert sorted_pool is not None and 0.3 * GiB < pool - sorted_pool < 1.1 * GiB, row["case"]
 
 
 def test_the_native_figure_reproduces_the_gpt_oss_120b_refusal_it_was_fitted_on() -> None:

@@ -16,7 +16,10 @@ from kvbudget.engines.records import Share
 GiB = 2**30
 UTIL_NEW = 0.92  # vLLM newest CacheConfig / CLI help "default value of 0.92" (vllm/config/cache.py @002f10e0)
 UTIL_OLD = 0.9  # vLLM CacheConfig before (vllm/config/cache.py @c1d86421)
-UTIL_SINCE = (0, 26)  # first version kvbudget treats as 0.92; the exact release is not pinned (docs/plan.md)
+# config/cache.py of the released wheels: 0.19.0 "gpu_memory_utilization: float = Field(default=0.9", 0.20.0, 0.22.0
+# and 0.22.1 "default=0.92"; vLLM 0.22.1 prints "--gpu-memory-utilization=0.9200" where none was given
+# (github.com/NnamdiOdozi/mlops-assignment logs/vllm.log)
+UTIL_SINCE = (0, 20)
 BATCH_160GIB_SINCE = (0, 28)  # vLLM 0.28 EngineArgs.get_batch_defaults: a >= 160 GiB tier (16,384)
 V1_SINCE = (0, 8)  # vLLM 0.8.0 made the V1 engine the default (VLLM_USE_V1)
 V0_CHUNKED_ABOVE = 32768  # V0's OpenAI server enables chunked prefill for max_model_len > 32K

@@ -16,14 +16,21 @@ determine_available_memory, gpu_model_runner.py profile_run):
     and its 1.71 GiB at 0.95 (planned 1.87);
   - FlashInfer's kernel sorts nothing: the bf16 logits (2 B), their fp32 copy (4 B), FlashInfer's top-k-masked
     logits (4 B) and its softmax probabilities (4 B) = 14 B, read from flashinfer sampling.py
-    top_k_top_p_sampling_from_logits (top_k_mask_logits, then softmax, then top_p_sampling_from_probs).
+    top_k_top_p_sampling_from_logits (top_k_mask_logits, then softmax, then top_p_sampling_from_probs);
+  - from 0.17.0 the native path sorts nothing either: apply_top_k_top_p hands a batch of 8 or more rows to a Triton
+    kernel (topk_topp_triton.py, pivot-based, in place on the fp32 logits), so the dummy run holds the bf16 logits
+    (2 B, still referenced by _dummy_sampler_run), their fp32 copy (4 B, Sampler.forward), the softmax
+    probabilities (4 B, forward_native) and the exponential noise (4 B, random_sample) = 14 B, plus the kernel's
+    cached buffer of min(SMs, requests) fp32 vocabulary rows (read in the 0.17.0, 0.17.1, 0.19.0, 0.20.0 and
+    0.22.0 wheels; the 0.12.0-0.16.0 wheels' apply_top_k_top_p still sorts).
   vLLM 0.8 turned FlashInfer sampling off for FlashInfer >= 0.2.3 (PR #14815); 0.9-0.11.0 use it whenever
   flashinfer-python is installed (PR #15777), but their wheels list it only as an extra (``vllm[flashinfer]``;
   the wheel metadata of 0.10.1, 0.10.2 and 0.11.0), so a plain install samples natively; 0.11.1 made
-  flashinfer-python a dependency and turned the sampler off by default (PR #26859); PR #40376 (merged
-  2026-04-20, after 0.19.0) turned it back on by default, so kvbudget reads it as on from 0.20 (the exact
-  release is not pinned). Where the path depends on the installation (0.9-0.11.0) the plan keeps the native
-  figure, which errs toward a smaller pool, and says how much less FlashInfer keeps.
+  flashinfer-python a dependency and turned the sampler off by default (PR #26859; 0.17.1 and 0.19.0 still ask
+  for VLLM_USE_FLASHINFER_SAMPLER=1, and so do 0.20.0-0.20.2); PR #40376 turned it back on by default, in the
+  0.22.0 wheel (envs.py default True; 0.21.0 not read, planned with the Triton path). Where the path depends on the
+  installation (0.9-0.11.0) the plan keeps the native figure, which errs toward a smaller pool, and says how much
+  less FlashInfer keeps.
 * The activation factor, non-torch memory and CUDA-graph range are engines/overhead.py's measured ranges.
 
 V0 (before 0.8) profiles differently (worker/model_runner.py profile_run): one forward of
@@ -43,7 +50,7 @@ from kvbudget.engines.base import version_tuple
 from kvbudget.engines.overhead import ACT_FACTOR, GRAPHS, NON_TORCH, Overhead, activations, dims
 from kvbudget.model.spec import ModelSpec
 
-Sampler = Literal["native", "flashinfer", "flashinfer if installed"]
+Sampler = Literal["native", "triton", "flashinfer", "flashinfer if installed"]
 
 V0_ACT_FIT = 1.23  # V0 activation peak / (T x (4 hidden + 2 intermediate / tp) x 2 B), issue #10517 (fit split)
 V0_SEQUENCES = 256  # V0 SchedulerConfig max_num_seqs default: one fp32 logits row each in the dummy sampler run
@@ -55,7 +62,17 @@ FLASHINFER_BYTES = (
 )
 FITTED_ON = "gpt-oss-120b on an H100 PCIe, vLLM 0.10.1 (github.com/vllm-project/vllm/issues/23278)"
 FLASHINFER_IF_INSTALLED = ((0, 9), (0, 11, 1))  # PR #15777 (on when importable) .. PR #26859 (off by default)
-FLASHINFER_DEFAULT_SINCE = (0, 20)  # PR #40376 "Enable FlashInfer top-k/top-p sampler by default", after 0.19.0
+# PR #40376 "Enable FlashInfer top-k/top-p sampler by default": envs.py VLLM_USE_FLASHINFER_SAMPLER defaults to None
+# (off) in the 0.20.0, 0.20.1 and 0.20.2 wheels and to True in 0.22.0 (0.21.0 not read: planned with the Triton path)
+FLASHINFER_DEFAULT_SINCE = (0, 22)
+# vLLM 0.17.0 topk_topp_sampler.py apply_top_k_top_p: "if HAS_TRITON and logits.shape[0] >= 8: return
+# apply_top_k_top_p_triton(...)" (0.16.0 sorts); the dummy sampler run always has 8 rows or more
+TRITON_SINCE = (0, 17)
+TRITON_MIN_ROWS = 8
+TRITON_BYTES = 2 + 4 + 4 + 4  # bf16 logits, fp32 logits, softmax probabilities, exponential noise (sampler.py)
+# topk_topp_triton.py caches one fp32 vocabulary row per Triton program, min(SMs, requests) of them; the catalog holds
+# no SM counts, so the plan counts min(requests, 192) rows: 192 bounds every catalog NVIDIA GPU (RTX PRO 6000: 188)
+TRITON_BUFFER_ROWS = 192
 
 
 def sampler_path(version: str) -> Sampler:
@@ -63,14 +80,19 @@ def sampler_path(version: str) -> Sampler:
     v = version_tuple(version)
     if v[:2] >= FLASHINFER_DEFAULT_SINCE:
         return "flashinfer"
+    if v[:2] >= TRITON_SINCE:
+        return "triton"
     low, high = FLASHINFER_IF_INSTALLED
     return "flashinfer if installed" if low <= v < high else "native"
 
 
 def sampler_bytes(spec: ModelSpec, sequences: int, path: Sampler = "native") -> int:
     """The dummy sampler run's peak: every rank samples from the full vocabulary (logits are gathered)."""
+    vocab = dims(spec)[2]
+    if path == "triton" and sequences >= TRITON_MIN_ROWS:
+        return sequences * vocab * TRITON_BYTES + min(sequences, TRITON_BUFFER_ROWS) * vocab * 4
     per_entry = FLASHINFER_BYTES if path == "flashinfer" else SAMPLER_BYTES
-    return sequences * dims(spec)[2] * per_entry
+    return sequences * vocab * per_entry
 
 
 def _config_int(spec: ModelSpec, *keys: str) -> int:
@@ -107,7 +129,12 @@ def _activations(spec: ModelSpec, tp: int, batched: int) -> int:
 
 def _sampler_words(path: Sampler, spec: ModelSpec, sequences: int) -> str:
     if path == "flashinfer":
-        return f"{FLASHINFER_BYTES} B (FlashInfer top-k/top-p, vLLM's default from 0.20: no sort)"
+        return f"{FLASHINFER_BYTES} B (FlashInfer top-k/top-p, vLLM's default from 0.22: no sort)"
+    if path == "triton":
+        return (
+            f"{TRITON_BYTES} B (vLLM 0.17-0.21's Triton top-k/top-p, no sort: bf16 and fp32 logits, probabilities, "
+            f"noise) + the kernel's buffer of up to {TRITON_BUFFER_ROWS} fp32 vocabulary rows"
+        )
     words = f"{SAMPLER_BYTES} B (the native sort path; the constant fitted on {FITTED_ON})"
     if path == "flashinfer if installed":
         less = sampler_bytes(spec, sequences) - sampler_bytes(spec, sequences, "flashinfer")
