@@ -118,17 +118,17 @@ def test_the_shipped_attention_share_is_the_fit_from_elsewhere(prepared: list) -
 
 
 def test_long_prompts_cost_attention_apart_from_the_gemm_share(prepared: list) -> None:  # type: ignore[type-arg]
-    # GPUStack, vLLM, 100 prompts of 32,000 tokens at once, gpt-oss-20b on A100 (held out): +70% with vLLM's own
-    # attention share (0.325), +86% with attention at its bf16 GEMM share (0.417, the rule before; the fit before
-    # gave +103%): still far off (sinks and a 128-token window run slower than their FLOPs say)
+    # GPUStack, vLLM, 100 prompts of 32,000 tokens at once, gpt-oss-20b on A100 (held out): +73% with vLLM's own
+    # attention share (0.287), +109% with attention at its bf16 GEMM share (0.473, the rule before; the fit before
+    # gave +85%): still far off (sinks and a 128-token window run slower than their FLOPs say)
     row = next(
         p
         for p in prepared
         if p.figure.request.engine == "vllm" and p.figure.label.startswith("gpt-oss-20b a100-80gb tp1 32000/95")
     )
     assert row.figure.split == "held_out" and row.figure.value == 21.62
-    assert 0.69 < errors([row])[0] < 0.72
-    assert errors([row], replace(VLLM, prefill_attention=VLLM.prefill_bf16))[0] > 0.80
+    assert 0.71 < errors([row])[0] < 0.74
+    assert errors([row], replace(VLLM, prefill_attention=VLLM.prefill_bf16))[0] > 1.0
 
 
 # docs/speed.md "vLLM and SGLang": each engine's held-out errors per kind of figure, as bench/speed.py prints them
@@ -136,20 +136,20 @@ def test_long_prompts_cost_attention_apart_from_the_gemm_share(prepared: list) -
 
 def test_vllm_held_out_errors(prepared: list) -> None:  # type: ignore[type-arg]
     # GPUStack's held-out figures (gpustack_vllm.json)
-    # throughput: 27 figures, median 17.5%, 78% within 30% (issue 19's target missed: docs say why)
+    # throughput: 27 figures, median 21.0%, 74% within 30% (issue 19's target missed: docs say why)
     s = _summary(prepared, "throughput", "held_out", "vllm", "gpustack_vllm")
-    assert s.count == 27 and s.median_abs <= 0.176 and s.within_30 >= 0.77
-    # TTFT: 2 figures, median 6.7%, both within 30% (met)
+    assert s.count == 27 and s.median_abs <= 0.211 and s.within_30 >= 0.74
+    # TTFT: 2 figures, median 6.2%, both within 30% (met)
     s = _summary(prepared, "ttft", "held_out", "vllm", "gpustack_vllm")
-    assert s.count == 2 and s.median_abs <= 0.068 and s.within_30 == 1.0
-    # ITL: 5 figures, median 30.2%, 40% within 30% (missed: DeepSeek-R1 and gpt-oss at concurrency 4)
+    assert s.count == 2 and s.median_abs <= 0.063 and s.within_30 == 1.0
+    # ITL: 5 figures, median 31.6%, 40% within 30% (missed: DeepSeek-R1 and gpt-oss at concurrency 4)
     s = _summary(prepared, "itl", "held_out", "vllm", "gpustack_vllm")
-    assert s.count == 5 and s.median_abs <= 0.303 and s.within_30 >= 0.40
-    # every vLLM file together (bench/speed.py's engine lines): throughput 28 figures, 19.0%, 75%; ITL 6, 23.6%, 50%
+    assert s.count == 5 and s.median_abs <= 0.317 and s.within_30 >= 0.40
+    # every vLLM file together (bench/speed.py's engine lines): throughput 28 figures, 21.5%, 71%; ITL 6, 22.3%, 50%
     s = _summary(prepared, "throughput", "held_out", "vllm")
-    assert s.count == 28 and s.median_abs <= 0.191 and s.within_30 >= 0.75
+    assert s.count == 28 and s.median_abs <= 0.216 and s.within_30 >= 0.71
     s = _summary(prepared, "itl", "held_out", "vllm")
-    assert s.count == 6 and s.median_abs <= 0.236 and s.within_30 >= 0.50
+    assert s.count == 6 and s.median_abs <= 0.224 and s.within_30 >= 0.50
 
 
 def _closed_loop(prepared: list[Prepared], concurrency: str) -> Prepared:
@@ -169,16 +169,16 @@ def test_the_gpustack_fit_misses_a_clean_closed_loop_sweep(prepared: list) -> No
         495.0,
     )
     itl, throughput = errors([at_1, at_8])
-    assert 0.16 < itl < 0.18  # +17.0%: 15.59 ms, the borrowed 0.74 bandwidth share reads the 16 GB of weights in 14 ms
-    assert -0.35 < throughput < -0.33  # -34.1%: 326 tokens/s, 8 prefills of 113 ms (bf16 share 0.417) in a 3.09 s cycle
-    # half the miss is the prefill share GPUStack's all-at-once runs fit (0.417; TensorRT-LLM's 0.779) and the per-
+    assert 0.12 < itl < 0.14  # +13.0%: 15.06 ms, the borrowed 0.74 bandwidth share reads the 16 GB of weights in 14 ms
+    assert -0.34 < throughput < -0.32  # -32.7%: 333 tokens/s, 8 prefills of 100 ms (bf16 share 0.473) in a 3.02 s cycle
+    # half the miss is the prefill share GPUStack's all-at-once runs fit (0.473; TensorRT-LLM's 0.779) and the per-
     # sequence cost; the rest is chunked prefill, whose iterations carry the others' decode tokens (not modelled)
-    assert -0.19 < errors([at_8], replace(VLLM, prefill_bf16=FITTED.prefill_bf16, sequence_s=0.0))[0] < -0.16
+    assert -0.17 < errors([at_8], replace(VLLM, prefill_bf16=FITTED.prefill_bf16, sequence_s=0.0))[0] < -0.14
 
 
 def test_a_refit_with_the_clean_figure_is_not_adopted(prepared: list) -> None:  # type: ignore[type-arg]
     # the six vLLM efficiencies refitted on GPUStack's training figures plus the clean C = 8 throughput: the clean
-    # figure still misses by over 30% and GPUStack's held-out ITL gets worse (33.0% against 30.2%), so VLLM stays
+    # figure still misses by over 30% (-32.7%) and GPUStack's held-out figures do no better, so VLLM stays
     vllm = [p for p in prepared if p.figure.request.engine == "vllm"]
     at_8 = _closed_loop(prepared, "8")
     train = [p for p in vllm if p.figure.split == "train"] + [at_8]
@@ -189,16 +189,16 @@ def test_a_refit_with_the_clean_figure_is_not_adopted(prepared: list) -> None:  
         for p in vllm
         if p.figure.split == "held_out" and p.figure.source == "gpustack_vllm" and p.figure.kind == "itl"
     ]
-    assert Summary.of(errors(held, refit)).median_abs > Summary.of(errors(held)).median_abs
+    assert Summary.of(errors(held, refit)).median_abs >= Summary.of(errors(held)).median_abs
 
 
 def test_sglang_held_out_errors(prepared: list) -> None:  # type: ignore[type-arg]
-    # throughput: 6 figures, median 12.2%, 83% within 30%
+    # throughput: 6 figures, median 9.5%, 83% within 30%
     s = _summary(prepared, "throughput", "held_out", "sglang")
-    assert s.count == 6 and s.median_abs <= 0.123 and s.within_30 >= 0.83
-    # one TTFT figure (Qwen3-8B-FP8 at concurrency 4: 39.66 ms), 38.7% short; one ITL figure 16.3% over
-    assert _summary(prepared, "ttft", "held_out", "sglang").median_abs <= 0.388
-    assert _summary(prepared, "itl", "held_out", "sglang").median_abs <= 0.163
+    assert s.count == 6 and s.median_abs <= 0.096 and s.within_30 >= 0.83
+    # one TTFT figure (Qwen3-8B-FP8 at concurrency 4: 39.66 ms), 31.7% short; one ITL figure 15.7% over
+    assert _summary(prepared, "ttft", "held_out", "sglang").median_abs <= 0.318
+    assert _summary(prepared, "itl", "held_out", "sglang").median_abs <= 0.158
 
 
 def test_a_fixed_cost_a_request_is_what_vllm_ttft_at_low_concurrency_needs(prepared: list) -> None:  # type: ignore[type-arg]
@@ -207,7 +207,7 @@ def test_a_fixed_cost_a_request_is_what_vllm_ttft_at_low_concurrency_needs(prepa
     at_1 = next(p for p in prepared if p.figure.request.engine == "vllm" and p.figure.label.startswith("qwen3-8b"))
     assert at_1.figure.kind == "ttft" and at_1.figure.value == 59.01
     assert errors([at_1], replace(VLLM, request_s=0.0))[0] < -0.6
-    assert abs(errors([at_1])[0]) < 0.2  # 16.5% over (the fit balances it against the other TTFTs)
+    assert abs(errors([at_1])[0]) < 0.2  # 14.2% over (the fit balances it against the other TTFTs)
 
 
 def test_the_running_cap_and_the_per_sequence_cost_bound_the_offline_sharegpt_runs(prepared: list) -> None:  # type: ignore[type-arg]
@@ -219,10 +219,8 @@ def test_the_running_cap_and_the_per_sequence_cost_bound_the_offline_sharegpt_ru
         if p.figure.request.engine == "vllm" and p.figure.label.startswith("deepseek-r1 h200 tp8 219/201")
     )
     assert row.figure.value == 2621.05
-    assert errors([row], replace(VLLM, sequence_s=0.0))[0] > 3.0  # without the per-sequence cost: +326%
-    # +25.3% (-1.2% before prefill attention had its own share: in the refit the per-sequence cost fell from 316 us
-    # to 215 us and the per-iteration one rose from 1.03 ms to 1.33 ms)
-    assert 0.24 < errors([row])[0] < 0.27
+    assert errors([row], replace(VLLM, sequence_s=0.0))[0] > 3.5  # without the per-sequence cost: +377%
+    assert abs(errors([row])[0]) < 0.05  # -3.6%
 
 
 def test_each_engine_names_what_it_borrows() -> None:
