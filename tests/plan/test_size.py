@@ -93,9 +93,9 @@ def test_a_tight_inter_token_target_binds_before_memory() -> None:
     # speed's arithmetic: the check by simulation is tested below
     tight = _agents_on_an_h200(itl="50ms", no_simulate=True).met[0]
     assert loose.binding == "memory" and loose.memory_sessions == 8  # Qwen3-32B bf16 on an H200 at 32K
-    # vLLM's own fit (docs/speed.md): 32.4 ms at one session, +4 ms a session (others' prefills, its per-sequence
-    # cost), so 50 ms holds 5 of the 8 memory allows
-    assert tight.binding == "decode" and tight.latency_sessions == 5
+    # vLLM's own fit (docs/speed.md): 33.5 ms at one session, +4.2 ms a session (others' prefills, its per-sequence
+    # cost), so 50 ms holds 4 of the 8 memory allows (5 before prefill attention had its own share: 32.4 ms, +4 ms)
+    assert tight.binding == "decode" and tight.latency_sessions == 4
     assert tight.latency_sessions < tight.memory_sessions == 8
     assert tight.replicas > loose.replicas
     assert tight.latency is not None and tight.latency.itl_s <= 0.050
@@ -262,23 +262,23 @@ README_QUESTION = {
 def test_the_readme_questions_computed_bound_holds_the_p99_step() -> None:
     """size holds --ttft/--itl at the p99 step, as simulate does (simulate/targets.py). Before that, size held the
     mean step (1,944 new tokens, TTFT 0.08 s) and chose 5 H200s, where simulate's p99 TTFT at 60 sessions is 2.25 s
-    (issue 19). The p99 step of the 2,000 sessions simulate draws first is a 50,265-token tool result after 40,730
-    cached tokens: on SGLang's own fit (docs/speed.md) speed's arithmetic, counting every session generating at
-    once, holds 2 per H200 (1.96 s p99 TTFT), 30 H200s; vLLM's bf16 prefill share (0.417) puts that step alone at
-    3.54 s, so no vLLM row meets the 2 s target. With --no-simulate that bound is the answer, and the paragraph
-    says so."""
+    (issue 19). The p99 step of the 2,000 sessions simulate draws first (ranked by its own prefill seconds) is a
+    58,766-token tool result after 21,676 cached tokens: on SGLang's own fit (docs/speed.md) speed's arithmetic,
+    counting every session generating at once, holds 1 per H200 (1.95 s p99 TTFT; 2.04 s at 2), 60 H200s; vLLM's
+    shares (bf16 products 0.473, attention 0.287) put that step alone at 4.48 s, so no vLLM row meets the 2 s
+    target. With --no-simulate that bound is the answer, and the paragraph says so."""
     sizing = size_deployments(ask(SizeRequest, **README_QUESTION, no_simulate=True))
     pick = sizing.met[0]
     assert pick.plan is not None
     assert (pick.plan.inputs.spec.name, pick.plan.inputs.engine.name, pick.choice.gpu) == README_PICK
-    assert (pick.replicas, pick.memory_sessions, pick.latency_sessions, pick.binding) == (30, 8, 2, "prefill")
+    assert (pick.replicas, pick.memory_sessions, pick.latency_sessions, pick.binding) == (60, 8, 1, "prefill")
     assert pick.replicas_basis == "computed" and pick.simulated is None
     lat = pick.latency
-    assert lat is not None and lat.percentile == "p99" and lat.step == (50265, 40730)
+    assert lat is not None and lat.percentile == "p99" and lat.step == (58766, 21676)
     assert lat.ttft_s <= 2.0 < size_latency(sizing, pick, lat.sessions + 1)
     assert len(sizing.met) == 1
     vllm = next(c for c in sizing.candidates if c.choice.engine == "vllm" and c.choice.model == "gpt-oss-120b")
-    assert "one session alone misses the target (TTFT 3.54 s > --ttft 2 s)" in vllm.unmet
+    assert "one session alone misses the target (TTFT 4.48 s > --ttft 2 s)" in vllm.unmet
     text = " ".join(sizing.recommendation.split())
     assert "so it is an upper bound: without --no-simulate, size checks it by simulation" in text
     assert sizing.to_dict()["simulate_check"] is not None
@@ -288,29 +288,29 @@ def test_the_readme_question_is_the_count_simulate_verifies() -> None:
     """The README question's answer is the fewest GPUs on which `kvbudget simulate` meets the targets, within what
     memory allows: for the latency-bound row size bisects between memory's count (8 H200s: SGLang's pool holds 8
     sessions per H200 at the full 128K cap, its pool sized as SGLang's
-    profile_max_num_token does) and speed's (30), each probe a simulate run of the
+    profile_max_num_token does) and speed's (60), each probe a simulate run of the
     workload's first 1,000 sessions (seed 0), their tool pauses included (93% of a session's time), at the arrival
     rate that keeps 60 sessions in flight (Little's law, scaled once by what a first run held). On SGLang's own fit
-    simulate misses the p99 TTFT on 13 (2.04 s) and meets it on 14 (1.88 s): 14 H200s, $50.26 an hour, not 30
-    ($107.70). The test runs simulate itself, as a user would, at size's rate: the count meets, one fewer misses."""
+    simulate misses the p99 TTFT on 14 (2.10 s) and meets it on 15 (1.98 s): 15 H200s, $53.85 an hour, not 60
+    ($215.40). The test runs simulate itself, as a user would, at size's rate: the count meets, one fewer misses."""
     sizing = size_deployments(ask(SizeRequest, **README_QUESTION))
     (pick,) = sizing.met
     assert pick.plan is not None
     assert (pick.plan.inputs.spec.name, pick.plan.inputs.engine.name, pick.choice.gpu) == README_PICK
     sim = pick.simulated
-    assert sim is not None and pick.replicas_basis == "simulated" and pick.computed_replicas == 30
-    assert (sim.floor, sim.replicas, pick.replicas, pick.memory_sessions, pick.binding) == (8, 14, 14, 8, "prefill")
+    assert sim is not None and pick.replicas_basis == "simulated" and pick.computed_replicas == 60
+    assert (sim.floor, sim.replicas, pick.replicas, pick.memory_sessions, pick.binding) == (8, 15, 15, 8, "prefill")
     met, missed = sim.met_probe, sim.missed_probe
     assert met is not None and met.met and met.ttft_p99_s <= 2.0 and met.itl_p99_s <= 0.05
-    assert missed is not None and not missed.met and missed.replicas == 13 and missed.ttft_p99_s > 2.0
-    assert pick.cost_per_hour == pytest.approx(50.26)
+    assert missed is not None and not missed.met and missed.replicas == 14 and missed.ttft_p99_s > 2.0
+    assert pick.cost_per_hour == pytest.approx(53.85)
     text = " ".join(sizing.recommendation.split())
-    assert "run gpt-oss-120b with SGLang on 14 H200s for $50.26 an hour" in text
+    assert "run gpt-oss-120b with SGLang on 15 H200s for $53.85 an hour" in text
     assert "The count is checked by simulation: `kvbudget simulate`" in text
-    assert "meets the targets on 14 GPUs" in text and "would have asked for 30 GPUs" in text
+    assert "meets the targets on 15 GPUs" in text and "would have asked for 60 GPUs" in text
     # simulate itself, at the rate size ran
-    ok = simulate_at(14, sim.rate_per_s, "sglang")
-    short = simulate_at(13, sim.rate_per_s, "sglang")
+    ok = simulate_at(15, sim.rate_per_s, "sglang")
+    short = simulate_at(14, sim.rate_per_s, "sglang")
     assert ok.target_met, ok.misses
     assert 57 <= ok.result.mean_concurrency <= 63, ok.result.mean_concurrency  # the planned 60
     assert ok.result.ttft_s["p99"] == met.ttft_p99_s
@@ -318,7 +318,7 @@ def test_the_readme_question_is_the_count_simulate_verifies() -> None:
     assert short.result.ttft_s["p99"] == missed.ttft_p99_s
 
 
-README_PICK = ("gpt-oss-120b", "sglang", "h200")  # on 14 H200s (docs/size.md)
+README_PICK = ("gpt-oss-120b", "sglang", "h200")  # on 15 H200s (docs/size.md)
 
 
 def size_latency(sizing: object, pick: Candidate, sessions: int) -> float:

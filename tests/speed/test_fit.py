@@ -11,6 +11,7 @@ import pytest
 
 from kvbudget.speed.efficiency import FITTED, SGLANG, VLLM, efficiency_for
 from kvbudget.speed.fit import (
+    ATTENTION_PARAMETERS,
     ENGINE_PARAMETERS,
     LATENCY_PARAMETERS,
     THROUGHPUT_PARAMETERS,
@@ -18,6 +19,7 @@ from kvbudget.speed.fit import (
     Summary,
     errors,
     fit,
+    fit_from,
     load,
     load_all,
     prepare,
@@ -59,21 +61,21 @@ def test_every_figure_file_is_loaded_with_its_source() -> None:
 
 
 def test_held_out_throughput_meets_the_stated_bounds(prepared: list) -> None:  # type: ignore[type-arg]
-    # docs/speed.md: 44 figures (40 TensorRT-LLM offline + 4 NIM), median 10.1%, 91% within 30%
+    # docs/speed.md: 44 figures (40 TensorRT-LLM offline + 4 NIM), median 9.3%, 91% within 30%
     s = _summary(prepared, "throughput", "held_out")
-    assert s.count == 44 and s.median_abs <= 0.11 and s.within_30 >= 0.90
+    assert s.count == 44 and s.median_abs <= 0.094 and s.within_30 >= 0.90
 
 
 def test_held_out_ttft_meets_the_stated_bounds(prepared: list) -> None:  # type: ignore[type-arg]
-    # docs/speed.md: 8 figures, median 10.1%, all within 30% (issue 19's target: <= 15% and >= 80%)
+    # docs/speed.md: 8 figures, median 10.4%, all within 30% (issue 19's target: <= 15% and >= 80%)
     s = _summary(prepared, "ttft", "held_out")
-    assert s.count == 8 and s.median_abs <= 0.11 and s.within_30 == 1.0
+    assert s.count == 8 and s.median_abs <= 0.105 and s.within_30 == 1.0
 
 
 def test_held_out_itl_meets_the_stated_bounds(prepared: list) -> None:  # type: ignore[type-arg]
-    # docs/speed.md: 4 figures, median 11.3%, all within 30%
+    # docs/speed.md: 4 figures, median 10.6%, all within 30%
     s = _summary(prepared, "itl", "held_out")
-    assert s.count == 4 and s.median_abs <= 0.12 and s.within_30 == 1.0
+    assert s.count == 4 and s.median_abs <= 0.11 and s.within_30 == 1.0
 
 
 def test_training_errors(prepared: list) -> None:  # type: ignore[type-arg]
@@ -104,25 +106,51 @@ def test_the_shipped_latency_parameters_are_the_fit_from_elsewhere(prepared: lis
     assert refit.prefill_queue == pytest.approx(FITTED.prefill_queue, rel=0.02)
 
 
+def test_the_shipped_attention_share_is_the_fit_from_elsewhere(prepared: list) -> None:  # type: ignore[type-arg]
+    # fitted alone on the 22 throughput training figures (the 5,000-token rows weigh attention), the five held
+    train = [
+        p
+        for p in prepared
+        if p.figure.split == "train" and p.figure.request.engine == "trtllm" and p.figure.kind == "throughput"
+    ]
+    assert len(train) == 22
+    refit = fit(train, replace(FITTED, prefill_attention=0.2), rounds=2, steps=24, names=ATTENTION_PARAMETERS)
+    assert refit.prefill_attention == pytest.approx(FITTED.prefill_attention, rel=0.02)
+
+
+def test_long_prompts_cost_attention_apart_from_the_gemm_share(prepared: list) -> None:  # type: ignore[type-arg]
+    # GPUStack, vLLM, 100 prompts of 32,000 tokens at once, gpt-oss-20b on A100 (held out): +73% with vLLM's own
+    # attention share (0.287), +109% with attention at its bf16 GEMM share (0.473, the rule before; the fit before
+    # gave +85%): still far off (sinks and a 128-token window run slower than their FLOPs say)
+    row = next(
+        p
+        for p in prepared
+        if p.figure.request.engine == "vllm" and p.figure.label.startswith("gpt-oss-20b a100-80gb tp1 32000/95")
+    )
+    assert row.figure.split == "held_out" and row.figure.value == 21.62
+    assert 0.71 < errors([row])[0] < 0.74
+    assert errors([row], replace(VLLM, prefill_attention=VLLM.prefill_bf16))[0] > 1.0
+
+
 # docs/speed.md "vLLM and SGLang": each engine's held-out errors per kind of figure, as bench/speed.py prints them
 
 
 def test_vllm_held_out_errors(prepared: list) -> None:  # type: ignore[type-arg]
     # GPUStack's held-out figures (gpustack_vllm.json)
-    # throughput: 27 figures, median 16.1%, 74% within 30% (issue 19's target missed: docs say why)
+    # throughput: 27 figures, median 21.0%, 74% within 30% (issue 19's target missed: docs say why)
     s = _summary(prepared, "throughput", "held_out", "vllm", "gpustack_vllm")
-    assert s.count == 27 and s.median_abs <= 0.17 and s.within_30 >= 0.74
-    # TTFT: 2 figures, median 6.3%, both within 30% (met)
+    assert s.count == 27 and s.median_abs <= 0.211 and s.within_30 >= 0.74
+    # TTFT: 2 figures, median 6.2%, both within 30% (met)
     s = _summary(prepared, "ttft", "held_out", "vllm", "gpustack_vllm")
-    assert s.count == 2 and s.median_abs <= 0.07 and s.within_30 == 1.0
-    # ITL: 5 figures, median 29.3%, 60% within 30% (missed: DeepSeek-R1 and gpt-oss at concurrency 4)
+    assert s.count == 2 and s.median_abs <= 0.063 and s.within_30 == 1.0
+    # ITL: 5 figures, median 31.6%, 40% within 30% (missed: DeepSeek-R1 and gpt-oss at concurrency 4)
     s = _summary(prepared, "itl", "held_out", "vllm", "gpustack_vllm")
-    assert s.count == 5 and s.median_abs <= 0.30 and s.within_30 >= 0.60
-    # every vLLM file together (bench/speed.py's engine lines): throughput 28 figures, 19.6%, 71%; ITL 6, 22.4%, 67%
+    assert s.count == 5 and s.median_abs <= 0.317 and s.within_30 >= 0.40
+    # every vLLM file together (bench/speed.py's engine lines): throughput 28 figures, 21.5%, 71%; ITL 6, 22.3%, 50%
     s = _summary(prepared, "throughput", "held_out", "vllm")
-    assert s.count == 28 and s.median_abs <= 0.20 and s.within_30 >= 0.71
+    assert s.count == 28 and s.median_abs <= 0.216 and s.within_30 >= 0.71
     s = _summary(prepared, "itl", "held_out", "vllm")
-    assert s.count == 6 and s.median_abs <= 0.23 and s.within_30 >= 0.66
+    assert s.count == 6 and s.median_abs <= 0.224 and s.within_30 >= 0.50
 
 
 def _closed_loop(prepared: list[Prepared], concurrency: str) -> Prepared:
@@ -142,16 +170,16 @@ def test_the_gpustack_fit_misses_a_clean_closed_loop_sweep(prepared: list) -> No
         495.0,
     )
     itl, throughput = errors([at_1, at_8])
-    assert 0.14 < itl < 0.17  # +15.4%: 15.39 ms, the borrowed 0.74 bandwidth share reads the 16 GB of weights in 14 ms
-    assert -0.37 < throughput < -0.34  # -35.4%: 320 tokens/s, 8 prefills of 112 ms (bf16 share 0.417) in a 3.15 s cycle
-    # half the miss is the prefill share GPUStack's all-at-once runs fit (0.417; TensorRT-LLM's 0.779) and the per-
+    assert 0.12 < itl < 0.14  # +13.0%: 15.06 ms, the borrowed 0.74 bandwidth share reads the 16 GB of weights in 14 ms
+    assert -0.34 < throughput < -0.32  # -32.7%: 333 tokens/s, 8 prefills of 100 ms (bf16 share 0.473) in a 3.02 s cycle
+    # half the miss is the prefill share GPUStack's all-at-once runs fit (0.473; TensorRT-LLM's 0.779) and the per-
     # sequence cost; the rest is chunked prefill, whose iterations carry the others' decode tokens (not modelled)
-    assert -0.17 < errors([at_8], replace(VLLM, prefill_bf16=FITTED.prefill_bf16, sequence_s=0.0))[0] < -0.15
+    assert -0.17 < errors([at_8], replace(VLLM, prefill_bf16=FITTED.prefill_bf16, sequence_s=0.0))[0] < -0.14
 
 
 def test_a_refit_with_the_clean_figure_is_not_adopted(prepared: list) -> None:  # type: ignore[type-arg]
-    # the five vLLM efficiencies refitted on GPUStack's training figures plus the clean C = 8 throughput: the clean
-    # figure still misses by over 30% and GPUStack's held-out ITL gets worse (32.9% against 29.3%), so VLLM stays
+    # the six vLLM efficiencies refitted on GPUStack's training figures plus the clean C = 8 throughput: the clean
+    # figure still misses by over 30% (-32.7%) and GPUStack's held-out figures do no better, so VLLM stays
     vllm = [p for p in prepared if p.figure.request.engine == "vllm"]
     at_8 = _closed_loop(prepared, "8")
     train = [p for p in vllm if p.figure.split == "train"] + [at_8]
@@ -162,16 +190,16 @@ def test_a_refit_with_the_clean_figure_is_not_adopted(prepared: list) -> None:  
         for p in vllm
         if p.figure.split == "held_out" and p.figure.source == "gpustack_vllm" and p.figure.kind == "itl"
     ]
-    assert Summary.of(errors(held, refit)).median_abs > Summary.of(errors(held)).median_abs
+    assert Summary.of(errors(held, refit)).median_abs >= Summary.of(errors(held)).median_abs
 
 
 def test_sglang_held_out_errors(prepared: list) -> None:  # type: ignore[type-arg]
-    # throughput: 6 figures, median 12.8%, 67% within 30%
+    # throughput: 6 figures, median 9.5%, 83% within 30%
     s = _summary(prepared, "throughput", "held_out", "sglang")
-    assert s.count == 6 and s.median_abs <= 0.13 and s.within_30 >= 0.66
-    # one TTFT figure (Qwen3-8B-FP8 at concurrency 4: 39.66 ms), 33.8% off; one ITL figure 15.6% off
-    assert _summary(prepared, "ttft", "held_out", "sglang").median_abs <= 0.34
-    assert _summary(prepared, "itl", "held_out", "sglang").median_abs <= 0.16
+    assert s.count == 6 and s.median_abs <= 0.096 and s.within_30 >= 0.83
+    # one TTFT figure (Qwen3-8B-FP8 at concurrency 4: 39.66 ms), 31.7% short; one ITL figure 15.7% over
+    assert _summary(prepared, "ttft", "held_out", "sglang").median_abs <= 0.318
+    assert _summary(prepared, "itl", "held_out", "sglang").median_abs <= 0.158
 
 
 def test_a_fixed_cost_a_request_is_what_vllm_ttft_at_low_concurrency_needs(prepared: list) -> None:  # type: ignore[type-arg]
@@ -180,7 +208,7 @@ def test_a_fixed_cost_a_request_is_what_vllm_ttft_at_low_concurrency_needs(prepa
     at_1 = next(p for p in prepared if p.figure.request.engine == "vllm" and p.figure.label.startswith("qwen3-8b"))
     assert at_1.figure.kind == "ttft" and at_1.figure.value == 59.01
     assert errors([at_1], replace(VLLM, request_s=0.0))[0] < -0.6
-    assert abs(errors([at_1])[0]) < 0.2  # 16.2% over (the fit balances it against the other TTFTs)
+    assert abs(errors([at_1])[0]) < 0.2  # 14.2% over (the fit balances it against the other TTFTs)
 
 
 def test_the_running_cap_and_the_per_sequence_cost_bound_the_offline_sharegpt_runs(prepared: list) -> None:  # type: ignore[type-arg]
@@ -192,8 +220,8 @@ def test_the_running_cap_and_the_per_sequence_cost_bound_the_offline_sharegpt_ru
         if p.figure.request.engine == "vllm" and p.figure.label.startswith("deepseek-r1 h200 tp8 219/201")
     )
     assert row.figure.value == 2621.05
-    assert errors([row], replace(VLLM, sequence_s=0.0))[0] > 4.0  # without the per-sequence cost: +443%
-    assert abs(errors([row])[0]) < 0.05  # -1.2%
+    assert errors([row], replace(VLLM, sequence_s=0.0))[0] > 3.5  # without the per-sequence cost: +377%
+    assert abs(errors([row])[0]) < 0.05  # -3.6%
 
 
 def test_each_engine_names_what_it_borrows() -> None:
@@ -210,5 +238,17 @@ def test_the_shipped_engine_efficiencies_are_a_fit_optimum(prepared: list) -> No
     for engine, own in (("vllm", VLLM), ("sglang", SGLANG)):
         train = [p for p in prepared if p.figure.split == "train" and p.figure.request.engine == engine]
         refit = fit(train, own, rounds=1, steps=8, names=ENGINE_PARAMETERS[engine])
-        for name in ("prefill_bf16", "request_s"):
+        for name in ENGINE_PARAMETERS[engine]:
             assert getattr(refit, name) == pytest.approx(getattr(own, name), rel=0.35), (engine, name)
+
+
+def test_the_engine_fits_keep_the_start_of_lower_loss(prepared: list) -> None:  # type: ignore[type-arg]
+    # coordinate descent stops at the optimum nearest its start: SGLang's five from TensorRT-LLM's values stop at a
+    # bf16 share of 0.47, from SGLang's shipped ones at 0.69, where the training figures' loss is lower
+    train = [p for p in prepared if p.figure.split == "train" and p.figure.request.engine == "sglang"]
+    names = ENGINE_PARAMETERS["sglang"]
+    start = replace(SGLANG, **{name: getattr(FITTED, name) for name in names if name != "request_s"})
+    from_trtllm = fit(train, start, rounds=4, names=names)
+    assert from_trtllm.prefill_bf16 == pytest.approx(0.473, rel=0.01)
+    best = fit_from(train, [start, SGLANG], names=names)
+    assert SGLANG.prefill_bf16 == 0.688 and best.prefill_bf16 == pytest.approx(SGLANG.prefill_bf16, rel=0.01)

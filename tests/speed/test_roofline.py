@@ -122,3 +122,27 @@ def test_the_simulators_iteration_seconds_are_the_iterations_to_the_last_bit(mod
                 assert roof.iteration_seconds(terms, kv, flops) == roof.iteration(batch, kv, flops).seconds
                 checked += 1
     assert checked == 56
+
+
+def test_prefill_attention_is_at_its_own_share_of_the_bf16_peak_whatever_the_weights() -> None:
+    """An fp8 model's prefill: linear FLOPs at the fp8 peak over the fp8 GEMM share, attention FLOPs at the bf16 peak
+    over the attention share (FlashAttention runs bf16), by hand; the fp8 share does not touch the attention term."""
+    from dataclasses import replace
+
+    from kvbudget import hardware
+    from kvbudget.plan.build import plan_deployment
+    from kvbudget.requests.plan import PlanRequest
+    from kvbudget.speed.answer import roofline_of
+    from kvbudget.speed.efficiency import VLLM
+
+    request = PlanRequest(model="llama-3.1-8b", gpu="h100-sxm", engine="vllm", weights="fp8", context=40_000)
+    roof, precision, _ = roofline_of(request, plan_deployment(request), hardware.gpu("h100-sxm"), VLLM)
+    assert precision == "fp8" and (roof.machine.linear_flops, roof.machine.attention_flops) == (1979e12, 989.5e12)
+    linear = 2 * 6_979_588_096 * 32_000 + 2 * 525_336_576  # one prompt of 32,000 tokens (lm_head on its last)
+    attention = 32 * 2 * 32 * 256 * (32_000 * 32_001 // 2)  # causal: 512,016,000 attended keys per layer
+    by_hand = linear / 1979e12 / VLLM.prefill + attention / 989.5e12 / VLLM.prefill_attention
+    assert roof.prefill_seconds(32_000, 0, 1) == pytest.approx(by_hand, rel=1e-12)
+    # halving the fp8 GEMM share doubles the linear seconds and leaves the attention seconds as they were
+    half = replace(roof, efficiency=replace(VLLM, prefill=VLLM.prefill / 2))
+    extra = half.prefill_seconds(32_000, 0, 1) - roof.prefill_seconds(32_000, 0, 1)
+    assert extra == pytest.approx(linear / 1979e12 / VLLM.prefill, rel=1e-9)

@@ -33,10 +33,10 @@ def render_speed(s: Speed) -> str:
         f"  fixed {step.overhead_s * 1000:,.2f} ms, all-reduce {step.allreduce_s * 1000:,.2f} ms",
         f"cycle {s.cycle_s:,.2f} s = prefill {s.prefill_s:,.2f} s + {s.osl:,} iterations",
         *[f"compute: {part}" if i == 0 else f"  {part}" for i, part in enumerate(s.compute_basis.split("; "))],
-        f"efficiencies: prefill {e.prefill:.3f} (bf16 {e.prefill_bf16:.3f}), decode compute {e.decode_compute:.3f}, "
-        f"bandwidth {e.bandwidth:.3f},",
-        f"  {e.step_overhead_s * 1000:.2f} ms per iteration, {e.allreduce_latency_s * 1e6:.1f} us per all-reduce, "
-        f"prefill queue x{e.prefill_queue:.2f} of M/M/1",
+        f"efficiencies: prefill {e.prefill:.3f} (bf16 {e.prefill_bf16:.3f}), attention {e.prefill_attention:.3f} "
+        f"of bf16, decode compute {e.decode_compute:.3f},",
+        f"  bandwidth {e.bandwidth:.3f}, {e.step_overhead_s * 1000:.2f} ms per iteration, "
+        f"{e.allreduce_latency_s * 1e6:.1f} us per all-reduce, prefill queue x{e.prefill_queue:.2f} of M/M/1",
         *(
             [f"  {e.sequence_s * 1e6:.0f} us per running sequence per iteration, {e.request_s * 1000:.1f} ms a request"]
             if e.sequence_s or e.request_s

@@ -133,7 +133,9 @@ def replica_speeds(
         prefill = _roof_prefill(roof)
         rate = REFERENCE_PROMPT / prefill(REFERENCE_PROMPT, 0)
         prefill_from = Assumption(
-            "computed", f"roofline: {why}; prefill efficiency {roof.prefill_efficiency:g} ({roof.efficiency.fit})"
+            "computed",
+            f"roofline: {why}; prefill efficiency {roof.prefill_efficiency:g}, attention "
+            f"{roof.efficiency.prefill_attention:g} of the bf16 peak ({roof.efficiency.fit})",
         )
     else:
         raise InputError(

@@ -1,8 +1,13 @@
 """Seconds from FLOPs and bytes: the roofline of one deployment (one replica of ``tp`` GPUs).
 
 * Prefill is compute-bound: linear FLOPs over the GPU's dense peak at the precision the engine multiplies in,
-  attention FLOPs over the bf16 peak (attention kernels run in bf16), both times the fitted prefill efficiency
-  (fitted apart for fp8 / fp4 products and for bf16 ones: a bf16 GEMM reaches a larger share of its peak).
+  over the fitted prefill efficiency of that precision (fitted apart for fp8 / fp4 products and for bf16 ones: a
+  bf16 GEMM reaches a larger share of its peak); plus attention FLOPs over the bf16 peak, over their own fitted
+  share (``prefill_attention``): FlashAttention runs in bf16 whatever the weights' precision, so an fp8 or fp4
+  model's attention is not costed at its GEMMs' share (docs/speed.md). An fp8 KV cache is read into bf16 attention
+  in SGLang (sgl-project/sglang issue 10083: dequantized at read) but runs in fp8 in vLLM's FlashAttention 3
+  backend (vLLM docs features/quantization/quantized_kvcache.md: queries quantized too); costed at the bf16 peak
+  all the same (no published figure of it to fit), so such a vLLM prefill comes out slower than it runs.
 * A decode iteration takes the longer of reading its bytes (weights touched + every sequence's cache) at the
   fitted share of the memory bandwidth and computing its FLOPs at the fitted share of the peak, plus a fixed
   per-iteration cost (scheduling, sampling, kernel launches: fitted) and, for engines whose host work grows with
@@ -77,7 +82,8 @@ class Roofline:
 
     @property
     def prefill_efficiency(self) -> float:
-        """The fitted share of the peak in prefill at the precision the linear products run in."""
+        """The fitted share of the peak in prefill at the precision the linear products run in (attention has its
+        own: ``Efficiency.prefill_attention``)."""
         e = self.efficiency
         return e.prefill_bf16 if self.machine.bf16 else e.prefill
 
@@ -88,7 +94,10 @@ class Roofline:
         m, tp = self.machine, self.machine.tp
         linear = self.work.linear_flops(new * sequences, sequences) / tp / m.linear_flops
         attention = self.work.attention_flops(cached, new) * sequences / tp / m.attention_flops
-        return (linear + attention) / self.prefill_efficiency + self.allreduce_seconds(new * sequences)
+        e = self.efficiency
+        return (
+            linear / self.prefill_efficiency + attention / e.prefill_attention + self.allreduce_seconds(new * sequences)
+        )
 
     def decode_step(self, batch: int, context: int) -> Step:
         """One iteration of ``batch`` sequences at ``context`` tokens each."""
