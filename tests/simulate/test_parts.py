@@ -92,6 +92,26 @@ def test_tokens_within_matches_bisection_on_real_layouts(argv: tuple[str, ...]) 
         assert fast.tokens_within(budget, low, high) == expect
 
 
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_block_linear_costs_are_the_layouts_at_every_token_count(engine: str) -> None:
+    """A checked block-linear table answers in integers, no memo: the layout's own bytes and next block at every
+    count up to the cap (vLLM's 16-token blocks, SGLang's 1-token pages)."""
+    from kvbudget.simulate.ledger import block_linear
+
+    memory = memory_from_plan(_plan("llama-3.1-8b", "--engine", engine, "--gpu", "h100-sxm", "--context", "32k"))
+    table = CostTable.for_memory(memory)
+    linear = block_linear(table.bytes, memory.block_size, memory.cap_tokens)
+    assert linear is not None and linear[0] == 131_072 * memory.block_size  # 128 KiB a token (bf16, 8 KV heads)
+    table.linear = (memory.block_size, *linear)
+    table.memo.clear()
+    layout = CostTable(memory.sequence_bytes, cap=memory.cap_tokens)
+    assert table.bytes(0) == 0
+    for tokens in range(1, memory.cap_tokens + 2):
+        assert table.bytes(tokens) == memory.sequence_bytes(tokens)
+        assert table.next_growth(tokens) == layout.next_growth(tokens)
+    assert table.memo == {0: 0} and not table.steps  # nothing memoized past 0 tokens
+
+
 @pytest.mark.parametrize("share", [True, False])
 def test_tokens_within_has_a_hint_without_prefix_sharing(share: bool) -> None:
     """Without a shared prefix the per-token hint is the cost's slope, so a search is a few lookups."""

@@ -279,7 +279,7 @@ class DecodeBatch:
             v = key
         self.v = v
         if v > REBASE_TOKENS:
-            self._rebase()
+            v = self._rebase()
             heap = self.heap
         if short:
             ledger = self.ledger
@@ -291,8 +291,13 @@ class DecodeBatch:
         self.short_q = -1
         ledger = self.ledger
         if ledger is not None and ledger.keys:  # the boundaries crossed by now, before the event reads the pool
-            q, r = self._position(self.v)
-            ledger.charge_to(q, r, INF)
+            d = ledger.d  # _position(v), inlined: once per event
+            q = int(v // d)
+            r = v - q * d
+            if r >= d:
+                ledger.charge_to(q + 1, 0.0, INF)
+            else:
+                ledger.charge_to(q, r if r > 0.0 else 0.0, INF)
         return heappop(heap)[3]
 
     def exit(self, s: Session, now: float) -> int:

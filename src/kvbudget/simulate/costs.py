@@ -1,4 +1,4 @@
-"""What a session's cache costs: the plan's per-sequence bytes, memoized for the hot path.
+"""What a session's cache costs: the plan's per-sequence bytes, in integers or memoized for the hot path.
 
 Memory of a session at context ``c`` is the layout's ``sequence_bytes(c)`` per GPU (block rounding,
 sliding windows and fixed recurrent state included): the same rule the static plan reserves at the
@@ -17,9 +17,10 @@ from kvbudget.engines.base import cdiv
 
 @dataclass
 class CostTable:
-    """``bytes(c)``: bytes one session of ``c`` tokens holds (per GPU), memoized per token count.
+    """``bytes(c)``: bytes one session of ``c`` tokens holds (per GPU).
 
-    The memo holds at most one entry per distinct context, so it is bounded by the cap.
+    A block-linear cache (``linear``, checked by the replica) is computed in integers; any other layout is
+    memoized per token count, at most one entry per distinct context, so the memo is bounded by the cap.
     ``per_token`` and ``block`` (the growing bytes per token, the block size) only speed up
     ``tokens_within``; they do not change its answer.
     """
@@ -31,7 +32,7 @@ class CostTable:
     cap: int = 0  # the largest context a session reaches (bounds the growth memo)
     steps: dict[int, int] = field(default_factory=dict)
     # (block, block_bytes, state_bytes) once ``sequence_bytes`` is checked block-linear (ledger.block_linear):
-    # then bytes and growth are integer arithmetic, the same numbers without calling the layout
+    # then bytes and growth are integer arithmetic, the same numbers without calling the layout or reading a memo
     linear: tuple[int, int, int] | None = None
 
     @classmethod
@@ -45,30 +46,29 @@ class CostTable:
         return table
 
     def bytes(self, tokens: int) -> int:
+        linear = self.linear
+        if linear is not None and tokens > 0:
+            # integers, not the memo: a lookup among tens of thousands of token counts misses the CPU's caches and
+            # took several times as long (docs/simulate.md, "Determinism, speed and memory")
+            block, block_bytes, state = linear
+            return -(-tokens // block) * block_bytes + state
         value = self.memo.get(tokens)
         if value is None:
-            if tokens <= 0:
-                value = 0
-            elif self.linear is not None:
-                block, block_bytes, state = self.linear
-                value = -(-tokens // block) * block_bytes + state
-            else:
-                value = self.sequence_bytes(tokens)
+            value = self.sequence_bytes(tokens) if tokens > 0 else 0
             self.memo[tokens] = value
         return value
 
     def next_growth(self, tokens: int) -> int:
         """The smallest token count above ``tokens`` that takes more bytes (the first token of the next
-        block; a sliding window or a fixed state may stop growth: then past the cap). Memoized."""
+        block; a sliding window or a fixed state may stop growth: then past the cap). Memoized unless linear."""
+        linear = self.linear
+        if linear is not None and tokens > 0:  # the block's last token (or the cap), then one more
+            last = -(-tokens // linear[0]) * linear[0]
+            top = self.cap if self.cap > tokens else tokens + 1
+            return (last if last < top else top) + 1
         value = self.steps.get(tokens)
         if value is None:
-            top = max(self.cap, tokens + 1)
-            if self.linear is not None and tokens > 0:  # the block's last token (or the cap), then one more
-                block = self.linear[0]
-                last = -(-tokens // block) * block
-                value = (last if last < top else top) + 1
-            else:
-                value = self.tokens_within(self.bytes(tokens), tokens, top) + 1
+            value = self.tokens_within(self.bytes(tokens), tokens, max(self.cap, tokens + 1)) + 1
             self.steps[tokens] = value
         return value
 

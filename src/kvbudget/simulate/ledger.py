@@ -115,7 +115,8 @@ class Ledger:
         k = self.done + (pool.capacity - used) // self.nb + 1
         n = len(self.keys)
         q = -(-(self.sm + k) // n)  # at(k), inlined
-        return self.d * q + self.keys[k + self.sm - n * q + n - 1][0], q, k + self.sm - n * q + n - 1
+        p = k + self.sm - n * q + n - 1
+        return self.d * q + self.keys[p][0], q, p
 
     def exit_key(self, s: Session) -> float:
         """``V`` of the last boundary of ``s``'s run (the same float formula as ``short``)."""
@@ -133,7 +134,7 @@ class Ledger:
         if want <= 0:
             self.cq, self.cphi, self.cord = q, phi, order
             return
-        room = self.fits()
+        room = (self.pool.capacity - self.pool.used) // self.nb  # fits(), inlined: once per charge
         if want > room:
             want = room
             if want == 0:

@@ -72,6 +72,7 @@ class Replica:
         self.holders: OrderedDict[Session, None] = OrderedDict()  # admission order: last = newest
         self.prefixes: dict[int, SharedPrefix] = {}
         self.reserve = policy.policy == "reserve"
+        self.refuse = policy.admission == "refuse"  # a new session that cannot start at once is refused
         self.evictable = policy.pause == "evictable" and not self.reserve
         self.watermark = int(policy.watermark * memory.pool_bytes) if policy.policy == "watermark" else 0
         self.limit = policy.cap.limit(memory.cap_tokens)
@@ -121,7 +122,7 @@ class Replica:
             context = s.context
             prompt = context + s.append
             reserve = self.reserve
-            if not reserve and prompt + s.output > self.fit_tokens:  # _never_fits(s), inlined
+            if not reserve and prompt + s.output > self.fit_tokens:  # it can never fit (below)
                 self._too_big(s, now)
                 return
             if reserve or self._grow(s, prompt, now):
@@ -134,9 +135,8 @@ class Replica:
                 st.prefill_tokens += prompt - context
                 s.state = RUNNING
                 end = prompt + s.output
-                kv = self.costs.memo.get(end)
                 before = self.batch.busy_until
-                self.batch.join(s, now, prompt - context, self.costs.bytes(end) if kv is None else kv)
+                self.batch.join(s, now, prompt - context, self.costs.bytes(end))
                 if s.t_first < 0:
                     self._first_token(s, now, before if prompt > context else None)
             else:  # preempted itself: wait at the front, as vLLM re-queues a preempted request
@@ -144,11 +144,12 @@ class Replica:
                 self.waiting.appendleft(s)
                 self.drain(now)  # it cannot re-enter at once (same shortfall), so no loop
             return
-        if self._never_fits(s):
+        # a step whose whole context (a reservation: the cap) cannot fit in an empty pool ends its session
+        if (self.memory.cap_tokens if self.reserve else s.context + s.append + s.output) > self.fit_tokens:
             self._too_big(s, now)
             return
         s.state = WAITING
-        if not s.admitted and self.policy.admission == "refuse":
+        if not s.admitted and self.refuse:
             if self.waiting or not self._admit(s, now):
                 self._refuse(s)
             return
@@ -288,11 +289,6 @@ class Replica:
         self._start(s, now, hits, lost)
         return True
 
-    def _never_fits(self, s: Session) -> bool:
-        """A step whose whole context cannot fit in an empty pool ends its session."""
-        tokens = self.memory.cap_tokens if self.reserve else s.context + s.append + s.output
-        return tokens > self.fit_tokens
-
     def _too_big(self, s: Session, now: float) -> None:
         self.stats.too_big += 1
         self._finish(s, now)
@@ -322,11 +318,8 @@ class Replica:
         st.recomputed_tokens += lost
         s.prompt = prompt
         s.state = RUNNING
-        kv = self.costs.memo.get(prompt + s.output)
-        if kv is None:
-            kv = self.costs.bytes(prompt + s.output)
         before = self.batch.busy_until
-        self.batch.join(s, now, prompt - hits, kv)
+        self.batch.join(s, now, prompt - hits, self.costs.bytes(prompt + s.output))
         if s.t_first < 0:
             self._first_token(s, now, before if prompt > hits else None)
 
@@ -363,11 +356,7 @@ class Replica:
     def _grow(self, s: Session, tokens: int, now: float) -> bool:
         """Holder ``s`` grows to ``tokens`` tokens, preempting newer holders when the pool is short;
         False if ``s`` itself was preempted (it was the newest)."""
-        memo = self.costs.memo
-        nbytes = memo.get(tokens)
-        if nbytes is None:
-            nbytes = self.costs.bytes(tokens)
-        need = nbytes - s.pbytes - s.held
+        need = self.costs.bytes(tokens) - s.pbytes - s.held
         if need <= 0:
             s.resident = tokens
             return True
