@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import kvbudget
 from kvbudget.workload.little import session_time
 from kvbudget.workload.loader import load_workload
 from tests.helpers import run_cli
@@ -64,6 +65,25 @@ def test_prices_give_cost_per_session_hour(capsys: pytest.CaptureFixture[str], t
     assert h100["cost_per_session_hour"] == pytest.approx(2.49 / h100["sessions"], abs=1e-6)  # rounded to 1e-6
     costs = [r["cost_per_session_hour"] for r in rows]
     assert costs == sorted(costs)
+
+
+@pytest.mark.parametrize(
+    ("prices", "message"),
+    [
+        # two prices for one GPU: the last one silently won, so $/h did not match either one the user read
+        (("h100-sxm=2.49/h", "h100-sxm=3.10/h"), "--price h100-sxm=3.10/h: h100-sxm is already priced by --price "),
+        (("h100-sxm=2.49/h", "H100-SXM=3.10/h"), "--price H100-SXM=3.10/h: h100-sxm is already priced by --price "),
+        # an unknown GPU in a price named no option
+        (("h900=2.49/h",), "--price h900=2.49/h: GPU 'h900' is not in the catalog"),
+    ],
+)
+def test_a_gpu_priced_twice_or_unknown_is_refused(prices: tuple[str, ...], message: str) -> None:
+    from kvbudget.errors import InputError
+
+    request = kvbudget.CompareRequest(model=("llama-3.1-8b",), gpu=("h100-sxm",), context=(32_768,), price=prices)
+    with pytest.raises(InputError) as caught:
+        kvbudget.compare_deployments(request)
+    assert str(caught.value).startswith(message), str(caught.value)
 
 
 def test_a_rate_becomes_gpus_by_littles_law(capsys: pytest.CaptureFixture[str]) -> None:

@@ -77,9 +77,17 @@ def prices_of(request: CompareRequest) -> dict[str, float]:
             raise InputError(f"--price {item!r}: write GPU=PRICE, e.g. --price h100-sxm=2.49/h")
         pairs.append((gpu.strip(), price.strip(), f"--price {item}"))
     out: dict[str, float] = {}
+    given: dict[str, str] = {}
     for gpu, price, where in pairs:
         per_s = parse_per_second(price, what=where, default_unit="h")
-        out[hardware.gpu(gpu).id] = per_s * 3600
+        try:
+            gpu_id = hardware.gpu(gpu).id
+        except InputError as exc:
+            raise InputError(f"{where}: {exc}") from None
+        if gpu_id in given:  # one GPU, two prices: neither may win silently
+            raise InputError(f"{where}: {gpu_id} is already priced by {given[gpu_id]}; give one price per GPU")
+        given[gpu_id] = where
+        out[gpu_id] = per_s * 3600
     return out
 
 
