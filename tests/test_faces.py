@@ -314,6 +314,8 @@ def test_a_bad_field_is_one_error_naming_its_option(options: dict[str, object], 
         (kvbudget.SizeRequest, {"gpu": "h100-sxm,h900"}, "--gpu: GPU 'h900' is not in the catalog"),
         (kvbudget.CompareRequest, {"engine": "vllm@abc"}, "--engine vllm@abc: a version is a release number"),
         (kvbudget.PlanRequest, {"gpu": "h900"}, "--gpu: GPU 'h900' is not in the catalog"),
+        # an unknown --link was answered (exit 0) unless --offload-memory was given, then named no option
+        (kvbudget.PlanRequest, {"link": "pcie9"}, "--link: link 'pcie9' is not in the catalog"),
         (kvbudget.SpeedRequest, {"gpu": "h900"}, "--gpu: GPU 'h900' is not in the catalog"),
         (ReportRequest, {"size_gpu": "h900"}, "--size-gpu: GPU 'h900' is not in the catalog"),
         (ReportRequest, {"size_engine": "tgi"}, "--size-engine: unknown engine 'tgi'"),
@@ -340,6 +342,15 @@ def test_calibrate_refuses_a_cache_dtype_it_cannot_read() -> None:
     with pytest.raises(InputError, match=r"^--kv-dtype: unknown cache dtype 'foo'"):
         kvbudget.CalibrateRequest(logs=("engine.log",), kv_dtype="foo")
     assert kvbudget.CalibrateRequest(logs=("engine.log",), kv_dtype="q8_0/q4_0").kv_dtype == "q8_0/q4_0"
+
+
+def test_checkpoint_weights_mean_the_same_on_plan_as_on_size_and_compare() -> None:
+    # size and compare default --weights to "checkpoint"; plan refused the same word as an unknown precision
+    own = kvbudget.PlanRequest(model="llama-3.1-8b", gpu="h100-sxm", context=8192)
+    named = kvbudget.PlanRequest.from_options({"model": "llama-3.1-8b", "gpu": "h100-sxm", "context": "8k",
+                                               "weights": "Checkpoint"})  # fmt: skip
+    assert named == own and named.weights is None
+    assert kvbudget.plan_deployment(named).to_dict() == kvbudget.plan_deployment(own).to_dict()
 
 
 def test_a_prefix_of_zero_is_no_prefix_as_every_answer_prints_it() -> None:

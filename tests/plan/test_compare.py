@@ -86,6 +86,20 @@ def test_a_gpu_priced_twice_or_unknown_is_refused(prices: tuple[str, ...], messa
     assert str(caught.value).startswith(message), str(caught.value)
 
 
+def test_an_hourly_price_is_the_price_as_written() -> None:
+    # the JSON said "price_per_gpu_hour": 3.5900000000000003 for --price h200=3.59/h (per second and back)
+    rows = kvbudget.compare_deployments(
+        kvbudget.CompareRequest(
+            model=("llama-3.1-8b",),
+            gpu=("h200", "h100-sxm"),
+            context=(32_768,),
+            price=("h200=3.59/h",),
+            prices=None,
+        )
+    ).to_dict()["rows"]
+    assert [r["price_per_gpu_hour"] for r in rows] == [3.59, None]  # type: ignore[index]
+
+
 def test_a_rate_becomes_gpus_by_littles_law(capsys: pytest.CaptureFixture[str]) -> None:
     doc = _compare(
         capsys, "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--context", "32k",

@@ -303,3 +303,12 @@ def test_a_refusal_offers_fixes_that_fit_by_the_engines_own_memory_rule(options:
         kvbudget.PlanRequest.from_options({"model": "llama-3.1-70b", "context": "8k", **bigger})
     )
     assert fitted.kv_pool_bytes > 0  # the GPU offered serves (its own overhead model may differ a little)
+
+
+def test_a_refusal_names_a_gpu_given_by_its_size() -> None:
+    # it read "exceed the 1000 B ideal can use on given by 16.41 GiB"
+    import kvbudget
+
+    with pytest.raises(InputError) as caught:
+        kvbudget.plan_deployment(kvbudget.PlanRequest(model="llama-3.1-8b", gpu_memory="16GB", context=8192))
+    assert "exceed the 14.90 GiB ideal can use on a 14.90 GiB GPU (--gpu-memory) by " in str(caught.value)

@@ -48,8 +48,10 @@ VALUES: dict[str, list[str]] = {
     "model": NAMES,
     "engine": NAMES,
     "gpu": NAMES,
+    "link": NAMES,
     "kv_dtype": NAMES,
     "weights": NAMES,
+    "serving_weights": NAMES,
     "choice": CHOICES,
     "path": [],  # hostile files (FILES below), not values
     "out": ["/dev/full", "/nonexistent/dir/out", "", "{tmp}", "{tmp}/-h", "/dev/null/x"],  # never the cwd

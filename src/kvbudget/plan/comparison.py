@@ -87,7 +87,7 @@ def prices_of(request: CompareRequest) -> dict[str, float]:
         if gpu_id in given:  # one GPU, two prices: neither may win silently
             raise InputError(f"{where}: {gpu_id} is already priced by {given[gpu_id]}; give one price per GPU")
         given[gpu_id] = where
-        out[gpu_id] = per_s * 3600
+        out[gpu_id] = round(per_s * 3600, 9)  # the hourly price as written: 3.59/h, not 3.5900000000000003
     return out
 
 
@@ -122,7 +122,7 @@ def choices_of(request: CompareRequest) -> list[Choice]:
     if count > MAX_ROWS:
         raise InputError(f"{count:,} combinations to plan; compare takes at most {MAX_ROWS}: narrow the lists")
     gpu_ids = [hardware.gpu(g).id for g in r.gpu]
-    weights = [None if w == CHECKPOINT else w for w in r.weights]
+    weights = [None if w.strip().lower() == CHECKPOINT else w for w in r.weights]
     return [Choice(*c) for c in itertools.product(r.model, gpu_ids, r.engine, r.context, r.kv_dtype, weights, r.tp)]
 
 

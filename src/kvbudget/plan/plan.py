@@ -392,9 +392,14 @@ def _shortfall(i: PlanInputs, share: Share, weights: int, overhead: Overhead) ->
         )
     return (
         f"{i.spec.name}: weights {format_bytes(weights)} + overhead {format_bytes(overhead.bytes)} per GPU exceed "
-        f"the {format_bytes(share.usable_bytes)} {i.engine.name} can use on {i.gpu_label} by "
+        f"the {format_bytes(share.usable_bytes)} {i.engine.name} can use on {_gpu_words(i)} by "
         f"{format_bytes(need)}; smallest fixes: {'; '.join(fixes)}"
     )
+
+
+def _gpu_words(i: PlanInputs) -> str:
+    """The GPU as a sentence names it: the catalog's name, or the size --gpu-memory gave."""
+    return i.gpu_label if i.gpu_label != "given" else f"a {format_bytes(i.gpu_memory_bytes)} GPU (--gpu-memory)"
 
 
 def _memory_fixes(i: PlanInputs, share: Share, weights: int) -> list[str]:

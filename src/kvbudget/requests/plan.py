@@ -24,7 +24,7 @@ class DeploymentSettings(Request):
     utilization: float | None = option(None, "fraction")
     prefix: int | None = option(None, "prefix")
     offload_memory: int | None = option(None, "memory")
-    link: str = option("pcie-gen5-x16", "text")
+    link: str = option("pcie-gen5-x16", "link")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,7 +34,7 @@ class Deployment(EngineChoice, DeploymentSettings):
 
     gpu: str | None = option(None, "gpu")
     gpu_memory: int | None = option(None, "memory")
-    weights: str | None = option(None, "weights")
+    weights: str | None = option(None, "serving_weights")
 
 
 @dataclass(frozen=True, kw_only=True)

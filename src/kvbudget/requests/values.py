@@ -303,6 +303,16 @@ def read_gpu(value: object, what: str) -> str:
     return text
 
 
+def read_link(value: object, what: str) -> str:
+    """A catalog link (PCIe, NVLink, InfiniBand) as written, checked against the catalog when the request is made,
+    even where the answer does not use it (an offload link without --offload-memory)."""
+    text = read_text(value, what)
+    from kvbudget import hardware
+
+    _named(what, lambda: hardware.link(text))
+    return text
+
+
 def read_kv_dtype(value: object, what: str) -> str:
     """A cache dtype as written (``auto``, ``fp8``, ``q8_0/q4_0``: K and V apart), checked when the request is
     made."""
@@ -326,6 +336,13 @@ def read_weights(value: object, what: str) -> str:
 
         weight_precision(text, what=what)
     return text
+
+
+def read_serving_weights(value: object, what: str) -> str | None:
+    """One deployment's weights precision; ``checkpoint`` (as size and compare name it) is the checkpoint's own,
+    as not given."""
+    text = read_weights(value, what)
+    return None if text.strip().lower() == "checkpoint" else text
 
 
 def _named(what: str, check: Callable[[], object]) -> None:
@@ -399,7 +416,9 @@ READERS: dict[str, Callable[[object, str], object]] = {
     "switch": read_switch,
     "engine": read_engine,
     "gpu": read_gpu,
+    "link": read_link,
     "kv_dtype": read_kv_dtype,
     "weights": read_weights,
+    "serving_weights": read_serving_weights,
     "address": read_address,
 }
