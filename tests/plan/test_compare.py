@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import kvbudget
+from kvbudget.errors import InputError
 from kvbudget.workload.little import session_time
 from kvbudget.workload.loader import load_workload
 from tests.helpers import run_cli
@@ -84,6 +85,13 @@ def test_a_gpu_priced_twice_or_unknown_is_refused(prices: tuple[str, ...], messa
     with pytest.raises(InputError) as caught:
         kvbudget.compare_deployments(request)
     assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_one_gpu_by_two_names_is_refused() -> None:
+    # --gpu h100,h100-sxm planned the same rows twice (the alias reads as h100-sxm)
+    request = kvbudget.CompareRequest(model=("llama-3.1-8b",), gpu=("h100", "h100-sxm"), context=(8192,))
+    with pytest.raises(InputError, match=r"^--gpu: 'h100-sxm' and 'h100' are the same GPU \(h100-sxm\); give it once"):
+        kvbudget.compare_deployments(request)
 
 
 def test_an_hourly_price_is_the_price_as_written() -> None:

@@ -122,6 +122,10 @@ def choices_of(request: CompareRequest) -> list[Choice]:
     if count > MAX_ROWS:
         raise InputError(f"{count:,} combinations to plan; compare takes at most {MAX_ROWS}: narrow the lists")
     gpu_ids = [hardware.gpu(g).id for g in r.gpu]
+    for n, gpu_id in enumerate(gpu_ids):
+        if gpu_id in gpu_ids[:n]:  # an alias and its id (h100, h100-sxm): the same rows twice
+            first = r.gpu[gpu_ids.index(gpu_id)]
+            raise InputError(f"--gpu: {r.gpu[n]!r} and {first!r} are the same GPU ({gpu_id}); give it once")
     weights = [None if w.strip().lower() == CHECKPOINT else w for w in r.weights]
     return [Choice(*c) for c in itertools.product(r.model, gpu_ids, r.engine, r.context, r.kv_dtype, weights, r.tp)]
 
