@@ -87,6 +87,22 @@ def test_a_gpu_priced_twice_or_unknown_is_refused(prices: tuple[str, ...], messa
     assert str(caught.value).startswith(message), str(caught.value)
 
 
+def test_each_rows_bytes_say_how_they_were_found() -> None:
+    # a compare row gave the pool, the weights and a session's bytes with no provenance (plan's ledger has them)
+    request = kvbudget.CompareRequest(model=("llama-3.1-8b",), gpu=("h100-sxm",), context=(8192,), engine=("vllm",))
+    row = kvbudget.compare_deployments(request).to_dict()["rows"][0]  # type: ignore[index]
+    plan = kvbudget.plan_deployment(
+        kvbudget.PlanRequest(model="llama-3.1-8b", gpu="h100-sxm", context=8192, engine="vllm")
+    )
+    ledger = {line["label"]: line["provenance"] for line in plan.to_dict()["ledger"]}  # type: ignore[attr-defined]
+    assert row["provenance"] == {
+        "weights_bytes_per_gpu": "computed",  # from the config's parameter count at bf16
+        "kv_pool_bytes": "derived",
+        "per_session_bytes": "exact",  # vLLM's dense layout, held to vLLM's own code (engines/evidence)
+    }
+    assert (ledger["weights"], ledger["KV pool"], ledger["one session at the cap"]) == tuple(row["provenance"].values())
+
+
 def test_one_gpu_by_two_names_is_refused() -> None:
     # --gpu h100,h100-sxm planned the same rows twice (the alias reads as h100-sxm)
     request = kvbudget.CompareRequest(model=("llama-3.1-8b",), gpu=("h100", "h100-sxm"), context=(8192,))
