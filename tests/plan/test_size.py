@@ -398,3 +398,16 @@ def test_more_sessions_never_fewer_replicas() -> None:
         assert missed is not None and not missed.met and missed.itl_p99_s > 0.030
         counts.append(pick.replicas)
     assert counts == sorted(counts) == [3, 8]
+
+
+def test_a_large_count_is_written_with_separators_in_every_column(capsys: pytest.CaptureFixture[str]) -> None:
+    # the GPUs column read "h100-sxm x 18518519" beside replicas "18,518,519"
+    code, out, err = run_cli(
+        capsys, "size", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--context", "8k",
+        "--sessions", "1000000000", "--no-simulate",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "h100-sxm x 18,518,519 " in out and "18,518,519" in out
+    code, out, err = run_cli(capsys, "speed", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "4096")
+    assert code == 0, err
+    assert out.splitlines()[0] == "Llama-3.1-8B on 4,096 x h100-sxm (tp 1, 4,096 replicas), ideal"
