@@ -18,6 +18,7 @@ import kvbudget
 from kvbudget.cli.main import build_parser, main
 from kvbudget.errors import InputError, KvBudgetError, error_document
 from kvbudget.requests.base import Request
+from kvbudget.requests.report import ReportRequest
 from kvbudget.web import api as web_api
 from kvbudget.web.uploads import Uploads
 
@@ -301,6 +302,65 @@ def test_a_bad_field_is_one_error_naming_its_option(options: dict[str, object], 
     with pytest.raises(InputError) as caught:
         kvbudget.PlanRequest.from_options({"model": "qwen3-32b", "gpu": "h100-sxm", **options})
     assert str(caught.value).startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("cls", "options", "message"),
+    [
+        # a misspelt name in a list was a row "that cannot meet the load" (exit 0), or an error naming no option
+        (kvbudget.SizeRequest, {"engine": "vllm,foo"}, "--engine: unknown engine 'foo'; choose one of: ideal"),
+        (kvbudget.SizeRequest, {"kv_dtype": "fp8,int3"}, "--kv-dtype: unknown cache dtype 'int3'"),
+        (kvbudget.SizeRequest, {"weights": "fp8,fp7"}, "--weights: unknown weight precision 'fp7'"),
+        (kvbudget.SizeRequest, {"gpu": "h100-sxm,h900"}, "--gpu: GPU 'h900' is not in the catalog"),
+        (kvbudget.CompareRequest, {"engine": "vllm@abc"}, "--engine vllm@abc: a version is a release number"),
+        (kvbudget.PlanRequest, {"gpu": "h900"}, "--gpu: GPU 'h900' is not in the catalog"),
+        # an unknown --link was answered (exit 0) unless --offload-memory was given, then named no option
+        (kvbudget.PlanRequest, {"link": "pcie9"}, "--link: link 'pcie9' is not in the catalog"),
+        (kvbudget.SpeedRequest, {"gpu": "h900"}, "--gpu: GPU 'h900' is not in the catalog"),
+        (ReportRequest, {"size_gpu": "h900"}, "--size-gpu: GPU 'h900' is not in the catalog"),
+        (ReportRequest, {"size_engine": "tgi"}, "--size-engine: unknown engine 'tgi'"),
+        # a list with a repeat or an empty item was answered with the row twice, or the item dropped
+        (kvbudget.SizeRequest, {"gpu": "h100-sxm,h100-sxm"}, "--gpu: 'h100-sxm' is given twice; give each value"),
+        (kvbudget.CompareRequest, {"context": "32k,32768"}, "--context: '32768' is given twice"),
+        (kvbudget.SizeRequest, {"engine": "vllm,,sglang"}, "--engine: 'vllm,,sglang' has an empty item; remove"),
+        (kvbudget.SizeRequest, {"engine": "vllm,"}, "--engine: 'vllm,' has an empty item"),
+    ],
+)
+def test_a_bad_name_or_list_is_refused_when_the_request_is_made(
+    cls: type[Any], options: dict[str, object], message: str
+) -> None:
+    base = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "context": "32k"}
+    if cls is kvbudget.SpeedRequest:
+        del base["context"]
+    with pytest.raises(InputError) as caught:
+        cls.from_options({**base, **options})
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_calibrate_refuses_a_cache_dtype_it_cannot_read() -> None:
+    # calibrate --kv-dtype foo printed "cache_dtype: foo (given)" and exited 0
+    with pytest.raises(InputError, match=r"^--kv-dtype: unknown cache dtype 'foo'"):
+        kvbudget.CalibrateRequest(logs=("engine.log",), kv_dtype="foo")
+    assert kvbudget.CalibrateRequest(logs=("engine.log",), kv_dtype="q8_0/q4_0").kv_dtype == "q8_0/q4_0"
+
+
+def test_checkpoint_weights_mean_the_same_on_plan_as_on_size_and_compare() -> None:
+    # size and compare default --weights to "checkpoint"; plan refused the same word as an unknown precision
+    own = kvbudget.PlanRequest(model="llama-3.1-8b", gpu="h100-sxm", context=8192)
+    named = kvbudget.PlanRequest.from_options({"model": "llama-3.1-8b", "gpu": "h100-sxm", "context": "8k",
+                                               "weights": "Checkpoint"})  # fmt: skip
+    assert named == own and named.weights is None
+    assert kvbudget.plan_deployment(named).to_dict() == kvbudget.plan_deployment(own).to_dict()
+
+
+def test_a_prefix_of_zero_is_no_prefix_as_every_answer_prints_it() -> None:
+    # speed --json prints "prefix": 0 by default, yet --prefix 0 (and prefix=0 on the web) was refused
+    none = kvbudget.SpeedRequest(model="llama-3.1-8b", gpu="h100-sxm")
+    assert kvbudget.SpeedRequest.from_options({"model": "llama-3.1-8b", "gpu": "h100-sxm", "prefix": "0"}) == none
+    assert kvbudget.SpeedRequest(model="llama-3.1-8b", gpu="h100-sxm", prefix=0) == none
+    assert kvbudget.estimate_speed(none).to_dict()["prefix"] == 0
+    with pytest.raises(InputError, match="--prefix: cannot read '-1' as a token count"):
+        kvbudget.SpeedRequest(model="llama-3.1-8b", gpu="h100-sxm", prefix="-1")
 
 
 def test_requests_are_frozen_and_carry_over_to_another_question() -> None:

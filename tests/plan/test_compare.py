@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+import kvbudget
+from kvbudget.errors import InputError
 from kvbudget.workload.little import session_time
 from kvbudget.workload.loader import load_workload
 from tests.helpers import run_cli
@@ -64,6 +66,62 @@ def test_prices_give_cost_per_session_hour(capsys: pytest.CaptureFixture[str], t
     assert h100["cost_per_session_hour"] == pytest.approx(2.49 / h100["sessions"], abs=1e-6)  # rounded to 1e-6
     costs = [r["cost_per_session_hour"] for r in rows]
     assert costs == sorted(costs)
+
+
+@pytest.mark.parametrize(
+    ("prices", "message"),
+    [
+        # two prices for one GPU: the last one silently won, so $/h did not match either one the user read
+        (("h100-sxm=2.49/h", "h100-sxm=3.10/h"), "--price h100-sxm=3.10/h: h100-sxm is already priced by --price "),
+        (("h100-sxm=2.49/h", "H100-SXM=3.10/h"), "--price H100-SXM=3.10/h: h100-sxm is already priced by --price "),
+        # an unknown GPU in a price named no option
+        (("h900=2.49/h",), "--price h900=2.49/h: GPU 'h900' is not in the catalog"),
+    ],
+)
+def test_a_gpu_priced_twice_or_unknown_is_refused(prices: tuple[str, ...], message: str) -> None:
+    from kvbudget.errors import InputError
+
+    request = kvbudget.CompareRequest(model=("llama-3.1-8b",), gpu=("h100-sxm",), context=(32_768,), price=prices)
+    with pytest.raises(InputError) as caught:
+        kvbudget.compare_deployments(request)
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_each_rows_bytes_say_how_they_were_found() -> None:
+    # a compare row gave the pool, the weights and a session's bytes with no provenance (plan's ledger has them)
+    request = kvbudget.CompareRequest(model=("llama-3.1-8b",), gpu=("h100-sxm",), context=(8192,), engine=("vllm",))
+    row = kvbudget.compare_deployments(request).to_dict()["rows"][0]  # type: ignore[index]
+    plan = kvbudget.plan_deployment(
+        kvbudget.PlanRequest(model="llama-3.1-8b", gpu="h100-sxm", context=8192, engine="vllm")
+    )
+    ledger = {line["label"]: line["provenance"] for line in plan.to_dict()["ledger"]}  # type: ignore[attr-defined]
+    assert row["provenance"] == {
+        "weights_bytes_per_gpu": "computed",  # from the config's parameter count at bf16
+        "kv_pool_bytes": "derived",
+        "per_session_bytes": "exact",  # vLLM's dense layout, held to vLLM's own code (engines/evidence)
+    }
+    assert (ledger["weights"], ledger["KV pool"], ledger["one session at the cap"]) == tuple(row["provenance"].values())
+
+
+def test_one_gpu_by_two_names_is_refused() -> None:
+    # --gpu h100,h100-sxm planned the same rows twice (the alias reads as h100-sxm)
+    request = kvbudget.CompareRequest(model=("llama-3.1-8b",), gpu=("h100", "h100-sxm"), context=(8192,))
+    with pytest.raises(InputError, match=r"^--gpu: 'h100-sxm' and 'h100' are the same GPU \(h100-sxm\); give it once"):
+        kvbudget.compare_deployments(request)
+
+
+def test_an_hourly_price_is_the_price_as_written() -> None:
+    # the JSON said "price_per_gpu_hour": 3.5900000000000003 for --price h200=3.59/h (per second and back)
+    rows = kvbudget.compare_deployments(
+        kvbudget.CompareRequest(
+            model=("llama-3.1-8b",),
+            gpu=("h200", "h100-sxm"),
+            context=(32_768,),
+            price=("h200=3.59/h",),
+            prices=None,
+        )
+    ).to_dict()["rows"]
+    assert [r["price_per_gpu_hour"] for r in rows] == [3.59, None]  # type: ignore[index]
 
 
 def test_a_rate_becomes_gpus_by_littles_law(capsys: pytest.CaptureFixture[str]) -> None:

@@ -272,3 +272,45 @@ def test_vllm_no_prefix_caching_switch(capsys: pytest.CaptureFixture[str]) -> No
     assert off["per_session_bytes"] < on["per_session_bytes"]
     assert "--no-enable-prefix-caching" in off["flags"]["vllm"]
     assert "prefix-caching" not in on["flags"]["vllm"]
+
+
+SMALL_FRACTION = {"engine": "vllm", "utilization": "0.1", "model": "llama-3.1-8b", "gpu": "h100-sxm"}
+
+
+@pytest.mark.parametrize(
+    ("options", "fixes"),
+    [
+        # vLLM uses 0.9 of any GPU: the weights and overhead need 0.9 x T to hold them and 1 GiB; the refusal
+        # offered the total plus the shortfall (136 GiB), a GPU that refuses the same plan again
+        ({"engine": "vllm"}, "a GPU with at least 148 GiB"),
+        # the user's own --utilization held the plan back: raising it is the smallest fix, and a GPU must hold the
+        # weights at that same fraction (0.1 of 192 GiB), not the total plus the shortfall (97 GiB)
+        ({**SMALL_FRACTION}, "--utilization 0.24"),
+        ({**SMALL_FRACTION}, "GPU with at least 192 GiB"),
+        ({"engine": "ideal"}, "a GPU with at least 135 GiB"),
+    ],
+)
+def test_a_refusal_offers_fixes_that_fit_by_the_engines_own_memory_rule(options: dict[str, str], fixes: str) -> None:
+    import kvbudget
+
+    request = kvbudget.PlanRequest.from_options({"model": "llama-3.1-70b", "gpu": "l4", "context": "8k", **options})
+    with pytest.raises(InputError) as caught:
+        kvbudget.plan_deployment(request)
+    assert fixes in str(caught.value), str(caught.value)
+    message = str(caught.value)
+    gib = int(message.rsplit("at least ", 1)[1].split(" GiB", maxsplit=1)[0].replace(",", ""))
+    bigger = {**options, "gpu_memory": f"{gib}GiB"}
+    bigger.pop("gpu", None)
+    fitted = kvbudget.plan_deployment(
+        kvbudget.PlanRequest.from_options({"model": "llama-3.1-70b", "context": "8k", **bigger})
+    )
+    assert fitted.kv_pool_bytes > 0  # the GPU offered serves (its own overhead model may differ a little)
+
+
+def test_a_refusal_names_a_gpu_given_by_its_size() -> None:
+    # it read "exceed the 1000 B ideal can use on given by 16.41 GiB"
+    import kvbudget
+
+    with pytest.raises(InputError) as caught:
+        kvbudget.plan_deployment(kvbudget.PlanRequest(model="llama-3.1-8b", gpu_memory="16GB", context=8192))
+    assert "exceed the 14.90 GiB ideal can use on a 14.90 GiB GPU (--gpu-memory) by " in str(caught.value)

@@ -138,6 +138,22 @@ def test_weights_that_do_not_fit_are_unmet_not_an_error() -> None:
     assert not bf16.met and "exceed" in bf16.unmet[0].unmet and "--tp 2" in bf16.unmet[0].unmet
 
 
+def test_the_paragraph_names_an_unmet_combination_once() -> None:
+    # it read "The only combination llama-3.1-70b on h100-sxm with vllm on h100-sxm, cannot serve the load"
+    sizing = size_deployments(
+        ask(SizeRequest, model="llama-3.1-70b", gpu="h100-sxm", engine="vllm", context="32k", sessions=20)
+    )
+    assert sizing.recommendation.startswith(
+        "The only combination, llama-3.1-70b with vllm on h100-sxm, cannot serve the load at a 32K cap: "
+    ), sizing.recommendation
+    two = size_deployments(
+        ask(SizeRequest, model="llama-3.1-70b", gpu="h100-sxm,a100-80gb", engine="vllm", context="32k", sessions=20)
+    )
+    assert two.recommendation.startswith(
+        "None of the 2 combinations meets it; the first, llama-3.1-70b with vllm on "
+    ), two.recommendation
+
+
 def test_cheapest_first_with_prices() -> None:
     sizing = size_deployments(
         ask(SizeRequest, model="qwen3-32b,gpt-oss-120b", gpu="h100-sxm,h200", engine="vllm,sglang", tp="1,2",
@@ -382,3 +398,16 @@ def test_more_sessions_never_fewer_replicas() -> None:
         assert missed is not None and not missed.met and missed.itl_p99_s > 0.030
         counts.append(pick.replicas)
     assert counts == sorted(counts) == [3, 8]
+
+
+def test_a_large_count_is_written_with_separators_in_every_column(capsys: pytest.CaptureFixture[str]) -> None:
+    # the GPUs column read "h100-sxm x 18518519" beside replicas "18,518,519"
+    code, out, err = run_cli(
+        capsys, "size", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--context", "8k",
+        "--sessions", "1000000000", "--no-simulate",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "h100-sxm x 18,518,519 " in out and "18,518,519" in out
+    code, out, err = run_cli(capsys, "speed", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "4096")
+    assert code == 0, err
+    assert out.splitlines()[0] == "Llama-3.1-8B on 4,096 x h100-sxm (tp 1, 4,096 replicas), ideal"

@@ -30,6 +30,7 @@ URLS = ["", "-h", "ftp://x", "http://", "http://[::1", "a" * 5000, "file:///etc/
 # the kind of every value a command takes -> what the matrix gives it
 VALUES: dict[str, list[str]] = {
     "tokens": NUMBERS,
+    "prefix": NUMBERS,
     "count": NUMBERS,
     "gpus": NUMBERS,
     "sessions": NUMBERS,
@@ -45,6 +46,12 @@ VALUES: dict[str, list[str]] = {
     "startup": [*NUMBERS, "last ", "LAST", "first", "0", "-1"],
     "text": NAMES,
     "model": NAMES,
+    "engine": NAMES,
+    "gpu": NAMES,
+    "link": NAMES,
+    "kv_dtype": NAMES,
+    "weights": NAMES,
+    "serving_weights": NAMES,
     "choice": CHOICES,
     "path": [],  # hostile files (FILES below), not values
     "out": ["/dev/full", "/nonexistent/dir/out", "", "{tmp}", "{tmp}/-h", "/dev/null/x"],  # never the cwd

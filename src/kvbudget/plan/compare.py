@@ -141,6 +141,18 @@ class Row:
             return None
         return replicas * self.plan.inputs.tp * self.plan.inputs.pp
 
+    @property
+    def provenance(self) -> dict[str, str]:
+        """How each byte figure of the row was found, as the plan's ledger labels it (exact, measured, computed,
+        heuristic, derived)."""
+        assert self.plan is not None
+        by_label = {line.label: line.provenance for line in self.plan.ledger}
+        return {
+            "weights_bytes_per_gpu": by_label["weights"],
+            "kv_pool_bytes": by_label["KV pool"],  # usable less weights and the runtime overhead (plan shows its own)
+            "per_session_bytes": by_label["one session at the cap"],
+        }
+
     def to_dict(self) -> dict[str, object]:
         return self.to_json()
 
@@ -170,6 +182,7 @@ class Row:
                 "per_session_bytes": self.plan.per_session_bytes,
                 "kv_pool_bytes": self.plan.kv_pool_bytes,
                 "weights_bytes_per_gpu": self.plan.weights_per_gpu,
+                "provenance": self.provenance,
                 "warnings": list(self.plan.warnings),
             }
             if self.plan.max_context_for_sessions is not None:

@@ -77,9 +77,17 @@ def prices_of(request: CompareRequest) -> dict[str, float]:
             raise InputError(f"--price {item!r}: write GPU=PRICE, e.g. --price h100-sxm=2.49/h")
         pairs.append((gpu.strip(), price.strip(), f"--price {item}"))
     out: dict[str, float] = {}
+    given: dict[str, str] = {}
     for gpu, price, where in pairs:
         per_s = parse_per_second(price, what=where, default_unit="h")
-        out[hardware.gpu(gpu).id] = per_s * 3600
+        try:
+            gpu_id = hardware.gpu(gpu).id
+        except InputError as exc:
+            raise InputError(f"{where}: {exc}") from None
+        if gpu_id in given:  # one GPU, two prices: neither may win silently
+            raise InputError(f"{where}: {gpu_id} is already priced by {given[gpu_id]}; give one price per GPU")
+        given[gpu_id] = where
+        out[gpu_id] = round(per_s * 3600, 9)  # the hourly price as written: 3.59/h, not 3.5900000000000003
     return out
 
 
@@ -114,7 +122,11 @@ def choices_of(request: CompareRequest) -> list[Choice]:
     if count > MAX_ROWS:
         raise InputError(f"{count:,} combinations to plan; compare takes at most {MAX_ROWS}: narrow the lists")
     gpu_ids = [hardware.gpu(g).id for g in r.gpu]
-    weights = [None if w == CHECKPOINT else w for w in r.weights]
+    for n, gpu_id in enumerate(gpu_ids):
+        if gpu_id in gpu_ids[:n]:  # an alias and its id (h100, h100-sxm): the same rows twice
+            first = r.gpu[gpu_ids.index(gpu_id)]
+            raise InputError(f"--gpu: {r.gpu[n]!r} and {first!r} are the same GPU ({gpu_id}); give it once")
+    weights = [None if w.strip().lower() == CHECKPOINT else w for w in r.weights]
     return [Choice(*c) for c in itertools.product(r.model, gpu_ids, r.engine, r.context, r.kv_dtype, weights, r.tp)]
 
 

@@ -265,22 +265,7 @@ def make_plan(i: PlanInputs) -> Plan:
     batched, batched_basis, options, layout = sized(i)
     warnings += list(dict.fromkeys(w for stage in layout.stages for w in stage.warnings))
     weights_per_gpu = cdiv(i.weights.bytes, i.tp * i.pp)
-    if i.overhead is None:
-        site = Site(
-            i.tp,
-            batched,
-            batched_basis,
-            i.gpu_memory_bytes,
-            i.gpu_label,
-            _interconnect(i.gpu_id),
-            i.context,
-            options.flash_attn,
-        )
-        overhead = rules.overhead(i.spec, site)
-    else:
-        overhead = measured_overhead(i.overhead, i.overhead_basis)
-        if i.overhead_provenance is not None:
-            overhead = replace(overhead, provenance=i.overhead_provenance)
+    overhead = runtime_overhead(i, batched, batched_basis, options)
     share = usable_share(i, overhead.bytes)
     if i.utilization is not None and share.fraction is None:
         warnings.append(
@@ -344,6 +329,18 @@ def sized(i: PlanInputs) -> tuple[int, str, EngineOptions, StagedLayout]:
     return batched, batched_basis, options, staged_layout(i.spec, i.engine, i.k, i.v, i.tp, i.pp, options)
 
 
+def runtime_overhead(i: PlanInputs, batched: int, batched_basis: str, options: EngineOptions) -> Overhead:
+    """The runtime overhead per GPU: measured when given, else the engine's model of it at this GPU's size."""
+    if i.overhead is not None:
+        overhead = measured_overhead(i.overhead, i.overhead_basis)
+        return overhead if i.overhead_provenance is None else replace(overhead, provenance=i.overhead_provenance)
+    site = Site(
+        i.tp, batched, batched_basis, i.gpu_memory_bytes, i.gpu_label, _interconnect(i.gpu_id), i.context,
+        options.flash_attn,
+    )  # fmt: skip
+    return i.engine.rules.overhead(i.spec, site)
+
+
 def usable_share(i: PlanInputs, overhead: int) -> Share:
     """The bytes per GPU the engine's memory rule leaves for weights, ``overhead`` and the KV pool."""
     mla = any(isinstance(state, LatentAttention) for _, state in i.spec.primitives())
@@ -386,7 +383,7 @@ def _shortfall(i: PlanInputs, share: Share, weights: int, overhead: Overhead) ->
             break
     if i.weights.provenance != "measured":
         fixes.append("a lower --weights precision (fp8, int4)")
-    fixes.append(f"a GPU with at least {format_bytes(i.gpu_memory_bytes + need + GiB, 'iec', digits=0)}")
+    fixes += _memory_fixes(i, share, weights)
     if refused:
         return (
             f"the engine refused to start: {refused}; 0 sessions: the log's weights {format_bytes(weights)} + "
@@ -395,6 +392,42 @@ def _shortfall(i: PlanInputs, share: Share, weights: int, overhead: Overhead) ->
         )
     return (
         f"{i.spec.name}: weights {format_bytes(weights)} + overhead {format_bytes(overhead.bytes)} per GPU exceed "
-        f"the {format_bytes(share.usable_bytes)} {i.engine.name} can use on {i.gpu_label} by "
+        f"the {format_bytes(share.usable_bytes)} {i.engine.name} can use on {_gpu_words(i)} by "
         f"{format_bytes(need)}; smallest fixes: {'; '.join(fixes)}"
     )
+
+
+def _gpu_words(i: PlanInputs) -> str:
+    """The GPU as a sentence names it: the catalog's name, or the size --gpu-memory gave."""
+    return i.gpu_label if i.gpu_label != "given" else f"a {format_bytes(i.gpu_memory_bytes)} GPU (--gpu-memory)"
+
+
+def _memory_fixes(i: PlanInputs, share: Share, weights: int) -> list[str]:
+    """The smallest --utilization (when one was given and is what holds the engine back) and the smallest GPU
+    whose usable share, by the engine's own memory rule and overhead model at that size, holds the weights, the
+    overhead and 1 GiB more: a GPU as much larger as the shortfall is not enough under a fraction (vLLM uses 0.9
+    of a larger GPU too, whose overhead grows with it)."""
+
+    def fits(**change: object) -> bool:
+        try:
+            at = replace(i, **change)  # type: ignore[arg-type]
+            batched, basis, options, _ = sized(at)
+            overhead = runtime_overhead(at, batched, basis, options).bytes
+            return usable_share(at, overhead).usable_bytes >= weights + overhead + GiB
+        except InputError:
+            return False
+
+    fixes = []
+    if share.fraction is not None and i.utilization is not None:
+        higher = next((f / 100 for f in range(int(i.utilization * 100) + 1, 100) if fits(utilization=f / 100)), None)
+        if higher is not None:
+            fixes.append(f"--utilization {higher:.2f}")
+    low, high = i.gpu_memory_bytes // GiB, max(1, i.gpu_memory_bytes // GiB)
+    while not fits(gpu_memory_bytes=high * GiB):
+        if high >= 2**20:  # a petabyte GPU would not do: no GPU fix to offer
+            return fixes
+        low, high = high, high * 2
+    while high - low > 1:  # the smallest whole GiB that fits
+        mid = (low + high) // 2
+        low, high = (low, mid) if fits(gpu_memory_bytes=mid * GiB) else (mid, high)
+    return [*fixes, f"a GPU with at least {high:,} GiB"]

@@ -19,7 +19,7 @@ def _gpus(c: Candidate) -> str:
 
 def _name(c: Candidate) -> str:
     if c.plan is None:
-        return f"{c.choice.model} on {c.choice.gpu} with {c.choice.engine}"
+        return f"{c.choice.model} with {c.choice.engine}"  # where: the caller says on which GPU
     i = c.plan.inputs
     weights = f" at {c.choice.weights} weights" if c.choice.weights else ""
     cache = f", {i.kv_dtype_label} cache" if c.choice.kv_dtype != "auto" else ""
@@ -203,7 +203,7 @@ def recommendation(s: Sizing) -> str:
         if s.refusals is not None and not s.refusals.within(s.refusal_rate):
             return _refused_everywhere(s)
         first = s.unmet[0]
-        lead = "The only combination" if len(s.unmet) == 1 else f"None of the {len(s.unmet)} combinations meets it;"
+        lead = "The only combination," if len(s.unmet) == 1 else f"None of the {len(s.unmet)} combinations meets it;"
         what = f"{_name(first)} on {first.choice.gpu}"
         return (
             f"{lead} {'' if len(s.unmet) == 1 else 'the first, '}{what}, cannot serve the load at "

@@ -48,7 +48,7 @@ def deployment(c: Candidate) -> str:
 def sizing_cells(c: Candidate) -> SizingCells:
     return SizingCells(
         deployment=deployment(c),
-        gpus=f"{c.choice.gpu} x {c.gpus}" + (f" tp{c.choice.tp}" if c.choice.tp > 1 else ""),
+        gpus=f"{c.choice.gpu} x {c.gpus:,}" + (f" tp{c.choice.tp}" if c.choice.tp > 1 else ""),
         replicas=f"{c.replicas:,}",
         count=c.replicas_basis,
         per_replica=f"{c.memory_sessions:,}/{c.latency_sessions:,}",

@@ -48,7 +48,7 @@ def render_comparison(comparison: Comparison) -> str:
         p = row.plan
         line = [
             p.inputs.spec.name + _variant(c),
-            f"{c.gpu} x {p.inputs.gpus}",
+            f"{c.gpu} x {p.inputs.gpus:,}",
             p.inputs.engine.label,
             format_tokens(p.inputs.context),
             p.inputs.kv_dtype_label,

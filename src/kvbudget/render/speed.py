@@ -12,8 +12,8 @@ if TYPE_CHECKING:
 def render_speed(s: Speed) -> str:
     step, e = s.step, s.efficiency
     lines = [
-        f"{s.model} on {s.gpus} x {s.gpu} (tp {s.tp}, {s.replicas} replica{'s' if s.replicas != 1 else ''}), "
-        f"{s.engine['name']} {s.engine['version']}",
+        f"{s.model} on {s.gpus:,} x {s.gpu} (tp {s.tp}, {s.replicas:,} replica{'s' if s.replicas != 1 else ''}), "
+        f"{s.engine['name']} {s.engine['version']}".rstrip(),
         "computed: roofline with fitted efficiencies",
         f"shape: {s.isl:,} prompt + {s.osl:,} output tokens, {s.concurrency:,} in flight "
         f"({s.batch:,} running per replica{f', {s.queued:,} waiting' if s.queued else ''})",

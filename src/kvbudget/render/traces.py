@@ -89,7 +89,7 @@ def render_cap(cap: CapAnalysis, units: UnitSystem) -> str:
     plan = cap.plan
     i = plan.inputs
     lines = [
-        f"What a cap does · {i.spec.name} on {i.engine.label} · {i.gpus} x {i.gpu_label} · cache {i.kv_dtype_label}",
+        f"What a cap does · {i.spec.name} on {i.engine.label} · {i.gpus:,} x {i.gpu_label} · cache {i.kv_dtype_label}",
         f"  recommended cap: {cap.recommended:,} tokens ({format_tokens(cap.recommended)}) = {MARGIN_TEXT} "
         f"(p99 = {cap.p99_tokens:,})",
         f"  KV pool {format_bytes(plan.kv_pool_bytes, units)}; one session at the recommended cap "

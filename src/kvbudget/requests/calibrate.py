@@ -21,6 +21,6 @@ class CalibrateRequest(Request):
     engine: str | None = option(None, "text", choices=LOG_ENGINES)
     tp: int | None = option(None, "gpus")
     context: int | None = option(None, "tokens")
-    kv_dtype: str | None = option(None, "text")
+    kv_dtype: str | None = option(None, "kv_dtype")
     block_size: int | None = option(None, "count")
     startup: int | str | None = option(None, "startup")  # the start-up taken of logs holding several

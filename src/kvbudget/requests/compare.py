@@ -32,11 +32,11 @@ class CompareRequest(EngineSettings, DeploymentSettings):
 
     command = "compare"
     model: tuple[str, ...] = required("model", many=True, name="model")
-    gpu: tuple[str, ...] = required("text", many=True)
-    engine: tuple[str, ...] = option(("ideal",), "text", many=True)
+    gpu: tuple[str, ...] = required("gpu", many=True)
+    engine: tuple[str, ...] = option(("ideal",), "engine", many=True)
     context: tuple[int, ...] = required("tokens", many=True)
-    kv_dtype: tuple[str, ...] = option(("auto",), "text", many=True)
-    weights: tuple[str, ...] = option(("checkpoint",), "text", many=True)
+    kv_dtype: tuple[str, ...] = option(("auto",), "kv_dtype", many=True)
+    weights: tuple[str, ...] = option(("checkpoint",), "weights", many=True)
     tp: tuple[int, ...] = option((1,), "gpus", many=True)
     sessions: int | None = option(None, "sessions")
     price: tuple[str, ...] | None = option(None, "text", many=True)

@@ -16,8 +16,8 @@ class EngineSettings(Request):
     """The engine settings that change the cache layout (each engine reads those it has), and K and V cache dtypes
     set apart (they override ``kv_dtype``)."""
 
-    k_dtype: str | None = option(None, "text")
-    v_dtype: str | None = option(None, "text")
+    k_dtype: str | None = option(None, "kv_dtype")
+    v_dtype: str | None = option(None, "kv_dtype")
     block_size: int | None = option(None, "count")
     max_num_batched_tokens: int | None = option(None, "tokens")
     no_prefix_caching: bool = option(False, "switch")
@@ -41,8 +41,8 @@ class EngineChoice(EngineSettings):
     or ``K/V`` apart (``q8_0/q4_0``). Sizes in tokens take ``32k``; bytes are per GPU.
     """
 
-    engine: str = option("ideal", "text")
-    kv_dtype: str = option("auto", "text")
+    engine: str = option("ideal", "engine")
+    kv_dtype: str = option("auto", "kv_dtype")
     tp: int = option(1, "gpus")
 
 
@@ -71,8 +71,8 @@ class ModelsRequest(Request):
     """Every built-in catalog model's per-token cost on ``engine`` with ``kv_dtype``, one sequence at ``tokens``."""
 
     command = "models"
-    engine: str = option("ideal", "text")
-    kv_dtype: str = option("auto", "text")
+    engine: str = option("ideal", "engine")
+    kv_dtype: str = option("auto", "kv_dtype")
     tokens: int = option(32768, "tokens")
 
 

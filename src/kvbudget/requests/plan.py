@@ -22,9 +22,9 @@ class DeploymentSettings(Request):
     group_size: int = option(128, "count")
     overhead: int | None = option(None, "memory")
     utilization: float | None = option(None, "fraction")
-    prefix: int | None = option(None, "tokens")
+    prefix: int | None = option(None, "prefix")
     offload_memory: int | None = option(None, "memory")
-    link: str = option("pcie-gen5-x16", "text")
+    link: str = option("pcie-gen5-x16", "link")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,9 +32,9 @@ class Deployment(EngineChoice, DeploymentSettings):
     """One deployment: give ``gpu`` (a catalog name) or ``gpu_memory`` (bytes or ``"80GB"``); ``weights`` is a
     serving precision (default: the checkpoint's own)."""
 
-    gpu: str | None = option(None, "text")
+    gpu: str | None = option(None, "gpu")
     gpu_memory: int | None = option(None, "memory")
-    weights: str | None = option(None, "text")
+    weights: str | None = option(None, "serving_weights")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -28,11 +28,11 @@ class SizeRequest(EngineSettings):
 
     command = "size"
     model: tuple[str, ...] = required("model", many=True, name="model")
-    gpu: tuple[str, ...] = required("text", many=True)
-    engine: tuple[str, ...] = option(("vllm",), "text", many=True)
+    gpu: tuple[str, ...] = required("gpu", many=True)
+    engine: tuple[str, ...] = option(("vllm",), "engine", many=True)
     context: int = required("tokens")
-    kv_dtype: tuple[str, ...] = option(("auto",), "text", many=True)
-    weights: tuple[str, ...] = option(("checkpoint",), "text", many=True)
+    kv_dtype: tuple[str, ...] = option(("auto",), "kv_dtype", many=True)
+    weights: tuple[str, ...] = option(("checkpoint",), "weights", many=True)
     tp: tuple[int, ...] = option((1,), "gpus", many=True)
     sessions: int | None = option(None, "sessions")
     rate: float | None = option(None, "per_second")

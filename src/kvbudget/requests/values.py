@@ -78,6 +78,18 @@ def read_tokens(value: object, what: str) -> int:
     return _whole(value, what, 1, MAX_TOKENS, "tokens")
 
 
+def read_prefix(value: object, what: str) -> int | None:
+    """Tokens of a shared prefix: a token count, or 0 for none (as every answer prints no prefix), read as not
+    given."""
+    if isinstance(value, str):
+        if re.fullmatch(r"\s*0+\s*", value, re.ASCII):
+            return None
+        value = parse_tokens(value, what=what)
+    if isinstance(value, int) and not isinstance(value, bool) and value == 0:
+        return None
+    return _whole(value, what, 1, MAX_TOKENS, "tokens")
+
+
 def read_count(value: object, what: str) -> int:
     if isinstance(value, str):
         value = parse_count(value, what=what, noun="units")
@@ -272,6 +284,81 @@ def read_address(value: object, what: str) -> str:
     return text
 
 
+def read_engine(value: object, what: str) -> str:
+    """An engine as written (``vllm``, ``vllm@0.25``, ``transformers<5``), checked against the engines kvbudget
+    implements when the request is made, so a misspelt engine in a list is refused, not a row that cannot serve."""
+    text = read_text(value, what)
+    from kvbudget.engines import parse_engine
+
+    _named(what, lambda: parse_engine(text.strip()))
+    return text
+
+
+def read_gpu(value: object, what: str) -> str:
+    """A catalog GPU as written (id, alias or name), checked against the catalog when the request is made."""
+    text = read_text(value, what)
+    from kvbudget import hardware
+
+    _named(what, lambda: hardware.gpu(text))
+    return text
+
+
+def read_link(value: object, what: str) -> str:
+    """A catalog link (PCIe, NVLink, InfiniBand) as written, checked against the catalog when the request is made,
+    even where the answer does not use it (an offload link without --offload-memory)."""
+    text = read_text(value, what)
+    from kvbudget import hardware
+
+    _named(what, lambda: hardware.link(text))
+    return text
+
+
+def read_kv_dtype(value: object, what: str) -> str:
+    """A cache dtype as written (``auto``, ``fp8``, ``q8_0/q4_0``: K and V apart), checked when the request is
+    made."""
+    text = read_text(value, what)
+    from kvbudget.precision import parse_cache_dtype
+
+    k_text, slash, v_text = text.partition("/")
+    if slash and (not k_text.strip() or not v_text.strip()):
+        raise InputError(f"{what} {shown(text)}: give both sides of K/V, e.g. q8_0/q4_0, or one dtype for both")
+    for side in (k_text, v_text) if slash else (k_text,):
+        parse_cache_dtype(side, what=what)
+    return text
+
+
+def read_weights(value: object, what: str) -> str:
+    """A weights precision as written (``bf16``, ``fp8``, ``awq``, ``q4_k``, a bit count, or ``checkpoint``: the
+    checkpoint's own), checked when the request is made."""
+    text = read_text(value, what)
+    if text.strip().lower() != "checkpoint":
+        from kvbudget.weights.precision import weight_precision
+
+        weight_precision(text, what=what)
+    return text
+
+
+def read_serving_weights(value: object, what: str) -> str | None:
+    """One deployment's weights precision; ``checkpoint`` (as size and compare name it) is the checkpoint's own,
+    as not given."""
+    text = read_weights(value, what)
+    return None if text.strip().lower() == "checkpoint" else text
+
+
+def _named(what: str, check: Callable[[], object]) -> None:
+    """Run ``check``; an error it raises is raised again naming the request's field, once
+    (``--size-gpu: GPU 'x' is not in the catalog``, not ``GPU 'x' ...``, nor ``--size-engine: --engine: ...``)."""
+    try:
+        check()
+    except InputError as exc:
+        message = str(exc)
+        if message.startswith(f"{what}:") or message.startswith(f"{what} "):
+            raise
+        if message.startswith("--engine"):
+            message = message.removeprefix("--engine").lstrip(": ")
+        raise InputError(f"{what}: {message}") from None
+
+
 def read_switch(value: object, what: str) -> bool:
     if not isinstance(value, bool):
         raise InputError(f"{what}: a switch; give True or False, not {_brief(value)}")
@@ -283,7 +370,12 @@ def read_list(value: object, what: str, item: Callable[[object, str], object]) -
     if isinstance(value, str):
         if value.count(",") >= MAX_LIST:
             raise InputError(f"{what}: {value.count(',') + 1:,} values; give at most {MAX_LIST}")
-        items: list[object] = [part.strip() for part in value.split(",") if part.strip()]
+        parts = [part.strip() for part in value.split(",")]
+        if not any(parts):
+            raise InputError(f"{what}: give at least one value (comma-separated)")
+        if not all(parts):
+            raise InputError(f"{what}: {shown(value)} has an empty item; remove the extra comma")
+        items: list[object] = list(parts)
     elif isinstance(value, list | tuple):
         items = list(value)
     else:
@@ -292,12 +384,20 @@ def read_list(value: object, what: str, item: Callable[[object, str], object]) -
         raise InputError(f"{what}: give at least one value (comma-separated)")
     if len(items) > MAX_LIST:
         raise InputError(f"{what}: {len(items):,} values; give at most {MAX_LIST}")
-    return tuple(item(part, what) for part in items)
+    read = tuple(item(part, what) for part in items)
+    seen: set[object] = set()
+    for one in read:
+        key = one.casefold() if isinstance(one, str) else one
+        if key in seen:
+            raise InputError(f"{what}: {shown(str(one))} is given twice; give each value once")
+        seen.add(key)
+    return read
 
 
 READERS: dict[str, Callable[[object, str], object]] = {
     "text": read_text,
     "tokens": read_tokens,
+    "prefix": read_prefix,
     "count": read_count,
     "gpus": read_gpus,
     "sessions": read_sessions,
@@ -314,5 +414,11 @@ READERS: dict[str, Callable[[object, str], object]] = {
     "bandwidth": read_bandwidth,
     "per_second": read_per_second,
     "switch": read_switch,
+    "engine": read_engine,
+    "gpu": read_gpu,
+    "link": read_link,
+    "kv_dtype": read_kv_dtype,
+    "weights": read_weights,
+    "serving_weights": read_serving_weights,
     "address": read_address,
 }

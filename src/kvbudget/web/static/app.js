@@ -257,7 +257,7 @@
     }));
   }
 
-  // the rows of a compare, one per GPU and cap (the cap chosen may repeat one of CAPS). A refused row carries its
+  // the rows of a compare, one per GPU and cap (the cap chosen is sent once; refused rows may still repeat a cap). A refused row carries its
   // choice as given (context "128k", engine "vllm") and no figures: its cap is read here as the CLI reads it, and
   // `served` says whether it has sessions to draw.
   function compareRows(doc) {
@@ -499,7 +499,8 @@
     const share = query({ ...p, ...sizing, compare: state.extra.join(","), price: prices });
     history.replaceState(null, "", `?${share}`);
     $("api-link").href = `api/plan?${query(p)}`;
-    const caps = [...CAPS.map(String), p.context].join(",");
+    // the chosen cap once: a list that repeats a value is refused (32k is 32768)
+    const caps = (CAPS.includes(tokenCount(p.context)) ? CAPS.map(String) : [...CAPS.map(String), p.context]).join(",");
     const compareParams = { ...pick(p, shared), gpu: compared(p).join(","), context: caps };
     // the chosen model and engine, then the others to size (each once, in the order given)
     const listed = (own, more) => [...new Set([own, ...more.split(",").map((x) => x.trim()).filter((x) => x)])].join(",");
