@@ -13,8 +13,6 @@ from kvbudget.engines.base import (
     EngineOptions,
     Group,
     Layout,
-    Slots,
-    capped_slots,
     exact_slots,
 )
 from kvbudget.engines.common import (
@@ -28,6 +26,7 @@ from kvbudget.engines.common import (
     kernel_minus_one_state,
     kv_heads_per_rank,
     latent_slot,
+    local_slots,
     measured_state_group,
     shared_kv_group,
 )
@@ -50,15 +49,6 @@ NAME = "ideal"
 DEFAULT_VERSION = ""
 
 
-def _textbook_slots(state: FullAttention | SlidingWindow | ChunkedLocal) -> Slots:
-    """Every token for full attention; at most the window or one chunk for local attention."""
-    if isinstance(state, SlidingWindow):
-        return capped_slots(state.window, "window")
-    if isinstance(state, ChunkedLocal):
-        return capped_slots(state.chunk, "one chunk")
-    return exact_slots()
-
-
 def layout(spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions, version: str = "") -> Layout:
     groups: list[Group] = []
     warnings: list[str] = []
@@ -72,7 +62,8 @@ def layout(spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: Engi
             if isinstance(state, CrossAttention):
                 groups.append(cross_attention_group(indices, slot, text, options.image_tokens))
             else:
-                groups.append(attention_group(state, indices, slot, text, _textbook_slots(state)))
+                # the textbook: every token for full attention, at most the window or one chunk for local attention
+                groups.append(attention_group(state, indices, slot, text, local_slots(state, "window", "one chunk")))
         elif isinstance(state, LatentAttention):
             if tp > 1:
                 warnings.append(f"latent attention: the latent is replicated on all {tp} GPUs, not split")
