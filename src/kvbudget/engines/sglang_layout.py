@@ -3,6 +3,8 @@ whole pages (see sglang.py for the rules and their sources)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvbudget.engines.base import EngineOptions, Group, Layout, Slots, pad
 from kvbudget.engines.common import (
     attention_slot,
@@ -42,6 +44,9 @@ from kvbudget.model.spec import (
 )
 from kvbudget.precision import CacheDType
 
+if TYPE_CHECKING:
+    from kvbudget.model.spec import CacheKind
+
 
 def _check_dtypes(k: CacheDType, v: CacheDType) -> None:
     if k != v:
@@ -77,6 +82,13 @@ def _swa_slots(window: int, page: int, what: str) -> Slots:
         f"min(pad(N, {page}), {cap:,}) x S  ({what} {window:,} + one {page}-token page, in the SWA pool)",
         lambda n, s: min(pad(n, page), cap) * s,
     )
+
+
+def _pool_group(
+    kind: CacheKind, label: str, indices: tuple[int, ...], slot: int, text: str, page: int, image: int
+) -> Group:
+    """Layers whose every cached token takes a slot in SGLang's one full token pool (image tokens too)."""
+    return Group(kind, label, len(indices), slot, text, _full_slots(page, image), True, layer_indices=indices)
 
 
 def layout(
@@ -145,30 +157,12 @@ def layout(
                 )
             elif isinstance(state, CrossAttention):
                 groups.append(
-                    Group(
-                        "cross_attention",
-                        f"cross attention ({image:,} image tokens)",
-                        n,
-                        slot,
-                        text,
-                        _full_slots(page, image),
-                        True,
-                        layer_indices=indices,
+                    _pool_group(
+                        "cross_attention", f"cross attention ({image:,} image tokens)", indices, slot, text, page, image
                     )
                 )
             else:
-                groups.append(
-                    Group(
-                        "full_attention",
-                        "full attention",
-                        n,
-                        slot,
-                        text,
-                        _full_slots(page, image),
-                        True,
-                        layer_indices=indices,
-                    )
-                )
+                groups.append(_pool_group("full_attention", "full attention", indices, slot, text, page, image))
         elif isinstance(state, LatentAttention):
             if options.mla_storage in ("expanded", "latent+v"):
                 raise EngineRefusalError(
@@ -179,18 +173,7 @@ def layout(
                 warnings.append(f"latent attention: the latent is replicated on all {tp} GPUs, not split")
             # SGLang calculate_mla_kv_cache_dim: kv_lora_rank + qk_rope_head_dim, no TP split (kv_cache_configurator.py)
             slot, text = latent_slot(state, k)
-            groups.append(
-                Group(
-                    "latent_attention",
-                    "latent attention (MLA)",
-                    n,
-                    slot,
-                    text,
-                    _full_slots(page, image),
-                    True,
-                    layer_indices=indices,
-                )
-            )
+            groups.append(_pool_group("latent_attention", "latent attention (MLA)", indices, slot, text, page, image))
         elif isinstance(state, IndexerKeys):
             groups.append(_indexer_group(spec, state, indices, k, page, image))
         elif isinstance(state, Recurrent):
@@ -247,13 +230,4 @@ def _indexer_group(
             "NSA backend (kv_cache_dim), which kvbudget does not model; use bf16"
         )
     slot, text = fp8_indexer_record(NAME, spec, state, indices, "how SGLang sizes their indexer buffer is not known")
-    return Group(
-        "indexer",
-        "indexer keys (fp8 + scales)",
-        len(indices),
-        slot,
-        text,
-        _full_slots(page, image),
-        True,
-        layer_indices=indices,
-    )
+    return _pool_group("indexer", "indexer keys (fp8 + scales)", indices, slot, text, page, image)
