@@ -76,6 +76,14 @@ def kv_heads_per_rank(total: int, tp: int, engine: str) -> tuple[int, str | None
     return total // tp, None
 
 
+def heads_on_rank(total: int, tp: int, engine: str, warnings: list[str]) -> int:
+    """``kv_heads_per_rank``'s heads, its replication warning (if any) added to ``warnings``."""
+    heads, warning = kv_heads_per_rank(total, tp, engine)
+    if warning:
+        warnings.append(warning)
+    return heads
+
+
 def attention_slot(heads: int, k_dim: int, v_dim: int, k: CacheDType, v: CacheDType) -> tuple[int, str]:
     """Bytes of one token in one attention layer: heads x (K row + V row)."""
     k_row, v_row = k.row_bytes(k_dim), v.row_bytes(v_dim)

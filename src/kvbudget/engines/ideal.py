@@ -22,6 +22,7 @@ from kvbudget.engines.common import (
     expanded_mla_slot,
     fixed_state_group,
     group_primitives,
+    heads_on_rank,
     indexer_group,
     kernel_minus_one_state,
     kv_heads_per_rank,
@@ -55,9 +56,7 @@ def layout(spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: Engi
     for state, indices in group_primitives(spec, measured=NAME):
         n = len(indices)
         if isinstance(state, FullAttention | SlidingWindow | ChunkedLocal | CrossAttention):
-            heads, warning = kv_heads_per_rank(state.kv_heads, tp, NAME)
-            if warning:
-                warnings.append(warning)
+            heads = heads_on_rank(state.kv_heads, tp, NAME, warnings)
             slot, text = attention_slot(heads, state.k_dim, state.v_dim, k, v)
             if isinstance(state, CrossAttention):
                 groups.append(cross_attention_group(indices, slot, text, options.image_tokens))

@@ -11,8 +11,8 @@ from kvbudget.engines.common import (
     fixed_state_group,
     fp8_indexer_record,
     group_primitives,
+    heads_on_rank,
     kernel_minus_one_state,
-    kv_heads_per_rank,
     latent_slot,
     shared_kv_group,
 )
@@ -120,9 +120,7 @@ def layout(
         if isinstance(state, FullAttention | SlidingWindow | ChunkedLocal | CrossAttention):
             # SGLang ModelConfig.get_num_kv_heads(attn_tp_size): max(1, H // attn_tp), replicated past H
             # (srt/configs/model_config.py; pool_configurator.py reads get_parallel().attn_tp_size)
-            heads, warning = kv_heads_per_rank(state.kv_heads, attn_tp, NAME)
-            if warning:
-                warnings.append(warning)
+            heads = heads_on_rank(state.kv_heads, attn_tp, NAME, warnings)
             # SGLang DefaultPoolConfigurator._compute_cell_size: n_kv x (head_dim + v_head_dim) x dsize per layer
             slot, text = attention_slot(heads, state.k_dim, state.v_dim, k, v)
             if isinstance(state, SlidingWindow | ChunkedLocal) and not swa_pool:

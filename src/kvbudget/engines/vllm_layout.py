@@ -11,8 +11,8 @@ from kvbudget.engines.common import (
     attention_slot,
     fp8_indexer_record,
     group_primitives,
+    heads_on_rank,
     kernel_minus_one_state,
-    kv_heads_per_rank,
     latent_slot,
     shared_kv_group,
 )
@@ -105,9 +105,7 @@ def _bucket(
 ) -> Bucket:
     if isinstance(state, FullAttention | SlidingWindow | ChunkedLocal | CrossAttention):
         # vLLM ModelConfig.get_num_kv_heads: max(1, H // tp), replicated past H (vllm/config/model.py)
-        heads, warning = kv_heads_per_rank(state.kv_heads, tp, NAME)
-        if warning:
-            warnings.append(warning)
+        heads = heads_on_rank(state.kv_heads, tp, NAME, warnings)
         slot, text = attention_slot(heads, state.k_dim, state.v_dim, k, k)
         if isinstance(state, SlidingWindow):
             return Bucket(
@@ -130,9 +128,7 @@ def _bucket(
         if options.mla_storage == "expanded":
             # vLLM VLLM_MLA_DISABLE: head size qk_nope + qk_rope for K and V (V padded to it), per-head
             # (ModelArchConfigConvertorBase.get_head_size; deepseek_v2.py pads v to qk_head_dim)
-            heads, warning = kv_heads_per_rank(state.num_heads, tp, NAME)
-            if warning:
-                warnings.append(warning)
+            heads = heads_on_rank(state.num_heads, tp, NAME, warnings)
             dim = state.qk_nope_dim + state.rope_dim
             slot, text = attention_slot(heads, dim, dim, k, k)
             return Bucket(
