@@ -119,6 +119,7 @@ class Rules(EngineRules):
         "cached; retraction recomputes"
     )
     concurrency_flag = "--max-running-requests"
+    running_option = "--max-running-requests"
 
     def alert_metrics(self) -> EngineMetrics | None:
         from kvbudget.engines.metrics import SGLANG

@@ -62,7 +62,7 @@ from kvbudget.engines.vllm_pool import (
     num_blocks,
     report_lines,
 )
-from kvbudget.engines.vllm_profile import profiled_overhead, sampler_path, v0_profiled_overhead
+from kvbudget.engines.vllm_profile import V0_SEQUENCES, profiled_overhead, sampler_path, v0_profiled_overhead
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model.spec import ModelSpec
 from kvbudget.precision import CacheDType, parse_cache_dtype
@@ -125,6 +125,7 @@ class Rules(EngineRules):
         "if still cached; preemption recomputes"
     )
     concurrency_flag = "--max-num-seqs"
+    running_option = "--max-num-seqs"
 
     def alert_metrics(self) -> EngineMetrics | None:
         from kvbudget.engines.metrics import VLLM
@@ -168,13 +169,20 @@ class Rules(EngineRules):
         # NCCL's NVLS buffers at TP > 2 on NVSwitch boards are non-torch memory vLLM subtracts (nccl_memory.py)
         nvls, nvls_words = nvls_bytes(site.tp, site.interconnect, self.version)
         if vllm_memory.runs_v0(self.version, compute_capability(site.gpu_label)):
-            v0 = v0_profiled_overhead(spec, tp=site.tp, batched=site.batched, batched_basis=site.batched_basis)
+            # V0 SchedulerConfig: max_num_seqs 256 unless set; one logits row per dummy sequence
+            v0 = v0_profiled_overhead(
+                spec,
+                tp=site.tp,
+                batched=site.batched,
+                batched_basis=site.batched_basis,
+                seqs=site.max_num_seqs or V0_SEQUENCES,
+            )
             return plus(v0, nvls, nvls_words)
         if not site.gpu_memory:
             return activation_overhead(
                 spec, tp=site.tp, batched=site.batched, batched_basis=site.batched_basis, graphs=graphs
             )
-        seqs, seqs_basis = vllm_memory.max_num_seqs(site.gpu_memory, site.gpu_label)
+        seqs, seqs_basis = vllm_memory.running_limit(site.max_num_seqs, site.gpu_memory, site.gpu_label)
         profiled = profiled_overhead(
             spec,
             tp=site.tp,
@@ -193,6 +201,20 @@ class Rules(EngineRules):
                 "else is on it (vllm_memory.WHOLE_DEVICE_NON_TORCH)",
             )
         return plus(profiled, nvls, nvls_words)
+
+    def sessions(self, d: Deployment, warnings: list[str]) -> int:
+        """The sessions the pool holds, at most --max-num-seqs running: vLLM's scheduler stops admitting at
+        max_num_running_reqs = max_num_seqs (v1/core/sched/scheduler.py schedule(): the waiting loop breaks when
+        len(self.running) == self.max_num_running_reqs); the rest wait. Unset, the plan keeps the pool's count (the
+        default, 256 or 1,024, is above it on most plans; kvbudget speed applies it)."""
+        limit = d.options.max_num_seqs
+        if limit is not None and limit < d.sessions:
+            warnings.append(
+                f"vLLM runs at most {limit:,} sequences at once (--max-num-seqs {limit:,}): the KV pool holds "
+                f"{d.sessions:,} sessions of {d.context:,} tokens; {limit:,} running, the rest wait"
+            )
+            return limit
+        return d.sessions
 
     def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:
         # vLLM automatic prefix caching hashes whole blocks only (vllm/v1/core/kv_cache_utils.py hash_block_tokens)
@@ -258,8 +280,10 @@ class Rules(EngineRules):
         elif s.fraction is not None:
             args += ["--gpu-memory-utilization", str(s.fraction)]
         args += ["--kv-cache-dtype", s.k.name if s.k.name in _SERVE_DTYPES else "auto"]
-        # no --max-num-seqs: vLLM admits by free blocks, so sessions shorter than the cap run more than the
-        # worst-case count; the plan's explanation says how to cap it (render/plan.py)
+        # --max-num-seqs only as given: vLLM admits by free blocks, so sessions shorter than the cap run more than
+        # the worst-case count; the plan's explanation says how to cap it (render/plan.py)
+        if s.options.max_num_seqs is not None:
+            args += ["--max-num-seqs", str(s.options.max_num_seqs)]
         if s.options.block_size:
             args += ["--block-size", str(s.options.block_size)]
         if s.options.max_num_batched_tokens:

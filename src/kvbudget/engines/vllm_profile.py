@@ -25,6 +25,12 @@ determine_available_memory, gpu_model_runner.py profile_run):
   release is not pinned). Where the path depends on the installation (0.9-0.11.0) the plan keeps the native
   figure, which errs toward a smaller pool, and says how much less FlashInfer keeps.
 * The activation factor, non-torch memory and CUDA-graph range are engines/overhead.py's measured ranges.
+* ``--max-num-seqs`` caps the CUDA graphs V1 captures (vllm/config/vllm.py VllmConfig._set_cudagraph_sizes, read
+  at commit 09f030e and quoted unchanged in issues #32324 and #54933 of 2026): the largest is
+  min(max_num_seqs x 2, 512, max_num_batched_tokens) and the sizes are 1, 2, 4, every 8 below 256, every 16 from
+  256 (``capture_sizes``). vLLM's estimate of their memory (subtracted from 0.21) extrapolates per captured graph
+  (issue #45178), so the measured range, taken at vLLM's defaults (51 sizes up to 512), is scaled by the share of
+  graphs captured: heuristic.
 
 V0 (before 0.8) profiles differently (worker/model_runner.py profile_run): one forward of
 ``max_num_batched_tokens`` split over ``max_num_seqs`` (256) dummy sequences, then the sampler on one fp32 logits
@@ -47,6 +53,7 @@ Sampler = Literal["native", "flashinfer", "flashinfer if installed"]
 
 V0_ACT_FIT = 1.23  # V0 activation peak / (T x (4 hidden + 2 intermediate / tp) x 2 B), issue #10517 (fit split)
 V0_SEQUENCES = 256  # V0 SchedulerConfig max_num_seqs default: one fp32 logits row each in the dummy sampler run
+GRAPH_TOP = 512  # vllm/config/vllm.py _set_cudagraph_sizes: max_cudagraph_capture_size = min(max_num_seqs * 2, 512)
 SAMPLER_BYTES = (
     37  # native path, per (profiled sequence, vocab entry); fitted on vLLM 0.10.1 gpt-oss-120b H100 (#23278)
 )
@@ -65,6 +72,29 @@ def sampler_path(version: str) -> Sampler:
         return "flashinfer"
     low, high = FLASHINFER_IF_INSTALLED
     return "flashinfer if installed" if low <= v < high else "native"
+
+
+def capture_sizes(max_num_seqs: int, batched: int) -> tuple[int, ...]:
+    """The batch sizes vLLM V1 captures CUDA graphs for (vllm/config/vllm.py VllmConfig._set_cudagraph_sizes, no
+    speculative decoding): [1, 2, 4] + range(8, min(top + 1, 256), 8) + range(256, top + 1, 16), with top =
+    min(max_num_seqs * 2, 512) capped at max_num_batched_tokens."""
+    top = min(max_num_seqs * 2, GRAPH_TOP, batched)
+    sizes = [i for i in (1, 2, 4) if i <= top]
+    if top >= 8:
+        sizes += range(8, min(top + 1, 256), 8)
+    if top >= 256:
+        sizes += range(256, top + 1, 16)
+    return tuple(sizes)
+
+
+DEFAULT_GRAPHS = len(capture_sizes(256, GRAPH_TOP))  # 51: vLLM's default max_num_seqs (256 or 1,024) caps at 512
+
+
+def graph_range(max_num_seqs: int, batched: int) -> tuple[int, int, int]:
+    """The CUDA-graph memory range (low, high) for the graphs vLLM captures, and how many: the measured range at the
+    defaults' 51 graphs x the share captured (vLLM's estimate extrapolates per graph, issue #45178; heuristic)."""
+    n = len(capture_sizes(max_num_seqs, batched))
+    return GRAPHS[0] * n // DEFAULT_GRAPHS, GRAPHS[1] * n // DEFAULT_GRAPHS, n
 
 
 def sampler_bytes(spec: ModelSpec, sequences: int, path: Sampler = "native") -> int:
@@ -132,9 +162,11 @@ def profiled_overhead(
     """non-torch + max(activation peak, sampler peak) [+ CUDA graphs]; the plan reserves the high end."""
     hidden, inter, vocab = dims(spec)
     act, moe = _activations(spec, tp, batched), moe_workspace(spec, tp, batched)
+    # gpu_model_runner.py _dummy_run: num_reqs = min(num_tokens, max_num_seqs) rows reach _dummy_sampler_run
     sequences = min(seqs, batched)
     sampler_peak = sampler_bytes(spec, sequences, sampler)
-    graph = GRAPHS if graphs else (0, 0)
+    low_graph, high_graph, captured = graph_range(seqs, batched)
+    graph = (low_graph, high_graph) if graphs else (0, 0)
     # where the sampler depends on the installation, the range reaches down to FlashInfer's figure, so a pool within
     # that difference of zero or of a session boundary is flagged near the edge (plan/edge.py)
     low_sampler = sampler_bytes(spec, sequences, "flashinfer") if sampler == "flashinfer if installed" else sampler_peak
@@ -148,19 +180,28 @@ def profiled_overhead(
         + f") and the sampler at {sequences:,} sequences "
         f"({seqs_basis}) x vocab {vocab:,} x {_sampler_words(sampler, spec, sequences)} = {sampler_peak:,} B"
         + ", non-torch 0.15-0.4 GiB"
-        + (", CUDA graphs 0.1-0.9 GiB" if graphs else "")
+        + (_graph_words(captured) if graphs else "")
         + "; measure it (calibrate, plan --from-log) or pass --overhead"
     )
     return Overhead(high, low, high, "heuristic", basis)
 
 
-def v0_profiled_overhead(spec: ModelSpec, *, tp: int, batched: int, batched_basis: str) -> Overhead:
-    """vLLM V0's profile: activations of the batch x 1.23 + 256 fp32 logits rows + non-torch memory (no graphs:
-    V0 captures CUDA graphs after sizing the cache). The plan reserves the fitted figure; the range is
+def _graph_words(captured: int) -> str:
+    if captured == DEFAULT_GRAPHS:
+        return ", CUDA graphs 0.1-0.9 GiB"
+    return f", CUDA graphs 0.1-0.9 GiB x {captured}/{DEFAULT_GRAPHS} captured sizes (max_num_seqs caps them)"
+
+
+def v0_profiled_overhead(
+    spec: ModelSpec, *, tp: int, batched: int, batched_basis: str, seqs: int = V0_SEQUENCES
+) -> Overhead:
+    """vLLM V0's profile: activations of the batch x 1.23 + one fp32 logits row per max_num_seqs (256 by default;
+    worker/model_runner.py profile_run splits the batch over max_num_seqs dummy sequences) + non-torch memory (no
+    graphs: V0 captures CUDA graphs after sizing the cache). The plan reserves the fitted figure; the range is
     activations x 1.0-1.35 and non-torch 0.15-0.4 GiB."""
     hidden, inter, vocab = dims(spec)
     act = activations(spec, tp, batched)
-    logits = V0_SEQUENCES * vocab * 4
+    logits = seqs * vocab * 4
     low = int(ACT_FACTOR[0] * act) + logits + NON_TORCH[0]
     high = int(ACT_FACTOR[1] * act) + logits + NON_TORCH[1]
     fitted = int(V0_ACT_FIT * act) + logits + NON_TORCH[1]
@@ -168,7 +209,7 @@ def v0_profiled_overhead(spec: ModelSpec, *, tp: int, batched: int, batched_basi
         f"vLLM V0's profile run: activations at {batched:,} batched tokens"
         + (f" ({batched_basis})" if batched_basis else "")
         + f" x {V0_ACT_FIT} (hidden {hidden}, intermediate {inter}; fitted on issue #10517's RTX 3090 profiles), "
-        f"{V0_SEQUENCES} fp32 logits rows x vocab {vocab:,}, non-torch 0.4 GiB; "
+        f"{seqs} fp32 logits rows (max_num_seqs) x vocab {vocab:,}, non-torch 0.4 GiB; "
         "measure it (calibrate, plan --from-log) or pass --overhead"
     )
     return Overhead(fitted, low, high, "heuristic", basis)

@@ -260,6 +260,7 @@ def make_plan(i: PlanInputs) -> Plan:
             _interconnect(i.gpu_id),
             i.context,
             options.flash_attn,
+            options.max_num_seqs,
         )
         overhead = rules.overhead(i.spec, site)
     else:
