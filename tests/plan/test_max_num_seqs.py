@@ -11,7 +11,7 @@ import pytest
 
 from kvbudget.api import PlanRequest, Tokens, plan_deployment
 from kvbudget.engines.overhead import GRAPHS, NON_TORCH
-from kvbudget.engines.vllm_profile import DEFAULT_GRAPHS, capture_sizes, profiled_overhead, sampler_bytes
+from kvbudget.engines.vllm_profile import capture_sizes, graph_ceiling, profiled_overhead, sampler_bytes
 from kvbudget.errors import InputError
 from kvbudget.model.sources import resolve
 from kvbudget.plan.flags import engine_command
@@ -22,32 +22,42 @@ from tests.test_faces import api_document, cli_document, web_document
 H100_8K = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "vllm", "context": "8k"}
 
 
-# --- vllm/config/vllm.py VllmConfig._set_cudagraph_sizes: top = min(max_num_seqs * 2, 512, max_num_batched_tokens);
-# sizes [1, 2, 4] + range(8, min(top + 1, 256), 8) + range(256, top + 1, 16)
+# --- vLLM 0.33.0 vllm/config/vllm.py VllmConfig._set_cudagraph_sizes: top = min(max_num_seqs * 2, 512 (1,024 on
+# data-center Blackwell)) capped at max_num_batched_tokens; [1, 2, 4] + range(8, min(top + 1, 256), 8) +
+# range(256, top + 1, 16), + max_num_batched_tokens if <= top, + max_num_seqs (the uniform decode size)
 
 
-def test_capture_sizes_follow_vllms_rule_at_64_and_160() -> None:
-    # --max-num-seqs 64: top 128 -> 1, 2, 4, 8 .. 128 every 8: 19 graphs
+def test_capture_sizes_follow_vllms_rule_at_64_and_100() -> None:
+    # --max-num-seqs 64: top 128 -> 1, 2, 4, 8 .. 128 every 8 (64 among them): 19 graphs
     assert capture_sizes(64, 8192) == (1, 2, 4, *range(8, 129, 8))
-    assert len(capture_sizes(64, 8192)) == 19
-    # --max-num-seqs 160: top 320 -> 1, 2, 4, 8 .. 248 every 8, then 256 .. 320 every 16: 3 + 31 + 5 graphs
-    assert capture_sizes(160, 8192)[-6:] == (248, 256, 272, 288, 304, 320)
-    assert len(capture_sizes(160, 8192)) == 39
+    # --max-num-seqs 100: top 200 -> 1, 2, 4, 8 .. 200 every 8, and 100 itself (off the grid): 29 graphs
+    assert capture_sizes(100, 8192) == tuple(sorted((1, 2, 4, 100, *range(8, 201, 8))))
+    assert len(capture_sizes(100, 8192)) == 29
+    assert capture_sizes(6, 8192) == (1, 2, 4, 6, 8)  # top 12
 
 
-def test_capture_sizes_at_vllms_defaults_and_under_a_small_batch() -> None:
+def test_capture_sizes_at_vllms_defaults_on_hopper_and_blackwell_and_under_a_small_batch() -> None:
     # the default max_num_seqs (256, or 1,024 on >= 70 GiB GPUs) reaches the 512 ceiling: 51 graphs
-    assert len(capture_sizes(256, 2048)) == len(capture_sizes(1024, 8192)) == DEFAULT_GRAPHS == 51
-    assert capture_sizes(1024, 8192)[-1] == 512
-    # max_num_batched_tokens caps the largest: 256 tokens -> up to 256
-    assert capture_sizes(1024, 256)[-1] == 256
-    assert capture_sizes(1, 8192) == (1, 2)  # top = 2
+    assert len(capture_sizes(256, 2048)) == len(capture_sizes(1024, 8192)) == 51
+    # data-center Blackwell (capability 10.x): a 1,024 ceiling, 83 graphs at the default 1,024
+    assert graph_ceiling(100) == 1024 and graph_ceiling(90) == graph_ceiling(120) == 512
+    assert len(capture_sizes(1024, 16384, 1024)) == 83
+    # max_num_batched_tokens 300 caps the grid at 288 and is captured itself; 1,024 (over the batch) is not
+    assert capture_sizes(1024, 300)[-4:] == (256, 272, 288, 300)
 
 
 def _overhead(seqs: int) -> tuple[int, int, str]:
     spec = resolve("llama-3.1-8b")
     o = profiled_overhead(
-        spec, tp=1, batched=8192, batched_basis="", seqs=seqs, seqs_basis="", graphs=True, sampler="flashinfer"
+        spec,
+        tp=1,
+        batched=8192,
+        batched_basis="",
+        seqs=seqs,
+        seqs_basis="",
+        graphs=True,
+        sampler="flashinfer",
+        default_seqs=1024,
     )
     return o.low, o.high, o.basis
 

@@ -183,6 +183,7 @@ class Rules(EngineRules):
                 spec, tp=site.tp, batched=site.batched, batched_basis=site.batched_basis, graphs=graphs
             )
         seqs, seqs_basis = vllm_memory.running_limit(site.max_num_seqs, site.gpu_memory, site.gpu_label)
+        default_seqs = vllm_memory.max_num_seqs(site.gpu_memory, site.gpu_label)[0]
         profiled = profiled_overhead(
             spec,
             tp=site.tp,
@@ -192,6 +193,8 @@ class Rules(EngineRules):
             seqs_basis=seqs_basis,
             graphs=graphs,
             sampler=sampler_path(self.version),
+            default_seqs=default_seqs,
+            capability=compute_capability(site.gpu_label),
         )
         if vllm_memory.whole_device_non_torch(self.version):
             profiled = replace(

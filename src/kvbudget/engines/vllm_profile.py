@@ -25,12 +25,11 @@ determine_available_memory, gpu_model_runner.py profile_run):
   release is not pinned). Where the path depends on the installation (0.9-0.11.0) the plan keeps the native
   figure, which errs toward a smaller pool, and says how much less FlashInfer keeps.
 * The activation factor, non-torch memory and CUDA-graph range are engines/overhead.py's measured ranges.
-* ``--max-num-seqs`` caps the CUDA graphs V1 captures (vllm/config/vllm.py VllmConfig._set_cudagraph_sizes, read
-  at commit 09f030e and quoted unchanged in issues #32324 and #54933 of 2026): the largest is
-  min(max_num_seqs x 2, 512, max_num_batched_tokens) and the sizes are 1, 2, 4, every 8 below 256, every 16 from
-  256 (``capture_sizes``). vLLM's estimate of their memory (subtracted from 0.21) extrapolates per captured graph
-  (issue #45178), so the measured range, taken at vLLM's defaults (51 sizes up to 512), is scaled by the share of
-  graphs captured: heuristic.
+* ``--max-num-seqs`` caps the CUDA graphs V1 captures (vLLM 0.33.0 vllm/config/vllm.py
+  VllmConfig._set_cudagraph_sizes; ``capture_sizes``). vLLM's estimate of their memory (subtracted from 0.21;
+  0.33.0 gpu_model_runner.py profile_cudagraph_memory) is the first, largest capture plus (n - 1) x the next one's,
+  so it grows with the largest size and the count: the measured range, which stands for the default capture set,
+  is scaled by the share of that set captured (heuristic).
 
 V0 (before 0.8) profiles differently (worker/model_runner.py profile_run): one forward of
 ``max_num_batched_tokens`` split over ``max_num_seqs`` (256) dummy sequences, then the sampler on one fp32 logits
@@ -53,7 +52,10 @@ Sampler = Literal["native", "flashinfer", "flashinfer if installed"]
 
 V0_ACT_FIT = 1.23  # V0 activation peak / (T x (4 hidden + 2 intermediate / tp) x 2 B), issue #10517 (fit split)
 V0_SEQUENCES = 256  # V0 SchedulerConfig max_num_seqs default: one fp32 logits row each in the dummy sampler run
-GRAPH_TOP = 512  # vllm/config/vllm.py _set_cudagraph_sizes: max_cudagraph_capture_size = min(max_num_seqs * 2, 512)
+# vLLM 0.33.0 vllm/config/vllm.py _set_cudagraph_sizes: default_max_graph_size, 1,024 on data-center Blackwell
+# (is_device_capability_family(100)), else 512
+GRAPH_CEILING = 512
+GRAPH_CEILING_SM100 = 1024
 SAMPLER_BYTES = (
     37  # native path, per (profiled sequence, vocab entry); fitted on vLLM 0.10.1 gpt-oss-120b H100 (#23278)
 )
@@ -74,27 +76,36 @@ def sampler_path(version: str) -> Sampler:
     return "flashinfer if installed" if low <= v < high else "native"
 
 
-def capture_sizes(max_num_seqs: int, batched: int) -> tuple[int, ...]:
-    """The batch sizes vLLM V1 captures CUDA graphs for (vllm/config/vllm.py VllmConfig._set_cudagraph_sizes, no
-    speculative decoding): [1, 2, 4] + range(8, min(top + 1, 256), 8) + range(256, top + 1, 16), with top =
-    min(max_num_seqs * 2, 512) capped at max_num_batched_tokens."""
-    top = min(max_num_seqs * 2, GRAPH_TOP, batched)
-    sizes = [i for i in (1, 2, 4) if i <= top]
+def graph_ceiling(capability: int | None) -> int:
+    """vLLM's default largest capture size on a GPU of this compute capability (x10; None: Hopper)."""
+    return GRAPH_CEILING_SM100 if capability is not None and capability // 10 == 10 else GRAPH_CEILING
+
+
+def capture_sizes(max_num_seqs: int, batched: int, ceiling: int = GRAPH_CEILING) -> tuple[int, ...]:
+    """The batch sizes vLLM V1 captures CUDA graphs for, no speculative decoding, performance mode "balanced"
+    (vLLM 0.33.0 vllm/config/vllm.py VllmConfig._set_cudagraph_sizes): top = min(max_num_seqs x 2, ceiling) capped
+    at max_num_batched_tokens; 1, 2, 4, range(8, min(top + 1, 256), 8) and range(256, top + 1, 16); then
+    max_num_batched_tokens where it is at most top, and max_num_seqs itself (the uniform decode size) where it is at
+    most the uncapped top and at most max_num_batched_tokens."""
+    uncapped = min(max_num_seqs * 2, ceiling)
+    top = min(batched, uncapped)
+    sizes = {i for i in (1, 2, 4) if i <= top}
     if top >= 8:
-        sizes += range(8, min(top + 1, 256), 8)
+        sizes.update(range(8, min(top + 1, 256), 8))
     if top >= 256:
-        sizes += range(256, top + 1, 16)
-    return tuple(sizes)
+        sizes.update(range(256, top + 1, 16))
+    if batched <= top:
+        sizes.add(batched)
+    if max_num_seqs <= uncapped and max_num_seqs <= batched:
+        sizes.add(max_num_seqs)
+    return tuple(sorted(sizes))
 
 
-DEFAULT_GRAPHS = len(capture_sizes(256, GRAPH_TOP))  # 51: vLLM's default max_num_seqs (256 or 1,024) caps at 512
-
-
-def graph_range(max_num_seqs: int, batched: int) -> tuple[int, int, int]:
-    """The CUDA-graph memory range (low, high) for the graphs vLLM captures, and how many: the measured range at the
-    defaults' 51 graphs x the share captured (vLLM's estimate extrapolates per graph, issue #45178; heuristic)."""
-    n = len(capture_sizes(max_num_seqs, batched))
-    return GRAPHS[0] * n // DEFAULT_GRAPHS, GRAPHS[1] * n // DEFAULT_GRAPHS, n
+def graph_range(seqs: int, default_seqs: int, batched: int, ceiling: int = GRAPH_CEILING) -> tuple[int, int, int, int]:
+    """The CUDA-graph memory range (low, high), the graphs captured at ``seqs`` and at vLLM's default
+    ``default_seqs``: the measured range (engines/overhead.py GRAPHS, the default set) x captured / default."""
+    n, base = len(capture_sizes(seqs, batched, ceiling)), len(capture_sizes(default_seqs, batched, ceiling))
+    return GRAPHS[0] * n // base, GRAPHS[1] * n // base, n, base
 
 
 def sampler_bytes(spec: ModelSpec, sequences: int, path: Sampler = "native") -> int:
@@ -158,6 +169,8 @@ def profiled_overhead(
     seqs_basis: str,
     graphs: bool,
     sampler: Sampler = "native",
+    default_seqs: int | None = None,
+    capability: int | None = None,
 ) -> Overhead:
     """non-torch + max(activation peak, sampler peak) [+ CUDA graphs]; the plan reserves the high end."""
     hidden, inter, vocab = dims(spec)
@@ -165,7 +178,7 @@ def profiled_overhead(
     # gpu_model_runner.py _dummy_run: num_reqs = min(num_tokens, max_num_seqs) rows reach _dummy_sampler_run
     sequences = min(seqs, batched)
     sampler_peak = sampler_bytes(spec, sequences, sampler)
-    low_graph, high_graph, captured = graph_range(seqs, batched)
+    low_graph, high_graph, captured, base = graph_range(seqs, default_seqs or seqs, batched, graph_ceiling(capability))
     graph = (low_graph, high_graph) if graphs else (0, 0)
     # where the sampler depends on the installation, the range reaches down to FlashInfer's figure, so a pool within
     # that difference of zero or of a session boundary is flagged near the edge (plan/edge.py)
@@ -180,16 +193,16 @@ def profiled_overhead(
         + f") and the sampler at {sequences:,} sequences "
         f"({seqs_basis}) x vocab {vocab:,} x {_sampler_words(sampler, spec, sequences)} = {sampler_peak:,} B"
         + ", non-torch 0.15-0.4 GiB"
-        + (_graph_words(captured) if graphs else "")
+        + (_graph_words(captured, base) if graphs else "")
         + "; measure it (calibrate, plan --from-log) or pass --overhead"
     )
     return Overhead(high, low, high, "heuristic", basis)
 
 
-def _graph_words(captured: int) -> str:
-    if captured == DEFAULT_GRAPHS:
+def _graph_words(captured: int, base: int) -> str:
+    if captured == base:
         return ", CUDA graphs 0.1-0.9 GiB"
-    return f", CUDA graphs 0.1-0.9 GiB x {captured}/{DEFAULT_GRAPHS} captured sizes (max_num_seqs caps them)"
+    return f", CUDA graphs 0.1-0.9 GiB x {captured}/{base} captured sizes (max_num_seqs caps them)"
 
 
 def v0_profiled_overhead(
