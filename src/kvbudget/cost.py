@@ -195,6 +195,7 @@ def compute_cost(
     ref = parse_engine(engine) if isinstance(engine, str) else engine
     spec = served_spec(spec, ref)  # the dtype the engine runs the checkpoint in (the cache with --kv-dtype auto)
     k, v = resolve_dtypes(spec, kv_dtype, k_dtype, v_dtype)
+    ref.rules.check_options(options or EngineOptions())
     layout = build_layout(spec, ref, k, v, tp, options or EngineOptions())
     return CostReport(spec, ref, layout, tokens, sequences)
 
@@ -213,6 +214,7 @@ def engine_options(request: EngineSettings) -> EngineOptions:
         prefix_caching=False if request.no_prefix_caching else None,
         max_batch_size=request.max_batch_size,
         max_running_requests=request.max_running_requests,
+        max_num_seqs=request.max_num_seqs,
         dp_attention=request.dp_attention,
     )
 

@@ -35,6 +35,8 @@ MAX_TOKENS = 2**40  # tokens in one context, prefix or batch
 MAX_COUNT = 2**32  # a generic count (block size, micro-batch, weight bits, probes)
 MAX_GPUS = 2**16  # tensor / pipeline parallel size, GPUs, replicas
 MAX_SESSIONS = 10**9  # concurrent sessions or sequences
+# an engine's running limit (vLLM --max-num-seqs): 1,048,576, 1,024x vLLM's largest default (1,024)
+MAX_RUNNING = 2**20
 MAX_BYTES = 2**60  # one exbibyte
 
 

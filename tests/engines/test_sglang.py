@@ -198,7 +198,7 @@ def test_page_size_follows_the_gpu() -> None:
 
 
 def test_swa_allow_list_is_sglang_0523s() -> None:
-    assert sglang._swa_architecture(resolve("gpt-oss-20b"))
-    assert sglang._swa_architecture(resolve("llama-4-scout-17b-16e-instruct"))
-    assert not sglang._swa_architecture(resolve("gemma-3-27b-it"))
+    assert sglang.swa_architecture(resolve("gpt-oss-20b"))
+    assert sglang.swa_architecture(resolve("llama-4-scout-17b-16e-instruct"))
+    assert not sglang.swa_architecture(resolve("gemma-3-27b-it"))
     assert "GraniteSWAForCausalLM" in sglang.SWA_ARCHITECTURES and "LagunaForCausalLM" in sglang.SWA_ARCHITECTURES

@@ -141,7 +141,7 @@ def test_sglang_sizing_equals_sglang(case: tuple[str, str, int, str, bool]) -> N
     options = EngineOptions(prefix_caching=False if no_radix else None, gpu_capability=GPUS[gpu][1])
     built = sglang.layout(spec, dtype, dtype, 1, options)
     assert built.block_size == got["page_size"]
-    assert sglang._swa_architecture(spec) == got["is_hybrid_swa"]
+    assert sglang.swa_architecture(spec) == got["is_hybrid_swa"]
     for result in got["results"]:
         pools = sglang.pools(result["rest"], spec, built, context, options)
         if "max_mamba_cache_size" in result:

@@ -36,6 +36,7 @@ END = "<!-- end real-logs table -->"
 
 def _request(row: dict[str, str]) -> PlanRequest:
     batched = int(row["max_num_batched_tokens"]) if row["max_num_batched_tokens"] else None
+    seqs = int(row["max_num_seqs"]) if row["max_num_seqs"] else None  # vLLM --max-num-seqs; empty: the default
     utilization = float(row["gpu_memory_utilization"]) if row["gpu_memory_utilization"] else None
     model = row["model"]
     if model.startswith("tests/"):  # a config.json kept beside the logs (a model not in the catalog)
@@ -53,6 +54,7 @@ def _request(row: dict[str, str]) -> PlanRequest:
         tp=int(row["tp"]),
         utilization=utilization,
         max_num_batched_tokens=batched,
+        max_num_seqs=seqs,
         weights=row["weights"] or None,
     )
 

@@ -72,6 +72,12 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
         help="SGLang --max-running-requests (default: from the token pool; lowers its graph reserve)",
     )
     g.add_argument(
+        "--max-num-seqs",
+        help="vLLM --max-num-seqs: sequences running at once, the rest wait (default: vLLM's, 256 or 1024 by GPU; "
+        "sizes its profile's sampler and CUDA graphs); SGLang's is --max-running-requests, TensorRT-LLM's "
+        "--max-batch-size",
+    )
+    g.add_argument(
         "--dp-attention",
         help="SGLang --enable-dp-attention --dp N: N attention data-parallel ranks within --tp (default off)",
     )

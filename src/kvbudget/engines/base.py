@@ -152,5 +152,6 @@ class EngineOptions(FrozenRecord):
     max_batch_size: int | None = None  # TensorRT-LLM max_batch_size (recurrent slots reserved); None: 2,048
     gpu_capability: int | None = None  # compute capability x 10 (90 = Hopper) of the plan's GPU; None: SM90
     max_running_requests: int | None = None  # SGLang --max-running-requests; None: derived from the pool
+    max_num_seqs: int | None = None  # vLLM --max-num-seqs; None: vLLM's default for the GPU (vllm_memory.max_num_seqs)
     dp_attention: int | None = None  # SGLang --enable-dp-attention --dp N (attention data-parallel size); None: off
     pipeline_parallel: int = 1  # the plan's --pp: vLLM keeps pp + 1 batches in flight (engines/vllm_batches.py)

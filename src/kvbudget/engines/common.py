@@ -3,7 +3,7 @@ tensor-parallel head placement, and grouping identical layers."""
 
 from __future__ import annotations
 
-from kvbudget.engines.base import NO_SLOTS, Group, Slots
+from kvbudget.engines.base import NO_SLOTS, Group, Slots, capped_slots, exact_slots
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model.spec import (
     DELTA_VARIANTS,
@@ -74,6 +74,14 @@ def kv_heads_per_rank(total: int, tp: int, engine: str) -> tuple[int, str | None
             "pick a --tp that divides the KV heads"
         )
     return total // tp, None
+
+
+def heads_on_rank(total: int, tp: int, engine: str, warnings: list[str]) -> int:
+    """``kv_heads_per_rank``'s heads, its replication warning (if any) added to ``warnings``."""
+    heads, warning = kv_heads_per_rank(total, tp, engine)
+    if warning:
+        warnings.append(warning)
+    return heads
 
 
 def attention_slot(heads: int, k_dim: int, v_dim: int, k: CacheDType, v: CacheDType) -> tuple[int, str]:
@@ -164,6 +172,16 @@ def attention_group(
     else:
         kind, label, grows = "full_attention", "full attention", True
     return Group(kind, label, len(indices), slot, text, slots, grows, layer_indices=indices)
+
+
+def local_slots(state: FullAttention | SlidingWindow | ChunkedLocal, window_why: str, chunk_why: str) -> Slots:
+    """Token slots of a cache that keeps every token for full attention and at most the window, or one chunk,
+    for local attention (the textbook, transformers' DynamicCache); ``*_why`` says why the cap is what it is."""
+    if isinstance(state, SlidingWindow):
+        return capped_slots(state.window, window_why)
+    if isinstance(state, ChunkedLocal):
+        return capped_slots(state.chunk, chunk_why)
+    return exact_slots()
 
 
 def kernel_minus_one_state(

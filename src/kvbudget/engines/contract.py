@@ -74,6 +74,7 @@ class EngineRules:
     memory_fraction: ClassVar[str | None] = None  # the setting --utilization stands for; None: it has none
     cheaper_kv_dtypes: ClassVar[tuple[str, ...]] = ()  # levers, in kvbudget's dtype vocabulary
     concurrency_flag: ClassVar[str | None] = None  # the flag that would cap running sessions (left unset)
+    running_option: ClassVar[str | None] = None  # kvbudget's option for the engine's own running limit, if it has one
     quantizes_at_load: ClassVar[tuple[str, ...]] = ()  # weight precisions it quantizes a 16-bit checkpoint to
     logs_version: ClassVar[bool] = False  # its start-up log names a release kvbudget's rules are keyed by
     # the simulator's memory policy and tool-pause handling that match the engine (kvbudget simulate's defaults)
@@ -130,6 +131,17 @@ class EngineRules:
                 f"--tp {tp}: {self.name} needs the tensor-parallel size to divide the {heads} attention heads of "
                 f"{spec.name}; use a divisor of {heads}"
             )
+
+    def check_options(self, options: EngineOptions) -> None:
+        """Refuse a running limit that is another engine's option (``--max-num-seqs`` is vLLM's)."""
+        if options.max_num_seqs is None or self.running_option == "--max-num-seqs":
+            return
+        own = (
+            f"give {self.title}'s own {self.running_option}"
+            if self.running_option
+            else f"{self.title} has no running limit kvbudget models; drop it"
+        )
+        raise InputError(f"--max-num-seqs {options.max_num_seqs}: vLLM's running limit, not {self.title}'s; {own}")
 
     def served_dtype(self, spec: ModelSpec, capability: int | None) -> tuple[str, str]:
         """(dtype, why) the engine runs a checkpoint saved in ``spec.dtype`` in: its weights, and its cache with

@@ -13,8 +13,6 @@ from kvbudget.engines.base import (
     EngineOptions,
     Group,
     Layout,
-    Slots,
-    capped_slots,
     exact_slots,
 )
 from kvbudget.engines.common import (
@@ -24,10 +22,12 @@ from kvbudget.engines.common import (
     expanded_mla_slot,
     fixed_state_group,
     group_primitives,
+    heads_on_rank,
     indexer_group,
     kernel_minus_one_state,
     kv_heads_per_rank,
     latent_slot,
+    local_slots,
     measured_state_group,
     shared_kv_group,
 )
@@ -50,29 +50,19 @@ NAME = "ideal"
 DEFAULT_VERSION = ""
 
 
-def _textbook_slots(state: FullAttention | SlidingWindow | ChunkedLocal) -> Slots:
-    """Every token for full attention; at most the window or one chunk for local attention."""
-    if isinstance(state, SlidingWindow):
-        return capped_slots(state.window, "window")
-    if isinstance(state, ChunkedLocal):
-        return capped_slots(state.chunk, "one chunk")
-    return exact_slots()
-
-
 def layout(spec: ModelSpec, k: CacheDType, v: CacheDType, tp: int, options: EngineOptions, version: str = "") -> Layout:
     groups: list[Group] = []
     warnings: list[str] = []
     for state, indices in group_primitives(spec, measured=NAME):
         n = len(indices)
         if isinstance(state, FullAttention | SlidingWindow | ChunkedLocal | CrossAttention):
-            heads, warning = kv_heads_per_rank(state.kv_heads, tp, NAME)
-            if warning:
-                warnings.append(warning)
+            heads = heads_on_rank(state.kv_heads, tp, NAME, warnings)
             slot, text = attention_slot(heads, state.k_dim, state.v_dim, k, v)
             if isinstance(state, CrossAttention):
                 groups.append(cross_attention_group(indices, slot, text, options.image_tokens))
             else:
-                groups.append(attention_group(state, indices, slot, text, _textbook_slots(state)))
+                # the textbook: every token for full attention, at most the window or one chunk for local attention
+                groups.append(attention_group(state, indices, slot, text, local_slots(state, "window", "one chunk")))
         elif isinstance(state, LatentAttention):
             if tp > 1:
                 warnings.append(f"latent attention: the latent is replicated on all {tp} GPUs, not split")

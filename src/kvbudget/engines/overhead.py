@@ -39,6 +39,7 @@ class Site:
     interconnect: str | None = None
     context: int = 0  # tokens per session (llama.cpp: one stream's cells, the scores' width without flash attention)
     flash_attn: bool = True
+    max_num_seqs: int | None = None  # vLLM --max-num-seqs as set; None: its default for the GPU
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,6 @@ from kvbudget.engines.base import (
     Group,
     Layout,
     Slots,
-    capped_slots,
     exact_slots,
     version_tuple,
 )
@@ -47,6 +46,7 @@ from kvbudget.engines.common import (
     fixed_state_group,
     group_primitives,
     indexer_group,
+    local_slots,
     measured_state_group,
     recurrent_bytes,
     shared_kv_group,
@@ -185,15 +185,10 @@ def _recurrent_group(state: Recurrent, n: int, indices: tuple[int, ...], dtype: 
 
 
 def _dynamic_cache_slots(state: FullAttention | SlidingWindow | ChunkedLocal) -> Slots:
-    """Token slots transformers' DynamicCache stores in steady state, per layer type."""
-    if isinstance(state, SlidingWindow):
-        # DynamicSlidingWindowLayer.update: view of the last W-1 tokens of a W-token cat output.
-        return capped_slots(state.window, "W-1 token view of a W-token tensor")
-    if isinstance(state, ChunkedLocal):
-        # get_layer_types_and_kwargs: chunked_attention -> DynamicSlidingWindowLayer(attention_chunk_size).
-        return capped_slots(state.chunk, "sliding-window layer of the chunk size")
-    # DynamicLayer.update: torch.cat([keys, key_states], dim=-2), every token kept.
-    return exact_slots()
+    """Token slots transformers' DynamicCache stores in steady state, per layer type: DynamicLayer.update
+    torch.cats every token; DynamicSlidingWindowLayer.update keeps a view of the last W-1 tokens of a W-token
+    cat output; get_layer_types_and_kwargs maps chunked_attention to DynamicSlidingWindowLayer(attention_chunk_size)."""
+    return local_slots(state, "W-1 token view of a W-token tensor", "sliding-window layer of the chunk size")
 
 
 def layout(

@@ -253,6 +253,7 @@ class Rules(EngineRules):
     title = "TensorRT-LLM"
     default_version = DEFAULT_VERSION
     order = 25
+    running_option = "--max-batch-size"  # kvbudget's name for trtllm-serve --max_batch_size
     aliases = ("tensorrt-llm", "tensorrt_llm", "trt-llm", "tensorrtllm")
     server = True
     memory_fraction = "free_gpu_memory_fraction"

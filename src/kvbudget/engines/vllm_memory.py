@@ -78,6 +78,15 @@ def max_num_seqs(total_bytes: int, gpu_label: str) -> tuple[int, str]:
     return 256, "vLLM default max_num_seqs below 70 GiB or on A100"
 
 
+def running_limit(given: int | None, total_bytes: int, gpu_label: str) -> tuple[int, str]:
+    """The sequences vLLM runs at once: --max-num-seqs as set, else its default for the GPU (``max_num_seqs``).
+    The scheduler admits no more (v1/core/sched/scheduler.py: ``len(self.running) == self.max_num_running_reqs``
+    stops the waiting loop; max_num_running_reqs = scheduler_config.max_num_seqs)."""
+    if given is not None:
+        return given, f"--max-num-seqs {given:,} as set"
+    return max_num_seqs(total_bytes, gpu_label)
+
+
 def is_v0(version: str) -> bool:
     return version_tuple(version)[:2] < V1_SINCE
 

@@ -32,6 +32,11 @@ determine_available_memory, gpu_model_runner.py profile_run):
   installation (0.9-0.11.0) the plan keeps the native figure, which errs toward a smaller pool, and says how much
   less FlashInfer keeps.
 * The activation factor, non-torch memory and CUDA-graph range are engines/overhead.py's measured ranges.
+* ``--max-num-seqs`` caps the CUDA graphs V1 captures (vLLM 0.33.0 vllm/config/vllm.py
+  VllmConfig._set_cudagraph_sizes; ``capture_sizes``). vLLM's estimate of their memory (subtracted from 0.21;
+  0.33.0 gpu_model_runner.py profile_cudagraph_memory) is the first, largest capture plus (n - 1) x the next one's,
+  so it grows with the largest size and the count: the measured range, which stands for the default capture set,
+  is scaled by the share of that set captured (heuristic).
 
 V0 (before 0.8) profiles differently (worker/model_runner.py profile_run): one forward of
 ``max_num_batched_tokens`` split over ``max_num_seqs`` (256) dummy sequences, then the sampler on one fp32 logits
@@ -54,6 +59,10 @@ Sampler = Literal["native", "triton", "flashinfer", "flashinfer if installed"]
 
 V0_ACT_FIT = 1.23  # V0 activation peak / (T x (4 hidden + 2 intermediate / tp) x 2 B), issue #10517 (fit split)
 V0_SEQUENCES = 256  # V0 SchedulerConfig max_num_seqs default: one fp32 logits row each in the dummy sampler run
+# vLLM 0.33.0 vllm/config/vllm.py _set_cudagraph_sizes: default_max_graph_size, 1,024 on data-center Blackwell
+# (is_device_capability_family(100)), else 512
+GRAPH_CEILING = 512
+GRAPH_CEILING_SM100 = 1024
 SAMPLER_BYTES = (
     37  # native path, per (profiled sequence, vocab entry); fitted on vLLM 0.10.1 gpt-oss-120b H100 (#23278)
 )
@@ -84,6 +93,38 @@ def sampler_path(version: str) -> Sampler:
         return "triton"
     low, high = FLASHINFER_IF_INSTALLED
     return "flashinfer if installed" if low <= v < high else "native"
+
+
+def graph_ceiling(capability: int | None) -> int:
+    """vLLM's default largest capture size on a GPU of this compute capability (x10; None: Hopper)."""
+    return GRAPH_CEILING_SM100 if capability is not None and capability // 10 == 10 else GRAPH_CEILING
+
+
+def capture_sizes(max_num_seqs: int, batched: int, ceiling: int = GRAPH_CEILING) -> tuple[int, ...]:
+    """The batch sizes vLLM V1 captures CUDA graphs for, no speculative decoding, performance mode "balanced"
+    (vLLM 0.33.0 vllm/config/vllm.py VllmConfig._set_cudagraph_sizes): top = min(max_num_seqs x 2, ceiling) capped
+    at max_num_batched_tokens; 1, 2, 4, range(8, min(top + 1, 256), 8) and range(256, top + 1, 16); then
+    max_num_batched_tokens where it is at most top, and max_num_seqs itself (the uniform decode size) where it is at
+    most the uncapped top and at most max_num_batched_tokens."""
+    uncapped = min(max_num_seqs * 2, ceiling)
+    top = min(batched, uncapped)
+    sizes = {i for i in (1, 2, 4) if i <= top}
+    if top >= 8:
+        sizes.update(range(8, min(top + 1, 256), 8))
+    if top >= 256:
+        sizes.update(range(256, top + 1, 16))
+    if batched <= top:
+        sizes.add(batched)
+    if max_num_seqs <= uncapped and max_num_seqs <= batched:
+        sizes.add(max_num_seqs)
+    return tuple(sorted(sizes))
+
+
+def graph_range(seqs: int, default_seqs: int, batched: int, ceiling: int = GRAPH_CEILING) -> tuple[int, int, int, int]:
+    """The CUDA-graph memory range (low, high), the graphs captured at ``seqs`` and at vLLM's default
+    ``default_seqs``: the measured range (engines/overhead.py GRAPHS, the default set) x captured / default."""
+    n, base = len(capture_sizes(seqs, batched, ceiling)), len(capture_sizes(default_seqs, batched, ceiling))
+    return GRAPHS[0] * n // base, GRAPHS[1] * n // base, n, base
 
 
 def sampler_bytes(spec: ModelSpec, sequences: int, path: Sampler = "native") -> int:
@@ -155,13 +196,17 @@ def profiled_overhead(
     seqs_basis: str,
     graphs: bool,
     sampler: Sampler = "native",
+    default_seqs: int | None = None,
+    capability: int | None = None,
 ) -> Overhead:
     """non-torch + max(activation peak, sampler peak) [+ CUDA graphs]; the plan reserves the high end."""
     hidden, inter, vocab = dims(spec)
     act, moe = _activations(spec, tp, batched), moe_workspace(spec, tp, batched)
+    # gpu_model_runner.py _dummy_run: num_reqs = min(num_tokens, max_num_seqs) rows reach _dummy_sampler_run
     sequences = min(seqs, batched)
     sampler_peak = sampler_bytes(spec, sequences, sampler)
-    graph = GRAPHS if graphs else (0, 0)
+    low_graph, high_graph, captured, base = graph_range(seqs, default_seqs or seqs, batched, graph_ceiling(capability))
+    graph = (low_graph, high_graph) if graphs else (0, 0)
     # where the sampler depends on the installation, the range reaches down to FlashInfer's figure, so a pool within
     # that difference of zero or of a session boundary is flagged near the edge (plan/edge.py)
     low_sampler = sampler_bytes(spec, sequences, "flashinfer") if sampler == "flashinfer if installed" else sampler_peak
@@ -175,19 +220,28 @@ def profiled_overhead(
         + f") and the sampler at {sequences:,} sequences "
         f"({seqs_basis}) x vocab {vocab:,} x {_sampler_words(sampler, spec, sequences)} = {sampler_peak:,} B"
         + ", non-torch 0.15-0.4 GiB"
-        + (", CUDA graphs 0.1-0.9 GiB" if graphs else "")
+        + (_graph_words(captured, base) if graphs else "")
         + "; measure it (calibrate, plan --from-log) or pass --overhead"
     )
     return Overhead(high, low, high, "heuristic", basis)
 
 
-def v0_profiled_overhead(spec: ModelSpec, *, tp: int, batched: int, batched_basis: str) -> Overhead:
-    """vLLM V0's profile: activations of the batch x 1.23 + 256 fp32 logits rows + non-torch memory (no graphs:
-    V0 captures CUDA graphs after sizing the cache). The plan reserves the fitted figure; the range is
+def _graph_words(captured: int, base: int) -> str:
+    if captured == base:
+        return ", CUDA graphs 0.1-0.9 GiB"
+    return f", CUDA graphs 0.1-0.9 GiB x {captured}/{base} captured sizes (max_num_seqs caps them)"
+
+
+def v0_profiled_overhead(
+    spec: ModelSpec, *, tp: int, batched: int, batched_basis: str, seqs: int = V0_SEQUENCES
+) -> Overhead:
+    """vLLM V0's profile: activations of the batch x 1.23 + one fp32 logits row per max_num_seqs (256 by default;
+    worker/model_runner.py profile_run splits the batch over max_num_seqs dummy sequences) + non-torch memory (no
+    graphs: V0 captures CUDA graphs after sizing the cache). The plan reserves the fitted figure; the range is
     activations x 1.0-1.35 and non-torch 0.15-0.4 GiB."""
     hidden, inter, vocab = dims(spec)
     act = activations(spec, tp, batched)
-    logits = V0_SEQUENCES * vocab * 4
+    logits = seqs * vocab * 4
     low = int(ACT_FACTOR[0] * act) + logits + NON_TORCH[0]
     high = int(ACT_FACTOR[1] * act) + logits + NON_TORCH[1]
     fitted = int(V0_ACT_FIT * act) + logits + NON_TORCH[1]
@@ -195,7 +249,7 @@ def v0_profiled_overhead(spec: ModelSpec, *, tp: int, batched: int, batched_basi
         f"vLLM V0's profile run: activations at {batched:,} batched tokens"
         + (f" ({batched_basis})" if batched_basis else "")
         + f" x {V0_ACT_FIT} (hidden {hidden}, intermediate {inter}; fitted on issue #10517's RTX 3090 profiles), "
-        f"{V0_SEQUENCES} fp32 logits rows x vocab {vocab:,}, non-torch 0.4 GiB; "
+        f"{seqs} fp32 logits rows (max_num_seqs) x vocab {vocab:,}, non-torch 0.4 GiB; "
         "measure it (calibrate, plan --from-log) or pass --overhead"
     )
     return Overhead(fitted, low, high, "heuristic", basis)

@@ -77,25 +77,18 @@ def predict_vllm(cal: Calibration) -> None:
             f"{n:,} logged blocks x block {pool.min_block_size}",
             derived=True,
         )
-        per_request = pool.blocks_per_request(context)
-        add(
-            cal,
-            "max_concurrency",
-            (n / per_request, n / per_request),
-            f"{n:,} logged blocks / {per_request:,} per request",
-            derived=True,
-        )
+        _logged_concurrency(cal, n, pool.blocks_per_request(context), f"{n:,} logged blocks")
     elif (tokens_fig := log.figure("kv_tokens")) is not None and context and log.figure("max_concurrency"):
         n = int(tokens_fig.value) // pool.min_block_size
-        per_request = pool.blocks_per_request(context)
-        add(
-            cal,
-            "max_concurrency",
-            (n / per_request, n / per_request),
-            f"{tokens_fig.text} logged tokens / block {pool.min_block_size} / {per_request:,} blocks per request",
-            derived=True,
-        )
+        what = f"{tokens_fig.text} logged tokens / block {pool.min_block_size}"
+        _logged_concurrency(cal, n, pool.blocks_per_request(context), what, " blocks")
     _vllm_refusal(cal, pool, context)
+
+
+def _logged_concurrency(cal: Calibration, blocks: int, per_request: int, what: str, unit: str = "") -> None:
+    """vLLM's "Maximum concurrency" from the blocks its log states: blocks / blocks one request holds."""
+    note = f"{what} / {per_request:,}{unit} per request"
+    add(cal, "max_concurrency", (blocks / per_request, blocks / per_request), note, derived=True)
 
 
 def _vllm_budget(cal: Calibration, version: str) -> None:

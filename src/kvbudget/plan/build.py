@@ -83,6 +83,8 @@ def plan_inputs(request: PlanRequest) -> tuple[PlanInputs, int | None]:
     utilization = r.utilization
     if utilization is None and logged is not None:
         utilization = logged.utilization
+    options = engine_options(r)
+    engine.rules.check_options(options)
     inputs = PlanInputs(
         spec=spec,
         engine=engine,
@@ -99,7 +101,7 @@ def plan_inputs(request: PlanRequest) -> tuple[PlanInputs, int | None]:
         utilization=utilization,
         sessions=r.sessions,
         prefix=r.prefix or 0,
-        options=engine_options(r),
+        options=options,
         gpu_memory_basis=memory_basis,
         gpu_memory_provenance=_provenance(provenance),
         overhead_basis=overhead_basis,

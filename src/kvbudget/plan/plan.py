@@ -336,7 +336,7 @@ def runtime_overhead(i: PlanInputs, batched: int, batched_basis: str, options: E
         return overhead if i.overhead_provenance is None else replace(overhead, provenance=i.overhead_provenance)
     site = Site(
         i.tp, batched, batched_basis, i.gpu_memory_bytes, i.gpu_label, _interconnect(i.gpu_id), i.context,
-        options.flash_attn,
+        options.flash_attn, options.max_num_seqs,
     )  # fmt: skip
     return i.engine.rules.overhead(i.spec, site)
 

@@ -46,6 +46,9 @@ def _why(c: Candidate, s: Sizing) -> str:
     per = c.sessions_per_replica
     unit = "GPU" if c.choice.tp == 1 else f"{c.choice.tp}-GPU replica"
     if c.binding == "memory":
+        running = c.plan.inputs.options.max_num_seqs if c.plan is not None else None
+        if running is not None and per == running:  # vLLM's --max-num-seqs, not the pool, caps the sessions
+            return f"--max-num-seqs sets the count: each {unit} runs at most {per:,} sessions at once, the rest wait"
         return (
             f"Memory sets the count: each {unit} keeps the cache of {per:,} sessions at the full "
             f"{format_tokens(s.context)} cap"

@@ -42,6 +42,8 @@ def plan_json(plan: Plan, offload: Offload | None = None) -> dict[str, object]:
         "warnings": list(plan.warnings),
         "ledger": [line.to_json() for line in plan.ledger],
     }
+    if i.options.max_num_seqs is not None:  # vLLM --max-num-seqs as given: sessions run at most this many at once
+        out["max_num_seqs"] = i.options.max_num_seqs
     if i.log_check is not None:
         out["from_log"] = i.log_check.to_json()
     if plan.max_context_for_sessions is not None:

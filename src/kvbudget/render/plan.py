@@ -77,7 +77,12 @@ def render_plan(plan: Plan, units: UnitSystem, offload: Offload | None = None) -
         line = f"  {name}: {command['text'] or ''}"
         lines += wrap(line) if command["argv"] is None else wrap_command(line)
     flag = i.engine.rules.concurrency_flag
-    if plan.sessions >= 1 and flag:
+    if i.options.max_num_seqs is not None:
+        lines.append(
+            f"  (--max-num-seqs {i.options.max_num_seqs}: at most {i.options.max_num_seqs} sequences run at once per "
+            "replica; more wait for a running one to finish)"
+        )
+    elif plan.sessions >= 1 and flag:
         lines.append(
             f"  ({plan.sessions} per replica is the worst case, every session at the cap; {i.engine.rules.title} "
             f"admits by free blocks, so shorter sessions run more and {flag} is left unset: set {flag} {plan.sessions} "

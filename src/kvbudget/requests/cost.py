@@ -29,6 +29,7 @@ class EngineSettings(Request):
     kv_unified: bool = option(False, "switch")
     max_batch_size: int | None = option(None, "count")
     max_running_requests: int | None = option(None, "count")
+    max_num_seqs: int | None = option(None, "running")
     dp_attention: int | None = option(None, "gpus")
 
 

@@ -16,6 +16,7 @@ from kvbudget.units import (
     MAX_BYTES,
     MAX_COUNT,
     MAX_GPUS,
+    MAX_RUNNING,
     MAX_SESSIONS,
     MAX_TOKENS,
     in_range,
@@ -31,7 +32,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/ar
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["MAX_BYTES", "MAX_COUNT", "MAX_GPUS", "MAX_LIST", "MAX_SESSIONS", "MAX_TOKENS"]
+__all__ = ["MAX_BYTES", "MAX_COUNT", "MAX_GPUS", "MAX_LIST", "MAX_RUNNING", "MAX_SESSIONS", "MAX_TOKENS"]
 MAX_LIST = 64  # items in one comma-separated list (a sweep's axes multiply; compare bounds the product)
 MAX_REF = 4096  # characters in a model reference (a path of the longest the OS takes, or a Hub id)
 # Plausible ranges of the real-valued kinds (numbers outside are typos or attacks, and would make the
@@ -108,6 +109,13 @@ def read_sessions(value: object, what: str) -> int:
     if isinstance(value, str):
         value = parse_count(value, what=what, high=MAX_SESSIONS, noun="sessions")
     return _whole(value, what, 1, MAX_SESSIONS, "sessions")
+
+
+def read_running(value: object, what: str) -> int:
+    """An engine's limit on running sequences (vLLM --max-num-seqs): 1..1,048,576 (units.MAX_RUNNING)."""
+    if isinstance(value, str):
+        value = parse_count(value, what=what, high=MAX_RUNNING, noun="running sequences", example="64")
+    return _whole(value, what, 1, MAX_RUNNING, "running sequences")
 
 
 def read_index(value: object, what: str) -> int:
@@ -401,6 +409,7 @@ READERS: dict[str, Callable[[object, str], object]] = {
     "count": read_count,
     "gpus": read_gpus,
     "sessions": read_sessions,
+    "running": read_running,
     "model": read_model,
     "index": read_index,
     "port": read_port,

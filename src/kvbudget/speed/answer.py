@@ -295,15 +295,16 @@ def _answer(
 
 def running_limit(plan: Plan, gpu: Gpu) -> tuple[int, str]:
     """The most sequences one replica runs at once: what its KV pool holds, capped by the engine's own limit on
-    running sequences where the engine has one the pool does not already express (vLLM's max_num_seqs default)."""
+    running sequences where the engine has one the pool does not already express (vLLM's max_num_seqs, as set or
+    its default; SGLang's --max-running-requests and TensorRT-LLM's max_batch_size cap the plan's sessions)."""
     from kvbudget.engines import vllm_memory
     from kvbudget.engines.capability import compute_capability
 
     engine = plan.inputs.engine
     # V0 (before 0.8, and 0.8-0.9 falling back to it below compute capability 8.0) has no such default here
     if engine.name == "vllm" and not vllm_memory.runs_v0(engine.version, compute_capability(plan.inputs.gpu_label)):
-        # vLLM v1 EngineArgs.get_batch_defaults: max_num_seqs 1,024 on >= 70 GiB GPUs but A100, else 256
-        seqs, why = vllm_memory.max_num_seqs(gpu.cuda_total_bytes, gpu.id)
+        # --max-num-seqs as set, else vLLM v1 EngineArgs.get_batch_defaults: 1,024 on >= 70 GiB GPUs but A100, else 256
+        seqs, why = vllm_memory.running_limit(plan.inputs.options.max_num_seqs, gpu.cuda_total_bytes, gpu.id)
         return min(plan.sessions, seqs), why
     return plan.sessions, "the KV pool"
 
