@@ -9,11 +9,11 @@ on H100, L40S and A100; NVIDIA NIM 1.8.0's TTFT and inter-token latency of Llama
 held out, and tests/speed/test_fit.py holds the model to the errors docs/speed.md states per kind of figure.
 
 vLLM and SGLang have their own fits (``VLLM``, ``SGLANG``) on GPUStack's performance-lab measurements of each
-(gpustack_vllm.json, gpustack_sglang.json): the prefill shares, the per-iteration, per-sequence (and, vLLM, per-MoE-layer) costs and the
-fixed cost a request sees through the API server; the names they have no figures for are TensorRT-LLM's, listed in
-``Efficiency.borrowed``. llama.cpp and the other engines use TensorRT-LLM's, labelled as fitted to another engine.
-vLLM's fit is also held to a closed-loop sweep it was not fitted to (closed_loop_vllm.json: vLLM 0.23.0, A100 40GB,
---max-concurrency 1 and 8), which it misses (-32.7% throughput at 8); refits with it did no better on the held-out
+(gpustack_vllm.json, gpustack_sglang.json): the prefill shares, the per-iteration and per-sequence costs (vLLM's
+per MoE layer too) and the fixed cost a request sees through the API server; the names they have no figures for are
+TensorRT-LLM's, listed in ``Efficiency.borrowed``. llama.cpp and the other engines use TensorRT-LLM's, labelled as
+fitted to another engine. vLLM's fit is also held to a closed-loop sweep it was not fitted to (closed_loop_vllm.json:
+vLLM 0.23.0, A100 40GB, --max-concurrency 1 and 8), which it misses (-31.9% throughput at 8); refits with it did no better on the held-out
 figures overall, so they were not adopted (docs/speed.md "vLLM held to a closed loop").
 """
 
