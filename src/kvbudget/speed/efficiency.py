@@ -13,8 +13,8 @@ vLLM and SGLang have their own fits (``VLLM``, ``SGLANG``) on GPUStack's perform
 per MoE layer too) and the fixed cost a request sees through the API server; the names they have no figures for are
 TensorRT-LLM's, listed in ``Efficiency.borrowed``. llama.cpp and the other engines use TensorRT-LLM's, labelled as
 fitted to another engine. vLLM's fit is also held to a closed-loop sweep it was not fitted to (closed_loop_vllm.json:
-vLLM 0.23.0, A100 40GB, --max-concurrency 1 and 8), which it misses (-31.9% throughput at 8); refits with it did no better on the held-out
-figures overall, so they were not adopted (docs/speed.md "vLLM held to a closed loop").
+vLLM 0.23.0, A100 40GB, --max-concurrency 1 and 8), which it misses (-31.9% throughput at 8); refits with it did no
+better on the held-out figures overall, so they were not adopted (docs/speed.md "vLLM held to a closed loop").
 """
 
 from __future__ import annotations
