@@ -49,6 +49,7 @@ MET = {
     ("trtllm", "ttft"),
     ("trtllm", "itl"),
     ("vllm", "ttft"),
+    ("vllm", "itl"),
 }
 
 

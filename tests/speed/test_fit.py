@@ -119,17 +119,17 @@ def test_the_shipped_attention_share_is_the_fit_from_elsewhere(prepared: list) -
 
 
 def test_long_prompts_cost_attention_apart_from_the_gemm_share(prepared: list) -> None:  # type: ignore[type-arg]
-    # GPUStack, vLLM, 100 prompts of 32,000 tokens at once, gpt-oss-20b on A100 (held out): +73% with vLLM's own
-    # attention share (0.287), +109% with attention at its bf16 GEMM share (0.473, the rule before; the fit before
-    # gave +85%): still far off (sinks and a 128-token window run slower than their FLOPs say)
+    # GPUStack, vLLM, 100 prompts of 32,000 tokens at once, gpt-oss-20b on A100 (held out): +70% with vLLM's own
+    # attention share (0.325), +86% with attention at its bf16 GEMM share (0.417, the rule before): still far off
+    # (sinks and a 128-token window run slower than their FLOPs say)
     row = next(
         p
         for p in prepared
         if p.figure.request.engine == "vllm" and p.figure.label.startswith("gpt-oss-20b a100-80gb tp1 32000/95")
     )
     assert row.figure.split == "held_out" and row.figure.value == 21.62
-    assert 0.71 < errors([row])[0] < 0.74
-    assert errors([row], replace(VLLM, prefill_attention=VLLM.prefill_bf16))[0] > 1.0
+    assert 0.68 < errors([row])[0] < 0.71
+    assert errors([row], replace(VLLM, prefill_attention=VLLM.prefill_bf16))[0] > 0.84
 
 
 # docs/speed.md "vLLM and SGLang": each engine's held-out errors per kind of figure, as bench/speed.py prints them
@@ -137,20 +137,41 @@ def test_long_prompts_cost_attention_apart_from_the_gemm_share(prepared: list) -
 
 def test_vllm_held_out_errors(prepared: list) -> None:  # type: ignore[type-arg]
     # GPUStack's held-out figures (gpustack_vllm.json)
-    # throughput: 27 figures, median 21.0%, 74% within 30% (issue 19's target missed: docs say why)
+    # throughput: 27 figures, median 18.9%, 85% within 30% (issue 19's target missed: docs say why)
     s = _summary(prepared, "throughput", "held_out", "vllm", "gpustack_vllm")
-    assert s.count == 27 and s.median_abs <= 0.211 and s.within_30 >= 0.74
-    # TTFT: 2 figures, median 6.2%, both within 30% (met)
+    assert s.count == 27 and s.median_abs <= 0.19 and s.within_30 >= 0.85
+    # TTFT: 2 figures, median 14.9%, both within 30% (met, barely: 6.2% before the per-MoE-layer cost's refit)
     s = _summary(prepared, "ttft", "held_out", "vllm", "gpustack_vllm")
-    assert s.count == 2 and s.median_abs <= 0.063 and s.within_30 == 1.0
-    # ITL: 5 figures, median 31.6%, 40% within 30% (missed: DeepSeek-R1 and gpt-oss at concurrency 4)
+    assert s.count == 2 and s.median_abs <= 0.15 and s.within_30 == 1.0
+    # ITL: 5 figures, median 3.7%, 80% within 30% (gpt-oss-120b on H100 at concurrency 4 +52%)
     s = _summary(prepared, "itl", "held_out", "vllm", "gpustack_vllm")
-    assert s.count == 5 and s.median_abs <= 0.317 and s.within_30 >= 0.40
-    # every vLLM file together (bench/speed.py's engine lines): throughput 28 figures, 21.5%, 71%; ITL 6, 22.3%, 50%
+    assert s.count == 5 and s.median_abs <= 0.038 and s.within_30 >= 0.80
+    # every vLLM file together (bench/speed.py's engine lines): throughput 28 figures, 19.4%, 82%; ITL 6, 7.7%, 83%
     s = _summary(prepared, "throughput", "held_out", "vllm")
-    assert s.count == 28 and s.median_abs <= 0.216 and s.within_30 >= 0.71
+    assert s.count == 28 and s.median_abs <= 0.195 and s.within_30 >= 0.82
     s = _summary(prepared, "itl", "held_out", "vllm")
-    assert s.count == 6 and s.median_abs <= 0.224 and s.within_30 >= 0.50
+    assert s.count == 6 and s.median_abs <= 0.077 and s.within_30 >= 0.83
+
+
+def test_a_cost_per_moe_layer_is_what_vllm_itl_of_moe_models_at_small_batch_needs(prepared: list) -> None:  # type: ignore[type-arg]
+    # GPUStack, vLLM, concurrency 4, ~229 / ~215 tokens (held out): DeepSeek-R1 on 8 x H200 (61 layers, 58 with
+    # routed experts) 19.41 ms, gpt-oss-120b (36 MoE layers) 8.40 ms on H100, 11.74 ms on A100; Qwen3-8B's 36 dense
+    # layers need ~1 ms a step beyond their bytes, the MoE models 4.3 to 12.9 ms
+    itl = {
+        p.figure.label.split(" tp")[0]: p
+        for p in prepared
+        if p.figure.request.engine == "vllm" and p.figure.kind == "itl" and p.figure.label.endswith("c=4")
+    }
+    deepseek, h100, a100 = itl["deepseek-r1 h200"], itl["gpt-oss-120b h100-sxm"], itl["gpt-oss-120b a100-80gb"]
+    assert (deepseek.figure.value, h100.figure.value, a100.figure.value) == (19.41, 8.40, 11.74)
+    assert deepseek.roof.work.moe_layers == 58 and h100.roof.work.moe_layers == 36
+    assert itl["qwen3-8b h100-sxm"].roof.work.moe_layers == 0
+    without = errors([deepseek, h100, a100], replace(VLLM, moe_layer_overhead_s=0.0))
+    assert without[0] < -0.60 and without[1] < -0.38 and without[2] < -0.34  # -61%, -40%, -36%
+    # one cost per MoE layer (215 us) fits DeepSeek-R1 (+3%) and overshoots gpt-oss-120b (+52%, +30%): its layers
+    # need ~0.1 ms, DeepSeek-R1's (MLA, tp 8) ~0.2 ms; the fit weighs them (docs/speed.md)
+    deepseek_err, h100_err, a100_err = errors([deepseek, h100, a100])
+    assert abs(deepseek_err) < 0.05 and 0.50 < h100_err < 0.54 and 0.28 < a100_err < 0.31
 
 
 def _closed_loop(prepared: list[Prepared], concurrency: str) -> Prepared:
@@ -170,27 +191,27 @@ def test_the_gpustack_fit_misses_a_clean_closed_loop_sweep(prepared: list) -> No
         495.0,
     )
     itl, throughput = errors([at_1, at_8])
-    assert 0.12 < itl < 0.14  # +13.0%: 15.06 ms, the borrowed 0.74 bandwidth share reads the 16 GB of weights in 14 ms
-    assert -0.34 < throughput < -0.32  # -32.7%: 333 tokens/s, 8 prefills of 100 ms (bf16 share 0.473) in a 3.02 s cycle
-    # half the miss is the prefill share GPUStack's all-at-once runs fit (0.473; TensorRT-LLM's 0.779) and the per-
+    assert 0.11 < itl < 0.13  # +11.6%: 14.87 ms, the borrowed 0.74 bandwidth share reads the 16 GB of weights in 14 ms
+    assert -0.33 < throughput < -0.31  # -31.9%: 337 tokens/s, 8 prefills of 1,024 tokens at the bf16 share 0.417
+    # half the miss is the prefill share GPUStack's all-at-once runs fit (0.417; TensorRT-LLM's 0.779) and the per-
     # sequence cost; the rest is chunked prefill, whose iterations carry the others' decode tokens (not modelled)
-    assert -0.17 < errors([at_8], replace(VLLM, prefill_bf16=FITTED.prefill_bf16, sequence_s=0.0))[0] < -0.14
+    assert -0.16 < errors([at_8], replace(VLLM, prefill_bf16=FITTED.prefill_bf16, sequence_s=0.0))[0] < -0.13
 
 
 def test_a_refit_with_the_clean_figure_is_not_adopted(prepared: list) -> None:  # type: ignore[type-arg]
-    # the six vLLM efficiencies refitted on GPUStack's training figures plus the clean C = 8 throughput: the clean
-    # figure still misses by over 30% (-32.7%) and GPUStack's held-out figures do no better, so VLLM stays
+    # the seven vLLM efficiencies refitted on GPUStack's training figures plus the clean C = 8 throughput: the clean
+    # figure still misses by about 30% (-29.6%), and GPUStack's held-out figures do no better: ITL 3.8% (3.7%
+    # shipped), throughput 17.5% but 81% within 30% (18.9%, 85%), TTFT 16.2%, past issue 19's target (14.9%)
     vllm = [p for p in prepared if p.figure.request.engine == "vllm"]
     at_8 = _closed_loop(prepared, "8")
     train = [p for p in vllm if p.figure.split == "train"] + [at_8]
     refit = fit(train, VLLM, rounds=1, steps=24, names=ENGINE_PARAMETERS["vllm"])
-    assert errors([at_8], refit)[0] < -0.30
-    held = [
-        p
-        for p in vllm
-        if p.figure.split == "held_out" and p.figure.source == "gpustack_vllm" and p.figure.kind == "itl"
-    ]
-    assert Summary.of(errors(held, refit)).median_abs >= Summary.of(errors(held)).median_abs
+    assert errors([at_8], refit)[0] < -0.29
+    held_out = [p for p in vllm if p.figure.split == "held_out" and p.figure.source == "gpustack_vllm"]
+    held = [p for p in held_out if p.figure.kind == "ttft"]
+    assert Summary.of(errors(held, refit)).median_abs > max(0.15, Summary.of(errors(held)).median_abs)
+    itl = [p for p in held_out if p.figure.kind == "itl"]
+    assert Summary.of(errors(itl, refit)).median_abs >= Summary.of(errors(itl)).median_abs
 
 
 def test_sglang_held_out_errors(prepared: list) -> None:  # type: ignore[type-arg]
@@ -208,7 +229,7 @@ def test_a_fixed_cost_a_request_is_what_vllm_ttft_at_low_concurrency_needs(prepa
     at_1 = next(p for p in prepared if p.figure.request.engine == "vllm" and p.figure.label.startswith("qwen3-8b"))
     assert at_1.figure.kind == "ttft" and at_1.figure.value == 59.01
     assert errors([at_1], replace(VLLM, request_s=0.0))[0] < -0.6
-    assert abs(errors([at_1])[0]) < 0.2  # 14.2% over (the fit balances it against the other TTFTs)
+    assert abs(errors([at_1])[0]) < 0.05  # 2.6% under (the fit balances it against the other TTFTs)
 
 
 def test_the_running_cap_and_the_per_sequence_cost_bound_the_offline_sharegpt_runs(prepared: list) -> None:  # type: ignore[type-arg]
@@ -220,8 +241,9 @@ def test_the_running_cap_and_the_per_sequence_cost_bound_the_offline_sharegpt_ru
         if p.figure.request.engine == "vllm" and p.figure.label.startswith("deepseek-r1 h200 tp8 219/201")
     )
     assert row.figure.value == 2621.05
-    assert errors([row], replace(VLLM, sequence_s=0.0))[0] > 3.5  # without the per-sequence cost: +377%
-    assert abs(errors([row])[0]) < 0.05  # -3.6%
+    assert errors([row], replace(VLLM, sequence_s=0.0))[0] > 3.0  # without the per-sequence cost: +314%
+    # +24.2% (-3.6% before the per-MoE-layer cost took part of the per-sequence cost: 316 us then, 215 us now)
+    assert 0.22 < errors([row])[0] < 0.26
 
 
 def test_each_engine_names_what_it_borrows() -> None:

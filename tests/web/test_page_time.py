@@ -48,8 +48,8 @@ def latency_line(context: str) -> tuple[str, str]:
 
 def test_latency_next_to_capacity_is_speed_at_the_planned_sessions(calculator: Tab) -> None:
     line, shape = latency_line("32k")
-    # vLLM's own fit (docs/speed.md): its 53.2 ms a request and 316 us per running sequence an iteration
-    assert line.startswith("TTFT 101.2 ms · inter-token 12.7 ms · 78.9 tokens/s per session at 13 sessions")
+    # vLLM's own fit (docs/speed.md): its 42.6 ms a request and 215 us per running sequence an iteration
+    assert line.startswith("TTFT 89.3 ms · inter-token 10.9 ms · 91.3 tokens/s per session at 13 sessions")
     shown(calculator, "#latency-line", line)
     shown(calculator, "#latency-shape", shape)
     basis = calculator.page.text_content("#latency-basis") or ""

@@ -42,6 +42,7 @@ def render_speed(s: Speed) -> str:
             if e.sequence_s or e.request_s
             else []
         ),
+        *([f"  {e.moe_layer_overhead_s * 1e6:.0f} us per MoE layer per iteration"] if e.moe_layer_overhead_s else []),
         *_sources(s.engine["name"], e.borrowed),
         "not modelled:",
         *[f"  {item}" for item in s.not_modelled],

@@ -9,12 +9,12 @@ on H100, L40S and A100; NVIDIA NIM 1.8.0's TTFT and inter-token latency of Llama
 held out, and tests/speed/test_fit.py holds the model to the errors docs/speed.md states per kind of figure.
 
 vLLM and SGLang have their own fits (``VLLM``, ``SGLANG``) on GPUStack's performance-lab measurements of each
-(gpustack_vllm.json, gpustack_sglang.json): the prefill shares, the per-iteration and per-sequence costs and the
-fixed cost a request sees through the API server; the names they have no figures for are TensorRT-LLM's, listed in
-``Efficiency.borrowed``. llama.cpp and the other engines use TensorRT-LLM's, labelled as fitted to another engine.
-vLLM's fit is also held to a closed-loop sweep it was not fitted to (closed_loop_vllm.json: vLLM 0.23.0, A100 40GB,
---max-concurrency 1 and 8), which it misses (-32.7% throughput at 8); refits with it did no better on the held-out
-figures overall, so they were not adopted (docs/speed.md "vLLM held to a closed loop").
+(gpustack_vllm.json, gpustack_sglang.json): the prefill shares, the per-iteration and per-sequence costs (vLLM's
+per MoE layer too) and the fixed cost a request sees through the API server; the names they have no figures for are
+TensorRT-LLM's, listed in ``Efficiency.borrowed``. llama.cpp and the other engines use TensorRT-LLM's, labelled as
+fitted to another engine. vLLM's fit is also held to a closed-loop sweep it was not fitted to (closed_loop_vllm.json:
+vLLM 0.23.0, A100 40GB, --max-concurrency 1 and 8), which it misses (-31.9% throughput at 8); refits with it did no
+better on the held-out figures overall, so they were not adopted (docs/speed.md "vLLM held to a closed loop").
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ class Efficiency:
     wait for other requests' prefills, as a share of the M/M/1 mean wait (kvbudget.speed.answer.prefill_wait);
     ``sequence_s``: seconds per running sequence added to each decode iteration (host-side scheduling, sampling
     and detokenizing, which vLLM and SGLang do per sequence); ``request_s``: the fixed seconds an API-server
-    benchmark sees in every TTFT (HTTP, tokenization, scheduling); ``borrowed``: the names of the efficiencies taken
+    benchmark sees in every TTFT (HTTP, tokenization, scheduling); ``moe_layer_overhead_s``: seconds per layer with
+    routed experts added to each decode iteration (its kernels' fixed time: 0 for TensorRT-LLM, whose figures are
+    dense models); ``borrowed``: the names of the efficiencies taken
     from TensorRT-LLM's fit (the engine has no figures for them)."""
 
     prefill: float
@@ -49,6 +51,7 @@ class Efficiency:
     basis: str
     sequence_s: float = 0.0  # per running sequence per decode iteration: host work that grows with the batch
     request_s: float = 0.0  # fixed seconds in every request's TTFT: HTTP, tokenization, scheduling (API servers)
+    moe_layer_overhead_s: float = 0.0  # per MoE layer per decode iteration: router, align/sort, fused-MoE kernels
     borrowed: tuple[str, ...] = ()  # the efficiencies taken from another engine's fit (no figures of this engine)
     fitted_to: str = "TensorRT-LLM"  # whose published figures the (not borrowed) efficiencies were fitted to
 
@@ -69,6 +72,7 @@ class Efficiency:
             "prefill_queue": self.prefill_queue,
             "sequence_s": self.sequence_s,
             "request_s": self.request_s,
+            "moe_layer_overhead_s": self.moe_layer_overhead_s,
             "borrowed": list(self.borrowed),
             "fitted_to": self.fitted_to,
             "basis": self.basis,
@@ -114,11 +118,15 @@ SGLANG_SOURCE = (
 VLLM = replace(
     FITTED,
     prefill=0.154,  # fp8 products (Qwen3-235B-A22B-FP8 tp 4, DeepSeek-R1 tp 8: block-scaled MoE GEMMs)
-    prefill_bf16=0.473,  # bf16 products (chunked prefill, 8,192 tokens a step on H100, 2,048 on A100: v1 defaults)
-    prefill_attention=0.287,  # of the bf16 peak in prefill attention (the 32,000-token rows: FA2 on A100, FA3 H100)
-    step_overhead_s=0.000794,  # per decode iteration (CUDA graphs)
-    sequence_s=0.000316,  # per running sequence per iteration (Python scheduler, sampler, detokenizer)
-    request_s=0.0532,  # per request: HTTP, chat template and tokenization, scheduling (API server)
+    prefill_bf16=0.417,  # bf16 products (chunked prefill, 8,192 tokens a step on H100, 2,048 on A100: v1 defaults)
+    prefill_attention=0.325,  # of the bf16 peak in prefill attention (the 32,000-token rows: FA2 on A100, FA3 H100)
+    step_overhead_s=0.000613,  # per decode iteration (CUDA graphs)
+    sequence_s=0.000215,  # per running sequence per iteration (Python scheduler, sampler, detokenizer)
+    request_s=0.0426,  # per request: HTTP, chat template and tokenization, scheduling (API server)
+    # per MoE layer per iteration: router, align/sort, fused-MoE kernels at small batches (GPUStack's gpt-oss-120b
+    # and DeepSeek-R1 runs at concurrency 4: 4.3 and 12.9 ms a step beyond their bytes, Qwen3-8B's 36 dense
+    # layers ~1 ms; a cost on every layer, fitted with it, ran to its bound: docs/speed.md)
+    moe_layer_overhead_s=0.000215,
     basis=VLLM_SOURCE,
     fitted_to="vLLM",
     borrowed=("decode_compute", "memory_bandwidth", "allreduce_latency_s", "prefill_queue"),
@@ -133,7 +141,14 @@ SGLANG = replace(
     basis=SGLANG_SOURCE,
     fitted_to="SGLang",
     # prefill_attention too: its one long-prompt training figure cannot tell it from the fp8 share (fit.py)
-    borrowed=("prefill_attention", "decode_compute", "memory_bandwidth", "allreduce_latency_s", "prefill_queue"),
+    borrowed=(
+        "prefill_attention",
+        "decode_compute",
+        "memory_bandwidth",
+        "allreduce_latency_s",
+        "prefill_queue",
+        "moe_layer_overhead_s",  # its MoE figures are batches of hundreds (ShareGPT): TensorRT-LLM's 0
+    ),
 )
 OWN = {"trtllm": FITTED, "vllm": VLLM, "sglang": SGLANG}
 
@@ -147,5 +162,5 @@ def efficiency_for(engine: str) -> Efficiency:
     return replace(
         FITTED,
         basis=f"{FIT_SOURCE}; {engine} has no fitted figures: TensorRT-LLM's used",
-        borrowed=(*names, "step_overhead_s", "allreduce_latency_s", "prefill_queue"),
+        borrowed=(*names, "step_overhead_s", "allreduce_latency_s", "prefill_queue", "moe_layer_overhead_s"),
     )

@@ -44,6 +44,7 @@ PARAMETERS = (
     "prefill_queue",
     "sequence_s",
     "request_s",
+    "moe_layer_overhead_s",
 )
 THROUGHPUT_PARAMETERS = (
     "prefill",
@@ -67,10 +68,19 @@ BOUNDS = {
     "allreduce_latency_s": (1e-6, 1e-3),
     "sequence_s": (1e-7, 1e-3),
     "request_s": (1e-3, 0.2),
+    "moe_layer_overhead_s": (1e-7, 1e-3),
 }
 # the efficiencies each engine's own figures fit (bench/speed.py --fit-all); the rest it borrows from TensorRT-LLM
 ENGINE_PARAMETERS = {
-    "vllm": ("prefill", "prefill_bf16", "prefill_attention", "step_overhead_s", "sequence_s", "request_s"),
+    "vllm": (
+        "prefill",
+        "prefill_bf16",
+        "prefill_attention",
+        "step_overhead_s",
+        "sequence_s",
+        "request_s",
+        "moe_layer_overhead_s",
+    ),
     # SGLang's one long-prompt training figure (Qwen3-14B-FP8 at 3,996 tokens) cannot tell attention from the fp8
     # GEMM share (fitted, it runs to 0.12 from TensorRT-LLM's values, to its bound 1.0 from SGLang's, the loss all
     # but the same): it borrows TensorRT-LLM's

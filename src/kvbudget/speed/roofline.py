@@ -128,7 +128,8 @@ class Roofline:
         per GPU (bytes), its matrix products' FLOPs (whole model) and its seconds that add to the roofs: the
         all-reduces and the engine's per-sequence cost (``Efficiency.sequence_s`` x ``batch``)."""
         weights = self.weights_per_gpu * self.work.read_params(batch) / self.total_params
-        fixed = self.allreduce_seconds(batch) + self.efficiency.sequence_s * batch
+        e, work = self.efficiency, self.work
+        fixed = self.allreduce_seconds(batch) + e.sequence_s * batch + work.moe_layers * e.moe_layer_overhead_s
         return weights, self.work.decode_flops(batch), fixed
 
     def _roofs(self, data: float, flops: float) -> tuple[float, float]:

@@ -22,6 +22,7 @@ from functools import cached_property
 from kvbudget.model.families.fields import Fields
 from kvbudget.model.spec import ChunkedLocal, FullAttention, LatentAttention, ModelSpec, SlidingWindow
 from kvbudget.weights import blocks
+from kvbudget.weights.families import is_moe_layer
 from kvbudget.weights.params import ParamCount
 
 
@@ -47,6 +48,7 @@ class ModelWork:
     attention: tuple[AttentionLayer, ...]
     hidden: int
     layers: int
+    moe_layers: int = 0  # the layers with routed experts (kvbudget.weights.families.is_moe_layer)
 
     def linear_flops(self, tokens: int, sequences: int) -> int:
         """FLOPs of the matrix products for ``tokens`` new tokens of ``sequences`` prefilled sequences."""
@@ -112,6 +114,9 @@ def model_work(spec: ModelSpec, count: ParamCount) -> ModelWork:
         attention=tuple(_attention(spec, heads)),
         hidden=hidden,
         layers=len(spec.layers),
+        moe_layers=sum(is_moe_layer(f, spec.model_type, i, len(spec.layers)) for i in range(len(spec.layers)))
+        if routed
+        else 0,
     )
 
 
