@@ -35,7 +35,7 @@ def main() -> None:
             speculative_config=None,
             parallel_config=SimpleNamespace(tensor_parallel_size=1),
         )
-        VllmConfig._set_cudagraph_sizes(config)  # type: ignore[arg-type]
+        VllmConfig._set_cudagraph_sizes(config)
         print("ORACLE " + json.dumps({"id": case["id"], "sizes": list(compilation.cudagraph_capture_sizes)}))
 
 
