@@ -360,7 +360,7 @@ def test_a_prefix_of_zero_is_no_prefix_as_every_answer_prints_it() -> None:
     assert kvbudget.SpeedRequest(model="llama-3.1-8b", gpu="h100-sxm", prefix=0) == none
     assert kvbudget.estimate_speed(none).to_dict()["prefix"] == 0
     with pytest.raises(InputError, match="--prefix: cannot read '-1' as a token count"):
-        kvbudget.SpeedRequest(model="llama-3.1-8b", gpu="h100-sxm", prefix="-1")
+        kvbudget.SpeedRequest.from_options({"model": "llama-3.1-8b", "gpu": "h100-sxm", "prefix": "-1"})
 
 
 def test_requests_are_frozen_and_carry_over_to_another_question() -> None:

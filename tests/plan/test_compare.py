@@ -121,7 +121,8 @@ def test_an_hourly_price_is_the_price_as_written() -> None:
             prices=None,
         )
     ).to_dict()["rows"]
-    assert [r["price_per_gpu_hour"] for r in rows] == [3.59, None]  # type: ignore[index]
+    assert isinstance(rows, list)
+    assert [r["price_per_gpu_hour"] for r in rows] == [3.59, None]
 
 
 def test_a_rate_becomes_gpus_by_littles_law(capsys: pytest.CaptureFixture[str]) -> None:

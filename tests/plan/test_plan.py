@@ -312,5 +312,7 @@ def test_a_refusal_names_a_gpu_given_by_its_size() -> None:
     import kvbudget
 
     with pytest.raises(InputError) as caught:
-        kvbudget.plan_deployment(kvbudget.PlanRequest(model="llama-3.1-8b", gpu_memory="16GB", context=8192))
+        kvbudget.plan_deployment(
+            kvbudget.PlanRequest.from_options({"model": "llama-3.1-8b", "gpu_memory": "16GB", "context": "8192"})
+        )
     assert "exceed the 14.90 GiB ideal can use on a 14.90 GiB GPU (--gpu-memory) by " in str(caught.value)
