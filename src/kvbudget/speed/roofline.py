@@ -95,6 +95,12 @@ class Roofline:
         return (e.prefill_bf16 if self.machine.bf16 else e.prefill) * self.sm80_factor
 
     @property
+    def attention_efficiency(self) -> float:
+        """The fitted share of the bf16 peak in prefill attention on this machine (``Efficiency.prefill_attention``,
+        x ``Efficiency.prefill_sm80`` on compute capability 8.0)."""
+        return self.efficiency.prefill_attention * self.sm80_factor
+
+    @property
     def sm80_factor(self) -> float:
         """The ratio of every prefill share on this machine to the fitted one: ``Efficiency.prefill_sm80`` on a
         compute capability 8.0 GPU, else 1."""
@@ -107,10 +113,9 @@ class Roofline:
         m, tp = self.machine, self.machine.tp
         linear = self.work.linear_flops(new * sequences, sequences) / tp / m.linear_flops
         attention = self.work.attention_flops(cached, new) * sequences / tp / m.attention_flops
-        e = self.efficiency
         return (
             linear / self.prefill_efficiency
-            + attention / (e.prefill_attention * self.sm80_factor)
+            + attention / self.attention_efficiency
             + self.allreduce_seconds(new * sequences)
         )
 
