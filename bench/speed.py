@@ -50,6 +50,7 @@ MET = {
     ("trtllm", "itl"),
     ("vllm", "ttft"),
     ("vllm", "itl"),
+    ("vllm", "throughput"),
 }
 
 

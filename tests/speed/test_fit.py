@@ -118,18 +118,52 @@ def test_the_shipped_attention_share_is_the_fit_from_elsewhere(prepared: list) -
     assert refit.prefill_attention == pytest.approx(FITTED.prefill_attention, rel=0.02)
 
 
-def test_long_prompts_cost_attention_apart_from_the_gemm_share(prepared: list) -> None:  # type: ignore[type-arg]
-    # GPUStack, vLLM, 100 prompts of 32,000 tokens at once, gpt-oss-20b on A100 (held out): +70% with vLLM's own
-    # attention share (0.325), +86% with attention at its bf16 GEMM share (0.417, the rule before): still far off
-    # (sinks and a 128-token window run slower than their FLOPs say)
+def test_gpt_oss_long_prompts_on_a100_stay_far_too_fast(prepared: list) -> None:  # type: ignore[type-arg]
+    # GPUStack, vLLM, 100 prompts of 32,000 tokens at once, gpt-oss-20b on A100 (held out): +99% with vLLM's own
+    # shares (attention 0.368, x1.32 on A100), +91% with attention at the bf16 GEMM share (0.325), +52% without the
+    # A100 ratio (+70% before it, attention at 0.325): far off whatever the rule (sinks and a 128-token window run
+    # slower than their FLOPs say; the Qwen3 rows the ratio fits run dense attention)
     row = next(
         p
         for p in prepared
         if p.figure.request.engine == "vllm" and p.figure.label.startswith("gpt-oss-20b a100-80gb tp1 32000/95")
     )
     assert row.figure.split == "held_out" and row.figure.value == 21.62
-    assert 0.68 < errors([row])[0] < 0.71
-    assert errors([row], replace(VLLM, prefill_attention=VLLM.prefill_bf16))[0] > 0.84
+    assert 0.97 < errors([row])[0] < 1.01
+    assert 0.89 < errors([row], replace(VLLM, prefill_attention=VLLM.prefill_bf16))[0] < 0.93
+    assert 0.50 < errors([row], replace(VLLM, prefill_sm80=1.0))[0] < 0.54
+
+
+def test_vllm_prefill_shares_are_apart_on_a100(prepared: list) -> None:  # type: ignore[type-arg]
+    # GPUStack, vLLM, bf16 Qwen3-14B / 32B, 2,000 to 32,000-token prompts sent at once: one share made A100 80GB 36% to
+    # 46% slow and H100 SXM up to 22% fast; x1.32 on compute capability 8.0 (A100) the A100 rows are 19% to 33% slow
+    # (the fit weighs them against the MoE rows on 8 x A100, too fast), the H100 rows do not move
+    rows = [
+        p
+        for p in prepared
+        if p.figure.source == "gpustack_vllm"
+        and p.figure.label.split()[0] in ("qwen3-14b", "qwen3-32b")
+        and p.figure.request.isl > 1000
+    ]
+    a100 = [p for p in rows if p.figure.request.gpu == "a100-80gb"]
+    h100 = [p for p in rows if p.figure.request.gpu == "h100-sxm"]
+    assert len(a100) == len(h100) == 6
+    assert all(p.roof.machine.sm80 for p in a100) and not any(p.roof.machine.sm80 for p in h100)
+    one_share = errors(a100, replace(VLLM, prefill_sm80=1.0))
+    assert max(one_share) < -0.35 and min(one_share) > -0.47
+    assert all(-0.34 < e < -0.18 for e in errors(a100))
+    assert errors(h100) == errors(h100, replace(VLLM, prefill_sm80=1.0))
+
+
+def test_trtllm_a100_first_tokens_want_no_ratio_apart(prepared: list) -> None:  # type: ignore[type-arg]
+    # TensorRT-LLM v0.5's batch-1 first tokens on A100 80GB, H100 SXM and L40S: the A100 ratio fitted with the latency
+    # pair stays at 1 (its A100 rows +18% and -6% in training, its H100 ones -13% and -16%): not taken apart
+    l40s = [p for p in prepared if p.figure.request.gpu == "l40s"]  # Ada, compute capability 8.9: not apart
+    assert l40s and not any(p.roof.machine.sm80 for p in l40s)
+    train = [p for p in prepared if p.figure.split == "train" and p.figure.request.engine == "trtllm"]
+    refit = fit(train, FITTED, rounds=2, steps=24, names=(*LATENCY_PARAMETERS, "prefill_sm80"))
+    assert refit.prefill_sm80 == 1.0 == FITTED.prefill_sm80
+    assert refit.prefill_bf16 == pytest.approx(FITTED.prefill_bf16, rel=0.02)
 
 
 # docs/speed.md "vLLM and SGLang": each engine's held-out errors per kind of figure, as bench/speed.py prints them
@@ -137,20 +171,21 @@ def test_long_prompts_cost_attention_apart_from_the_gemm_share(prepared: list) -
 
 def test_vllm_held_out_errors(prepared: list) -> None:  # type: ignore[type-arg]
     # GPUStack's held-out figures (gpustack_vllm.json)
-    # throughput: 27 figures, median 18.9%, 85% within 30% (issue 19's target missed: docs say why)
+    # throughput: 27 figures, median 12.9%, 89% within 30% (18.9%, 85% before the A100 prefill ratio)
     s = _summary(prepared, "throughput", "held_out", "vllm", "gpustack_vllm")
-    assert s.count == 27 and s.median_abs <= 0.19 and s.within_30 >= 0.85
-    # TTFT: 2 figures, median 14.9%, both within 30% (met, barely: 6.2% before the per-MoE-layer cost's refit)
+    assert s.count == 27 and s.median_abs <= 0.13 and s.within_30 >= 0.88
+    # TTFT: 2 figures, median 11.8%, both within 30% (14.9% before the A100 prefill ratio)
     s = _summary(prepared, "ttft", "held_out", "vllm", "gpustack_vllm")
-    assert s.count == 2 and s.median_abs <= 0.15 and s.within_30 == 1.0
-    # ITL: 5 figures, median 3.7%, 80% within 30% (gpt-oss-120b on H100 at concurrency 4 +52%)
+    assert s.count == 2 and s.median_abs <= 0.12 and s.within_30 == 1.0
+    # ITL: 5 figures, median 2.6%, 80% within 30% (gpt-oss-120b on H100 at concurrency 4 +51%)
     s = _summary(prepared, "itl", "held_out", "vllm", "gpustack_vllm")
-    assert s.count == 5 and s.median_abs <= 0.038 and s.within_30 >= 0.80
-    # every vLLM file together (bench/speed.py's engine lines): throughput 28 figures, 19.4%, 82%; ITL 6, 7.7%, 83%
+    assert s.count == 5 and s.median_abs <= 0.027 and s.within_30 >= 0.80
+    # every vLLM file together (bench/speed.py's engine lines): throughput 28 figures, 13.9%, 86% (issue 19's
+    # target met: 19.4%, 82% before the A100 prefill ratio); ITL 6, 7.4%, 83%
     s = _summary(prepared, "throughput", "held_out", "vllm")
-    assert s.count == 28 and s.median_abs <= 0.195 and s.within_30 >= 0.82
+    assert s.count == 28 and s.median_abs <= 0.14 and s.within_30 >= 0.85
     s = _summary(prepared, "itl", "held_out", "vllm")
-    assert s.count == 6 and s.median_abs <= 0.077 and s.within_30 >= 0.83
+    assert s.count == 6 and s.median_abs <= 0.075 and s.within_30 >= 0.83
 
 
 def test_a_cost_per_moe_layer_is_what_vllm_itl_of_moe_models_at_small_batch_needs(prepared: list) -> None:  # type: ignore[type-arg]
@@ -168,10 +203,10 @@ def test_a_cost_per_moe_layer_is_what_vllm_itl_of_moe_models_at_small_batch_need
     assert itl["qwen3-8b h100-sxm"].roof.work.moe_layers == 0
     without = errors([deepseek, h100, a100], replace(VLLM, moe_layer_overhead_s=0.0))
     assert without[0] < -0.60 and without[1] < -0.38 and without[2] < -0.34  # -61%, -40%, -36%
-    # one cost per MoE layer (215 us) fits DeepSeek-R1 (+3%) and overshoots gpt-oss-120b (+52%, +30%): its layers
+    # one cost per MoE layer (215 us) fits DeepSeek-R1 (+3%) and overshoots gpt-oss-120b (+51%, +29%): its layers
     # need ~0.1 ms, DeepSeek-R1's (MLA, tp 8) ~0.2 ms; the fit weighs them (docs/speed.md)
     deepseek_err, h100_err, a100_err = errors([deepseek, h100, a100])
-    assert abs(deepseek_err) < 0.05 and 0.50 < h100_err < 0.54 and 0.28 < a100_err < 0.31
+    assert abs(deepseek_err) < 0.05 and 0.50 < h100_err < 0.53 and 0.27 < a100_err < 0.30
 
 
 def _closed_loop(prepared: list[Prepared], concurrency: str) -> Prepared:
@@ -191,27 +226,28 @@ def test_the_gpustack_fit_misses_a_clean_closed_loop_sweep(prepared: list) -> No
         495.0,
     )
     itl, throughput = errors([at_1, at_8])
-    assert 0.11 < itl < 0.13  # +11.6%: 14.87 ms, the borrowed 0.74 bandwidth share reads the 16 GB of weights in 14 ms
-    assert -0.33 < throughput < -0.31  # -31.9%: 337 tokens/s, 8 prefills of 1,024 tokens at the bf16 share 0.417
-    # half the miss is the prefill share GPUStack's all-at-once runs fit (0.417; TensorRT-LLM's 0.779) and the per-
-    # sequence cost; the rest is chunked prefill, whose iterations carry the others' decode tokens (not modelled)
-    assert -0.16 < errors([at_8], replace(VLLM, prefill_bf16=FITTED.prefill_bf16, sequence_s=0.0))[0] < -0.13
+    assert 0.11 < itl < 0.13  # +12.2%: 14.96 ms, the borrowed 0.74 bandwidth share reads the 16 GB of weights in 14 ms
+    # -30.1%: 346 tokens/s, 8 prefills of 1,024 tokens at the bf16 share 0.325 x 1.32 (A100: 0.429)
+    assert -0.31 < throughput < -0.29
+    # a third of the miss is the prefill share GPUStack's all-at-once runs fit (0.429 on A100; TensorRT-LLM's 0.779)
+    # and the per-sequence cost; the rest is chunked prefill, whose iterations carry the others' decode tokens (not
+    # modelled)
+    assert -0.12 < errors([at_8], replace(VLLM, prefill_bf16=FITTED.prefill_bf16, sequence_s=0.0))[0] < -0.09
 
 
 def test_a_refit_with_the_clean_figure_is_not_adopted(prepared: list) -> None:  # type: ignore[type-arg]
-    # the seven vLLM efficiencies refitted on GPUStack's training figures plus the clean C = 8 throughput: the clean
-    # figure still misses by about 30% (-29.6%), and GPUStack's held-out figures do no better: ITL 3.8% (3.7%
-    # shipped), throughput 17.5% but 81% within 30% (18.9%, 85%), TTFT 16.2%, past issue 19's target (14.9%)
+    # the eight vLLM efficiencies refitted on GPUStack's training figures plus the clean C = 8 throughput: the clean
+    # figure still misses by about 29% (-28.6%), and GPUStack's held-out throughput is worse: 15.0%, 85% within 30%
+    # (12.9%, 89% shipped), past issue 19's target; TTFT 11.7% and ITL 2.6% as shipped
     vllm = [p for p in prepared if p.figure.request.engine == "vllm"]
     at_8 = _closed_loop(prepared, "8")
     train = [p for p in vllm if p.figure.split == "train"] + [at_8]
     refit = fit(train, VLLM, rounds=1, steps=24, names=ENGINE_PARAMETERS["vllm"])
-    assert errors([at_8], refit)[0] < -0.29
+    assert errors([at_8], refit)[0] < -0.28
     held_out = [p for p in vllm if p.figure.split == "held_out" and p.figure.source == "gpustack_vllm"]
-    held = [p for p in held_out if p.figure.kind == "ttft"]
-    assert Summary.of(errors(held, refit)).median_abs > max(0.15, Summary.of(errors(held)).median_abs)
-    itl = [p for p in held_out if p.figure.kind == "itl"]
-    assert Summary.of(errors(itl, refit)).median_abs >= Summary.of(errors(itl)).median_abs
+    held = [p for p in held_out if p.figure.kind == "throughput"]
+    refitted, shipped = Summary.of(errors(held, refit)), Summary.of(errors(held))
+    assert refitted.median_abs > max(0.149, shipped.median_abs) and refitted.within_30 < shipped.within_30
 
 
 def test_sglang_held_out_errors(prepared: list) -> None:  # type: ignore[type-arg]
@@ -229,7 +265,7 @@ def test_a_fixed_cost_a_request_is_what_vllm_ttft_at_low_concurrency_needs(prepa
     at_1 = next(p for p in prepared if p.figure.request.engine == "vllm" and p.figure.label.startswith("qwen3-8b"))
     assert at_1.figure.kind == "ttft" and at_1.figure.value == 59.01
     assert errors([at_1], replace(VLLM, request_s=0.0))[0] < -0.6
-    assert abs(errors([at_1])[0]) < 0.05  # 2.6% under (the fit balances it against the other TTFTs)
+    assert abs(errors([at_1])[0]) < 0.05  # 1.3% over (the fit balances it against the other TTFTs)
 
 
 def test_the_running_cap_and_the_per_sequence_cost_bound_the_offline_sharegpt_runs(prepared: list) -> None:  # type: ignore[type-arg]
@@ -241,9 +277,10 @@ def test_the_running_cap_and_the_per_sequence_cost_bound_the_offline_sharegpt_ru
         if p.figure.request.engine == "vllm" and p.figure.label.startswith("deepseek-r1 h200 tp8 219/201")
     )
     assert row.figure.value == 2621.05
-    assert errors([row], replace(VLLM, sequence_s=0.0))[0] > 3.0  # without the per-sequence cost: +314%
-    # +24.2% (-3.6% before the per-MoE-layer cost took part of the per-sequence cost: 316 us then, 215 us now)
-    assert 0.22 < errors([row])[0] < 0.26
+    assert errors([row], replace(VLLM, sequence_s=0.0))[0] > 2.9  # without the per-sequence cost: +295%
+    # +56.7% (-3.6% before the per-MoE-layer cost took part of the per-sequence cost: 316 us then, 215 us; +24.2%
+    # before the A100 prefill ratio's refit took it to 147 us)
+    assert 0.55 < errors([row])[0] < 0.59
 
 
 def test_each_engine_names_what_it_borrows() -> None:

@@ -135,7 +135,7 @@ def replica_speeds(
         prefill_from = Assumption(
             "computed",
             f"roofline: {why}; prefill efficiency {roof.prefill_efficiency:g}, attention "
-            f"{roof.efficiency.prefill_attention:g} of the bf16 peak ({roof.efficiency.fit})",
+            f"{roof.attention_efficiency:g} of the bf16 peak ({roof.efficiency.fit})",
         )
     else:
         raise InputError(

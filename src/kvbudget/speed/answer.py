@@ -151,6 +151,7 @@ def compute_precision(spec: ModelSpec, weights: str | None, gpu: Gpu, group: int
 def roofline_of(request: Deployment, plan: Plan, gpu: Gpu, efficiency: Efficiency) -> tuple[Roofline, str, str]:
     """The roofline of one replica of ``plan`` on ``gpu``, its compute precision and why."""
     from kvbudget import hardware
+    from kvbudget.engines.capability import compute_capability
     from kvbudget.speed.roofline import Machine, Roofline
     from kvbudget.speed.work import model_work
     from kvbudget.weights.params import count_params
@@ -166,6 +167,7 @@ def roofline_of(request: Deployment, plan: Plan, gpu: Gpu, efficiency: Efficienc
         link=float(link.bytes_per_s),
         tp=request.tp,
         bf16=precision == "bf16",
+        capability=compute_capability(gpu.name),
     )
     roof = Roofline(
         work=model_work(spec, count),

@@ -9,12 +9,13 @@ on H100, L40S and A100; NVIDIA NIM 1.8.0's TTFT and inter-token latency of Llama
 held out, and tests/speed/test_fit.py holds the model to the errors docs/speed.md states per kind of figure.
 
 vLLM and SGLang have their own fits (``VLLM``, ``SGLANG``) on GPUStack's performance-lab measurements of each
-(gpustack_vllm.json, gpustack_sglang.json): the prefill shares, the per-iteration and per-sequence costs (vLLM's
-per MoE layer too) and the fixed cost a request sees through the API server; the names they have no figures for are
-TensorRT-LLM's, listed in ``Efficiency.borrowed``. llama.cpp and the other engines use TensorRT-LLM's, labelled as
-fitted to another engine. vLLM's fit is also held to a closed-loop sweep it was not fitted to (closed_loop_vllm.json:
-vLLM 0.23.0, A100 40GB, --max-concurrency 1 and 8), which it misses (-31.9% throughput at 8); refits with it did no
-better on the held-out figures overall, so they were not adopted (docs/speed.md "vLLM held to a closed loop").
+(gpustack_vllm.json, gpustack_sglang.json): the prefill shares, the per-iteration and per-sequence costs (vLLM's per
+MoE layer and its ratio of the prefill shares on A100 too) and the fixed cost a request sees through the API server;
+the names they have no figures for are TensorRT-LLM's, listed in ``Efficiency.borrowed``. llama.cpp and the other
+engines use TensorRT-LLM's, labelled as fitted to another engine. vLLM's fit is also held to a closed-loop sweep it
+was not fitted to (closed_loop_vllm.json: vLLM 0.23.0, A100 40GB, --max-concurrency 1 and 8), which it misses
+(-30.1% throughput at 8); refits with it did no better on the held-out figures overall, so they were not adopted
+(docs/speed.md "vLLM held to a closed loop").
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ class Efficiency:
     and detokenizing, which vLLM and SGLang do per sequence); ``request_s``: the fixed seconds an API-server
     benchmark sees in every TTFT (HTTP, tokenization, scheduling); ``moe_layer_overhead_s``: seconds per layer with
     routed experts added to each decode iteration (its kernels' fixed time: 0 for TensorRT-LLM, whose figures are
-    dense models); ``borrowed``: the names of the efficiencies taken
+    dense models); ``prefill_sm80``: the ratio of every prefill share (fp8, bf16, attention) on a compute capability
+    8.0 GPU (A100) to the fitted one (kvbudget.speed.roofline.Machine.sm80; 1 for the engines not fitted apart);
+    ``borrowed``: the names of the efficiencies taken
     from TensorRT-LLM's fit (the engine has no figures for them)."""
 
     prefill: float
@@ -52,6 +55,7 @@ class Efficiency:
     sequence_s: float = 0.0  # per running sequence per decode iteration: host work that grows with the batch
     request_s: float = 0.0  # fixed seconds in every request's TTFT: HTTP, tokenization, scheduling (API servers)
     moe_layer_overhead_s: float = 0.0  # per MoE layer per decode iteration: router, align/sort, fused-MoE kernels
+    prefill_sm80: float = 1.0  # x every prefill share on compute capability 8.0 GPUs (A100, A800); 1: not fitted apart
     borrowed: tuple[str, ...] = ()  # the efficiencies taken from another engine's fit (no figures of this engine)
     fitted_to: str = "TensorRT-LLM"  # whose published figures the (not borrowed) efficiencies were fitted to
 
@@ -73,6 +77,7 @@ class Efficiency:
             "sequence_s": self.sequence_s,
             "request_s": self.request_s,
             "moe_layer_overhead_s": self.moe_layer_overhead_s,
+            "prefill_sm80": self.prefill_sm80,
             "borrowed": list(self.borrowed),
             "fitted_to": self.fitted_to,
             "basis": self.basis,
@@ -117,16 +122,22 @@ SGLANG_SOURCE = (
 # tests/speed/test_fit.py); the names not fitted are TensorRT-LLM's
 VLLM = replace(
     FITTED,
-    prefill=0.154,  # fp8 products (Qwen3-235B-A22B-FP8 tp 4, DeepSeek-R1 tp 8: block-scaled MoE GEMMs)
-    prefill_bf16=0.417,  # bf16 products (chunked prefill, 8,192 tokens a step on H100, 2,048 on A100: v1 defaults)
-    prefill_attention=0.325,  # of the bf16 peak in prefill attention (the 32,000-token rows: FA2 on A100, FA3 H100)
-    step_overhead_s=0.000613,  # per decode iteration (CUDA graphs)
-    sequence_s=0.000215,  # per running sequence per iteration (Python scheduler, sampler, detokenizer)
+    prefill=0.136,  # fp8 products (Qwen3-235B-A22B-FP8 tp 4, DeepSeek-R1 tp 8: block-scaled MoE GEMMs)
+    prefill_bf16=0.325,  # bf16 products on H100 / H200 (chunked prefill: 8,192 tokens a step, v1 default)
+    prefill_attention=0.368,  # of the bf16 peak in prefill attention (the 32,000-token rows: FA2 on A100, FA3 H100)
+    step_overhead_s=0.000794,  # per decode iteration (CUDA graphs)
+    sequence_s=0.000147,  # per running sequence per iteration (Python scheduler, sampler, detokenizer)
     request_s=0.0426,  # per request: HTTP, chat template and tokenization, scheduling (API server)
     # per MoE layer per iteration: router, align/sort, fused-MoE kernels at small batches (GPUStack's gpt-oss-120b
     # and DeepSeek-R1 runs at concurrency 4: 4.3 and 12.9 ms a step beyond their bytes, Qwen3-8B's 36 dense
     # layers ~1 ms; a cost on every layer, fitted with it, ran to its bound: docs/speed.md)
     moe_layer_overhead_s=0.000215,
+    # x every prefill share on compute capability 8.0 (A100): GPUStack's prefill-heavy bf16 Qwen3-14B/32B rows came
+    # out 21-40% slow on A100 80GB and 4-35% fast on H100 SXM with one share. A GEMM alone explains ~1.07 of it
+    # (stas00/ml-engineering compute/accelerator "Maximum Achievable Matmul FLOPS": bf16 matmul 267.9 of 312 TFLOPS
+    # on A100 SXM, 85.9%, 792.1 of 989, 80.1%, on H100 SXM); the rest is vLLM's own: FlashAttention 2 on A100
+    # against 3 on H100, and 2,048 batched tokens a step on A100 against 8,192 (EngineArgs.get_batch_defaults)
+    prefill_sm80=1.32,
     basis=VLLM_SOURCE,
     fitted_to="vLLM",
     borrowed=("decode_compute", "memory_bandwidth", "allreduce_latency_s", "prefill_queue"),

@@ -42,6 +42,13 @@ class Machine:
     link: float
     tp: int
     bf16: bool = False  # the linear products run at bf16 (the prefill efficiency at bf16 applies)
+    capability: int | None = None  # compute capability x 10 (kvbudget.engines.capability); None: not NVIDIA
+
+    @property
+    def sm80(self) -> bool:
+        """Compute capability 8.0 (A100, A800): ``Efficiency.prefill_sm80`` scales its prefill shares. The figures
+        fitted cover 8.0 and 9.0 (H100, H200) only: Ada (8.9) and Blackwell keep the fitted shares."""
+        return self.capability == 80
 
 
 @dataclass(frozen=True)
@@ -85,7 +92,19 @@ class Roofline:
         """The fitted share of the peak in prefill at the precision the linear products run in (attention has its
         own: ``Efficiency.prefill_attention``)."""
         e = self.efficiency
-        return e.prefill_bf16 if self.machine.bf16 else e.prefill
+        return (e.prefill_bf16 if self.machine.bf16 else e.prefill) * self.sm80_factor
+
+    @property
+    def attention_efficiency(self) -> float:
+        """The fitted share of the bf16 peak in prefill attention on this machine (``Efficiency.prefill_attention``,
+        x ``Efficiency.prefill_sm80`` on compute capability 8.0)."""
+        return self.efficiency.prefill_attention * self.sm80_factor
+
+    @property
+    def sm80_factor(self) -> float:
+        """The ratio of every prefill share on this machine to the fitted one: ``Efficiency.prefill_sm80`` on a
+        compute capability 8.0 GPU, else 1."""
+        return self.efficiency.prefill_sm80 if self.machine.sm80 else 1.0
 
     def prefill_seconds(self, new: int, cached: int, sequences: int) -> float:
         """Seconds to prefill ``sequences`` prompts of ``new`` tokens after ``cached`` prefix-cache hits each."""
@@ -94,9 +113,10 @@ class Roofline:
         m, tp = self.machine, self.machine.tp
         linear = self.work.linear_flops(new * sequences, sequences) / tp / m.linear_flops
         attention = self.work.attention_flops(cached, new) * sequences / tp / m.attention_flops
-        e = self.efficiency
         return (
-            linear / self.prefill_efficiency + attention / e.prefill_attention + self.allreduce_seconds(new * sequences)
+            linear / self.prefill_efficiency
+            + attention / self.attention_efficiency
+            + self.allreduce_seconds(new * sequences)
         )
 
     def decode_step(self, batch: int, context: int) -> Step:
