@@ -183,7 +183,9 @@ def test_a_document_is_not_pooled_and_several_logs_take_the_one_with_speeds(logs
         measured_speeds(f"{doc},{doc}")
     both = logs.calibrate(DATA / "vllm" / "v1-fp8-kv-100k.log", str(STARTUP_THEN_SERVING))
     assert measured_speeds(str(logs.save(both, "both.json"))).points == ((18, 1226.3 / 18),)
-    twice = logs.calibrate(STARTUP_THEN_SERVING, str(STARTUP_THEN_SERVING))
+    # two logs with speeds (the same log under a second name: calibrate refuses one path given twice)
+    again = logs.join("again.log", STARTUP_THEN_SERVING)
+    twice = logs.calibrate(STARTUP_THEN_SERVING, str(again))
     with pytest.raises(InputError, match=r"a calibrate document of 2 logs, 2 with speeds"):
         measured_speeds(str(logs.save(twice, "twice.json")))
 

@@ -32,6 +32,7 @@ VALUES: dict[str, list[str]] = {
     "tokens": NUMBERS,
     "prefix": NUMBERS,
     "count": NUMBERS,
+    "running": NUMBERS,
     "gpus": NUMBERS,
     "sessions": NUMBERS,
     "index": NUMBERS,
