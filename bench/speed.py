@@ -106,6 +106,18 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 if split == "held_out" and (engine, kind) in MET and not met:
                     failed = True
+    # issue 19's target over every held-out figure of a kind, all engines together; --smoke fails if one is missed
+    for kind in KINDS:
+        mine = [
+            e for p, e in zip(prepared, errs, strict=True) if p.figure.split == "held_out" and p.figure.kind == kind
+        ]
+        s = Summary.of(mine)
+        met = s.median_abs <= 0.15 and s.within_30 >= 0.80
+        failed = failed or not met
+        print(
+            f"{'all':<7} {kind:<10} held_out: {s.count:>2} figures ({UNITS[kind]}), median |error| "
+            f"{s.median_abs:.1%}, within 30%: {s.within_30:.0%} ({'target met' if met else 'target missed'})"
+        )
     for engine in ENGINES:
         sources = sorted({p.figure.source for p in prepared if p.figure.request.engine == engine})
         for source in sources if len(sources) > 1 else ():
