@@ -155,9 +155,30 @@ def test_glm_4_5_matches_the_catalog_note() -> None:
 
 
 def test_dense_models_have_active_equal_total() -> None:
-    for name in ("Qwen2.5-72B", "gemma-3-27b-it", "Phi-4", "c4ai-command-r-v01"):
+    for name in ("Qwen2.5-72B", "Phi-4", "c4ai-command-r-v01"):
         count = _count(name)
         assert count.active == count.total
+
+
+def test_a_vlms_vision_tower_counts_toward_memory_not_toward_a_decoded_token() -> None:
+    # Gemma 3's SigLIP tower (hidden 1152, intermediate 4304, 27 layers, patch 14 of a 896 image, no pooling head):
+    # 416,866,032 parameters; the projector 1152 x (text hidden + 1). The totals are the checkpoints' published ones.
+    tower = 3 * 14 * 14 * 1152 + 1152 + 64 * 64 * 1152 + 27 * (4 * (1152 * 1152 + 1152) + 4 * 1152 + 2 * 1152 * 4304)
+    tower += 27 * (4304 + 1152) + 2 * 1152
+    assert tower == 416_866_032
+    for name, hidden, total in (("gemma-3-4b-it", 2560, 4_300_079_472), ("gemma-3-27b-it", 5376, 27_432_406_640)):
+        count = _count(name)
+        assert count.total == total
+        assert count.total - count.active == tower + 1152 * (hidden + 1)
+        assert any(note.startswith("vision tower (SigLIP)") for note in count.notes)
+
+
+def test_a_vision_tower_without_a_rule_is_said_not_counted() -> None:
+    from kvbudget.weights.vision import vision_parts
+
+    parts, note = vision_parts({"vision_config": {"model_type": "pixtral", "hidden_size": 1024}}, 5120, "mistral")
+    assert parts == [] and "vision tower (pixtral) not counted" in note
+    assert vision_parts({"hidden_size": 4096}, 4096, "llama") == ([], "")
 
 
 def test_unknown_architecture_fails_closed() -> None:

@@ -11,7 +11,8 @@ quantizers treat kinds differently (see ``weights.precision``):
 * ``router``: MoE router weights and score-correction biases — always 16-bit (gpt-oss and
   MiniMax-M2 list them in ``modules_to_not_convert``);
 * ``vector``: biases, attention sinks, conv1d kernels and SSM vectors (A_log, D, dt_bias) —
-  always 16-bit (GPTQ/AWQ/FP8 replace nn.Linear weights only).
+  always 16-bit (GPTQ/AWQ/FP8 replace nn.Linear weights only);
+* ``vision``: a VLM's vision tower and projector (weights/vision.py) — 16-bit, not read per decoded token.
 
 ``active`` is what one token touches: routed experts count ``top_k / n_experts`` of their total.
 """
@@ -21,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-TensorKind = Literal["linear", "embedding", "lm_head", "norm", "router", "vector"]
+TensorKind = Literal["linear", "embedding", "lm_head", "norm", "router", "vector", "vision"]
 QkNorm = Literal["none", "head", "full"]
 
 # Component names used in breakdowns (one place, so renderers and tests agree).

@@ -64,6 +64,8 @@ def computed_on_gpu(spec: ModelSpec, precision: str) -> tuple[int, int] | None:
     on_gpu = embedding = 0
     tied = True
     for part in count_params(spec).parts:
+        if part.kind == "vision":  # a GGUF's vision tower is a separate mmproj file, not loaded with the model
+            continue
         if part.kind == "embedding":
             embedding += _bytes(part.params, bits)
             continue

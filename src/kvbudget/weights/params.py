@@ -7,8 +7,8 @@ reproduce exactly for every entry computed from its config (tests/weights/test_p
 
 Counted: token embeddings, lm_head unless tied, every decoder layer (attention or latent attention,
 MLP or MoE with shared experts and router, Mamba-1/Mamba-2/Gated-DeltaNet mixers, norms) and the
-final norm. Not counted: multi-token-prediction layers, vision towers, and non-persistent buffers
-(rotary tables). An architecture without a rule fails closed with the model_type in the error.
+final norm, and a VLM's vision tower where its ``vision_config`` has a rule (weights/vision.py). Not counted:
+multi-token-prediction layers, other vision towers (said in the notes), and non-persistent buffers (rotary tables). An architecture without a rule fails closed with the model_type in the error.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from kvbudget.units import counted
 from kvbudget.weights import blocks
 from kvbudget.weights.blocks import Part, TensorKind
 from kvbudget.weights.families import LAYER_RULES, TIED_BY_DEFAULT
+from kvbudget.weights.vision import VISION, vision_parts
 
 COMPONENT_ORDER = (
     blocks.EMBEDDINGS,
@@ -37,6 +38,7 @@ COMPONENT_ORDER = (
     blocks.ROUTER,
     blocks.NORMS,
     blocks.LM_HEAD,
+    VISION,
 )
 
 
@@ -122,6 +124,10 @@ def count_params(spec: ModelSpec) -> ParamCount:
     notes = ["lm_head tied to the embeddings (one tensor)" if tied else "lm_head separate from the embeddings"]
     if not tied:
         parts.append(blocks.part(blocks.LM_HEAD, "lm_head", vocab * hidden))
+    tower, tower_note = vision_parts(spec.config, hidden, spec.model_type)
+    parts += tower
+    if tower_note:
+        notes.append(tower_note)
     mtp = f.cfg.get("num_nextn_predict_layers") or f.cfg.get("num_mtp_modules")
     if isinstance(mtp, int) and mtp > 0:
         notes.append(f"{counted(mtp, 'multi-token-prediction module')} excluded (loaded only for speculative decoding)")

@@ -57,7 +57,7 @@ GGUF_BLOCKS: dict[str, tuple[int, int, str]] = {
     "q5_1": (24, 32, "fp16 d, m + qh[4] + qs[16]"),
 }
 
-KEPT_KINDS: frozenset[TensorKind] = frozenset({"norm", "router", "vector"})
+KEPT_KINDS: frozenset[TensorKind] = frozenset({"norm", "router", "vector", "vision"})
 EMBEDDING_KINDS: frozenset[TensorKind] = frozenset({"embedding", "lm_head"})
 KEEP_BITS = Fraction(16)  # bf16
 
@@ -187,6 +187,7 @@ class WeightEstimate:
             "norm": "norms",
             "router": "MoE routers",
             "vector": "biases, sinks, conv1d and SSM vectors",
+            "vision": "the vision tower",
         }
         out = [text for kind, text in words.items() if kind in kept]
         return out + [f"{c} (kept by request)" for c in self.kept_components]

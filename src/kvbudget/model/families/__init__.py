@@ -55,6 +55,15 @@ def text_config(cfg: Mapping[str, object], where: str) -> tuple[Mapping[str, obj
     return cfg, ""
 
 
+def _with_vision(decoder: Mapping[str, object], cfg: Mapping[str, object]) -> dict[str, object]:
+    """The decoder's fields, with a multimodal config's ``vision_config`` beside them (its weights count too)."""
+    out = dict(decoder)
+    vision = cfg.get("vision_config")
+    if decoder is not cfg and isinstance(vision, Mapping):
+        out["vision_config"] = dict(vision)
+    return out
+
+
 def read_spec(
     cfg: Mapping[str, object],
     *,
@@ -114,5 +123,5 @@ def read_spec(
         max_position_embeddings=int(max_pos) if isinstance(max_pos, int) and max_pos > 0 else None,
         source=source,
         notes=notes,
-        config=dict(decoder),
+        config=_with_vision(decoder, cfg),
     )
