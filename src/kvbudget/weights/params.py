@@ -8,7 +8,8 @@ reproduce exactly for every entry computed from its config (tests/weights/test_p
 Counted: token embeddings, lm_head unless tied, every decoder layer (attention or latent attention,
 MLP or MoE with shared experts and router, Mamba-1/Mamba-2/Gated-DeltaNet mixers, norms) and the
 final norm, and a VLM's vision tower where its ``vision_config`` has a rule (weights/vision.py). Not counted:
-multi-token-prediction layers, other vision towers (said in the notes), and non-persistent buffers (rotary tables). An architecture without a rule fails closed with the model_type in the error.
+multi-token-prediction layers, other vision towers (said in the notes), and non-persistent buffers (rotary
+tables). An architecture without a rule fails closed with the model_type in the error.
 """
 
 from __future__ import annotations
