@@ -28,6 +28,7 @@ FAMILIES = (
     ("qwen3", "Qwen3 (dense and MoE)"),
     ("qwen", "Qwen2/2.5"),
     ("phi-3", "Phi-3"),
+    ("mistral", "Mistral"),
     ("gemma", "Gemma 3 (vision-language)"),
 )
 DOCS = Path(__file__).parents[2] / "docs" / "measure.md"
