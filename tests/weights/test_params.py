@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from kvbudget.errors import ConfigError, UnknownArchitectureError
 from kvbudget.model import catalog
 from kvbudget.model.families import read_spec
+from kvbudget.model.sources import resolve
 from kvbudget.model.spec import ModelSpec
 from kvbudget.weights.params import ParamCount, count_params
 from tests.helpers import dense_config, spec_of
@@ -171,6 +173,28 @@ def test_a_vlms_vision_tower_counts_toward_memory_not_toward_a_decoded_token() -
         assert count.total == total
         assert count.total - count.active == tower + 1152 * (hidden + 1)
         assert any(note.startswith("vision tower (SigLIP)") for note in count.notes)
+
+
+def test_qwen2_vl_and_qwen2_5_vl_count_their_vit_and_merger_to_the_published_totals() -> None:
+    # the official config.json files (flat: the vision_config names no model_type, the decoder's says which ViT);
+    # Qwen2-VL-7B-Instruct 8,291,375,616 and Qwen2.5-VL-7B-Instruct 8,292,166,656 parameters published, the same
+    # Qwen2 decoder as Qwen2.5-7B (7,615,616,512) + the ViT: patch embed 3 x 2 x 14 x 14 x 1280, 32 blocks, merger
+    configs = Path(__file__).parents[1] / "data" / "memory" / "configs"
+    decoder = 7_615_616_512
+    embed = 3 * 2 * 14 * 14 * 1280
+    qkv_proj = 1280 * 3840 + 3840 + 1280 * 1280 + 1280
+    v2_block = 4 * 1280 + qkv_proj + 2 * 1280 * 5120 + 5120 + 1280  # LayerNorms, fc1/fc2 (mlp_ratio 4)
+    v25_block = 2 * 1280 + qkv_proj + 3 * 1280 * 3420 + 2 * 3420 + 1280  # RMSNorms, gate/up/down (3420)
+    merger = 5120 * 5120 + 5120 + 5120 * 3584 + 3584
+    for name, block, norm, total in (
+        ("Qwen2-VL-7B-Instruct", v2_block, 2 * 1280, 8_291_375_616),
+        ("Qwen2.5-VL-7B-Instruct", v25_block, 1280, 8_292_166_656),
+    ):
+        spec = resolve(str(configs / name))
+        count = count_params(spec)
+        assert count.total == decoder + embed + 32 * block + norm + merger == total, name
+        assert count.active == decoder
+        assert spec.count("full_attention") == 28  # use_sliding_window false: every layer full, as vLLM's Qwen2Model
 
 
 def test_a_vision_tower_without_a_rule_is_said_not_counted() -> None:

@@ -175,6 +175,12 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     _dense(
         "Qwen2",
         "qwen2",
+        # Qwen2-VL and Qwen2.5-VL: a Qwen2 decoder (flat config.json, or text_config in transformers >= 4.57) beside a
+        # ViT whose weights weights/vision.py counts; vLLM's qwen2_vl.py / qwen2_5_vl.py build the decoder as Qwen2Model
+        "qwen2_vl",
+        "qwen2_5_vl",
+        "qwen2_vl_text",
+        "qwen2_5_vl_text",
         gguf=("qwen2",),
         example="Qwen2.5-7B",
         gguf_example=_attn(28, 28, 4, 128),

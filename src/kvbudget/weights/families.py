@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from kvbudget.model.families.attention import QWEN2_VL
 from kvbudget.model.families.fields import Fields
 from kvbudget.model.spec import CrossAttention, ModelSpec, Recurrent
 from kvbudget.weights import blocks
@@ -43,7 +44,7 @@ def standard_attention(f: Fields, model_type: str) -> list[Part]:
     bias = f.flag("attention_bias")
     qkv_bias, o_bias = bias, bias
     norm: QkNorm = "none"
-    if model_type == "qwen2":  # Qwen2Attention: q/k/v bias=True, o bias=False
+    if model_type == "qwen2" or model_type in QWEN2_VL:  # Qwen2Attention: q/k/v bias=True, o bias=False
         qkv_bias, o_bias = True, False
     elif model_type == "qwen2_moe":  # Qwen2MoeAttention: bias=config.qkv_bias (default True)
         qkv_bias, o_bias = f.flag("qkv_bias", default=True), False
@@ -315,6 +316,7 @@ ATTENTION_FAMILIES = (
     "mistral",
     "mixtral",
     "qwen2",
+    *sorted(QWEN2_VL),
     "qwen2_moe",
     "qwen3",
     "qwen3_moe",

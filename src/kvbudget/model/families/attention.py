@@ -24,8 +24,9 @@ SLIDING = "sliding_attention"
 CHUNKED = "chunked_attention"
 ATTENTION_TYPES = (FULL, SLIDING, CHUNKED)
 
-QWEN_STYLE = {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}
-ALL_SLIDING_WHEN_SET = {"mistral", "mixtral", "phi3", "starcoder2", "qwen2_vl_text"}
+QWEN2_VL = {"qwen2_vl", "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text"}  # Qwen2 decoders of the VL models
+QWEN_STYLE = {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"} | QWEN2_VL
+ALL_SLIDING_WHEN_SET = {"mistral", "mixtral", "phi3", "starcoder2"}
 
 
 def attention_layer_types(f: Fields, model_type: str, n_layers: int) -> list[str]:
