@@ -4,6 +4,7 @@ entry), and the fused-MoE buffers of the dummy forward (fused_moe.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -163,3 +164,23 @@ def test_the_v1_versions_that_count_the_whole_device_as_non_torch_memory_say_so(
         assert "other processes" in basis(version), version
     for version in ("0.9.1", "0.10.1"):
         assert "other processes" not in basis(version), version
+
+
+def test_a_vision_language_plan_says_the_encoders_dummy_pass_is_not_counted() -> None:
+    # vLLM's profile run also pushes dummy images or videos through the vision tower (a Qwen2.5-VL-7B start-up of vLLM
+    # 0.23.0 on an A100 logged "Encoder cache ... budget of 114688 tokens, and profiled with 1 video items" and a
+    # pool of -14.28 GiB at 0.22); the plan does not model that pass, so its runtime line must say so, for V1 and V0
+    configs = Path(__file__).parents[1] / "data" / "memory" / "configs"
+    qwen_vl = str(configs / "Qwen2.5-VL-7B-Instruct")
+    for engine, gpu, models in (
+        ("vllm@0.23.0", "a100-80gb", (qwen_vl, "gemma-3-27b-it")),
+        ("vllm@0.11.0", "mi300x", (qwen_vl, "gemma-3-27b-it")),
+        ("vllm@0.7.3", "a100-80gb", (qwen_vl,)),  # V0 (kvbudget plans no sliding-window layout on V0: no Gemma 3)
+    ):
+        for model in models:
+            request = PlanRequest(model=model, gpu=gpu, engine=engine, context=Tokens("4k"))
+            line = next(x for x in plan_deployment(request).ledger if x.label == "runtime overhead")
+            assert "not counted: the vision encoder's dummy pass" in line.basis, (engine, model)
+    text = PlanRequest(model="llama-3.1-8b", gpu="a100-80gb", engine="vllm@0.23.0", context=Tokens("4k"))
+    line = next(x for x in plan_deployment(text).ledger if x.label == "runtime overhead")
+    assert "vision encoder" not in line.basis

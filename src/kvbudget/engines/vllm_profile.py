@@ -221,9 +221,23 @@ def profiled_overhead(
         f"({seqs_basis}) x vocab {vocab:,} x {_sampler_words(sampler, spec, sequences)} = {sampler_peak:,} B"
         + ", non-torch 0.15-0.4 GiB"
         + (_graph_words(captured, base) if graphs else "")
+        + _encoder_words(spec)
         + "; measure it (calibrate, plan --from-log) or pass --overhead"
     )
     return Overhead(high, low, high, "heuristic", basis)
+
+
+def _encoder_words(spec: ModelSpec) -> str:
+    """What the plan leaves out for a vision-language model: vLLM's profile run also pushes the encoder-cache budget of
+    dummy images or videos through the vision tower (V1 gpu_model_runner.py profile_run, "Encoder cache will be
+    initialized with a budget of N tokens, and profiled with K <modality> items"; V0 profiles with dummy multimodal
+    data too). Its peak depends on the budget vLLM derives per model and version, not read here."""
+    if "vision_config" not in spec.config:
+        return ""
+    return (
+        "; not counted: the vision encoder's dummy pass of the profile run (the encoder-cache budget of dummy images "
+        "or videos through the vision tower), which can exceed the language model's peak: boot once and calibrate"
+    )
 
 
 def _graph_words(captured: int, base: int) -> str:
@@ -249,7 +263,8 @@ def v0_profiled_overhead(
         f"vLLM V0's profile run: activations at {batched:,} batched tokens"
         + (f" ({batched_basis})" if batched_basis else "")
         + f" x {V0_ACT_FIT} (hidden {hidden}, intermediate {inter}; fitted on issue #10517's RTX 3090 profiles), "
-        f"{seqs} fp32 logits rows (max_num_seqs) x vocab {vocab:,}, non-torch 0.4 GiB; "
-        "measure it (calibrate, plan --from-log) or pass --overhead"
+        f"{seqs} fp32 logits rows (max_num_seqs) x vocab {vocab:,}, non-torch 0.4 GiB"
+        + _encoder_words(spec)
+        + "; measure it (calibrate, plan --from-log) or pass --overhead"
     )
     return Overhead(fitted, low, high, "heuristic", basis)
