@@ -37,7 +37,6 @@ from kvbudget.engines.base import NO_SLOTS, EngineOptions, Group, Layout, Slots,
 from kvbudget.engines.common import group_primitives, shared_kv_group, state_dtype
 from kvbudget.engines.contract import EngineRules, yarn_override
 from kvbudget.engines.overhead import Overhead, Site
-from kvbudget.engines.trtllm_profile import profiled_overhead
 from kvbudget.engines.records import (
     Deployment,
     LoggedMemory,
@@ -48,6 +47,7 @@ from kvbudget.engines.records import (
     StartUp,
     log_line,
 )
+from kvbudget.engines.trtllm_profile import profiled_overhead
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model.spec import (
     ChunkedLocal,

@@ -114,7 +114,9 @@ def terms(spec: ModelSpec, *, tp: int, max_num_tokens: int, max_seq_len: int, ba
             f"{len(requests)} last-token row{'s' if len(requests) > 1 else ''} x vocab {dims(spec)[2]:,} in the "
             "model dtype and fp32 (LogitsProcessor), within the activation peak",
         ),
-        Term("CUDA graphs", GRAPHS[0], GRAPHS[1], "heuristic", f"{len(GRAPH_SIZES)} decode graphs up to 128, 0.1-0.9 GiB"),
+        Term(
+            "CUDA graphs", GRAPHS[0], GRAPHS[1], "heuristic", f"{len(GRAPH_SIZES)} decode graphs up to 128, 0.1-0.9 GiB"
+        ),
         Term("non-torch", NON_TORCH[0], NON_TORCH[1], "heuristic", "CUDA context, NCCL, cuBLAS: 0.15-0.4 GiB"),
     )
 
@@ -130,4 +132,6 @@ def profiled_overhead(
     basis = "TensorRT-LLM's profiling pass (KvCacheCreator): " + "; ".join(
         f"{p.name} {p.how}: {p.basis}" for p in parts
     )
-    return Overhead(high, low, high, "heuristic", basis + "; measure it (calibrate, plan --from-log) or pass --overhead")
+    return Overhead(
+        high, low, high, "heuristic", basis + "; measure it (calibrate, plan --from-log) or pass --overhead"
+    )
