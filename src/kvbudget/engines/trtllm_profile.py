@@ -16,8 +16,8 @@ temporary KV cache is added back to ``total - peak``. So the memory besides weig
 * **logits** (computed): modules/logits_processor.py LogitsProcessor keeps the last token of each context request
   (``cumsum(seq_lens) - 1``), gathers the full vocabulary on every rank and casts it ``.float()``: one row per dummy
   request in the model dtype and in fp32. The forward's layers are done by then, so the peak is the larger of the
-  two. TorchSampler (the default ``sampler_type`` auto without beam search) takes a greedy argmax of those rows:
-  nothing of vocabulary size.
+  two. The sampler is TorchSampler (_util.py builds TRTLLMSampler only for ``sampler_type`` TRTLLMSampler, or auto
+  with beam search), and the dummy requests sample greedily: an argmax of those rows, nothing of vocabulary size.
 * **CUDA graphs**: captured before the estimate (the 1.1.0rc3 log prints "Run generation only CUDA graph warmup for
   batch size=..." before "Memory used after loading model weights"), so their pool is in the non-torch remainder;
   llmapi/llm_args.py CudaGraphConfig captures 1-31, 32, 64 and 128 by default. Their memory is not computable
