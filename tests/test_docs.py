@@ -22,6 +22,8 @@ UPSTREAM = {
     "topk_topp_triton.py",  # vLLM v1/sample/ops (0.17+): the Triton top-k/top-p kernel and its buffer
     "cache.py",  # vLLM config: the gpu_memory_utilization default per version (docs/engines.md, docs/measure.md)
     "fused_moe.py",  # vLLM model_executor/layers/fused_moe
+    "llm_args.py",  # TensorRT-LLM llmapi: CudaGraphConfig's capture sizes, KvCacheConfig (docs/measure.md)
+    "logits_processor.py",  # TensorRT-LLM _torch/modules: one logits row per request in the dummy pass
     "sampler.py",  # vLLM v1/sample: the sampler the profile run warms up (docs/measure.md)
     "base_device_communicator.py",  # vLLM distributed/device_communicators: the logits all-gather at TP > 1
     "loggers.py",  # vLLM v1/metrics: the stats line --speed-from LOG reads (docs/speed.md)

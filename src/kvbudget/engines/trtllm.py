@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, ClassVar
 from kvbudget.engines.base import NO_SLOTS, EngineOptions, Group, Layout, Slots, cdiv, version_tuple
 from kvbudget.engines.common import group_primitives, shared_kv_group, state_dtype
 from kvbudget.engines.contract import EngineRules, yarn_override
-from kvbudget.engines.overhead import Overhead, Site, activation_overhead
+from kvbudget.engines.overhead import Overhead, Site
 from kvbudget.engines.records import (
     Deployment,
     LoggedMemory,
@@ -47,6 +47,7 @@ from kvbudget.engines.records import (
     StartUp,
     log_line,
 )
+from kvbudget.engines.trtllm_profile import profiled_overhead
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model.spec import (
     ChunkedLocal,
@@ -290,9 +291,14 @@ class Rules(EngineRules):
         return MAX_NUM_TOKENS, "trtllm-serve --max_num_tokens default (the profiling run fills it)"
 
     def overhead(self, spec: ModelSpec, site: Site) -> Overhead:
-        # the peak includes non-torch memory (NCCL, CUDA graphs): extra_cost in _cal_max_memory
-        return activation_overhead(
-            spec, tp=site.tp, batched=site.batched, batched_basis=site.batched_basis, graphs=True
+        # KvCacheCreator's own profiling pass, term by term (engines/trtllm_profile.py); the dummy requests are cut
+        # at max_seq_len - 1 tokens (the plan's context; with none, one request of the whole batch)
+        return profiled_overhead(
+            spec,
+            tp=site.tp,
+            max_num_tokens=site.batched,
+            max_seq_len=site.context or site.batched + 1,
+            batched_basis=site.batched_basis,
         )
 
     def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:

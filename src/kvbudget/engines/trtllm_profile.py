@@ -1,0 +1,137 @@
+"""TensorRT-LLM's runtime memory as its own profiling pass sees it (PyTorch backend, 1.0-1.3), per GPU.
+
+KvCacheCreator.configure_kv_cache_capacity (tensorrt_llm/_torch/pyexecutor/_util.py) resets torch's peak after the
+weights, the temporary KV cache and the executor (its sampler, its CUDA graphs) exist, runs the dummy requests
+through the executor, and takes ``peak = torch peak + (device used - torch allocated)`` after ``empty_cache``; the
+temporary KV cache is added back to ``total - peak``. So the memory besides weights and KV it subtracts is:
+
+* **activations** of the dummy batch: ``_create_dummy_context_requests(net_max_seq_len - 1)`` sends
+  ``max_num_tokens`` tokens (8,192 by default) as requests of ``min(max_num_tokens, max_seq_len - 1)`` tokens, the
+  last one shorter. The batch is computed; its bytes per token are the labelled heuristic of engines/overhead.py
+  (hidden and MLP activations x 1.0-1.35), which also stands for the attention backend's workspace (a torch tensor
+  sized by the C++ kernels, not read). A MoE model's MLP is its expert buffers, counted in the fused-MoE layout of
+  engines/vllm_profile.py moe_workspace (TensorRT-LLM's CUTLASS MoE workspace is not read: heuristic). Held to the
+  1.1.0rc3 DGX Spark log's itemized "Memory dynamically allocated during inference (inside torch) ... 0.85 GiB"
+  (gpt-oss-120b): the range below gives 0.88-1.19 GiB, the dense formula 0.26-0.36 GiB.
+* **logits** (computed): modules/logits_processor.py LogitsProcessor keeps the last token of each context request
+  (``cumsum(seq_lens) - 1``), gathers the full vocabulary on every rank and casts it ``.float()``: one row per dummy
+  request in the model dtype and in fp32. The forward's layers are done by then, so the peak is the larger of the
+  two. The sampler is TorchSampler (_util.py builds TRTLLMSampler only for ``sampler_type`` TRTLLMSampler, or auto
+  with beam search), and the dummy requests sample greedily: an argmax of those rows, nothing of vocabulary size.
+* **CUDA graphs**: captured before the estimate (the 1.1.0rc3 log prints "Run generation only CUDA graph warmup for
+  batch size=..." before "Memory used after loading model weights"), so their pool is in the non-torch remainder;
+  llmapi/llm_args.py CudaGraphConfig captures 1-31, 32, 64 and 128 by default. Their memory is not computable
+  offline: the measured 0.1-0.9 GiB range of engines/overhead.py (heuristic).
+* **non-torch memory** (CUDA context, NCCL, cuBLAS workspaces: the "Memory used outside torch" line less the
+  graphs): the measured 0.15-0.4 GiB range (heuristic).
+* the **temporary KV cache** of the dummy requests (computed: whole 32-token blocks of each request + 1 generated
+  token, + 1 with the overlap scheduler, on by default) is in the peak and added back: it costs the pool nothing.
+
+Read in the 1.0/1.1-era _util.py that prints "tmp kv_mem" (the 1.1.0rc3 log's line) and in the 2026 main one that
+prints "temporary kv cache memory during profiling": the dummy requests, the peak and the add-back are the same
+rule in both, so one rule plans 1.0-1.3. The release tags themselves were not read (see docs/measure.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from kvbudget.engines.base import cdiv
+from kvbudget.engines.overhead import ACT_FACTOR, GRAPHS, NON_TORCH, Overhead, activations, dims
+from kvbudget.engines.vllm_profile import moe_workspace
+from kvbudget.model.spec import ModelSpec
+
+TOKENS_PER_BLOCK = 32  # llmapi/llm_args.py KvCacheConfig.tokens_per_block
+GRAPH_SIZES = (*range(1, 32), 32, 64, 128)  # llm_args.py CudaGraphConfig._generate_cuda_graph_batch_sizes(128)
+
+
+@dataclass(frozen=True)
+class Term:
+    """One part of the runtime memory, per GPU: its range and whether it is computed from the engine's source or
+    a labelled heuristic."""
+
+    name: str
+    low: int
+    high: int
+    how: Literal["computed", "heuristic"]
+    basis: str
+
+
+def dummy_requests(max_num_tokens: int, max_seq_len: int) -> tuple[int, ...]:
+    """The prompt lengths of the profiling requests (_util.py _create_dummy_context_requests(net_max_seq_len - 1)):
+    requests of min(max_num_tokens, max_seq_len - 1) tokens until max_num_tokens are sent."""
+    each = max(1, min(max_num_tokens, max_seq_len - 1))
+    full, rest = divmod(max_num_tokens, each)
+    return (each,) * full + ((rest,) if rest else ())
+
+
+def temporary_kv_tokens(requests: tuple[int, ...], overlap: bool = True) -> int:
+    """_util.py _get_token_num_for_estimation: each request's prompt + 1 generated token (+ 1 with the overlap
+    scheduler) in whole blocks; what the KV cache of the dummy pass holds."""
+    extra = 2 if overlap else 1
+    return sum(cdiv(n + extra, TOKENS_PER_BLOCK) for n in requests) * TOKENS_PER_BLOCK
+
+
+def logits_bytes(spec: ModelSpec, requests: int) -> int:
+    """LogitsProcessor: one gathered vocabulary row per context request, in the model dtype and its fp32 copy."""
+    model_bytes = 4 if spec.dtype in ("float32", "fp32") else 2
+    return requests * dims(spec)[2] * (model_bytes + 4)
+
+
+def _activation_bytes(spec: ModelSpec, tp: int, tokens: int) -> tuple[int, str]:
+    """The dummy forward's activations: a MoE model's MLP is its expert buffers, not a dense MLP."""
+    hidden, inter, _ = dims(spec)
+    moe = moe_workspace(spec, tp, tokens)
+    if not moe:
+        return activations(spec, tp, tokens), f"hidden and MLP activations (hidden {hidden}, intermediate {inter})"
+    return tokens * 4 * hidden * 2 + moe, f"hidden activations (hidden {hidden}) and fused-MoE buffers {moe:,} B"
+
+
+def terms(spec: ModelSpec, *, tp: int, max_num_tokens: int, max_seq_len: int, batched_basis: str) -> tuple[Term, ...]:
+    """The parts of TensorRT-LLM's profiled runtime memory per GPU, each computed or a labelled heuristic."""
+    requests = dummy_requests(max_num_tokens, max_seq_len)
+    act, words = _activation_bytes(spec, tp, max_num_tokens)
+    logits = logits_bytes(spec, len(requests))
+    # the head runs after the layers have freed their buffers: the peak is the larger of the two
+    low, high = max(int(ACT_FACTOR[0] * act), logits), max(int(ACT_FACTOR[1] * act), logits)
+    batch = f"{len(requests)} dummy request{'s' if len(requests) > 1 else ''} of {requests[0]:,} tokens"
+    return (
+        Term(
+            "activations",
+            low,
+            high,
+            "heuristic",
+            f"the dummy batch ({batch}: max_num_tokens {max_num_tokens:,}"
+            + (f", {batched_basis}" if batched_basis else "")
+            + f", computed): {words} x 1.0-1.35, the attention workspace within the range",
+        ),
+        Term(
+            "logits",
+            logits,
+            logits,
+            "computed",
+            f"{len(requests)} last-token row{'s' if len(requests) > 1 else ''} x vocab {dims(spec)[2]:,} in the "
+            "model dtype and fp32 (LogitsProcessor), within the activation peak",
+        ),
+        Term(
+            "CUDA graphs", GRAPHS[0], GRAPHS[1], "heuristic", f"{len(GRAPH_SIZES)} decode graphs up to 128, 0.1-0.9 GiB"
+        ),
+        Term("non-torch", NON_TORCH[0], NON_TORCH[1], "heuristic", "CUDA context, NCCL, cuBLAS: 0.15-0.4 GiB"),
+    )
+
+
+def profiled_overhead(
+    spec: ModelSpec, *, tp: int, max_num_tokens: int, max_seq_len: int, batched_basis: str
+) -> Overhead:
+    """The runtime memory KvCacheCreator subtracts besides the weights: the activation peak (logits included),
+    CUDA graphs and non-torch memory; the plan reserves the high end."""
+    parts = terms(spec, tp=tp, max_num_tokens=max_num_tokens, max_seq_len=max_seq_len, batched_basis=batched_basis)
+    summed = [p for p in parts if p.name != "logits"]  # the logits are inside the activation peak
+    low, high = sum(p.low for p in summed), sum(p.high for p in summed)
+    basis = "TensorRT-LLM's profiling pass (KvCacheCreator): " + "; ".join(
+        f"{p.name} {p.how}: {p.basis}" for p in parts
+    )
+    return Overhead(
+        high, low, high, "heuristic", basis + "; measure it (calibrate, plan --from-log) or pass --overhead"
+    )
