@@ -20,6 +20,14 @@ The rules, each after the engine behaviour it follows (docs/simulate.md):
   ``BlockSpaceManager.can_allocate``: ``free - required >= watermark_blocks``).
 * ``reserve``: admission reserves the session's bytes at the cap for its whole life and never
   preempts (the static plan; llama.cpp slots, TensorRT-LLM's GUARANTEED_NO_EVICT).
+* The running limit (``SimConfig.running_limit``, the engine's own: ``Plan.running_limit``): while a replica runs
+  that many requests (in the batch, or swapping in), the waiting queue takes none, head-of-line as for memory:
+  vLLM 0.33.0 vllm/v1/core/sched/scheduler.py ``schedule()`` breaks its waiting loop when ``len(self.running) ==
+  self.max_num_running_reqs`` (max_num_seqs); SGLang 0.5.23 managers/scheduler.py ``get_new_batch_prefill``
+  returns no prefill batch while ``running_bs >= self.max_running_requests``. A session between steps is not
+  running (its request is over; under ``hold`` it keeps its blocks, not a slot), so its next step takes a slot
+  again: a holder's step at the limit joins the back of the queue and, at its head, grows into its own blocks.
+  The wait counts in that step's TTFT; a slot freed by a completion drains the queue.
 * Pauses: ``hold`` keeps a session's blocks referenced through the tool call; ``evictable`` frees
   them into the prefix cache (stock vLLM/SGLang between requests), evicted LRU when space is needed,
   and the next step re-prefills what was evicted.
@@ -52,6 +60,7 @@ class Replica:
         events: EventQueue,
         host_bytes: int | None = None,
         check: bool = False,
+        running_limit: int | None = None,
     ) -> None:
         self.index = index
         self.memory = memory
@@ -91,6 +100,10 @@ class Replica:
         self.group_t = 0.0
         self.blocked: Session | None = None  # the last session refused admission without a prefix to take (_admit)
         self.blocked_above = 0  # the pool.used above which it cannot fit (its need and the watermark are fixed)
+        self.max_running = running_limit or 1 << 62  # the running limit (module doc); none: never reached
+        self.swapping = 0  # sessions admitted and swapping in: they hold a running slot before they join the batch
+        self.slot_blocked = False  # the last drain stopped at the running limit: a freed slot drains again
+        self.limit_t = -1.0  # when the running limit last held the queue (a step ready by then waited on it)
 
     # -- arrivals and steps -------------------------------------------------------------------
 
@@ -125,6 +138,12 @@ class Replica:
             if not reserve and prompt + s.output > self.fit_tokens:  # it can never fit (below)
                 self._too_big(s, now)
                 return
+            if self.batch.running + self.swapping >= self.max_running:  # no slot: it waits at the back (drain)
+                s.state = WAITING
+                self.waiting.append(s)
+                self.slot_blocked = True
+                self.limit_t = now
+                return
             if reserve or self._grow(s, prompt, now):
                 # _start(s, now, context, 0), inlined: a holder's every later step
                 s.prompt = prompt
@@ -150,7 +169,7 @@ class Replica:
             return
         s.state = WAITING
         if not s.admitted and self.refuse:
-            if self.waiting or not self._admit(s, now):
+            if self.waiting or self.batch.running + self.swapping >= self.max_running or not self._admit(s, now):
                 self._refuse(s)
             return
         self.waiting.append(s)
@@ -158,6 +177,7 @@ class Replica:
 
     def swap_done(self, s: Session, now: float) -> None:
         self.batch.catch_up(now)
+        self.swapping -= 1
         self._start(s, now, s.hits, max(0, s.context - s.hits))  # its join finds the short boundary again
 
     def decode_done(self, now: float) -> None:
@@ -210,16 +230,45 @@ class Replica:
                 self._unhold(s)
             if not grown or self.evictable:
                 self.drain(now)  # blocks were freed into the cache: the waiting head may fit now
+            elif self.slot_blocked:
+                self.drain(now)  # its running slot is free: the head the running limit held may start
+        elif self.slot_blocked:
+            self.drain(now)
         # the request's own overhead (TimeModel.first_token_s) comes before the server takes the step, after the pause
         heappush(self.events, (now + pause + self.time.first_token_s, next(self.seq), PAUSE_END, s, 0))
 
     # -- admission --------------------------------------------------------------------------
 
     def drain(self, now: float) -> None:
-        """Admit from the head of the waiting queue while the head fits (FCFS, head-of-line blocking)."""
+        """Admit from the head of the waiting queue while the head fits and a running slot is free (FCFS,
+        head-of-line blocking; module doc)."""
         waiting = self.waiting
-        while waiting and self._admit(waiting[0], now):
-            waiting.popleft()
+        batch = self.batch
+        while waiting:
+            if batch.running + self.swapping >= self.max_running:
+                self.slot_blocked = True
+                self.limit_t = now
+                return
+            s = waiting[0]
+            if s.holder:  # a holder's step that waited for a slot (step_ready)
+                waiting.popleft()
+                if not self._resume(s, now):
+                    waiting.appendleft(s)  # it preempted itself: back at the front, as in step_ready
+                    break
+            elif self._admit(s, now):
+                waiting.popleft()
+            else:
+                break
+        self.slot_blocked = False
+
+    def _resume(self, s: Session, now: float) -> bool:
+        """A holder's step that waited for a running slot grows into its blocks and starts (step_ready's holder
+        path); False if it was preempted itself."""
+        if not (self.reserve or self._grow(s, s.context + s.append, now)):
+            return False
+        self.stats.step_wait.add(now - s.ready_at)
+        self._start(s, now, s.context, 0)
+        return True
 
     def _admit(self, s: Session, now: float) -> bool:
         """Admit ``s`` if its prompt fits in free + evictable memory (less the watermark)."""
@@ -283,6 +332,7 @@ class Replica:
             self.host_free += s.swapped
             s.swapped = 0
             s.state = SWAP_IN
+            self.swapping += 1
             s.hits = hits
             heappush(self.events, (now + delay, next(self.seq), SWAP_DONE, s, s.dver))
             return True
@@ -333,6 +383,8 @@ class Replica:
         n_batch). Their TTFTs are counted when their batch can take no more prompts (``close_group``)."""
         s.t_first = t = self.batch.first_token(now)
         s.out0 = s.output
+        if self.limit_t >= s.ready_at and now > s.ready_at:  # it waited, and the running limit held its queue
+            self.stats.limit_wait.add(now - s.ready_at)
         if before is None or not self.time.group_prompts:
             self.stats.ttft.add(t + self.time.first_token_s - s.ready_at)
             return
@@ -413,6 +465,7 @@ class Replica:
             v.state = WAITING
             self.waiting.appendleft(v)
         elif v.state == SWAP_IN:
+            self.swapping -= 1
             v.dver += 1  # its SWAP_DONE event is stale
             v.state = WAITING
             self.waiting.appendleft(v)
