@@ -239,7 +239,12 @@ def _arrive(plan: SessionPlan, now: float, stats: Counters, replicas: list[Repli
     index = stats.arrived
     stats.concurrency.arrival(index, now)
     one = replicas[0] if len(replicas) == 1 else None
-    stats.queue.arrival(index, len(one.waiting) if one is not None else sum(len(r.waiting) for r in replicas))
+    stats.queue.arrival(
+        index,
+        len(one.waiting) + len(one.slot_wait)
+        if one is not None
+        else sum(len(r.waiting) + len(r.slot_wait) for r in replicas),
+    )
     steps = step_rows(plan.steps)
     first = next(steps, None)
     if first is None:  # a session without a model call holds nothing
@@ -264,7 +269,7 @@ def _state(t: float, replicas: list[Replica]) -> tuple[int, int, int, int, int]:
         used += pool.used + grown
         cached += pool.cached - max(0, grown - (pool.capacity - pool.used - pool.cached))
         running += r.batch.running
-        waiting += len(r.waiting)
+        waiting += len(r.waiting) + len(r.slot_wait)
         paused += r.paused
     return used, cached, running, waiting, paused
 

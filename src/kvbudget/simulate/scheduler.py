@@ -26,8 +26,9 @@ The rules, each after the engine behaviour it follows (docs/simulate.md):
   self.max_num_running_reqs`` (max_num_seqs); SGLang 0.5.23 managers/scheduler.py ``get_new_batch_prefill``
   returns no prefill batch while ``running_bs >= self.max_running_requests``. A session between steps is not
   running (its request is over; under ``hold`` it keeps its blocks, not a slot), so its next step takes a slot
-  again: a holder's step at the limit joins the back of the queue and, at its head, grows into its own blocks.
-  The wait counts in that step's TTFT; a slot freed by a completion drains the queue.
+  again. A holder's step at the limit waits for a slot only (``slot_wait``, FCFS, ahead of the memory queue, as
+  a holder never queues for memory): queued behind a session that waits for the very blocks it holds, neither
+  would ever run. The wait counts in that step's TTFT; a slot freed by a completion drains the queues.
 * Pauses: ``hold`` keeps a session's blocks referenced through the tool call; ``evictable`` frees
   them into the prefix cache (stock vLLM/SGLang between requests), evicted LRU when space is needed,
   and the next step re-prefills what was evicted.
@@ -78,6 +79,7 @@ class Replica:
             costs.linear = (memory.block_size, *linear)
         self.batch = DecodeBatch(time, growth, ledger)
         self.waiting: deque[Session] = deque()
+        self.slot_wait: deque[Session] = deque()  # holders' steps waiting for a running slot (module doc)
         self.holders: OrderedDict[Session, None] = OrderedDict()  # admission order: last = newest
         self.prefixes: dict[int, SharedPrefix] = {}
         self.reserve = policy.policy == "reserve"
@@ -138,9 +140,9 @@ class Replica:
             if not reserve and prompt + s.output > self.fit_tokens:  # it can never fit (below)
                 self._too_big(s, now)
                 return
-            if self.batch.running + self.swapping >= self.max_running:  # no slot: it waits at the back (drain)
+            if self.slot_wait or self.batch.running + self.swapping >= self.max_running:  # no slot: it waits (drain)
                 s.state = WAITING
-                self.waiting.append(s)
+                self.slot_wait.append(s)
                 self.slot_blocked = True
                 self.limit_t = now
                 return
@@ -244,21 +246,22 @@ class Replica:
         head-of-line blocking; module doc)."""
         waiting = self.waiting
         batch = self.batch
+        slot_wait = self.slot_wait
+        while slot_wait:  # holders' steps first: they wait for a slot only
+            if batch.running + self.swapping >= self.max_running:
+                self.slot_blocked = True
+                self.limit_t = now
+                return
+            if not self._resume(slot_wait.popleft(), now):
+                break  # it preempted itself (_preempt put it at the front of the waiting queue)
         while waiting:
             if batch.running + self.swapping >= self.max_running:
                 self.slot_blocked = True
                 self.limit_t = now
                 return
-            s = waiting[0]
-            if s.holder:  # a holder's step that waited for a slot (step_ready)
-                waiting.popleft()
-                if not self._resume(s, now):
-                    waiting.appendleft(s)  # it preempted itself: back at the front, as in step_ready
-                    break
-            elif self._admit(s, now):
-                waiting.popleft()
-            else:
+            if not self._admit(waiting[0], now):
                 break
+            waiting.popleft()
         self.slot_blocked = False
 
     def _resume(self, s: Session, now: float) -> bool:
@@ -468,6 +471,10 @@ class Replica:
             self.swapping -= 1
             v.dver += 1  # its SWAP_DONE event is stale
             v.state = WAITING
+            self.waiting.appendleft(v)
+        elif v.state == WAITING:  # a holder's step waiting for a slot: now it waits for its blocks too
+            if v in self.slot_wait:  # not when it is the one resuming (drain)
+                self.slot_wait.remove(v)
             self.waiting.appendleft(v)
         if self.policy.preempt == "swap" and v.held <= self.host_free:
             self.stats.swaps += 1
