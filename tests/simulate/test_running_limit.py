@@ -9,6 +9,7 @@ max_num_seqs (vllm/v1/core/sched/scheduler.py) and SGLang's stops at max_running
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import pairwise
 
 import pytest
 
@@ -107,7 +108,7 @@ def test_a_higher_limit_never_lowers_throughput(seed: int) -> None:
     rates = [r.decode_tokens / r.sim_time_s for r in results]
     for lower, higher, r in zip(rates, rates[1:], results[1:], strict=False):
         assert higher >= lower - r.peak_running * MAX_OUTPUT / DURATION
-    for lower, higher in zip(rates[:5], rates[1:5], strict=False):  # 1 to 8: the limit binds, well past the cut
+    for lower, higher in pairwise(rates[:5]):  # 1 to 8: the limit binds, well past the cut
         assert higher > 1.1 * lower
     assert replace(results[-2], running_limit=None) == results[-1]  # 32 is never reached: the same run
 
