@@ -8,13 +8,16 @@ max_num_seqs (vllm/v1/core/sched/scheduler.py) and SGLang's stops at max_running
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from itertools import pairwise
+from typing import Any
 
 import pytest
 
 from kvbudget.simulate import simulate
 from kvbudget.simulate.runner import SimResult
+from tests.helpers import run_cli
 from tests.simulate.builders import agent_sessions, config, session
 
 ITERATION = 0.02  # s: 1 / 50 tokens/s
@@ -136,3 +139,93 @@ def test_the_limit_holds_under_preemption_and_swapping(pause: str, preempt: str,
     assert r.preemptions > 0
     assert r.live_at_end == 0 and r.finished + r.refused == r.arrived == 80
     assert r.finished == 38  # as without the limit: the same sessions end (the rest are larger than the pool)
+
+
+# --- through the faces: the engine's own limit reaches the simulation ------------------------------------------
+
+CHAT = ("--context", "32k", "--workload", "examples/chat.toml", "--rate", "2", "--sessions", "200")
+SIM = ("simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", *CHAT, "--search-sessions", "0")
+
+
+def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    code, out, err = run_cli(capsys, *argv, "--json")
+    assert code == 0, err
+    data: dict[str, Any] = json.loads(out)
+    return data
+
+
+def test_simulate_max_num_seqs_binds_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    limited = _json(capsys, *SIM, "--engine", "vllm", "--max-num-seqs", "4")
+    assert limited["running_limit"] == {
+        "per_replica": 4,
+        "basis": "--max-num-seqs 4 as set",
+        "provenance": "given",
+        "bound": True,
+        "steps_held": limited["running_limit"]["steps_held"],
+        "wait_s": limited["running_limit"]["wait_s"],
+        "peak_running": 4,
+    }
+    assert limited["running_limit"]["steps_held"] > 0 and limited["running_limit"]["wait_s"]["p99"] > 60
+    # the decode speeds quoted stop at the batch the limit allows, as kvbudget speed's batch does
+    assert [q["running"] for q in limited["speeds"]["decode"]["tokens_per_s_per_session"]] == [1, 2, 4]
+    default = _json(capsys, *SIM, "--engine", "vllm")
+    limit = default["running_limit"]
+    # vLLM V1's default on an H100 (80 GiB, not A100): 1,024 (EngineArgs.get_batch_defaults); far above this load
+    assert (limit["per_replica"], limit["provenance"], limit["bound"], limit["steps_held"]) == (1024, "exact", False, 0)
+    assert default["latency"]["ttft_s"]["p99"] < 1 < limited["latency"]["ttft_s"]["p99"]
+    code, text, _ = run_cli(capsys, *SIM, "--engine", "vllm", "--max-num-seqs", "4")
+    assert code == 0 and "The running limit of 4 per replica bound: " in text and "steps waited" in text
+
+
+def test_sglang_max_running_requests_binds(capsys: pytest.CaptureFixture[str]) -> None:
+    data = _json(capsys, *SIM, "--engine", "sglang", "--max-running-requests", "4")
+    limit = data["running_limit"]
+    assert (limit["per_replica"], limit["provenance"], limit["bound"], limit["peak_running"]) == (4, "given", True, 4)
+    derived = _json(capsys, *SIM, "--engine", "sglang")["running_limit"]
+    # SGLang 0.5.23 resolve_max_num_reqs: tokens / context x 512 clamped to [2,048, 4,096], at most half the tokens
+    assert derived["provenance"] == "computed" and 2048 <= derived["per_replica"] <= 4096 and not derived["bound"]
+
+
+def test_an_engine_without_a_limit_says_none(capsys: pytest.CaptureFixture[str]) -> None:
+    data = _json(capsys, *SIM, "--engine", "llamacpp")
+    assert data["running_limit"] is None
+
+
+def test_the_limit_is_the_plans_and_speeds(capsys: pytest.CaptureFixture[str]) -> None:
+    """One rule (Plan.running_limit): the batch kvbudget speed runs at --concurrency max is the one the simulator
+    admits to, for a limit below the pool's sessions."""
+    from kvbudget.api import PlanRequest, plan_deployment
+    from kvbudget.speed.answer import running_limit
+
+    plan = plan_deployment(
+        PlanRequest.from_options(
+            {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "vllm", "context": "8k", "max_num_seqs": "3"}
+        )
+    )
+    limit = plan.running_limit()
+    assert limit is not None and (limit.requests, limit.provenance) == (3, "given")
+    assert plan.sessions == 3 and running_limit(plan)[0] == 3  # vLLM's plan: 3 running, the rest wait
+    speed = _json(
+        capsys,
+        "speed",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100-sxm",
+        "--engine",
+        "vllm",
+        "--isl",
+        "6k",
+        "--osl",
+        "2k",
+        "--max-num-seqs",
+        "3",
+    )
+    assert speed["batch_per_replica"] == 3
+
+
+def test_compare_simulate_runs_under_the_limit(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ("compare", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", *CHAT[:4], "--simulate")
+    argv = (*argv, "--search-sessions", "100", "--search-probes", "2", "--jobs", "1")
+    free = _json(capsys, *argv)["rows"][0]["simulated"]
+    limited = _json(capsys, *argv, "--max-num-seqs", "2")["rows"][0]["simulated"]
+    assert limited["ttft_s"]["p99"] > 10 * free["ttft_s"]["p99"]
