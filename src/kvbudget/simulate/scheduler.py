@@ -102,8 +102,9 @@ class Replica:
         self.group_t = 0.0
         self.blocked: Session | None = None  # the last session refused admission without a prefix to take (_admit)
         self.blocked_above = 0  # the pool.used above which it cannot fit (its need and the watermark are fixed)
-        self.max_running = running_limit or 1 << 62  # the running limit (module doc); none: never reached
-        self.swapping = 0  # sessions admitted and swapping in: they hold a running slot before they join the batch
+        # The batch's room under the running limit (module doc; none: never reached): the limit less the sessions
+        # admitted and swapping in, which hold a slot before they join the batch. Full when batch.running >= slots.
+        self.slots = running_limit or 1 << 62
         self.slot_blocked = False  # the last drain stopped at the running limit: a freed slot drains again
         self.limit_t = -1.0  # when the running limit last held the queue (a step ready by then waited on it)
 
@@ -124,7 +125,8 @@ class Replica:
 
     def step_ready(self, s: Session, now: float) -> None:
         """A step is ready (arrival, or the end of a pause): run it, grow into it, or queue it."""
-        self.batch.catch_up(now)  # the blocks the batch took by now, before this step reads the pool
+        batch = self.batch
+        batch.catch_up(now)  # the blocks the batch took by now, before this step reads the pool
         s.ready_at = now
         s.t_first = -1.0
         if s.compact_to is not None and s.compact_to < s.context:
@@ -140,7 +142,7 @@ class Replica:
             if not reserve and prompt + s.output > self.fit_tokens:  # it can never fit (below)
                 self._too_big(s, now)
                 return
-            if self.slot_wait or self.batch.running + self.swapping >= self.max_running:  # no slot: it waits (drain)
+            if batch.running >= self.slots or self.slot_wait:  # no slot: it waits (drain)
                 s.state = WAITING
                 self.slot_wait.append(s)
                 self.slot_blocked = True
@@ -156,8 +158,8 @@ class Replica:
                 st.prefill_tokens += prompt - context
                 s.state = RUNNING
                 end = prompt + s.output
-                before = self.batch.busy_until
-                self.batch.join(s, now, prompt - context, self.costs.bytes(end))
+                before = batch.busy_until
+                batch.join(s, now, prompt - context, self.costs.bytes(end))
                 if s.t_first < 0:
                     self._first_token(s, now, before if prompt > context else None)
             else:  # preempted itself: wait at the front, as vLLM re-queues a preempted request
@@ -171,7 +173,7 @@ class Replica:
             return
         s.state = WAITING
         if not s.admitted and self.refuse:
-            if self.waiting or self.batch.running + self.swapping >= self.max_running or not self._admit(s, now):
+            if self.waiting or batch.running >= self.slots or not self._admit(s, now):
                 self._refuse(s)
             return
         self.waiting.append(s)
@@ -179,7 +181,7 @@ class Replica:
 
     def swap_done(self, s: Session, now: float) -> None:
         self.batch.catch_up(now)
-        self.swapping -= 1
+        self.slots += 1  # its running slot passes to the batch it joins
         self._start(s, now, s.hits, max(0, s.context - s.hits))  # its join finds the short boundary again
 
     def decode_done(self, now: float) -> None:
@@ -248,14 +250,14 @@ class Replica:
         batch = self.batch
         slot_wait = self.slot_wait
         while slot_wait:  # holders' steps first: they wait for a slot only
-            if batch.running + self.swapping >= self.max_running:
+            if batch.running >= self.slots:
                 self.slot_blocked = True
                 self.limit_t = now
                 return
             if not self._resume(slot_wait.popleft(), now):
                 break  # it preempted itself (_preempt put it at the front of the waiting queue)
         while waiting:
-            if batch.running + self.swapping >= self.max_running:
+            if batch.running >= self.slots:
                 self.slot_blocked = True
                 self.limit_t = now
                 return
@@ -335,7 +337,7 @@ class Replica:
             self.host_free += s.swapped
             s.swapped = 0
             s.state = SWAP_IN
-            self.swapping += 1
+            self.slots -= 1
             s.hits = hits
             heappush(self.events, (now + delay, next(self.seq), SWAP_DONE, s, s.dver))
             return True
@@ -468,7 +470,7 @@ class Replica:
             v.state = WAITING
             self.waiting.appendleft(v)
         elif v.state == SWAP_IN:
-            self.swapping -= 1
+            self.slots += 1
             v.dver += 1  # its SWAP_DONE event is stale
             v.state = WAITING
             self.waiting.appendleft(v)
