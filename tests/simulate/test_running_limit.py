@@ -224,8 +224,8 @@ def test_the_limit_is_the_plans_and_speeds(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_compare_simulate_runs_under_the_limit(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ("compare", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", *CHAT[:4], "--simulate")
-    argv = (*argv, "--search-sessions", "100", "--search-probes", "2", "--jobs", "1")
+    search = ("--simulate", "--search-sessions", "100", "--search-probes", "2", "--jobs", "1")
+    argv = ("compare", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", *CHAT[:4], *search)
     free = _json(capsys, *argv)["rows"][0]["simulated"]
     limited = _json(capsys, *argv, "--max-num-seqs", "2")["rows"][0]["simulated"]
     assert limited["ttft_s"]["p99"] > 10 * free["ttft_s"]["p99"]

@@ -226,12 +226,10 @@ class Rules(EngineRules):
         len(self.running) == self.max_num_running_reqs: break``; V0 vllm/core/scheduler.py _schedule_prefills stops
         at scheduler_config.max_num_seqs, 256 unless set)."""
         given = d.options.max_num_seqs
-        if given is not None:
-            return RunningLimit(given, f"--max-num-seqs {given:,} as set", "given")
-        if vllm_memory.runs_v0(self.version, compute_capability(gpu_label)):
+        if given is None and vllm_memory.runs_v0(self.version, compute_capability(gpu_label)):
             return RunningLimit(V0_SEQUENCES, f"vLLM V0 default max_num_seqs {V0_SEQUENCES}", "exact")
-        seqs, why = vllm_memory.max_num_seqs(gpu_memory, gpu_label)
-        return RunningLimit(seqs, why, "exact")
+        seqs, why = vllm_memory.running_limit(given, gpu_memory, gpu_label)
+        return RunningLimit(seqs, why, "exact" if given is None else "given")
 
     def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:
         # vLLM automatic prefix caching hashes whole blocks only (vllm/v1/core/kv_cache_utils.py hash_block_tokens)
