@@ -59,6 +59,7 @@ def run(sessions: int, check: bool = False) -> dict[str, object]:
         policy=MemoryPolicy(policy="paged", cap=cap_from_workload(workload.cap, plan.inputs.context)),
         time=time_from_plan(plan, gpu("h100-80gb").bandwidth_bytes_per_s),
         check=check,
+        running_limit=limit.requests if (limit := plan.running_limit()) else None,  # vLLM's 1,024, as simulate runs
     )
     start, cpu = time.perf_counter(), time.process_time()
     result = simulate(generate_sessions(workload, seed=1, count=sessions), config)

@@ -233,6 +233,21 @@ FILE_QUESTIONS: list[Question] = [
         },
     ),
     ("simulate", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "context": "64k", "trace": WEKA[0]}),
+    # the engine's running limit binds: the same document (running_limit, the waits in TTFT) on both faces
+    (
+        "simulate",
+        {
+            "model": "llama-3.1-8b",
+            "gpu": "h100-sxm",
+            "engine": "sglang",
+            "context": "32k",
+            "workload": str(ROOT / "examples" / "chat.toml"),
+            "rate": "2",
+            "sessions": "100",
+            "search_sessions": "0",
+            "max_running_requests": "3",
+        },
+    ),
     ("trace stats", {"files": WEKA}),
     ("trace stats", {"files": WEKA, "model": "qwen3-32b", "gpu": "h200", "engine": "vllm"}),
     ("calibrate", {"logs": [LOG]}),

@@ -7,8 +7,8 @@ the engine. The planner (``plan/``) asks it, and nothing else, for:
 * the share of a GPU it lets the instance use (``usable_share``), its default batch (``batched_tokens``),
   the settings it derives from the GPU (``derived_options``) and the runtime overhead (``overhead``);
 * how many prompt tokens sessions share (``shared_prefix``);
-* the sessions it really serves from a pool (``sessions``) and the lines it prints at start-up
-  (``start_up``);
+* the sessions it really serves from a pool (``sessions``), the requests its scheduler runs at once
+  (``running_limit``) and the lines it prints at start-up (``start_up``);
 * the command that serves a plan (``serve_command``), and cheaper cache dtypes in its own spelling;
 * which of its start-up log's figures stand for the GPU total and the overhead (``logged_memory``).
 
@@ -32,7 +32,16 @@ if TYPE_CHECKING:
     from kvbudget.engines.base import EngineOptions, Layout
     from kvbudget.engines.metrics import EngineMetrics
     from kvbudget.engines.overhead import Overhead, Site
-    from kvbudget.engines.records import Deployment, LoggedMemory, MemoryShape, PoolShape, ServeSettings, Share, StartUp
+    from kvbudget.engines.records import (
+        Deployment,
+        LoggedMemory,
+        MemoryShape,
+        PoolShape,
+        RunningLimit,
+        ServeSettings,
+        Share,
+        StartUp,
+    )
     from kvbudget.measure.logs.record import EngineLog  # a plain record (kvbudget.measure imports engines)
     from kvbudget.model.spec import ModelSpec
     from kvbudget.precision import CacheDType
@@ -187,6 +196,12 @@ class EngineRules:
     def sessions(self, d: Deployment, warnings: list[str]) -> int:
         """Sessions of ``d.context`` tokens the engine serves from ``d.pool_bytes``."""
         return d.sessions
+
+    def running_limit(self, d: Deployment, gpu_memory: int, gpu_label: str) -> RunningLimit | None:
+        """The most requests one instance of ``d`` runs at once by its scheduler's own limit, not its memory, and
+        where that limit comes from; None: no such limit kvbudget models (its pool or its slots bound it). The
+        plan's sessions (``sessions``), ``kvbudget speed``'s batch and the simulator's admission all read it."""
+        return None
 
     def start_up(self, d: Deployment) -> StartUp:
         from kvbudget.engines.records import StartUp

@@ -46,6 +46,15 @@ class Deployment:
 
 
 @dataclass(frozen=True)
+class RunningLimit:
+    """The most requests one instance's scheduler runs at once (``EngineRules.running_limit``): the rest wait."""
+
+    requests: int
+    basis: str  # where it comes from, in words, with the engine's source
+    provenance: str  # "given" (the option as set), "exact" (the engine's default), "computed" (derived by its rule)
+
+
+@dataclass(frozen=True)
 class MemoryShape:
     """What an engine's memory rule reads of one GPU (``usable_share``): its total bytes, the utilization asked
     (None: the engine's default), the parallel layout, whether the model keeps a latent (MLA), the weights and the

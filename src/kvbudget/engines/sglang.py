@@ -34,6 +34,7 @@ from kvbudget.engines.records import (
     LoggedMemory,
     Measured,
     MemoryShape,
+    RunningLimit,
     ServeSettings,
     Share,
     StartUp,
@@ -206,6 +207,30 @@ class Rules(EngineRules):
                 + f", max_running_requests {built.max_running_requests:,}"
             )
         return built.sessions * dp
+
+    def running_limit(self, d: Deployment, gpu_memory: int, gpu_label: str) -> RunningLimit | None:
+        """max_running_requests (per DP rank, x the DP ranks): the scheduler takes no new request into the batch
+        once that many run (SGLang 0.5.23 python/sglang/srt/managers/scheduler.py get_new_batch_prefill: ``if
+        running_bs >= self.max_running_requests: ... return None``). With --pp, only as set (the pools are not
+        modelled per stage: ``sessions``)."""
+        given = d.options.max_running_requests
+        if d.pp > 1:
+            return None if given is None else RunningLimit(given, f"--max-running-requests {given:,} as set", "given")
+        try:
+            built = pools(d.pool_bytes, d.spec, d.layout, d.context, d.options)
+        except EngineRefusalError:
+            return None
+        dp = dp_attention(d.options)
+        running = built.max_running_requests * dp
+        ranks = f" ({built.max_running_requests:,} on each of {dp} DP ranks)" if dp > 1 else ""
+        if given is not None:
+            why = f"--max-running-requests {given:,} as set: SGLang max_running_requests {running:,}{ranks}"
+            return RunningLimit(running, why, "given")
+        why = (
+            f"SGLang's derived max_running_requests {running:,}{ranks}: max_total_num_tokens / context x 512, "
+            "clamped to [2,048, 4,096], at most half the tokens (KVCacheConfigurator.resolve_max_num_reqs)"
+        )
+        return RunningLimit(running, why, "computed")
 
     def start_up(self, d: Deployment) -> StartUp:
         try:

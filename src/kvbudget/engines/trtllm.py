@@ -42,6 +42,7 @@ from kvbudget.engines.records import (
     LoggedMemory,
     Measured,
     MemoryShape,
+    RunningLimit,
     ServeSettings,
     Share,
     StartUp,
@@ -331,6 +332,14 @@ class Rules(EngineRules):
                 "instead of refusing ('Attention window size ... exceeds upper bound')"
             )
         return max(sessions, 0)
+
+    def running_limit(self, d: Deployment, gpu_memory: int, gpu_label: str) -> RunningLimit | None:
+        """max_batch_size: the capacity scheduler schedules at most that many requests (TensorRT-LLM 1.x
+        tensorrt_llm/_torch/pyexecutor/_util.py: ``BindCapacityScheduler(max_batch_size, ...)``, max_num_requests)."""
+        given = d.options.max_batch_size
+        if given:
+            return RunningLimit(given, f"--max-batch-size {given:,} as set", "given")
+        return RunningLimit(MAX_BATCH_SIZE, f"TensorRT-LLM default max_batch_size {MAX_BATCH_SIZE:,}", "exact")
 
     def start_up(self, d: Deployment) -> StartUp:
         p = self._pool(d)

@@ -36,6 +36,7 @@ from kvbudget.engines.records import (
     LoggedMemory,
     Measured,
     MemoryShape,
+    RunningLimit,
     ServeSettings,
     Share,
     StartUp,
@@ -218,6 +219,17 @@ class Rules(EngineRules):
             )
             return limit
         return d.sessions
+
+    def running_limit(self, d: Deployment, gpu_memory: int, gpu_label: str) -> RunningLimit | None:
+        """--max-num-seqs as set, else vLLM's default for the GPU: the scheduler stops taking waiting requests at
+        max_num_running_reqs = max_num_seqs (vLLM 0.33.0 vllm/v1/core/sched/scheduler.py schedule(): ``if
+        len(self.running) == self.max_num_running_reqs: break``; V0 vllm/core/scheduler.py _schedule_prefills stops
+        at scheduler_config.max_num_seqs, 256 unless set)."""
+        given = d.options.max_num_seqs
+        if given is None and vllm_memory.runs_v0(self.version, compute_capability(gpu_label)):
+            return RunningLimit(V0_SEQUENCES, f"vLLM V0 default max_num_seqs {V0_SEQUENCES}", "exact")
+        seqs, why = vllm_memory.running_limit(given, gpu_memory, gpu_label)
+        return RunningLimit(seqs, why, "exact" if given is None else "given")
 
     def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:
         # vLLM automatic prefix caching hashes whole blocks only (vllm/v1/core/kv_cache_utils.py hash_block_tokens)

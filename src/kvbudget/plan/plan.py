@@ -16,7 +16,7 @@ from kvbudget.engines.base import EngineOptions, cdiv
 from kvbudget.engines.capability import compute_capability
 from kvbudget.engines.evidence import layout_label
 from kvbudget.engines.overhead import Overhead, Provenance, Site, measured_overhead
-from kvbudget.engines.records import Deployment, MemoryShape, Share, StartUp
+from kvbudget.engines.records import Deployment, MemoryShape, RunningLimit, Share, StartUp
 from kvbudget.errors import InputError
 from kvbudget.model.architectures import architecture_of
 from kvbudget.model.spec import LatentAttention, ModelSpec
@@ -131,6 +131,17 @@ class Plan:
         warnings: list[str] = []
         sessions, _ = _capacity(self.inputs, self.layout, self.options, self.kv_pool_bytes, cap, warnings)
         return CapSessions(cap, sessions, sessions * self.replicas, self.layout.sequence_bytes(cap), tuple(warnings))
+
+    def running_limit(self) -> RunningLimit | None:
+        """The engine's own limit on the requests one replica runs at once (its scheduler's, not its pool's), and
+        where it comes from; None: none modelled (engines/contract.py ``running_limit``). ``kvbudget speed`` caps
+        its batch with it and the simulator its admission."""
+        i = self.inputs
+        stage = stage_specs(i.spec, i.pp)[0]
+        d = Deployment(
+            stage, self.layout.first, i.k, i.v, i.tp, i.pp, i.context, self.options, self.kv_pool_bytes, self.sessions
+        )
+        return i.engine.rules.running_limit(d, i.gpu_memory_bytes, i.gpu_label)
 
     @property
     def ledger(self) -> tuple[LedgerLine, ...]:

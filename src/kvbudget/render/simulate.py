@@ -71,6 +71,25 @@ def latency_lines(study: Study) -> list[str]:
     return lines
 
 
+def running_limit_lines(study: Study) -> list[str]:
+    """Whether the engine's running limit bound (the JSON's ``running_limit``); none when it has none modelled."""
+    from kvbudget.simulate.study import running_limit_json
+
+    limit = running_limit_json(study)
+    if limit is None:
+        return []
+    n, wait = limit["per_replica"], limit["wait_s"]
+    assert isinstance(n, int) and isinstance(wait, dict)
+    where = f"{limit['basis']}; {limit['provenance']}"
+    if limit["bound"]:
+        return [
+            f"The running limit of {n:,} per replica bound: {counted(int(str(limit['steps_held'])), 'step')} waited "
+            f"for a running slot, p50 wait {_delay(wait['p50'])} · p99 wait {_delay(wait['p99'])} (in their TTFT) "
+            f"· peak running {limit['peak_running']:,} ({where})"
+        ]
+    return [f"The running limit of {n:,} per replica did not bind: peak running {limit['peak_running']:,} ({where})"]
+
+
 def verdict_text(study: Study) -> str:
     """The run's verdict: met, unstable (the queue grows: no capacity at this load) or missed, with what it
     missed."""
@@ -119,6 +138,7 @@ def render_study(study: Study, units: UnitSystem = "iec") -> str:
         f"Queue delay (arrival to admission): p50 {_delay(r.queue_delay_s['p50'])} · "
         f"p99 {_delay(r.queue_delay_s['p99'])} · waits of later steps: p50 {_delay(r.step_wait_s['p50'])} · "
         f"p99 {_delay(r.step_wait_s['p99'])}",
+        *running_limit_lines(study),
         *latency_lines(study),
         f"Mean concurrency {r.mean_concurrency:,.1f} sessions (from {format_duration(r.concurrency_window_s[0])} to "
         f"{format_duration(r.concurrency_window_s[1])}) · peak {r.peak_concurrency:,} · simulated "

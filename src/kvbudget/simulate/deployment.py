@@ -204,6 +204,7 @@ def prepare_deployment(request: SimulateRequest) -> Prepared:
         victim=rules.sim_victim,  # type: ignore[arg-type]  # one of policies.VICTIMS
     )
     replicas = r.replicas or plan.replicas
+    limit = plan.running_limit()  # the engine's own rule, as plan and speed apply it (engines/contract.py)
     config = SimConfig(
         memory=memory_from_plan(plan),
         policy=policy,
@@ -214,6 +215,7 @@ def prepare_deployment(request: SimulateRequest) -> Prepared:
         duration_s=r.duration,
         max_sessions=r.sessions,
         check=r.check,
+        running_limit=None if limit is None else limit.requests,
     )
     target = target_of(r)
     _check_bounds(r, work, replicas)
@@ -232,6 +234,9 @@ def prepare_deployment(request: SimulateRequest) -> Prepared:
         "bandwidth_bytes_per_s": r.bandwidth or (hardware.gpu(r.gpu).bandwidth_bytes_per_s if r.gpu else None),
         "weights_bytes_per_gpu": plan.weights_per_gpu,
         "speeds": speeds.to_dict(),
+        "running_limit": None
+        if limit is None
+        else {"per_replica": limit.requests, "basis": limit.basis, "provenance": limit.provenance},
     }
     return Prepared(
         source,

@@ -191,6 +191,7 @@ class Counters:
         "finished",
         "hit_tokens",
         "itl",
+        "limit_wait",
         "preemptions",
         "prefill_tokens",
         "prompt_tokens",
@@ -226,5 +227,6 @@ class Counters:
         self.step_wait = LogHistogram()
         self.ttft = LogHistogram()  # per step: ready (arrival or pause end) to its first token
         self.itl = LogHistogram()  # per step of 2+ output tokens: (last token - first token) / (output - 1)
+        self.limit_wait = LogHistogram()  # per step the running limit held: ready to admission (Replica.drain)
         self.concurrency = Concurrency()
         self.queue = QueueTrend()

@@ -42,6 +42,9 @@ class SimConfig:
     # A closed loop of N sessions (kvbudget loadtest's, measure/loadtest/ramp.py): a session arrives only when
     # fewer than N are live, at the moment one ends, whatever its plan's arrival time. None: the plans' arrivals.
     closed_loop: int | None = None
+    # Per replica: the engine's limit on running requests (Plan.running_limit: vLLM max_num_seqs, SGLang
+    # max_running_requests): a step that would run past it waits in the queue, FCFS (scheduler.py). None: memory alone.
+    running_limit: int | None = None
     sample_interval_s: float = 1.0
     max_samples: int = 500
     check: bool = False  # assert the pool invariants at every allocation (tests)
@@ -49,6 +52,8 @@ class SimConfig:
     def validate(self) -> None:
         if self.replicas < 1:
             raise InputError(f"replicas must be at least 1, got {self.replicas}")
+        if self.running_limit is not None and self.running_limit < 1:
+            raise InputError(f"the running limit is at least 1 request per replica, got {self.running_limit}")
         if self.closed_loop is not None and self.closed_loop < 1:
             raise InputError(f"a closed loop holds at least 1 session, got {self.closed_loop}")
         t = self.time
@@ -94,6 +99,9 @@ class SimResult:
     concurrency_window_s: tuple[float, float]
     peak_concurrency: int
     peak_running: int  # the most sessions in one replica's batch at once (running requests)
+    running_limit: int | None  # per replica (SimConfig.running_limit); None: none
+    limit_waits: int  # steps that waited while the running limit held their queue (Replica.drain)
+    limit_wait_s: dict[str, float]  # those steps: ready to admission (p50, p99)
     sim_time_s: float
     replicas: int
     samples: tuple[Sample, ...]
@@ -116,7 +124,18 @@ def simulate(sessions: Iterable[SessionPlan], config: SimConfig, progress: Progr
     memory = config.memory
     costs = CostTable.for_memory(memory)
     replicas = [
-        Replica(i, config.memory, config.policy, config.time, costs, stats, events, config.host_bytes, config.check)
+        Replica(
+            i,
+            config.memory,
+            config.policy,
+            config.time,
+            costs,
+            stats,
+            events,
+            config.host_bytes,
+            config.check,
+            config.running_limit,
+        )
         for i in range(config.replicas)
     ]
     batches = [r.batch for r in replicas]
@@ -220,7 +239,12 @@ def _arrive(plan: SessionPlan, now: float, stats: Counters, replicas: list[Repli
     index = stats.arrived
     stats.concurrency.arrival(index, now)
     one = replicas[0] if len(replicas) == 1 else None
-    stats.queue.arrival(index, len(one.waiting) if one is not None else sum(len(r.waiting) for r in replicas))
+    stats.queue.arrival(
+        index,
+        len(one.waiting) + len(one.slot_wait)
+        if one is not None
+        else sum(len(r.waiting) + len(r.slot_wait) for r in replicas),
+    )
     steps = step_rows(plan.steps)
     first = next(steps, None)
     if first is None:  # a session without a model call holds nothing
@@ -245,7 +269,7 @@ def _state(t: float, replicas: list[Replica]) -> tuple[int, int, int, int, int]:
         used += pool.used + grown
         cached += pool.cached - max(0, grown - (pool.capacity - pool.used - pool.cached))
         running += r.batch.running
-        waiting += len(r.waiting)
+        waiting += len(r.waiting) + len(r.slot_wait)
         paused += r.paused
     return used, cached, running, waiting, paused
 
@@ -283,6 +307,9 @@ def _result(stats: Counters, replicas: list[Replica], series: TimeSeries, now: f
         concurrency_window_s=(start, end),
         peak_concurrency=stats.concurrency.peak,
         peak_running=max(r.batch.peak for r in replicas),
+        running_limit=config.running_limit,
+        limit_waits=stats.limit_wait.count,
+        limit_wait_s=stats.limit_wait.summary(),
         sim_time_s=now,
         replicas=len(replicas),
         samples=tuple(series.samples),

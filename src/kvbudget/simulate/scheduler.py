@@ -20,6 +20,15 @@ The rules, each after the engine behaviour it follows (docs/simulate.md):
   ``BlockSpaceManager.can_allocate``: ``free - required >= watermark_blocks``).
 * ``reserve``: admission reserves the session's bytes at the cap for its whole life and never
   preempts (the static plan; llama.cpp slots, TensorRT-LLM's GUARANTEED_NO_EVICT).
+* The running limit (``SimConfig.running_limit``, the engine's own: ``Plan.running_limit``): while a replica runs
+  that many requests (in the batch, or swapping in), the waiting queue takes none, head-of-line as for memory:
+  vLLM 0.33.0 vllm/v1/core/sched/scheduler.py ``schedule()`` breaks its waiting loop when ``len(self.running) ==
+  self.max_num_running_reqs`` (max_num_seqs); SGLang 0.5.23 managers/scheduler.py ``get_new_batch_prefill``
+  returns no prefill batch while ``running_bs >= self.max_running_requests``. A session between steps is not
+  running (its request is over; under ``hold`` it keeps its blocks, not a slot), so its next step takes a slot
+  again. A holder's step at the limit waits for a slot only (``slot_wait``, FCFS, ahead of the memory queue, as
+  a holder never queues for memory): queued behind a session that waits for the very blocks it holds, neither
+  would ever run. The wait counts in that step's TTFT; a slot freed by a completion drains the queues.
 * Pauses: ``hold`` keeps a session's blocks referenced through the tool call; ``evictable`` frees
   them into the prefix cache (stock vLLM/SGLang between requests), evicted LRU when space is needed,
   and the next step re-prefills what was evicted.
@@ -52,6 +61,7 @@ class Replica:
         events: EventQueue,
         host_bytes: int | None = None,
         check: bool = False,
+        running_limit: int | None = None,
     ) -> None:
         self.index = index
         self.memory = memory
@@ -69,6 +79,7 @@ class Replica:
             costs.linear = (memory.block_size, *linear)
         self.batch = DecodeBatch(time, growth, ledger)
         self.waiting: deque[Session] = deque()
+        self.slot_wait: deque[Session] = deque()  # holders' steps waiting for a running slot (module doc)
         self.holders: OrderedDict[Session, None] = OrderedDict()  # admission order: last = newest
         self.prefixes: dict[int, SharedPrefix] = {}
         self.reserve = policy.policy == "reserve"
@@ -91,6 +102,11 @@ class Replica:
         self.group_t = 0.0
         self.blocked: Session | None = None  # the last session refused admission without a prefix to take (_admit)
         self.blocked_above = 0  # the pool.used above which it cannot fit (its need and the watermark are fixed)
+        # The batch's room under the running limit (module doc; none: never reached): the limit less the sessions
+        # admitted and swapping in, which hold a slot before they join the batch. Full when batch.running >= slots.
+        self.slots = running_limit or 1 << 62
+        self.slot_blocked = False  # the last drain stopped at the running limit: a freed slot drains again
+        self.limit_t = -1.0  # when the running limit last held the queue (a step ready by then waited on it)
 
     # -- arrivals and steps -------------------------------------------------------------------
 
@@ -109,7 +125,8 @@ class Replica:
 
     def step_ready(self, s: Session, now: float) -> None:
         """A step is ready (arrival, or the end of a pause): run it, grow into it, or queue it."""
-        self.batch.catch_up(now)  # the blocks the batch took by now, before this step reads the pool
+        batch = self.batch
+        batch.catch_up(now)  # the blocks the batch took by now, before this step reads the pool
         s.ready_at = now
         s.t_first = -1.0
         if s.compact_to is not None and s.compact_to < s.context:
@@ -125,6 +142,12 @@ class Replica:
             if not reserve and prompt + s.output > self.fit_tokens:  # it can never fit (below)
                 self._too_big(s, now)
                 return
+            if batch.running >= self.slots or self.slot_wait:  # no slot: it waits (drain)
+                s.state = WAITING
+                self.slot_wait.append(s)
+                self.slot_blocked = True
+                self.limit_t = now
+                return
             if reserve or self._grow(s, prompt, now):
                 # _start(s, now, context, 0), inlined: a holder's every later step
                 s.prompt = prompt
@@ -135,8 +158,8 @@ class Replica:
                 st.prefill_tokens += prompt - context
                 s.state = RUNNING
                 end = prompt + s.output
-                before = self.batch.busy_until
-                self.batch.join(s, now, prompt - context, self.costs.bytes(end))
+                before = batch.busy_until
+                batch.join(s, now, prompt - context, self.costs.bytes(end))
                 if s.t_first < 0:
                     self._first_token(s, now, before if prompt > context else None)
             else:  # preempted itself: wait at the front, as vLLM re-queues a preempted request
@@ -150,7 +173,7 @@ class Replica:
             return
         s.state = WAITING
         if not s.admitted and self.refuse:
-            if self.waiting or not self._admit(s, now):
+            if self.waiting or batch.running >= self.slots or not self._admit(s, now):
                 self._refuse(s)
             return
         self.waiting.append(s)
@@ -158,6 +181,7 @@ class Replica:
 
     def swap_done(self, s: Session, now: float) -> None:
         self.batch.catch_up(now)
+        self.slots += 1  # its running slot passes to the batch it joins
         self._start(s, now, s.hits, max(0, s.context - s.hits))  # its join finds the short boundary again
 
     def decode_done(self, now: float) -> None:
@@ -210,16 +234,46 @@ class Replica:
                 self._unhold(s)
             if not grown or self.evictable:
                 self.drain(now)  # blocks were freed into the cache: the waiting head may fit now
+            elif self.slot_blocked:
+                self.drain(now)  # its running slot is free: the head the running limit held may start
+        elif self.slot_blocked:
+            self.drain(now)
         # the request's own overhead (TimeModel.first_token_s) comes before the server takes the step, after the pause
         heappush(self.events, (now + pause + self.time.first_token_s, next(self.seq), PAUSE_END, s, 0))
 
     # -- admission --------------------------------------------------------------------------
 
     def drain(self, now: float) -> None:
-        """Admit from the head of the waiting queue while the head fits (FCFS, head-of-line blocking)."""
+        """Admit from the head of the waiting queue while the head fits and a running slot is free (FCFS,
+        head-of-line blocking; module doc)."""
         waiting = self.waiting
-        while waiting and self._admit(waiting[0], now):
+        batch = self.batch
+        slot_wait = self.slot_wait
+        while slot_wait:  # holders' steps first: they wait for a slot only
+            if batch.running >= self.slots:
+                self.slot_blocked = True
+                self.limit_t = now
+                return
+            if not self._resume(slot_wait.popleft(), now):
+                break  # it preempted itself (_preempt put it at the front of the waiting queue)
+        while waiting:
+            if batch.running >= self.slots:
+                self.slot_blocked = True
+                self.limit_t = now
+                return
+            if not self._admit(waiting[0], now):
+                break
             waiting.popleft()
+        self.slot_blocked = False
+
+    def _resume(self, s: Session, now: float) -> bool:
+        """A holder's step that waited for a running slot grows into its blocks and starts (step_ready's holder
+        path); False if it was preempted itself."""
+        if not (self.reserve or self._grow(s, s.context + s.append, now)):
+            return False
+        self.stats.step_wait.add(now - s.ready_at)
+        self._start(s, now, s.context, 0)
+        return True
 
     def _admit(self, s: Session, now: float) -> bool:
         """Admit ``s`` if its prompt fits in free + evictable memory (less the watermark)."""
@@ -283,6 +337,7 @@ class Replica:
             self.host_free += s.swapped
             s.swapped = 0
             s.state = SWAP_IN
+            self.slots -= 1
             s.hits = hits
             heappush(self.events, (now + delay, next(self.seq), SWAP_DONE, s, s.dver))
             return True
@@ -333,6 +388,8 @@ class Replica:
         n_batch). Their TTFTs are counted when their batch can take no more prompts (``close_group``)."""
         s.t_first = t = self.batch.first_token(now)
         s.out0 = s.output
+        if self.limit_t >= s.ready_at and now > s.ready_at:  # it waited, and the running limit held its queue
+            self.stats.limit_wait.add(now - s.ready_at)
         if before is None or not self.time.group_prompts:
             self.stats.ttft.add(t + self.time.first_token_s - s.ready_at)
             return
@@ -413,8 +470,13 @@ class Replica:
             v.state = WAITING
             self.waiting.appendleft(v)
         elif v.state == SWAP_IN:
+            self.slots += 1
             v.dver += 1  # its SWAP_DONE event is stale
             v.state = WAITING
+            self.waiting.appendleft(v)
+        elif v.state == WAITING:  # a holder's step waiting for a slot: now it waits for its blocks too
+            if v in self.slot_wait:  # not when it is the one resuming (drain)
+                self.slot_wait.remove(v)
             self.waiting.appendleft(v)
         if self.policy.preempt == "swap" and v.held <= self.host_free:
             self.stats.swaps += 1

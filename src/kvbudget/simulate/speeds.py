@@ -155,7 +155,10 @@ def replica_speeds(
     else:
         assert roof is not None  # refused above
         step = _roof_step(roof, plan)
-        quotes = tuple((n, 1 / step(n, n * kv_per_session)) for n in _quoted_batches(plan.sessions))
+        from kvbudget.speed.answer import running_limit
+
+        held, _ = running_limit(plan)  # the pool's sessions, at most the engine's running limit: kvbudget speed's batch
+        quotes = tuple((n, 1 / step(n, n * kv_per_session)) for n in _quoted_batches(held))
         decode_from = Assumption(
             "computed",
             f"roofline: {why}; memory bandwidth efficiency {roof.efficiency.bandwidth:g}, compute "

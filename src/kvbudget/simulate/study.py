@@ -191,12 +191,34 @@ def study_json(study: Study, *, time_series: bool = False) -> dict[str, object]:
             "search_memory": _search_json(study.sustained_memory),
         }
     )
+    if c.running_limit is not None or "running_limit" in study.about:
+        out["running_limit"] = running_limit_json(study)
     if time_series:
         out["time_series"] = {
             "fields": ["t", "used_bytes", "cached_bytes", "running", "waiting", "paused"],
             "samples": [s.to_json() for s in r.samples],
         }
     return out
+
+
+def running_limit_json(study: Study) -> dict[str, object] | None:
+    """The running limit the run admitted by (per replica, its basis and provenance) and whether it bound: the
+    steps that waited while it held their queue, and their wait from ready to admission; None: the engine has none
+    modelled."""
+    r = study.result
+    if r.running_limit is None:
+        return None
+    given = study.about.get("running_limit")
+    about = given if isinstance(given, dict) else {}
+    return {
+        "per_replica": r.running_limit,
+        "basis": about.get("basis", "SimConfig.running_limit as set"),
+        "provenance": about.get("provenance", "given"),
+        "bound": r.limit_waits > 0,
+        "steps_held": r.limit_waits,
+        "wait_s": r.limit_wait_s,
+        "peak_running": r.peak_running,
+    }
 
 
 def _search_json(sustained: Sustained | None) -> dict[str, object] | None:

@@ -224,7 +224,7 @@ def _answer(
     request: SpeedRequest, plan: Plan, gpu: Gpu, roof: Roofline, precision: str, why: str, asked: int | None
 ) -> Speed:
     replicas, warnings = plan.replicas, list(plan.warnings)
-    held, limit_why = running_limit(plan, gpu)
+    held, limit_why = running_limit(plan)
     if held < plan.sessions:
         warnings.append(f"the engine runs at most {held:,} sequences at once ({limit_why}); the KV pool holds more")
     if asked is None:
@@ -295,20 +295,14 @@ def _answer(
     )
 
 
-def running_limit(plan: Plan, gpu: Gpu) -> tuple[int, str]:
+def running_limit(plan: Plan) -> tuple[int, str]:
     """The most sequences one replica runs at once: what its KV pool holds, capped by the engine's own limit on
-    running sequences where the engine has one the pool does not already express (vLLM's max_num_seqs, as set or
-    its default; SGLang's --max-running-requests and TensorRT-LLM's max_batch_size cap the plan's sessions)."""
-    from kvbudget.engines import vllm_memory
-    from kvbudget.engines.capability import compute_capability
-
-    engine = plan.inputs.engine
-    # V0 (before 0.8, and 0.8-0.9 falling back to it below compute capability 8.0) has no such default here
-    if engine.name == "vllm" and not vllm_memory.runs_v0(engine.version, compute_capability(plan.inputs.gpu_label)):
-        # --max-num-seqs as set, else vLLM v1 EngineArgs.get_batch_defaults: 1,024 on >= 70 GiB GPUs but A100, else 256
-        seqs, why = vllm_memory.running_limit(plan.inputs.options.max_num_seqs, gpu.cuda_total_bytes, gpu.id)
-        return min(plan.sessions, seqs), why
-    return plan.sessions, "the KV pool"
+    running requests (``Plan.running_limit``: vLLM's max_num_seqs as set or its default, SGLang's
+    max_running_requests, TensorRT-LLM's max_batch_size), the limit the simulator admits by too."""
+    limit = plan.running_limit()
+    if limit is None or limit.requests >= plan.sessions:
+        return plan.sessions, "the KV pool"
+    return limit.requests, limit.basis
 
 
 def prefill_wait(own_s: float, busy: float, batch: int, factor: float) -> float:
