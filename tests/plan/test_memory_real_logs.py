@@ -26,6 +26,7 @@ FAMILIES = (
     ("gpt-oss", "gpt-oss (MXFP4 MoE)"),
     ("llama", "Llama 3"),
     ("qwen3", "Qwen3 (dense and MoE)"),
+    ("qwen2.5-vl", "Qwen2.5-VL (vision-language)"),
     ("qwen", "Qwen2/2.5"),
     ("phi-3", "Phi-3"),
     ("mistral", "Mistral"),

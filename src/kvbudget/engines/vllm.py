@@ -30,7 +30,7 @@ from kvbudget.engines.base import EngineOptions, Layout
 from kvbudget.engines.capability import compute_capability
 from kvbudget.engines.contract import EngineRules, yarn_override
 from kvbudget.engines.nccl_memory import nvls_bytes
-from kvbudget.engines.overhead import Overhead, Site, activation_overhead, plus
+from kvbudget.engines.overhead import Overhead, Site, activation_overhead, dims, plus
 from kvbudget.engines.records import (
     Deployment,
     LoggedMemory,
@@ -53,6 +53,7 @@ from kvbudget.engines.vllm_config import (
     fa4_hd256,
     mla_backend,
 )
+from kvbudget.engines.vllm_encoder import encoder_pass
 from kvbudget.engines.vllm_layout import layout, pool
 from kvbudget.engines.vllm_pool import (
     VllmPool,
@@ -196,6 +197,15 @@ class Rules(EngineRules):
             sampler=sampler_path(self.version),
             default_seqs=default_seqs,
             capability=compute_capability(site.gpu_label),
+            encoder=encoder_pass(
+                spec.config,
+                spec.model_type,
+                dims(spec)[0],
+                version=self.version,
+                context=site.context or spec.max_position_embeddings or 0,
+                batched=site.batched,
+                tp=site.tp,
+            ),
         )
         if vllm_memory.whole_device_non_torch(self.version):
             profiled = replace(

@@ -53,6 +53,7 @@ from typing import Literal
 
 from kvbudget.engines.base import version_tuple
 from kvbudget.engines.overhead import ACT_FACTOR, GRAPHS, NON_TORCH, Overhead, activations, dims
+from kvbudget.engines.vllm_encoder import EncoderPass
 from kvbudget.model.spec import ModelSpec
 
 Sampler = Literal["native", "triton", "flashinfer", "flashinfer if installed"]
@@ -198,8 +199,11 @@ def profiled_overhead(
     sampler: Sampler = "native",
     default_seqs: int | None = None,
     capability: int | None = None,
+    encoder: EncoderPass | None = None,
 ) -> Overhead:
-    """non-torch + max(activation peak, sampler peak) [+ CUDA graphs]; the plan reserves the high end."""
+    """non-torch + max(activation peak, sampler peak) [+ CUDA graphs]; the plan reserves the high end. A
+    vision-language model's ``encoder`` pass runs first and what it leaves referenced stays through the text pass
+    (engines/vllm_encoder.py): torch peak = max(encoder peak, held + text peak)."""
     hidden, inter, vocab = dims(spec)
     act, moe = _activations(spec, tp, batched), moe_workspace(spec, tp, batched)
     # gpu_model_runner.py _dummy_run: num_reqs = min(num_tokens, max_num_seqs) rows reach _dummy_sampler_run
@@ -210,8 +214,12 @@ def profiled_overhead(
     # where the sampler depends on the installation, the range reaches down to FlashInfer's figure, so a pool within
     # that difference of zero or of a session boundary is flagged near the edge (plan/edge.py)
     low_sampler = sampler_bytes(spec, sequences, "flashinfer") if sampler == "flashinfer if installed" else sampler_peak
-    low = NON_TORCH[0] + max(int(ACT_FACTOR[0] * act), low_sampler) + graph[0]
-    high = NON_TORCH[1] + max(int(ACT_FACTOR[1] * act), sampler_peak) + graph[1]
+    text_low, text_high = max(int(ACT_FACTOR[0] * act), low_sampler), max(int(ACT_FACTOR[1] * act), sampler_peak)
+    if encoder is not None:  # gpu_model_runner.py profile_run: the encoder's batch first, its inputs and outputs kept
+        text_low = max(encoder.peak_low, encoder.held + text_low)
+        text_high = max(encoder.peak_high, encoder.held + text_high)
+    low = NON_TORCH[0] + text_low + graph[0]
+    high = NON_TORCH[1] + text_high + graph[1]
     basis = (
         f"vLLM's profile run: the larger of the activations at {batched:,} batched tokens"
         + (f" ({batched_basis})" if batched_basis else "")
@@ -221,19 +229,26 @@ def profiled_overhead(
         f"({seqs_basis}) x vocab {vocab:,} x {_sampler_words(sampler, spec, sequences)} = {sampler_peak:,} B"
         + ", non-torch 0.15-0.4 GiB"
         + (_graph_words(captured, base) if graphs else "")
-        + _encoder_words(spec)
+        + _encoder_words(spec, encoder)
         + "; measure it (calibrate, plan --from-log) or pass --overhead"
     )
     return Overhead(high, low, high, "heuristic", basis)
 
 
-def _encoder_words(spec: ModelSpec) -> str:
-    """What the plan leaves out for a vision-language model: vLLM's profile run also pushes the encoder-cache budget of
-    dummy images or videos through the vision tower (V1 gpu_model_runner.py profile_run, "Encoder cache will be
-    initialized with a budget of N tokens, and profiled with K <modality> items"; V0 profiles with dummy multimodal
-    data too). Its peak depends on the budget vLLM derives per model and version, not read here."""
+def _encoder_words(spec: ModelSpec, encoder: EncoderPass | None = None) -> str:
+    """The vision encoder's dummy pass of the profile run (V1 gpu_model_runner.py profile_run, "Encoder cache will be
+    initialized with a budget of N tokens, and profiled with K <modality> items"): counted where
+    engines/vllm_encoder.py has a rule for the tower and the version, else said to be left out (V0 profiles with
+    dummy multimodal data too)."""
     if "vision_config" not in spec.config:
         return ""
+    if encoder is not None:
+        return (
+            f"; first the vision encoder's dummy pass (encoder budget {encoder.budget:,} tokens: {encoder.basis}): "
+            f"forward peak {encoder.peak_high:,} B, then {encoder.held:,} B of its pixels and outputs held through "
+            "the text pass, so the torch peak is the larger of the encoder's and held + the text model's "
+            "(a text-only --limit-mm-per-prompt or --skip-mm-profiling skips it)"
+        )
     return (
         "; not counted: the vision encoder's dummy pass of the profile run (the encoder-cache budget of dummy images "
         "or videos through the vision tower), which can exceed the language model's peak: boot once and calibrate"
