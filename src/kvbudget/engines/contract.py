@@ -133,7 +133,14 @@ class EngineRules:
             )
 
     def check_options(self, options: EngineOptions) -> None:
-        """Refuse a running limit that is another engine's option (``--max-num-seqs`` is vLLM's)."""
+        """Refuse a running limit that is another engine's option (``--max-num-seqs`` is vLLM's), and llama.cpp's
+        layer placement (``--n-gpu-layers``, ``--tensor-split``) with another engine."""
+        if self.name != "llamacpp" and (options.n_gpu_layers is not None or options.tensor_split):
+            given = "--n-gpu-layers" if options.n_gpu_layers is not None else "--tensor-split"
+            raise InputError(
+                f"{given}: llama.cpp's layer placement, not {self.title}'s; use --engine llamacpp, or drop it "
+                "(the other engines keep every layer on the GPU; --tp/--pp split them)"
+            )
         if options.max_num_seqs is None or self.running_option == "--max-num-seqs":
             return
         own = (
