@@ -137,8 +137,10 @@ def layer_cache_bytes(
     n_ctx: int,
     n_seq: int = 1,
     options: EngineOptions | None = None,
+    caches: tuple[str, ...] = ("kv", "swa", "indexer", "recurrent"),
 ) -> tuple[int, ...]:
-    """The cache bytes of each model layer for ``-c n_ctx -np n_seq``, the same cells as ``logged_caches``.
+    """The cache bytes of each model layer for ``-c n_ctx -np n_seq``, the same cells as ``logged_caches``;
+    ``caches`` picks which (``recurrent`` is the ``RS buffer`` llama.cpp logs apart from the ``KV buffer``).
 
     llama.cpp allocates each layer's K/V (or R/S) on that layer's device (src/llama-kv-cache.cpp: ``dev =
     model.dev_layer(il)`` with offload_kqv on), so a device's ``KV buffer`` is the sum over its layers.
@@ -150,6 +152,8 @@ def layer_cache_bytes(
     window = window_of(spec) or 0
     per_layer = [0] * len(spec.layers)
     for part in plan(spec, k, v, opts):
+        if part.cache not in caches:
+            continue
         if part.cache == "recurrent":
             each = (part.r_bytes + part.s_bytes) * max(1, n_seq)  # mem_size = max(1, n_seq_max)
         elif part.cache == "swa":
