@@ -93,6 +93,7 @@ class Rules(EngineRules):
     server = True
     parallel = False
     cheaper_kv_dtypes = ("q8_0", "q4_0")
+    places_layers = True  # -ngl and --tensor-split (engines/llamacpp_offload.py)
 
     def alert_metrics(self) -> EngineMetrics | None:
         from kvbudget.engines.metrics import LLAMACPP

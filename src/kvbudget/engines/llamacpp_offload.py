@@ -163,7 +163,8 @@ def layer_cpu_note() -> str:
     return (
         f"{NAME}: the layers left on the CPU keep their weights, KV cache and part of the compute in host memory; "
         "partial offload also grows the GPU's compute buffer (CPU-resident weights are copied over for batched "
-        "matrix products), which the plan does not model: measure it (plan --from-log) or pass --overhead"
+        "matrix products), which the plan does not model: measure it (plan --from-log) or pass --overhead; "
+        "kvbudget's speed model assumes every layer on the GPU, so its speeds are too high for such a plan"
     )
 
 

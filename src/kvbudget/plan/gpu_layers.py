@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 def applies(i: PlanInputs, options: EngineOptions) -> bool:
     """Whether the plan places llama.cpp's layers itself (an -ngl or a split over more than one GPU was given)."""
-    return i.engine.name == NAME and (options.n_gpu_layers is not None or len(options.tensor_split) > 1)
+    return i.engine.rules.places_layers and (options.n_gpu_layers is not None or len(options.tensor_split) > 1)
 
 
 def gpus_of(options: EngineOptions) -> int:

@@ -225,7 +225,7 @@ def sessions_per_replica(sessions: int, replicas: int) -> int:
 
 def _check_parallel(i: PlanInputs) -> tuple[int, list[str]]:
     warnings: list[str] = []
-    split = len(i.options.tensor_split) if i.engine.name == "llamacpp" else 0
+    split = len(i.options.tensor_split) if i.engine.rules.places_layers else 0
     per_replica = i.tp * i.pp * max(1, split)
     if i.gpus < per_replica:
         what = f"the {split} GPUs of --tensor-split" if split > 1 else f"--tp {i.tp} x --pp {i.pp} = {per_replica}"
