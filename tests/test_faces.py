@@ -128,7 +128,34 @@ QUESTIONS: list[Question] = [
         },
     ),
 ]
+QUESTIONS += [  # llama.cpp's layer placement: -ngl auto on a 5 GiB card, and a split over two GPUs
+    (
+        "plan",
+        {
+            "model": "llama-3.1-8b",
+            "gpu_memory": "5141MiB",
+            "engine": "llamacpp",
+            "context": "32k",
+            "weights": "q4_0",
+            "n_gpu_layers": "auto",
+        },
+    ),
+    (
+        "plan",
+        {
+            "model": "qwen3-30b-a3b",
+            "gpu": "rtx-4090",
+            "engine": "llamacpp",
+            "context": "16k",
+            "weights": "q4_0",
+            "tensor_split": "1,3",
+            "gpus": "2",
+        },
+    ),
+]
 ERRORS: list[Question] = [
+    ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "vllm", "context": "32k", "n_gpu_layers": "20"}),
+    ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "llamacpp", "context": "32k", "tensor_split": "0"}),
     ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "context": "lots"}),
     ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm"}),
     ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "context": "32k", "utilization": "1.5"}),

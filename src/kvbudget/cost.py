@@ -216,6 +216,8 @@ def engine_options(request: EngineSettings) -> EngineOptions:
         max_running_requests=request.max_running_requests,
         max_num_seqs=request.max_num_seqs,
         dp_attention=request.dp_attention,
+        n_gpu_layers=request.n_gpu_layers,
+        tensor_split=request.tensor_split or (),
     )
 
 

@@ -33,6 +33,8 @@ VALUES: dict[str, list[str]] = {
     "prefix": NUMBERS,
     "count": NUMBERS,
     "running": NUMBERS,
+    "layers": [*NUMBERS, "auto,all", "AUTO ", "none", "-2", "65537"],
+    "split": [*NUMBERS, "3,1,", ",", "0,0", "-1,1", "1e3,1", "nan,1", "1," * 20, "3;1", "inf,1"],
     "gpus": NUMBERS,
     "sessions": NUMBERS,
     "index": NUMBERS,

@@ -78,6 +78,16 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
         "--max-batch-size",
     )
     g.add_argument(
+        "--n-gpu-layers",
+        help="llama.cpp -ngl: layers on the GPU (the output layer counts as one), auto (the most that fit, as --fit "
+        "picks them) or all (default: all); the rest stay in host memory",
+    )
+    g.add_argument(
+        "--tensor-split",
+        help="llama.cpp --tensor-split (--split-mode layer): one proportion per GPU, e.g. 3,1; the layers are split "
+        "over that many GPUs (default: one GPU)",
+    )
+    g.add_argument(
         "--dp-attention",
         help="SGLang --enable-dp-attention --dp N: N attention data-parallel ranks within --tp (default off)",
     )

@@ -154,4 +154,6 @@ class EngineOptions(FrozenRecord):
     max_running_requests: int | None = None  # SGLang --max-running-requests; None: derived from the pool
     max_num_seqs: int | None = None  # vLLM --max-num-seqs; None: vLLM's default for the GPU (vllm_memory.max_num_seqs)
     dp_attention: int | None = None  # SGLang --enable-dp-attention --dp N (attention data-parallel size); None: off
+    n_gpu_layers: int | None = None  # llama.cpp -ngl: layers on the GPU, -1 auto (fit), -2 all; None: all
+    tensor_split: tuple[float, ...] = ()  # llama.cpp --tensor-split (split-mode layer): one proportion per GPU
     pipeline_parallel: int = 1  # the plan's --pp: vLLM keeps pp + 1 batches in flight (engines/vllm_batches.py)

@@ -84,6 +84,8 @@ class EngineRules:
     cheaper_kv_dtypes: ClassVar[tuple[str, ...]] = ()  # levers, in kvbudget's dtype vocabulary
     concurrency_flag: ClassVar[str | None] = None  # the flag that would cap running sessions (left unset)
     running_option: ClassVar[str | None] = None  # kvbudget's option for the engine's own running limit, if it has one
+    # it places whole layers on the GPU or the CPU and over GPUs itself (llama.cpp -ngl, --tensor-split)
+    places_layers: ClassVar[bool] = False
     quantizes_at_load: ClassVar[tuple[str, ...]] = ()  # weight precisions it quantizes a 16-bit checkpoint to
     logs_version: ClassVar[bool] = False  # its start-up log names a release kvbudget's rules are keyed by
     # the simulator's memory policy and tool-pause handling that match the engine (kvbudget simulate's defaults)
@@ -142,7 +144,14 @@ class EngineRules:
             )
 
     def check_options(self, options: EngineOptions) -> None:
-        """Refuse a running limit that is another engine's option (``--max-num-seqs`` is vLLM's)."""
+        """Refuse a running limit that is another engine's option (``--max-num-seqs`` is vLLM's), and llama.cpp's
+        layer placement (``--n-gpu-layers``, ``--tensor-split``) with another engine."""
+        if not self.places_layers and (options.n_gpu_layers is not None or options.tensor_split):
+            given = "--n-gpu-layers" if options.n_gpu_layers is not None else "--tensor-split"
+            raise InputError(
+                f"{given}: llama.cpp's layer placement, not {self.title}'s; use --engine llamacpp, or drop it "
+                "(the other engines keep every layer on the GPU; --tp/--pp split them)"
+            )
         if options.max_num_seqs is None or self.running_option == "--max-num-seqs":
             return
         own = (

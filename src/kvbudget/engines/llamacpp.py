@@ -93,6 +93,7 @@ class Rules(EngineRules):
     server = True
     parallel = False
     cheaper_kv_dtypes = ("q8_0", "q4_0")
+    places_layers = True  # -ngl and --tensor-split (engines/llamacpp_offload.py)
 
     def alert_metrics(self) -> EngineMetrics | None:
         from kvbudget.engines.metrics import LLAMACPP
@@ -170,6 +171,10 @@ class Rules(EngineRules):
         ]
         if s.options.n_ubatch:
             args += ["-b", str(max(s.options.n_ubatch, 2048)), "-ub", str(s.options.n_ubatch)]
+        if s.options.n_gpu_layers is not None:  # common/arg.cpp -ngl, --n-gpu-layers (resolved: a count)
+            args += ["-ngl", str(s.options.n_gpu_layers)]
+        if len(s.options.tensor_split) > 1:  # common/arg.cpp --split-mode layer --tensor-split a,b
+            args += ["--split-mode", "layer", "--tensor-split", ",".join(f"{x:g}" for x in s.options.tensor_split)]
         if s.options.swa_full:
             args.append("--swa-full")
         if s.options.kv_unified:

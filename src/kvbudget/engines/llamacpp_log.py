@@ -128,3 +128,38 @@ def kv_cache_log_lines(
             lines.append(f"llama_kv_cache_iswa: creating     SWA KV cache, size = {cache.cells} cells")
         lines.append(cache.log_line())
     return lines
+
+
+def layer_cache_bytes(
+    spec: ModelSpec,
+    k: CacheDType,
+    v: CacheDType,
+    n_ctx: int,
+    n_seq: int = 1,
+    options: EngineOptions | None = None,
+    caches: tuple[str, ...] = ("kv", "swa", "indexer", "recurrent"),
+) -> tuple[int, ...]:
+    """The cache bytes of each model layer for ``-c n_ctx -np n_seq``, the same cells as ``logged_caches``;
+    ``caches`` picks which (``recurrent`` is the ``RS buffer`` llama.cpp logs apart from the ``KV buffer``).
+
+    llama.cpp allocates each layer's K/V (or R/S) on that layer's device (src/llama-kv-cache.cpp: ``dev =
+    model.dev_layer(il)`` with offload_kqv on), so a device's ``KV buffer`` is the sum over its layers.
+    """
+    opts = options or EngineOptions()
+    if n_ctx < 1 or n_seq < 1:
+        raise InputError(f"{NAME}: -c and -np must be positive, got -c {n_ctx} -np {n_seq}")
+    n_ctx_seq, n_stream = context_cells(n_ctx, n_seq, opts.kv_unified)
+    window = window_of(spec) or 0
+    per_layer = [0] * len(spec.layers)
+    for part in plan(spec, k, v, opts):
+        if part.cache not in caches:
+            continue
+        if part.cache == "recurrent":
+            each = (part.r_bytes + part.s_bytes) * max(1, n_seq)  # mem_size = max(1, n_seq_max)
+        elif part.cache == "swa":
+            each = (part.k_bytes + part.v_bytes) * swa_cells(n_ctx_seq, window, n_seq, opts) * n_stream
+        else:
+            each = (part.k_bytes + part.v_bytes) * n_ctx_seq * n_stream
+        for il in part.group.layer_indices or ():
+            per_layer[il] += each  # a DSA layer has its MLA cache and its indexer keys
+    return tuple(per_layer)

@@ -211,6 +211,7 @@ class Rules(llamacpp.Rules):
     default_version = DEFAULT_VERSION
     order = 35
     logs_version = True
+    places_layers = False  # Ollama picks its own num_gpu; kvbudget does not model it (llama.cpp's -ngl does not apply)
 
     def alert_metrics(self) -> EngineMetrics | None:
         return None  # Ollama exports no Prometheus metrics of its llama.cpp runner

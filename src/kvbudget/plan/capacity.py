@@ -51,20 +51,42 @@ def stage_specs(spec: ModelSpec, pp: int) -> list[ModelSpec]:
 
 @dataclass(frozen=True)
 class StagedLayout:
-    """One layout per pipeline stage (a single stage without pipeline parallelism)."""
+    """One layout per pipeline stage (a single stage without pipeline parallelism), or per GPU of a llama.cpp layer
+    split. ``reserved[i]``: how many bytes less of KV pool GPU ``i`` has than the first (its weights and compute
+    buffer less the first GPU's; negative when it holds less), so one pool figure holds every GPU to its own."""
 
     stages: tuple[Layout, ...]
+    reserved: tuple[int, ...] = ()
+    host: Layout | None = None  # llama.cpp's layers on the CPU: no bound the plan knows, but the engine's refusals
 
     @property
     def first(self) -> Layout:
         return self.stages[0]
 
+    def _reserved(self) -> tuple[int, ...]:
+        return self.reserved or (0,) * len(self.stages)
+
     def total_bytes(self, tokens: int, sequences: int) -> int:
-        """Bytes on the fullest GPU for ``sequences`` sequences of ``tokens`` tokens."""
-        return max(layout.total_bytes(tokens, sequences) for layout in self.stages)
+        """Bytes on the fullest GPU for ``sequences`` sequences of ``tokens`` tokens, measured against the first
+        GPU's pool (each GPU's ``reserved`` added); the host's layers only for what the engine refuses."""
+        if self.host is not None:
+            self.host.total_bytes(tokens, sequences)  # llama.cpp's 256 slots hold whatever device the layers are on
+        return max(
+            layout.total_bytes(tokens, sequences) + r for layout, r in zip(self.stages, self._reserved(), strict=True)
+        )
 
     def sequence_bytes(self, tokens: int) -> int:
-        return self.total_bytes(tokens, 1)
+        """Bytes of one sequence on the GPU that holds the most of it."""
+        return max(layout.total_bytes(tokens, 1) for layout in self.stages)
+
+    def most_sessions(self, pool_bytes: int, cap: int) -> int:
+        """An upper bound on the sessions of ``cap`` tokens that fit (the bisection's top)."""
+        bounds = [
+            (pool_bytes - r) // one
+            for layout, r in zip(self.stages, self._reserved(), strict=True)
+            if (one := layout.total_bytes(cap, 1)) > 0
+        ]
+        return (min(bounds) if bounds else pool_bytes) + 2
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -90,9 +112,8 @@ def sessions_at(layout: StagedLayout, pool_bytes: int, cap: int) -> int:
     """The most sessions of ``cap`` tokens whose worst case fits in ``pool_bytes`` on every GPU."""
     if pool_bytes <= 0 or not fits(layout, pool_bytes, cap, 1):
         return 0
-    one = max(layout.total_bytes(cap, 1), 1)
     # the largest S with total_bytes(cap, S) <= pool
-    return largest(1, pool_bytes // one + 2, lambda sessions: fits(layout, pool_bytes, cap, sessions))
+    return largest(1, layout.most_sessions(pool_bytes, cap), lambda sessions: fits(layout, pool_bytes, cap, sessions))
 
 
 def max_context_for(layout: StagedLayout, pool_bytes: int, sessions: int, limit: int | None = None) -> int:

@@ -28,7 +28,7 @@ def serve_settings(plan: Plan) -> ServeSettings:
         kv_pool_bytes=plan.kv_pool_bytes,
         overhead_measured=i.overhead is not None,
         prefix=i.prefix,
-        options=i.options,
+        options=replace(i.options, n_gpu_layers=plan.layer_split.n_gpu_layers) if plan.layer_split else i.options,
         native_context=i.spec.max_position_embeddings,
         quantize=i.weights_precision,
     )

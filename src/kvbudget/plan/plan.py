@@ -15,11 +15,13 @@ from kvbudget.engines import EngineRef, engine_names, rules_class
 from kvbudget.engines.base import EngineOptions, cdiv
 from kvbudget.engines.capability import compute_capability
 from kvbudget.engines.evidence import layout_label
+from kvbudget.engines.llamacpp_offload import AUTO
 from kvbudget.engines.overhead import Overhead, Provenance, Site, measured_overhead
 from kvbudget.engines.records import Deployment, MemoryShape, RunningLimit, Share, StartUp
 from kvbudget.errors import InputError
 from kvbudget.model.architectures import architecture_of
 from kvbudget.model.spec import LatentAttention, ModelSpec
+from kvbudget.plan import gpu_layers
 from kvbudget.plan.capacity import StagedLayout, max_context_for, sessions_at, stage_specs, staged_layout
 from kvbudget.plan.edge import edge_warning
 from kvbudget.plan.ledger import LedgerLine, LineProvenance
@@ -30,6 +32,7 @@ from kvbudget.weights.sources import WeightSize
 
 if TYPE_CHECKING:
     from kvbudget.plan.alerts import AlertRules
+    from kvbudget.plan.gpu_layers import LayerSplit
     from kvbudget.plan.offload import Offload
     from kvbudget.plan.reproduce import LogCheck
     from kvbudget.plan.speeds import PlanSpeeds
@@ -102,6 +105,7 @@ class Plan:
     offload: Offload | None = None  # the offload tier, when the request gives its memory (plan/build.py)
     alerts: AlertRules | None = None  # the alerting rules, when the request asks (plan/alerts.py)
     speeds: PlanSpeeds | None = None  # a load test's measured speeds at the plan (plan/speeds.py, --speed-from)
+    layer_split: LayerSplit | None = None  # llama.cpp --n-gpu-layers / --tensor-split: each device (plan/gpu_layers.py)
 
     @property
     def total_sessions(self) -> int:
@@ -145,8 +149,17 @@ class Plan:
 
     @property
     def ledger(self) -> tuple[LedgerLine, ...]:
+        """The first GPU's lines; with a llama.cpp layer split, every other device's after them."""
+        more = self.layer_split.ledger(self.inputs.context, self.sessions) if self.layer_split else ()
+        return self._first_gpu_ledger() + more
+
+    def _first_gpu_ledger(self) -> tuple[LedgerLine, ...]:
         i = self.inputs
         w = i.weights
+        weights_basis = w.basis + (f"; / {i.tp * i.pp} GPUs (tp x pp)" if i.tp * i.pp > 1 else "")
+        if self.layer_split:
+            first = self.layer_split.gpus[0]
+            weights_basis = self.layer_split.weights_basis(first)
         return (
             LedgerLine(
                 "GPU memory",
@@ -159,8 +172,8 @@ class Plan:
             LedgerLine(
                 "weights",
                 self.weights_per_gpu,
-                w.provenance,
-                w.basis + (f"; / {i.tp * i.pp} GPUs (tp x pp)" if i.tp * i.pp > 1 else ""),
+                self.layer_split.weights.provenance if self.layer_split else w.provenance,
+                weights_basis,
             ),
             LedgerLine(
                 "runtime overhead",
@@ -223,15 +236,16 @@ def sessions_per_replica(sessions: int, replicas: int) -> int:
 
 def _check_parallel(i: PlanInputs) -> tuple[int, list[str]]:
     warnings: list[str] = []
-    per_replica = i.tp * i.pp
+    split = len(i.options.tensor_split) if i.engine.rules.places_layers else 0
+    per_replica = i.tp * i.pp * max(1, split)
     if i.gpus < per_replica:
-        raise InputError(
-            f"--gpus {i.gpus} is fewer than --tp {i.tp} x --pp {i.pp} = {per_replica}; add GPUs or lower --tp/--pp"
-        )
+        what = f"the {split} GPUs of --tensor-split" if split > 1 else f"--tp {i.tp} x --pp {i.pp} = {per_replica}"
+        raise InputError(f"--gpus {i.gpus} is fewer than {what}; add GPUs or lower --tp/--pp/--tensor-split")
     replicas = i.gpus // per_replica
     if i.gpus % per_replica:
         warnings.append(
-            f"{counted(i.gpus % per_replica, 'GPU')} stay idle: {i.gpus} is not a multiple of tp x pp = {per_replica}"
+            f"{counted(i.gpus % per_replica, 'GPU')} stay idle: {i.gpus} is not a multiple of "
+            f"{'the GPUs one server spans' if split > 1 else 'tp x pp'} = {per_replica}"
         )
     i.engine.rules.check_parallel(i.spec, i.tp, i.pp)
     return replicas, warnings
@@ -278,6 +292,16 @@ def make_plan(i: PlanInputs) -> Plan:
     weights_per_gpu = cdiv(i.weights.bytes, i.tp * i.pp)
     overhead = runtime_overhead(i, batched, batched_basis, options)
     share = usable_share(i, overhead.bytes)
+    split = None
+    if gpu_layers.applies(i, options):
+        need = sessions_per_replica(i.sessions, replicas) if i.sessions else 1
+        split = gpu_layers.resolve(i, options, _site(i, batched, batched_basis, options), share.usable_bytes, need)
+        options = replace(options, n_gpu_layers=split.n_gpu_layers)
+        weights_per_gpu, overhead, layout = split.gpus[0].weights, split.gpus[0].compute, split.staged()
+        warnings += list(split.warnings())
+        short = split.shortfall(share.usable_bytes, i.context)
+        if short:
+            raise InputError(short)
     if i.utilization is not None and share.fraction is None:
         warnings.append(
             f"--utilization {i.utilization} is ignored: {i.engine.name} has no memory fraction ({_fractions()} do)"
@@ -326,6 +350,7 @@ def make_plan(i: PlanInputs) -> Plan:
         warnings=tuple(dict.fromkeys(warnings)),
         prefix=sharing,
         options=options,
+        layer_split=split,
     )
 
 
@@ -345,11 +370,14 @@ def runtime_overhead(i: PlanInputs, batched: int, batched_basis: str, options: E
     if i.overhead is not None:
         overhead = measured_overhead(i.overhead, i.overhead_basis)
         return overhead if i.overhead_provenance is None else replace(overhead, provenance=i.overhead_provenance)
-    site = Site(
+    return i.engine.rules.overhead(i.spec, _site(i, batched, batched_basis, options))
+
+
+def _site(i: PlanInputs, batched: int, batched_basis: str, options: EngineOptions) -> Site:
+    return Site(
         i.tp, batched, batched_basis, i.gpu_memory_bytes, i.gpu_label, _interconnect(i.gpu_id), i.context,
         options.flash_attn, options.max_num_seqs,
     )  # fmt: skip
-    return i.engine.rules.overhead(i.spec, site)
 
 
 def usable_share(i: PlanInputs, overhead: int) -> Share:
@@ -395,6 +423,9 @@ def _shortfall(i: PlanInputs, share: Share, weights: int, overhead: Overhead) ->
     if i.weights.provenance != "measured":
         fixes.append("a lower --weights precision (fp8, int4)")
     fixes += _memory_fixes(i, share, weights)
+    fewer = _fewer_layers(i)
+    if fewer:
+        fixes.insert(0, fewer)
     if refused:
         return (
             f"the engine refused to start: {refused}; 0 sessions: the log's weights {format_bytes(weights)} + "
@@ -406,6 +437,21 @@ def _shortfall(i: PlanInputs, share: Share, weights: int, overhead: Overhead) ->
         f"the {format_bytes(share.usable_bytes)} {i.engine.name} can use on {_gpu_words(i)} by "
         f"{format_bytes(need)}; smallest fixes: {'; '.join(fixes)}"
     )
+
+
+def _fewer_layers(i: PlanInputs) -> str | None:
+    """llama.cpp: the most layers that fit on the GPU with one session (``--n-gpu-layers``), the rest on the CPU."""
+    auto = replace(i.options, n_gpu_layers=AUTO)
+    if not gpu_layers.applies(i, auto):
+        return None
+    batched, basis, options, _ = sized(i)
+    options = replace(options, n_gpu_layers=AUTO)
+    share = usable_share(i, 0)
+    split = gpu_layers.resolve(i, options, _site(i, batched, basis, options), share.usable_bytes, 1)
+    if split.largest is None:
+        return None
+    total = len(i.spec.layers) + 1
+    return f"--n-gpu-layers {split.largest} ({split.largest} of {total} layers on the GPU, the rest in host memory)"
 
 
 def _gpu_words(i: PlanInputs) -> str:

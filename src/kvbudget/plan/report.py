@@ -42,6 +42,8 @@ def plan_json(plan: Plan, offload: Offload | None = None) -> dict[str, object]:
         "warnings": list(plan.warnings),
         "ledger": [line.to_json() for line in plan.ledger],
     }
+    if plan.layer_split is not None:  # llama.cpp --n-gpu-layers / --tensor-split: each device's bytes
+        out["gpu_layers"] = plan.layer_split.to_json(i.context, plan.sessions)
     if i.options.max_num_seqs is not None:  # vLLM --max-num-seqs as given: sessions run at most this many at once
         out["max_num_seqs"] = i.options.max_num_seqs
     if i.log_check is not None:

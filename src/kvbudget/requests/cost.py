@@ -31,6 +31,8 @@ class EngineSettings(Request):
     max_running_requests: int | None = option(None, "count")
     max_num_seqs: int | None = option(None, "running")
     dp_attention: int | None = option(None, "gpus")
+    n_gpu_layers: int | None = option(None, "layers")
+    tensor_split: tuple[float, ...] | None = option(None, "split")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -24,6 +24,7 @@ from kvbudget.units import (
     parse_decimal,
     parse_memory,
     parse_per_second,
+    parse_real,
     parse_tokens,
     shown,
 )
@@ -116,6 +117,45 @@ def read_running(value: object, what: str) -> int:
     if isinstance(value, str):
         value = parse_count(value, what=what, high=MAX_RUNNING, noun="running sequences", example="64")
     return _whole(value, what, 1, MAX_RUNNING, "running sequences")
+
+
+MAX_LAYERS = 65_536  # -ngl: far above any model's layer count (llama.cpp caps it at n_layer + 1 itself)
+LAYER_WORDS = {"auto": -1, "all": -2}  # common/arg.cpp: -ngl auto stores -1, all stores -2
+MAX_SPLIT = 16  # --tensor-split: llama_max_devices() of the CUDA backend
+
+
+def read_layers(value: object, what: str) -> int:
+    """llama.cpp -ngl: a layer count 0..65,536, or auto (-1: the most that fit) or all (-2)."""
+    if isinstance(value, str):
+        word = LAYER_WORDS.get(value.strip().lower())
+        if word is not None:
+            return word
+        value = parse_count(value, what=what, low=0, high=MAX_LAYERS, noun="layers (or auto, all)", example="20")
+    return _whole(value, what, 0, MAX_LAYERS, "layers (or auto, all)")
+
+
+def read_split(value: object, what: str) -> tuple[float, ...]:
+    """llama.cpp --tensor-split: one non-negative proportion per GPU (``3,1``), at most 16, one above 0."""
+    items = [part.strip() for part in value.split(",")] if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        items = [items]
+    if not items or len(items) > MAX_SPLIT:
+        raise InputError(f"{what}: give 1 to {MAX_SPLIT} proportions, one per GPU (e.g. 3,1), not {_brief(value)}")
+    split = tuple(
+        parse_real(x, what=what, low=0, high=1e6, noun="(a proportion)", example="3,1")
+        if isinstance(x, str)
+        else _proportion(x, what)
+        for x in items
+    )
+    if not any(x > 0 for x in split):
+        raise InputError(f"{what}: every proportion is 0; give at least one above 0 (e.g. 3,1)")
+    return split
+
+
+def _proportion(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1e6:
+        raise InputError(f"{what}: give proportions from 0 to 1,000,000 (e.g. 3,1), not {_brief(value)}")
+    return float(value)
 
 
 def read_index(value: object, what: str) -> int:
@@ -410,6 +450,8 @@ READERS: dict[str, Callable[[object, str], object]] = {
     "gpus": read_gpus,
     "sessions": read_sessions,
     "running": read_running,
+    "layers": read_layers,
+    "split": read_split,
     "model": read_model,
     "index": read_index,
     "port": read_port,

@@ -21,11 +21,16 @@ embedding to the MiB.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 
+from kvbudget.engines.llamacpp_offload import LayerWeights
+from kvbudget.model.families.fields import Fields
 from kvbudget.model.spec import ModelSpec
+from kvbudget.weights.blocks import Part
+from kvbudget.weights.families import LAYER_RULES
 from kvbudget.weights.params import count_params
 from kvbudget.weights.precision import GGUF_BLOCKS
 from kvbudget.weights.sources import WeightSize
@@ -54,13 +59,29 @@ def _bytes(params: int, bits: Fraction) -> int:
     return math.ceil(params * bits / 8)
 
 
-def computed_on_gpu(spec: ModelSpec, precision: str) -> tuple[int, int] | None:
-    """(bytes on the GPU, bytes of the token embedding in host memory) of a single-type GGUF at ``precision``
-    (None when ``precision`` is not a llama.cpp storage type)."""
+def _storage(precision: str) -> tuple[Fraction, Fraction] | None:
+    """(bits of the file type, bits of ``output``) of a single-type GGUF (None: not a llama.cpp storage type)."""
     bits = _bits(precision)
     if bits is None:
         return None
-    out_bits = bits if precision == "q8_0" or precision in FLOAT_BITS else Q6_K_BITS
+    return bits, bits if precision == "q8_0" or precision in FLOAT_BITS else Q6_K_BITS
+
+
+def _part_bytes(part: Part, bits: Fraction, out_bits: Fraction) -> int:
+    if part.kind == "lm_head":
+        return _bytes(part.params, out_bits)
+    if part.kind in ("norm", "vector", "router"):  # 1-D tensors and MoE routers stay f32
+        return _bytes(part.params, F32_BITS)
+    return _bytes(part.params, bits)
+
+
+def computed_on_gpu(spec: ModelSpec, precision: str) -> tuple[int, int] | None:
+    """(bytes on the GPU, bytes of the token embedding in host memory) of a single-type GGUF at ``precision``
+    (None when ``precision`` is not a llama.cpp storage type)."""
+    storage = _storage(precision)
+    if storage is None:
+        return None
+    bits, out_bits = storage
     on_gpu = embedding = 0
     tied = True
     for part in count_params(spec).parts:
@@ -69,16 +90,64 @@ def computed_on_gpu(spec: ModelSpec, precision: str) -> tuple[int, int] | None:
         if part.kind == "embedding":
             embedding += _bytes(part.params, bits)
             continue
-        if part.kind == "lm_head":
-            tied = False
-            on_gpu += _bytes(part.params, out_bits)
-        elif part.kind in ("norm", "vector", "router"):
-            on_gpu += _bytes(part.params, F32_BITS)
-        else:
-            on_gpu += _bytes(part.params, bits)
+        tied = tied and part.kind != "lm_head"
+        on_gpu += _part_bytes(part, bits, out_bits)
     if tied:  # output = token_embd duplicated (TENSOR_DUPLICATED): a copy on the GPU
         on_gpu += embedding
     return on_gpu, embedding
+
+
+def computed_layers(spec: ModelSpec, precision: str) -> LayerWeights | None:
+    """The bytes of each layer of a single-type GGUF at ``precision``, as load_tensors places them (the input layer
+    on the CPU; ``output``, ``output_norm`` and a tied model's copy of ``token_embd`` in the output layer)."""
+    storage = _storage(precision)
+    rule = LAYER_RULES.get(spec.model_type)
+    if storage is None or rule is None:
+        return None
+    bits, out_bits = storage
+    fields = Fields(spec.config, spec.source or spec.name)
+    layers = tuple(
+        sum(_part_bytes(p, bits, out_bits) for p in rule(fields, spec, il)) for il in range(len(spec.layers))
+    )
+    outer = count_params(replace(spec, layers=())).parts  # the input and output layers alone
+    embedding = sum(_bytes(p.params, bits) for p in outer if p.kind == "embedding")
+    tied = not any(p.kind == "lm_head" for p in outer)
+    output = sum(_part_bytes(p, bits, out_bits) for p in outer if p.kind != "embedding") + (embedding if tied else 0)
+    basis = (
+        f"computed from the config as a {precision} GGUF, per layer as llama.cpp places it (src/llama-model.cpp "
+        "load_tensors): token_embd on the CPU, output + output_norm with the output layer"
+        + (" (tied: a copy of token_embd)" if tied else "")
+    )
+    return LayerWeights(embedding, layers, output, "computed", basis)
+
+
+def file_layers(model_ref: str) -> LayerWeights | None:
+    """The bytes of each layer from a GGUF's own tensor table (``blk.N.*``; None without a .gguf to read)."""
+    from kvbudget.model.gguf_file import read_gguf_file
+    from kvbudget.weights.sources import gguf_files
+
+    path = Path(model_ref).expanduser()
+    if not path.exists() or not (path.suffix.lower() == ".gguf" or path.is_dir()):
+        return None
+    layers: dict[int, int] = {}
+    embedding = output = 0
+    tied = True
+    for file in gguf_files(path):
+        for t in read_gguf_file(file).tensors:
+            size = t.n_bytes or 0
+            block = re.match(r"blk\.(\d+)\.", t.name)
+            if block:
+                layers[int(block.group(1))] = layers.get(int(block.group(1)), 0) + size
+            elif t.name == "token_embd.weight":
+                embedding += size
+            else:
+                output += size  # output, output_norm (and the few other non-repeating tensors)
+                tied = tied and t.name != "output.weight"
+    if not layers:
+        return None
+    output += embedding if tied else 0  # TENSOR_DUPLICATED: the output layer holds a copy of token_embd
+    per = tuple(layers.get(il, 0) for il in range(max(layers) + 1))
+    return LayerWeights(embedding, per, output, "exact", f"{path.name}: the GGUF's tensor table, per layer")
 
 
 def _file_embedding(model_ref: str) -> tuple[int, bool] | None:
