@@ -149,3 +149,47 @@ def test_hub_id_from_local_cache_when_offline(
     code, out, err = run_cli(capsys, "cost", "acme/tiny-llama", "--json")
     assert code == 0, err
     assert '"kv_bytes_per_token": 32768' in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (
+            ["simulate", "llama-3.1-8b", "--policy", "nonsense"],
+            "Error: --policy: 'nonsense' is not a choice; choose one of reserve, paged, watermark",
+        ),
+        (
+            ["plan", "llama-3.1-8b", "--units", "SI"],
+            "Error: --units: 'SI' is not a choice; choose one of si, iec",
+        ),
+        (["plan"], "Error: model is required; see kvbudget plan --help"),
+        (["calibrate", "--model", "foo"], "Error: LOG is required; see kvbudget calibrate --help"),
+        (["plan", "llama-3.1-8b", "--tp"], "Error: --tp: give it a value; see kvbudget plan --help"),
+        (
+            ["plan", "llama-3.1-8b", "--bogus", "1"],
+            "Error: --bogus: not an option of kvbudget plan; see kvbudget plan --help",
+        ),
+        (["trace", "stats", "x.json", "--format", "csv"], "Error: --format: 'csv' is not a choice; choose one of"),
+    ],
+)
+def test_a_usage_error_is_the_products_line_naming_the_field(
+    capsys: pytest.CaptureFixture[str], argv: list[str], line: str
+) -> None:
+    """argparse's own errors (a choice, a missing value, an unknown option) read as every other error: one line
+    that starts with the field, not ``kvbudget plan: argument --policy: invalid choice: ...``."""
+    assert _fails(capsys, *argv).startswith(line)
+
+
+def test_an_unknown_command_names_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    line = _fails(capsys, "nonsense")
+    assert line.startswith("Error: command: 'nonsense' is not a choice; choose one of cost, table, models, gpus,"), line
+
+
+def test_a_usage_error_under_json_is_the_error_document(capsys: pytest.CaptureFixture[str]) -> None:
+    """--json holds for a usage error too: the error document on stdout, the same line on stderr (as the web API)."""
+    import json
+
+    code, out, err = run_cli(capsys, "plan", "llama-3.1-8b", "--gpu", "h100-sxm", "--units", "x", "--json")
+    message = "--units: 'x' is not a choice; choose one of si, iec"
+    assert code == 1 and err == f"Error: {message}\n"
+    assert json.loads(out)["error"] == {"kind": "InputError", "message": message}

@@ -143,7 +143,7 @@ def test_a_rate_becomes_gpus_by_littles_law(capsys: pytest.CaptureFixture[str]) 
         (("--rate", "50/h"), "--rate needs --workload FILE"),
         (("--price", "h100-sxm"), "write GPU=PRICE"),
         (("--price", "h100-sxm=cheap"), "cannot read 'cheap'"),
-        (("--sort", "vibes"), "--sort vibes: choose one of"),
+        (("--sort", "vibes"), "--sort: 'vibes' is not a choice; choose one of"),
     ],
 )
 def test_bad_options_are_one_line(capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], message: str) -> None:

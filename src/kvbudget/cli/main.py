@@ -130,15 +130,39 @@ class _Formatter(argparse.HelpFormatter):
         super().__init__(prog, indent_increment, max_help_position, _columns() - 2 if width is None else width)
 
 
+def usage_message(prog: str, message: str) -> str:
+    """argparse's error ``message`` of the parser ``prog`` as kvbudget words every error: starting with the field
+    (``--policy: 'x' is not a choice; choose one of reserve, paged, watermark``), not ``kvbudget simulate: argument
+    --policy: invalid choice: 'x' (choose from 'reserve', ...)``."""
+    import re
+
+    see = f"see {prog} --help"
+    if found := re.fullmatch(r"the following arguments are required: (.+)", message, re.DOTALL):
+        return f"{found.group(1).split(', ')[0]} is required; {see}"
+    if found := re.fullmatch(r"ambiguous option: (\S+) could match (.+)", message, re.DOTALL):
+        return f"{found.group(1)}: could be any of {found.group(2)}; write the option in full"
+    found = re.fullmatch(r"argument ([^:]+): (.+)", message, re.DOTALL)
+    if found is None:
+        return f"{message}; {see}"
+    field, said = found.group(1).split("/")[-1], found.group(2)
+    if choice := re.fullmatch(r"invalid choice: (.+) \(choose from (.+)\)", said, re.DOTALL):
+        choices = ", ".join(c.strip("'") for c in choice.group(2).split(", "))
+        return f"{field}: {choice.group(1)} is not a choice; choose one of {choices}"
+    if said.startswith("expected"):  # expected one argument, expected at least one argument
+        return f"{field}: give it a value; {see}"
+    return f"{field}: {said.replace('argument ', '')}; {see}"
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse with kvbudget's error contract: one line on stderr, exit code 1 (not usage + exit 2)."""
+    """argparse with kvbudget's error contract: an InputError (one line naming the field, exit code 1, the error
+    document under --json), not usage text and exit 2."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(1, f"Error: {one_line(f'{self.prog}: {message}')}; see {self.prog} --help\n")
+        raise InputError(usage_message(self.prog, message))
 
 
 def build_parser(parser_class: type[_Parser] = _Parser, *, command: str | None = None) -> argparse.ArgumentParser:
@@ -269,11 +293,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(words: Sequence[str], argv: Sequence[str] | None) -> int:
     parser = build_parser(command=words[0] if words else None)
+    args = argparse.Namespace(json="--json" in words)  # a usage error under --json is the error document too
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as done:  # --help, or a usage error already printed as one line
-        return done.code if isinstance(done.code, int) else 1
-    try:
+        try:
+            args, extra = parser.parse_known_args(argv)
+        except SystemExit as done:  # --help, --version
+            return done.code if isinstance(done.code, int) else 1
+        if extra:  # named here, where the command is known (argparse names only "kvbudget")
+            command = f"kvbudget {args.command}"
+            raise InputError(f"{extra[0]}: not an option of {command}; see {command} --help")
         output = COMMANDS[args.command](args)
     except KvBudgetError as exc:
         if getattr(args, "json", False) and not exc.reported:  # the JSON contract holds for errors too

@@ -133,7 +133,9 @@ def request_of(command: str, query: Iterable[tuple[str, str]], uploads: UploadIn
                 "--ray: the web API joins no Ray cluster on a client's behalf; run the command line for it"
             )
         if name not in kinds:
-            raise InputError(f"unrecognized option --{raw.replace('_', '-')}; see kvbudget {command} --help")
+            raise InputError(
+                f"--{raw.replace('_', '-')}: not an option of kvbudget {command}; see kvbudget {command} --help"
+            )
         if name == "model":
             given = ",".join(model_ref(item.strip(), uploads) for item in value.split(","))
         else:
