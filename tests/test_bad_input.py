@@ -193,3 +193,44 @@ def test_a_usage_error_under_json_is_the_error_document(capsys: pytest.CaptureFi
     message = "--units: 'x' is not a choice; choose one of si, iec"
     assert code == 1 and err == f"Error: {message}\n"
     assert json.loads(out)["error"] == {"kind": "InputError", "message": message}
+
+
+PLANNED = ("llama-3.1-8b", "--gpu", "h100-sxm", "--context", "32k")
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (("simulate", *PLANNED, "--workload", "nope.toml"), "Error: --workload: nope.toml: no such file"),
+        (("simulate", *PLANNED, "--trace", "nope.json"), "Error: --trace: nope.json: no such file"),
+        (("size", *PLANNED, "--sessions", "8", "--workload", "nope.toml", "--no-simulate"), "Error: --workload: nope"),
+        (("plan", *PLANNED, "--from-log", "nope.log"), "Error: --from-log: nope.log: no such file"),
+        (("plan", *PLANNED, "--speed-from", "nope.json"), "Error: --speed-from: nope.json: no such file"),
+        (("compare", *PLANNED, "--prices", "nope.toml"), "Error: --prices: nope.toml: no such file"),
+        (("report", *PLANNED, "--loadtest", "nope.json", "--format", "md"), "Error: --loadtest: nope.json: no such"),
+        (
+            ("calibrate", "--model", "foo", "tests/data/logs/vllm/v0-0.6.4fmt-llama31-8b-rtx3090-20k.log"),
+            "Error: --model: 'foo' is not a catalog model",
+        ),
+        (
+            ("simulate", "--model", "foo", "--gpu", "h100-sxm", "--context", "32k", "--workload", "examples/chat.toml"),
+            "Error: --model: 'foo' is not a catalog model",
+        ),
+    ],
+)
+def test_a_file_or_model_option_that_fails_is_named_first(
+    capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], line: str
+) -> None:
+    """A missing --workload file read 'Error: nope.toml: no such file (workload file)': the option first, as every
+    other error, then the file and what is wrong with it."""
+    assert _fails(capsys, *argv).startswith(line)
+
+
+def test_the_python_api_names_the_option_too() -> None:
+    import kvbudget
+    from kvbudget.errors import InputError
+
+    options = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "context": "32k", "workload": "nope.toml"}
+    request = kvbudget.SimulateRequest.from_options(options)
+    with pytest.raises(InputError, match=r"^--workload: nope\.toml: no such file"):
+        kvbudget.simulate_deployment(request)

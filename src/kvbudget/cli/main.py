@@ -304,6 +304,7 @@ def _main(words: Sequence[str], argv: Sequence[str] | None) -> int:
             raise InputError(f"{extra[0]}: not an option of {command}; see {command} --help")
         output = COMMANDS[args.command](args)
     except KvBudgetError as exc:
+        _name_option(exc, args)
         if getattr(args, "json", False) and not exc.reported:  # the JSON contract holds for errors too
             try:
                 print(json.dumps(error_document(exc), indent=2), flush=True)
@@ -327,6 +328,21 @@ def _main(words: Sequence[str], argv: Sequence[str] | None) -> int:
         )
         return 1
     return 0
+
+
+def _name_option(exc: KvBudgetError, args: argparse.Namespace) -> None:
+    """Start an error met reading a file or model an option names with the option (errors.name_option), as the
+    Python API's functions do: commands that call the library's parts (simulate's progress) meet it here."""
+    from kvbudget.errors import name_option
+    from kvbudget.requests import by_command
+    from kvbudget.requests.base import named_options
+
+    given = vars(args)
+    cls = by_command().get(str(given.get("command")))
+    options = named_options(cls, given) if cls is not None else {}
+    if given.get("model_option"):  # simulate's --model NAME, the documented spelling of its model
+        options["--model"] = given["model_option"]
+    name_option(exc, options)
 
 
 def _drop_stdout() -> None:

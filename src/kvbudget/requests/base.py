@@ -92,6 +92,22 @@ class Request:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+NAMED_KINDS = ("text", "model")  # the kinds of a file or a model option, whose reading can fail after the request
+
+
+def named_options(cls: type[Request], values: Mapping[str, object]) -> dict[str, object]:
+    """The option flag -> value of ``cls``'s file and model options (``--workload``, ``--trace``, ``--model``) in
+    ``values`` (field name -> value): what ``errors.name_option`` names an error after. A positional (``model``
+    of plan) is not an option: an error starting with its value already starts with what was typed there."""
+    out: dict[str, object] = {}
+    for f in fields(cls):
+        label = _label(f)
+        named = f.metadata.get("kind") in NAMED_KINDS and not f.metadata["choices"] and label.startswith("--")
+        if named and values.get(f.name) is not None:
+            out[label] = values[f.name]
+    return out
+
+
 def narrowed(cls: type[R], source: Request, **changes: object) -> R:
     """A ``cls`` request from the fields of ``source`` that ``cls`` has, with ``changes`` (a compare row's plan,
     a simulation's deployment)."""
