@@ -234,3 +234,35 @@ def test_the_python_api_names_the_option_too() -> None:
     request = kvbudget.SimulateRequest.from_options(options)
     with pytest.raises(InputError, match=r"^--workload: nope\.toml: no such file"):
         kvbudget.simulate_deployment(request)
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (("simulate", *PLANNED), "Error: --workload: give exactly one of --workload FILE or --trace FILE"),
+        (("simulate", *PLANNED, "--workload", "examples/chat.toml", "--trace", "x"), "Error: --trace: give exactly"),
+        (("simulate", *PLANNED, "--workload", "examples/chat.toml", "--sessions", "4", "--duration", "60"),
+         "Error: --duration: give --sessions N or --duration S, not both"),
+        (("simulate", "llama-3.1-8b", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--context", "32k"),
+         "Error: --model: give the model once"),
+        (("size", *PLANNED, "--no-simulate"), "Error: --sessions: give the load as --sessions N"),
+        (("size", *PLANNED, "--sessions", "6", "--rate", "1/s", "--no-simulate"),
+         "Error: --rate: give the load as --sessions N"),
+        (("plan", "llama-3.1-8b", "--context", "32k"), "Error: --gpu: give exactly one of --gpu NAME"),
+        (("plan", *PLANNED, "--gpu-memory", "80GB"), "Error: --gpu-memory: give exactly one of --gpu NAME"),
+        (("plan", *PLANNED, "--weights", "fp8", "--weights-size", "8GB"), "Error: --weights-size: give either"),
+        (("infer", "--memory", "24GB", "--gpu", "h100-sxm", "--params", "8B", "--context", "32k"),
+         "Error: --gpu: give --memory or --gpu, not both"),
+        (("infer", "--kv-budget", "4GiB", "--memory", "24GB", "--params", "8B", "--context", "32k"),
+         "Error: --kv-budget: give either --kv-budget or --memory/--gpu, not both"),
+        (("infer", "--memory", "24GB", "--context", "32k"), "Error: --memory: give --memory (or --gpu) with --params"),
+        (("infer", "--kv-budget", "4GiB", "--context", "32k"), "Error: --kv-heads: give --kv-heads and --head-dim"),
+        (("loadtest", "http://127.0.0.1:9", "--model", "llama-3.1-8b"), "Error: --workload: give exactly one of"),
+    ],
+)  # fmt: skip
+def test_options_given_together_or_missing_name_the_option(
+    capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], line: str
+) -> None:
+    """'give --sessions N or --duration S, not both' named no field first: each such line starts with the option
+    to change (the one given second, or the one missing)."""
+    assert _fails(capsys, *argv).startswith(line)

@@ -128,8 +128,9 @@ def size_deployments(request: SizeRequest) -> Sizing:
     from kvbudget.plan.sizing_load import given_shape
 
     if (request.sessions is None) == (request.rate is None):
+        field = "--sessions" if request.sessions is None else "--rate"  # the one missing, or the second given
         raise InputError(
-            "give the load as --sessions N (peak concurrent, whole deployment) or --rate R (new sessions per "
+            f"{field}: give the load as --sessions N (peak concurrent, whole deployment) or --rate R (new sessions per "
             "second: with --workload its sessions, else one --isl/--osl request each)"
         )
     workload = _workload(request)
