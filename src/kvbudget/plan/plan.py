@@ -25,7 +25,7 @@ from kvbudget.plan.edge import edge_warning
 from kvbudget.plan.ledger import LedgerLine, LineProvenance
 from kvbudget.plan.sharing import PrefixSharing, prefix_sharing
 from kvbudget.precision import CacheDType
-from kvbudget.units import counted, format_bytes, format_tokens
+from kvbudget.units import a_or_an, counted_verb, format_bytes, format_tokens
 from kvbudget.weights.sources import WeightSize
 
 if TYPE_CHECKING:
@@ -186,20 +186,15 @@ def _words(n: int) -> str:
     return names[n] if 0 <= n < len(names) else f"{n:,}"
 
 
-def _article(label: str) -> str:
-    """'an' before numbers spoken with a vowel sound (8K, 11K, 18K, 80K, 800K), else 'a'."""
-    return "an" if label.startswith("8") or (label.startswith(("11", "18")) and not label[2:3].isdigit()) else "a"
-
-
 def statement(spec: ModelSpec, context: int, sessions: int, advertised_sessions: int | None) -> str:
     """The seeds' deployment statement: '... a 32K-context, three-concurrent-session server, not a 128K one'."""
     cap = format_tokens(context)
-    text = f"{_article(cap)} {cap}-context, {_words(sessions)}-concurrent-session server"
+    text = f"{a_or_an(cap)}-context, {_words(sessions)}-concurrent-session server"
     window = spec.max_position_embeddings
     if window and window > context and advertised_sessions is not None:
         adv = format_tokens(window)
         if advertised_sessions == 0:
-            text += f", not {_article(adv)} {adv}-context one (one {adv} session does not fit)"
+            text += f", not {a_or_an(adv)}-context one (one {adv} session does not fit)"
         else:
             text += f"; at the advertised {adv} it serves {_words(advertised_sessions)}"
     return text[0].upper() + text[1:] + "."
@@ -220,7 +215,8 @@ def _check_parallel(i: PlanInputs) -> tuple[int, list[str]]:
     replicas = i.gpus // per_replica
     if i.gpus % per_replica:
         warnings.append(
-            f"{counted(i.gpus % per_replica, 'GPU')} stay idle: {i.gpus} is not a multiple of tp x pp = {per_replica}"
+            f"{counted_verb(i.gpus % per_replica, 'GPU', 'stays', 'stay')} idle: {i.gpus} is not a multiple of "
+            f"tp x pp = {per_replica}"
         )
     i.engine.rules.check_parallel(i.spec, i.tp, i.pp)
     return replicas, warnings
@@ -399,7 +395,7 @@ def _shortfall(i: PlanInputs, share: Share, weights: int, overhead: Overhead) ->
 
 def _gpu_words(i: PlanInputs) -> str:
     """The GPU as a sentence names it: the catalog's name, or the size --gpu-memory gave."""
-    return i.gpu_label if i.gpu_label != "given" else f"a {format_bytes(i.gpu_memory_bytes)} GPU (--gpu-memory)"
+    return i.gpu_label if i.gpu_label != "given" else f"{a_or_an(format_bytes(i.gpu_memory_bytes))} GPU (--gpu-memory)"
 
 
 def _memory_fixes(i: PlanInputs, share: Share, weights: int) -> list[str]:

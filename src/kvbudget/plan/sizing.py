@@ -28,7 +28,7 @@ from kvbudget.plan.cap_refusals import CapRefusals, SessionLengths, pct, smalles
 from kvbudget.plan.compare import Choice
 from kvbudget.plan.sizing_candidate import Candidate, candidate, size_roofline
 from kvbudget.plan.sizing_load import Shape
-from kvbudget.units import format_tokens
+from kvbudget.units import a_or_an, format_tokens
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
@@ -237,10 +237,7 @@ def _refused(c: Candidate, lengths: SessionLengths, tolerance: float, within: Ca
 
 
 def _article_cap(tokens: int) -> str:
-    from kvbudget.plan.plan import _article
-
-    label = format_tokens(tokens)
-    return f"{_article(label)} {label}"
+    return a_or_an(format_tokens(tokens))
 
 
 def _rank(c: Candidate) -> tuple[object, ...]:
