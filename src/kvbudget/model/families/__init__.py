@@ -114,5 +114,17 @@ def read_spec(
         max_position_embeddings=int(max_pos) if isinstance(max_pos, int) and max_pos > 0 else None,
         source=source,
         notes=notes,
-        config=dict(decoder),
+        config=_with_quantization(decoder, cfg),
     )
+
+
+def _with_quantization(decoder: Mapping[str, object], cfg: Mapping[str, object]) -> dict[str, object]:
+    """The decoder's fields, with the checkpoint's quantization section when it sits beside a ``text_config`` (a
+    Gemma 3 or Llama 4 FP8 / AWQ checkpoint: vLLM reads it from the top level), so its weights are not counted at
+    the dtype (weights/checkpoint.py QUANTIZATION_KEYS)."""
+    config = dict(decoder)
+    if decoder is not cfg:
+        for key in ("quantization_config", "compression_config"):
+            if cfg.get(key) is not None and key not in config:
+                config[key] = cfg[key]
+    return config
