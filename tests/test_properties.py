@@ -159,6 +159,8 @@ def test_the_article_follows_the_spoken_number() -> None:
     assert [a_or_an(label) for label in spoken] == [f"an {label}" for label in spoken]
     plain = ["32K", "1K", "110", "1,100", "128K", "1,800", "16,384", "180K", "1M", "2,048"]
     assert [a_or_an(label) for label in plain] == [f"a {label}" for label in plain]
+    spelt = {"fp16": "an", "f16": "an", "mxfp4": "an", "nvfp4": "an", "int4": "an", "bf16": "a", "q8_0": "a"}
+    assert [a_or_an(label) for label in spelt] == [f"{article} {label}" for label, article in spelt.items()]
     assert counted_verb(1, "GPU", "stays", "stay") == "1 GPU stays"
     assert counted_verb(3, "GPU", "stays", "stay") == "3 GPUs stay"
 

@@ -202,11 +202,13 @@ def counted_verb(n: int, noun: str, one: str, many: str) -> str:
 
 
 def a_or_an(label: str) -> str:
-    """``label`` (a number as written: ``8K``, ``18,432``, ``32K``) after the article its spoken form takes: ``an``
-    before eight, eleven, eighteen, eighty, eight hundred (``an 8K``, ``an 11,000``), ``a`` otherwise (``a 32K``,
-    ``a 110``)."""
+    """``label`` (a number as written: ``8K``, ``18,432``, ``32K``; or a dtype read letter by letter: ``fp16``,
+    ``q8_0``) after the article its spoken form takes: ``an`` before eight, eleven, eighteen, eighty, eight hundred
+    (``an 8K``, ``an 11,000``) and before a letter named with a vowel sound (``an fp16``, ``an int4``), ``a``
+    otherwise (``a 32K``, ``a 110``, ``a bf16``)."""
     lead = label.split(",", maxsplit=1)[0].rstrip("KMG")  # the group spoken first: 11 of 11,000 and of 11K
-    vowel = label.startswith("8") or lead in ("11", "18")
+    letter = label[:1].lower()
+    vowel = label.startswith("8") or lead in ("11", "18") or (letter.isalpha() and letter in "aefhilmnorsx")
     return f"{'an' if vowel else 'a'} {label}"
 
 
