@@ -196,3 +196,25 @@ def test_a_multimodal_checkpoints_quantization_is_kept_with_its_text_config() ->
     found = checkpoint_precision(quantized)
     assert found is not None and found.precision == weight_precision("awq", group_size=128)
     assert weights_figure(quantized, "x", None, None).bytes < weights_figure(plain, "x", None, None).bytes / 3
+
+
+def test_another_precision_over_a_quantized_checkpoint_is_flagged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """plan --weights fp8 on an AWQ checkpoint planned 8.11 GiB of fp8 weights with no word: vLLM refuses a
+    --quantization that does not match the checkpoint's ("Quantization method specified in the model config (awq) does
+    not match the quantization method specified in the `quantization` argument (fp8)", vllm/config ModelConfig
+    _verify_quantization), as SGLang does; it quantizes only a 16-bit checkpoint at load."""
+    entry = catalog.lookup("llama-3.1-8b")
+    assert entry is not None
+    awq = {"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemm", "zero_point": True}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**entry.config, "quantization_config": awq}), encoding="utf-8")
+    base = ("plan", str(path), "--gpu", "h100-sxm", "--context", "32k")
+    for engine in ("vllm", "sglang"):
+        code, out, err = run_cli(capsys, *base, "--engine", engine, "--weights", "fp8", "--json")
+        assert code == 0, err
+        warnings = " ".join(json.loads(out)["warnings"])
+        assert "--weights fp8: the checkpoint ships awq (its quantization_config)" in warnings, warnings
+        code, out, err = run_cli(capsys, *base, "--engine", engine, "--weights", "awq", "--json")
+        assert code == 0 and "--weights" not in " ".join(json.loads(out)["warnings"])

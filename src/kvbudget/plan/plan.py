@@ -274,11 +274,20 @@ def make_plan(i: PlanInputs) -> Plan:
     unified = _unified_memory_warning(i)
     if unified:
         warnings.append(unified)
-    if rules.server and i.weights_precision is not None and i.weights_precision not in rules.quantizes_at_load:
-        warnings.append(
-            f"--weights {i.weights_precision}: the checkpoint does not ship in it, and {rules.title} does not "
-            "quantize to it at load; serve a checkpoint quantized to it (its repo id instead of the model's)"
-        )
+    if rules.server and i.weights_precision is not None:
+        mismatch = _shipped_otherwise(i)
+        if mismatch:
+            warnings.append(
+                f"--weights {i.weights_precision}: the checkpoint ships {mismatch} (its quantization_config); "
+                f"{rules.title} loads it as shipped and refuses a --quantization that does not match it (vLLM "
+                "ModelConfig._verify_quantization, SGLang alike); serve a checkpoint in that precision, or leave "
+                "--weights out"
+            )
+        elif i.weights_precision not in rules.quantizes_at_load:
+            warnings.append(
+                f"--weights {i.weights_precision}: the checkpoint does not ship in it, and {rules.title} does not "
+                "quantize to it at load; serve a checkpoint quantized to it (its repo id instead of the model's)"
+            )
     window = i.spec.max_position_embeddings
     if window and i.context > window:
         warnings.append(
@@ -391,6 +400,19 @@ def _shortfall(i: PlanInputs, share: Share, weights: int, overhead: Overhead) ->
         f"the {format_bytes(share.usable_bytes)} {i.engine.name} can use on {_gpu_words(i)} by "
         f"{format_bytes(need)}; smallest fixes: {'; '.join(fixes)}"
     )
+
+
+def _shipped_otherwise(i: PlanInputs) -> str | None:
+    """The precision a quantized checkpoint ships when --weights names another (an engine quantizes only a 16-bit
+    checkpoint at load), else None."""
+    from kvbudget.weights.checkpoint import checkpoint_precision
+    from kvbudget.weights.precision import weight_precision
+
+    shipped = checkpoint_precision(i.spec)
+    if shipped is None or i.weights_precision is None:
+        return None
+    asked = weight_precision(i.weights_precision, what="--weights")
+    return None if asked.name == shipped.precision.name else shipped.precision.name
 
 
 def _gpu_words(i: PlanInputs) -> str:
