@@ -170,6 +170,8 @@ def test_hub_id_from_local_cache_when_offline(
             "Error: --bogus: not an option of kvbudget plan; see kvbudget plan --help",
         ),
         (["trace", "stats", "x.json", "--format", "csv"], "Error: --format: 'csv' is not a choice; choose one of"),
+        (["trace"], "Error: command is required; choose one of stats, convert; see kvbudget trace --help"),
+        (["cost", "llama-3.1-8b", "extra"], "Error: 'extra': kvbudget cost takes no more words; see kvbudget cost"),
     ],
 )
 def test_a_usage_error_is_the_products_line_naming_the_field(

@@ -138,7 +138,10 @@ def usage_message(prog: str, message: str) -> str:
 
     see = f"see {prog} --help"
     if found := re.fullmatch(r"the following arguments are required: (.+)", message, re.DOTALL):
-        return f"{found.group(1).split(', ')[0]} is required; {see}"
+        first = found.group(1).split(", ")[0]
+        if first.startswith("{") and first.endswith("}"):  # a group's subcommand, shown as its metavar {a,b}
+            return f"command is required; choose one of {first[1:-1].replace(',', ', ')}; {see}"
+        return f"{first} is required; {see}"
     if found := re.fullmatch(r"ambiguous option: (\S+) could match (.+)", message, re.DOTALL):
         return f"{found.group(1)}: could be any of {found.group(2)}; write the option in full"
     found = re.fullmatch(r"argument ([^:]+): (.+)", message, re.DOTALL)
@@ -301,7 +304,9 @@ def _main(words: Sequence[str], argv: Sequence[str] | None) -> int:
             return done.code if isinstance(done.code, int) else 1
         if extra:  # named here, where the command is known (argparse names only "kvbudget")
             command = f"kvbudget {args.command}"
-            raise InputError(f"{extra[0]}: not an option of {command}; see {command} --help")
+            if extra[0].startswith("-"):
+                raise InputError(f"{extra[0]}: not an option of {command}; see {command} --help")
+            raise InputError(f"{extra[0]!r}: {command} takes no more words; see {command} --help")
         output = COMMANDS[args.command](args)
     except KvBudgetError as exc:
         _name_option(exc, args)
