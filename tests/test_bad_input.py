@@ -149,3 +149,122 @@ def test_hub_id_from_local_cache_when_offline(
     code, out, err = run_cli(capsys, "cost", "acme/tiny-llama", "--json")
     assert code == 0, err
     assert '"kv_bytes_per_token": 32768' in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (
+            ["simulate", "llama-3.1-8b", "--policy", "nonsense"],
+            "Error: --policy: 'nonsense' is not a choice; choose one of reserve, paged, watermark",
+        ),
+        (
+            ["plan", "llama-3.1-8b", "--units", "SI"],
+            "Error: --units: 'SI' is not a choice; choose one of si, iec",
+        ),
+        (["plan"], "Error: model is required; see kvbudget plan --help"),
+        (["calibrate", "--model", "foo"], "Error: LOG is required; see kvbudget calibrate --help"),
+        (["plan", "llama-3.1-8b", "--tp"], "Error: --tp: give it a value; see kvbudget plan --help"),
+        (
+            ["plan", "llama-3.1-8b", "--bogus", "1"],
+            "Error: --bogus: not an option of kvbudget plan; see kvbudget plan --help",
+        ),
+        (["trace", "stats", "x.json", "--format", "csv"], "Error: --format: 'csv' is not a choice; choose one of"),
+        (["trace"], "Error: command is required; choose one of stats, convert; see kvbudget trace --help"),
+        (["cost", "llama-3.1-8b", "extra"], "Error: 'extra': kvbudget cost takes no more words; see kvbudget cost"),
+    ],
+)
+def test_a_usage_error_is_the_products_line_naming_the_field(
+    capsys: pytest.CaptureFixture[str], argv: list[str], line: str
+) -> None:
+    """argparse's own errors (a choice, a missing value, an unknown option) read as every other error: one line
+    that starts with the field, not ``kvbudget plan: argument --policy: invalid choice: ...``."""
+    assert _fails(capsys, *argv).startswith(line)
+
+
+def test_an_unknown_command_names_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    line = _fails(capsys, "nonsense")
+    assert line.startswith("Error: command: 'nonsense' is not a choice; choose one of cost, table, models, gpus,"), line
+
+
+def test_a_usage_error_under_json_is_the_error_document(capsys: pytest.CaptureFixture[str]) -> None:
+    """--json holds for a usage error too: the error document on stdout, the same line on stderr (as the web API)."""
+    import json
+
+    code, out, err = run_cli(capsys, "plan", "llama-3.1-8b", "--gpu", "h100-sxm", "--units", "x", "--json")
+    message = "--units: 'x' is not a choice; choose one of si, iec"
+    assert code == 1 and err == f"Error: {message}\n"
+    assert json.loads(out)["error"] == {"kind": "InputError", "message": message}
+
+
+PLANNED = ("llama-3.1-8b", "--gpu", "h100-sxm", "--context", "32k")
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (("simulate", *PLANNED, "--workload", "nope.toml"), "Error: --workload: nope.toml: no such file"),
+        (("simulate", *PLANNED, "--trace", "nope.json"), "Error: --trace: nope.json: no such file"),
+        (("size", *PLANNED, "--sessions", "8", "--workload", "nope.toml", "--no-simulate"), "Error: --workload: nope"),
+        (("plan", *PLANNED, "--from-log", "nope.log"), "Error: --from-log: nope.log: no such file"),
+        (("plan", *PLANNED, "--speed-from", "nope.json"), "Error: --speed-from: nope.json: no such file"),
+        (("compare", *PLANNED, "--prices", "nope.toml"), "Error: --prices: nope.toml: no such file"),
+        (("report", *PLANNED, "--loadtest", "nope.json", "--format", "md"), "Error: --loadtest: nope.json: no such"),
+        (
+            ("calibrate", "--model", "foo", "tests/data/logs/vllm/v0-0.6.4fmt-llama31-8b-rtx3090-20k.log"),
+            "Error: --model: 'foo' is not a catalog model",
+        ),
+        (
+            ("simulate", "--model", "foo", "--gpu", "h100-sxm", "--context", "32k", "--workload", "examples/chat.toml"),
+            "Error: --model: 'foo' is not a catalog model",
+        ),
+    ],
+)
+def test_a_file_or_model_option_that_fails_is_named_first(
+    capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], line: str
+) -> None:
+    """A missing --workload file read 'Error: nope.toml: no such file (workload file)': the option first, as every
+    other error, then the file and what is wrong with it."""
+    assert _fails(capsys, *argv).startswith(line)
+
+
+def test_the_python_api_names_the_option_too() -> None:
+    import kvbudget
+    from kvbudget.errors import InputError
+
+    options = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "context": "32k", "workload": "nope.toml"}
+    request = kvbudget.SimulateRequest.from_options(options)
+    with pytest.raises(InputError, match=r"^--workload: nope\.toml: no such file"):
+        kvbudget.simulate_deployment(request)
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (("simulate", *PLANNED), "Error: --workload: give exactly one of --workload FILE or --trace FILE"),
+        (("simulate", *PLANNED, "--workload", "examples/chat.toml", "--trace", "x"), "Error: --trace: give exactly"),
+        (("simulate", *PLANNED, "--workload", "examples/chat.toml", "--sessions", "4", "--duration", "60"),
+         "Error: --duration: give --sessions N or --duration S, not both"),
+        (("simulate", "llama-3.1-8b", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--context", "32k"),
+         "Error: --model: give the model once"),
+        (("size", *PLANNED, "--no-simulate"), "Error: --sessions: give the load as --sessions N"),
+        (("size", *PLANNED, "--sessions", "6", "--rate", "1/s", "--no-simulate"),
+         "Error: --rate: give the load as --sessions N"),
+        (("plan", "llama-3.1-8b", "--context", "32k"), "Error: --gpu: give exactly one of --gpu NAME"),
+        (("plan", *PLANNED, "--gpu-memory", "80GB"), "Error: --gpu-memory: give exactly one of --gpu NAME"),
+        (("plan", *PLANNED, "--weights", "fp8", "--weights-size", "8GB"), "Error: --weights-size: give either"),
+        (("infer", "--memory", "24GB", "--gpu", "h100-sxm", "--params", "8B", "--context", "32k"),
+         "Error: --gpu: give --memory or --gpu, not both"),
+        (("infer", "--kv-budget", "4GiB", "--memory", "24GB", "--params", "8B", "--context", "32k"),
+         "Error: --kv-budget: give either --kv-budget or --memory/--gpu, not both"),
+        (("infer", "--memory", "24GB", "--context", "32k"), "Error: --memory: give --memory (or --gpu) with --params"),
+        (("infer", "--kv-budget", "4GiB", "--context", "32k"), "Error: --kv-heads: give --kv-heads and --head-dim"),
+        (("loadtest", "http://127.0.0.1:9", "--model", "llama-3.1-8b"), "Error: --workload: give exactly one of"),
+    ],
+)  # fmt: skip
+def test_options_given_together_or_missing_name_the_option(
+    capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], line: str
+) -> None:
+    """'give --sessions N or --duration S, not both' named no field first: each such line starts with the option
+    to change (the one given second, or the one missing)."""
+    assert _fails(capsys, *argv).startswith(line)

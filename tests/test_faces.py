@@ -336,8 +336,8 @@ def test_typed_values_and_texts_make_the_same_request() -> None:
         ({"context": "32k", "tp": 0}, "--tp: 0 is outside 1..65,536 GPUs"),
         ({"context": "32k", "utilization": float("nan")}, "--utilization: nan is outside 0..1 (a fraction like 0.9)"),
         ({"context": "32k", "no_prefix_caching": "yes"}, "--no-prefix-caching: a switch; give True or False"),
-        ({"context": "32k", "mla_storage": "zip"}, "--mla-storage zip: choose one of latent, latent+v, expanded"),
-        ({"context": "32k", "colour": "red"}, "unrecognized option --colour; see kvbudget plan --help"),
+        ({"context": "32k", "mla_storage": "zip"}, "--mla-storage: 'zip' is not a choice; choose one of latent"),
+        ({"context": "32k", "colour": "red"}, "--colour: not an option of kvbudget plan; see kvbudget plan --help"),
     ],
 )
 def test_a_bad_field_is_one_error_naming_its_option(options: dict[str, object], message: str) -> None:

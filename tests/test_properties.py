@@ -148,3 +148,30 @@ def test_counted_and_durations_read_as_words() -> None:
         "8.6 h",
         "2.0 days",
     ]
+
+
+def test_the_article_follows_the_spoken_number() -> None:
+    """'at a 8K cap' and '1 GPU stay idle' read wrong: 'an' before a number spoken with a vowel sound (eight,
+    eleven, eighteen, eighty, eight hundred), the verb agreeing with the count."""
+    from kvbudget.units import a_or_an, counted_verb
+
+    spoken = ["8K", "11K", "18K", "80K", "800", "8,192", "11,000", "18,432", "8", "11", "18"]
+    assert [a_or_an(label) for label in spoken] == [f"an {label}" for label in spoken]
+    plain = ["32K", "1K", "110", "1,100", "128K", "1,800", "16,384", "180K", "1M", "2,048"]
+    assert [a_or_an(label) for label in plain] == [f"a {label}" for label in plain]
+    spelt = {"fp16": "an", "f16": "an", "mxfp4": "an", "nvfp4": "an", "int4": "an", "bf16": "a", "q8_0": "a"}
+    assert [a_or_an(label) for label in spelt] == [f"{article} {label}" for label, article in spelt.items()]
+    assert counted_verb(1, "GPU", "stays", "stay") == "1 GPU stays"
+    assert counted_verb(3, "GPU", "stays", "stay") == "3 GPUs stay"
+
+
+def test_sentences_with_a_count_read_as_english(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.helpers import run_cli
+
+    code, out, _ = run_cli(
+        capsys, "plan", "llama-3.1-8b", "--gpu", "h100-sxm", "--context", "8k", "--gpus", "3", "--tp", "2"
+    )
+    assert code == 0 and "1 GPU stays idle: 3 is not a multiple of tp x pp = 2" in out
+    code, out, _ = run_cli(capsys, "report", "llama-3.1-8b", "--gpu", "h100-sxm", "--context", "8k", "--size",
+                           "--sessions", "8", "--format", "md")  # fmt: skip
+    assert code == 0 and "Sized for 8 concurrent sessions at peak (whole deployment) at an 8K cap" in out

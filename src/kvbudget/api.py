@@ -19,6 +19,8 @@ may be called from many threads at once. Documented with examples in docs/api.md
 
 from __future__ import annotations
 
+from functools import wraps
+
 from kvbudget.cost import CostReport, kv_cost
 from kvbudget.measure.calibrations import Calibrations, calibrate_logs
 from kvbudget.plan.build import plan_deployment, rank_levers
@@ -40,6 +42,45 @@ from kvbudget.simulate.deployment import simulate_deployment
 from kvbudget.simulate.study import Study
 from kvbudget.speed.answer import Speed, estimate_speed
 from kvbudget.tables import CatalogCosts, CostTable, catalog_costs, cost_table
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TypeVar
+
+    from kvbudget.requests.base import Request
+
+    F = TypeVar("F", bound=Callable[..., object])
+
+
+def _naming(answer: F) -> F:
+    """``answer`` with an error met while reading a file or model an option names starting with that option
+    (errors.name_option): ``--workload: nope.toml: no such file``, as the command line and the web API say it."""
+    from kvbudget.errors import KvBudgetError, name_option
+    from kvbudget.requests.base import named_options
+
+    @wraps(answer)
+    def named(request: Request, *args: object, **kwargs: object) -> object:
+        try:
+            return answer(request, *args, **kwargs)
+        except KvBudgetError as exc:
+            name_option(exc, named_options(type(request), request.options()))
+            raise
+
+    return named  # type: ignore[return-value]
+
+
+kv_cost = _naming(kv_cost)
+cost_table = _naming(cost_table)
+catalog_costs = _naming(catalog_costs)
+plan_deployment = _naming(plan_deployment)
+rank_levers = _naming(rank_levers)
+compare_deployments = _naming(compare_deployments)
+size_deployments = _naming(size_deployments)
+simulate_deployment = _naming(simulate_deployment)
+calibrate_logs = _naming(calibrate_logs)
+trace_report = _naming(trace_report)
+estimate_speed = _naming(estimate_speed)
 
 __all__ = [
     "CalibrateRequest",

@@ -57,6 +57,21 @@ def one_line(exc: KvBudgetError | str) -> str:
     return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + "… (cut)"
 
 
+def name_option(exc: KvBudgetError, options: dict[str, object]) -> None:
+    """Start ``exc``'s message with the option (``--workload``) whose value (a file, a model) it begins with, so
+    that an error met while reading what an option names reads as every other error, the field first:
+    ``--workload: nope.toml: no such file``, not ``nope.toml: no such file``. ``options``: flag -> value (a text or
+    a list of texts); a message already starting with an option is left as it is."""
+    message = str(exc)
+    if message.startswith("--") or len(exc.args) != 1:
+        return
+    for option, value in options.items():
+        for one in value if isinstance(value, list | tuple) else (value,):
+            if isinstance(one, str) and one and message.startswith((f"{one}:", f"{one!r}")):
+                exc.args = (f"{option}: {message}",)
+                return
+
+
 def error_document(exc: KvBudgetError) -> dict[str, object]:
     """What a command prints on stdout under --json when it fails (schemas/error.json)."""
     return {"schema_version": 1, "error": {"kind": type(exc).__name__, "message": one_line(exc)}}

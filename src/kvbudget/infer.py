@@ -227,12 +227,13 @@ def infer(
         lines.append(f"weights   = {weights_basis} = {_both(weights_bytes)}")
     if kv_budget is not None:
         if memory is not None:
-            raise InputError("give either --kv-budget or --memory/--gpu, not both")
+            raise InputError("--kv-budget: give either --kv-budget or --memory/--gpu, not both")
         lines.append(f"kv budget = {_both(kv_budget)} (given)")
     else:
         if memory is None or weights_bytes is None:
             raise InputError(
-                "give --memory (or --gpu) with --params and --weight-bits (or --weights-size), or give --kv-budget"
+                "--memory: give --memory (or --gpu) with --params and --weight-bits (or --weights-size), or give "
+                "--kv-budget"
             )
         kv_budget = memory - weights_bytes - overhead
         if kv_budget <= 0:
@@ -250,7 +251,9 @@ def infer(
     dense = nearest_dense(params) if params is not None else None
     if kv_heads is None or head_dim is None:
         if dense is None:
-            raise InputError("give --kv-heads and --head-dim, or --params so a dense reference supplies them")
+            raise InputError(
+                "--kv-heads: give --kv-heads and --head-dim, or --params so a dense reference supplies them"
+            )
         kv_heads, head_dim = kv_heads or dense.kv_heads, head_dim or dense.head_dim
         geometry = f"KV heads and head_dim not given: taken from the dense reference {dense.name}"
     else:

@@ -70,7 +70,7 @@ def in_range(value: int, what: str, low: int, high: int, noun: str) -> int:
     """``value`` if ``low <= value <= high``; otherwise an InputError naming the range (a huge value by its
     digits, not printed in full)."""
     if not low <= value <= high:
-        size = f"{value:,}" if abs(value) < 10**MAX_DIGITS else f"a {len(str(abs(value))):,}-digit number"
+        size = f"{value:,}" if abs(value) < 10**MAX_DIGITS else f"{a_or_an(f'{len(str(abs(value))):,}')}-digit number"
         raise InputError(f"{what}: {size} is outside {low:,}..{high:,} {noun}")
     return value
 
@@ -194,6 +194,22 @@ def counted(n: int | float, noun: str, plural: str | None = None) -> str:
     """``n`` and its noun, singular for exactly one (``1 session``, ``2 sessions``, ``1,024 GPUs``)."""
     number = f"{n:,}" if isinstance(n, int) else f"{n:g}"
     return f"{number} {noun if n == 1 else (plural or noun + 's')}"
+
+
+def counted_verb(n: int, noun: str, one: str, many: str) -> str:
+    """``n`` and its noun with the verb agreeing (``1 GPU stays``, ``3 GPUs stay``)."""
+    return f"{counted(n, noun)} {one if n == 1 else many}"
+
+
+def a_or_an(label: str) -> str:
+    """``label`` (a number as written: ``8K``, ``18,432``, ``32K``; or a dtype read letter by letter: ``fp16``,
+    ``q8_0``) after the article its spoken form takes: ``an`` before eight, eleven, eighteen, eighty, eight hundred
+    (``an 8K``, ``an 11,000``) and before a letter named with a vowel sound (``an fp16``, ``an int4``), ``a``
+    otherwise (``a 32K``, ``a 110``, ``a bf16``)."""
+    lead = label.split(",", maxsplit=1)[0].rstrip("KMG")  # the group spoken first: 11 of 11,000 and of 11K
+    letter = label[:1].lower()
+    vowel = label.startswith("8") or lead in ("11", "18") or (letter.isalpha() and letter in "aefhilmnorsx")
+    return f"{'an' if vowel else 'a'} {label}"
 
 
 def format_duration(seconds: float) -> str:

@@ -230,3 +230,18 @@ def test_mid_2025_unified_cache_line_inside_an_lm_studio_log(tmp_path: Path) -> 
     assert log.generation == "llama_kv_cache_unified"
     # Qwen3-8B's geometry (36 layers x 8 KV heads x 128): 147,456 B per cell
     assert _rows(path, "qwen3-8b") == {"kv cache bytes": (True, 0.0), "kv cache cells": (True, 0.0)}
+
+
+def test_the_text_writes_every_count_with_thousands_separators(capsys: pytest.CaptureFixture[str]) -> None:
+    """calibrate's text printed "kv_blocks  1952" in its table and "context: 20000" among the settings, where every
+    other count of the product reads 1,952: counts are written as counts, a byte figure as the log printed it."""
+    path = LOGS / "vllm" / "v0-0.6.4fmt-llama31-8b-rtx3090-20k.log"
+    code, out, err = run_cli(capsys, "calibrate", str(path), "--model", "llama-3.1-8b")
+    assert code == 0, err
+    assert "  context: 20,000  (line 4)" in out and "  concurrency_tokens: 20,000  (line 4)" in out
+    row = next(line for line in out.splitlines() if line.startswith("kv_blocks"))
+    assert row.split()[:2] == ["kv_blocks", "1,952"], row
+    assert "3.81 GiB" in out  # a byte figure keeps the log's own printed form
+    code, out, err = run_cli(capsys, "calibrate", str(LOGS / "llamacpp" / "current-2026-dsv4-iswa-colour.log"))
+    assert code == 0, err
+    assert "  cells: 64,000  (line 9)" in out and "(64,000 cells, 0 layers" in out

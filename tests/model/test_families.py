@@ -137,3 +137,29 @@ def test_shared_kv_layers_store_nothing() -> None:
     assert [(i, s.target) for i, s in shared] == [(4, 2), (5, 3)]
     report = compute_cost(spec, tokens=100_000)
     assert report.kv_bytes_per_token == 2 * (2 * 2 * 64 * 2)  # layers 1 and 3 grow; 4 and 5 reuse
+
+
+def test_gemma3s_own_config_reads_with_transformers_defaults(tmp_path: object) -> None:
+    """google/gemma-3-27b-it's config.json writes no vocab_size, sliding_window_pattern nor layer_types in its
+    text_config: transformers' Gemma3TextConfig fills 262,208 and five sliding layers to one global, as every engine
+    loading it does. kvbudget read every layer as full attention (15.50 GiB for one 32K sequence, not 2.91 GiB) and
+    refused to plan it ("field 'vocab_size' is missing")."""
+    import json
+    from pathlib import Path
+
+    from kvbudget.weights.params import count_params
+
+    text = {"head_dim": 128, "hidden_size": 5376, "intermediate_size": 21504, "model_type": "gemma3_text",
+            "num_attention_heads": 32, "num_hidden_layers": 62, "num_key_value_heads": 16,
+            "query_pre_attn_scalar": 168, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+            "sliding_window": 1024}  # fmt: skip
+    official = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "text_config": text,
+                "torch_dtype": "bfloat16", "mm_tokens_per_image": 256}  # fmt: skip
+    path = Path(str(tmp_path)) / "config.json"
+    path.write_text(json.dumps(official), encoding="utf-8")
+    spec = resolve(str(path))
+    catalog = resolve("gemma-3-27b")
+    assert spec.config["vocab_size"] == 262_208 and spec.max_position_embeddings == 131_072
+    assert count_params(spec).total == count_params(catalog).total
+    ours, theirs = (compute_cost(s, tokens=32_768) for s in (spec, catalog))
+    assert ours.total_bytes == theirs.total_bytes == 52 * 8192 * 1024 + 10 * 8192 * 32_768  # 2.91 GiB

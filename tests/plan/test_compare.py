@@ -143,7 +143,7 @@ def test_a_rate_becomes_gpus_by_littles_law(capsys: pytest.CaptureFixture[str]) 
         (("--rate", "50/h"), "--rate needs --workload FILE"),
         (("--price", "h100-sxm"), "write GPU=PRICE"),
         (("--price", "h100-sxm=cheap"), "cannot read 'cheap'"),
-        (("--sort", "vibes"), "--sort vibes: choose one of"),
+        (("--sort", "vibes"), "--sort: 'vibes' is not a choice; choose one of"),
     ],
 )
 def test_bad_options_are_one_line(capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], message: str) -> None:
@@ -204,3 +204,21 @@ def test_simulate_refuses_what_it_cannot_run(
 ) -> None:
     code, _, err = run_cli(capsys, "compare", "llama-3.1-8b", "--gpu", "h100-sxm", "--context", "32k", *argv)
     assert code == 1 and message in err
+
+
+def test_the_text_labels_every_figure_with_how_it_was_found(capsys: pytest.CaptureFixture[str]) -> None:
+    """The text table gave sessions, a session's bytes and prices with no provenance (its JSON and plan's ledger
+    carry them): a line under the table says, per column, exact / measured / computed / heuristic / given, and which
+    rows a label holds for when they differ (the H200's memory is an estimate, the H100's measured)."""
+    code, out, err = run_cli(
+        capsys, "compare", "llama-3.1-8b", "--gpu", "h100-sxm,h200", "--engine", "vllm", "--context", "32k",
+        "--price", "h100-sxm=2.49/h",
+    )  # fmt: skip
+    assert code == 0, err
+    assert out.splitlines()[2].split()[1] == "h200"  # row 1: the H200
+    flat = " ".join(out.split())
+    assert (
+        "provenance: per session exact (the engine's layout at the cap); sessions computed (KV pool // per session; "
+        "the pool: GPU memory estimated [1], measured [2], weights computed, runtime overhead heuristic); $/h given "
+        "(--price, --prices); $/session-h computed ($/h / sessions)"
+    ) in flat, flat

@@ -38,6 +38,7 @@ VALUES: dict[str, list[str]] = {
     "gpus": NUMBERS,
     "sessions": NUMBERS,
     "index": NUMBERS,
+    "jobs": [*NUMBERS, "99999"],
     "memory": SIZES,
     "positive": NUMBERS,
     "fraction": [*NUMBERS, "1.0000000001", "0.0"],

@@ -170,7 +170,7 @@ def test_size_defaults_to_the_reports_own_gpu() -> None:
         ),
         (
             ("--size",),
-            "Error: give the load as --sessions N (peak concurrent, whole deployment) or --rate R (new sessions per",
+            "Error: --sessions: give the load as --sessions N (peak concurrent, whole deployment) or --rate R (new",
         ),
         (("--size", "--sessions", "6", "--itl", "5x"), "Error: --itl"),
     ],

@@ -214,7 +214,7 @@ def test_units_follow_the_option() -> None:
         (("report", *QWEN, "--out", "no-such-folder/report.html"), "the folder no-such-folder does not exist"),
         (("report", *QWEN, "--simulate-sessions", "0", "--workload", "examples/chat.toml"), "--simulate-sessions"),
         (("report", "qwen3-32b", "--gpu", "rtx-4090", "--context", "32k"), "exceed"),
-        (("report", *QWEN, "--format", "pdf"), "invalid choice: 'pdf'"),
+        (("report", *QWEN, "--format", "pdf"), "--format: 'pdf' is not a choice"),
     ],
 )
 def test_bad_input_is_one_error_line(argv: tuple[str, ...], needle: str) -> None:

@@ -164,6 +164,11 @@ def test_text_output(capsys: pytest.CaptureFixture[str], workload: str) -> None:
     )
     assert code == 0, err
     assert "Sessions sustained per replica:" in out and "static plan" in out and "Search (60 sessions" in out
+    # the comparison with the static plan starts its own line: it was wrapped mid-phrase ("...  vs  static plan" /
+    # "(worst case reserved at the cap): 15 per replica")
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("Sessions sustained"))
+    assert "static plan" not in lines[at] and lines[at + 1].startswith("  vs static plan (worst case reserved at the")
     assert err == ""  # no progress bar when stderr is not a terminal
 
 

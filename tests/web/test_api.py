@@ -133,7 +133,7 @@ def test_a_missing_or_unknown_option_is_the_requests_one_line(
     status, body = api(server, "plan", model="llama-3.1-8b", context="32k", bogus="1")
     assert (status, json.loads(body)["error"]["message"]) == (
         400,
-        "unrecognized option --bogus; see kvbudget plan --help",
+        "--bogus: not an option of kvbudget plan; see kvbudget plan --help",
     )
     status, body = api(server, "serve")
     assert status == 400

@@ -1,5 +1,6 @@
 """A web request cannot make the server start more processes than it has cores: ``jobs`` (compare's and size's
-sweeps) above the server's cores is a 400 naming the field and the limit (web/api.py ``max_jobs``), and a daemonic
+sweeps) above the server's cores is a 400 naming the field and the limit (requests/values.py ``max_jobs``: the
+command line and the Python API hold the same bound), and a daemonic
 process runs a sweep serially instead of failing to start a pool (Python refuses a daemon children: the README's size
 question was a 503 "exit code 1" on the web when serve answered in a daemon; it now answers in a process group of its
 own, tests/web/test_size_limit.py)."""
@@ -13,6 +14,7 @@ from multiprocessing.connection import Connection
 
 import pytest
 
+from kvbudget.requests import values
 from kvbudget.simulate.parallel import default_jobs, run_all
 from kvbudget.web import api
 from kvbudget.web.uploads import Uploads
@@ -34,22 +36,22 @@ def test_jobs_past_the_servers_cores_is_a_400_naming_the_limit(server: Server) -
         assert status == 400, doc
         assert doc["error"] == {
             "kind": "InputError",
-            "message": f"--jobs {cores + 1:,}: this server runs at most {cores:,} processes for one request (its "
-            f"cores); give jobs={cores:,} or fewer, or leave it out (every core)",
+            "message": f"--jobs: {cores + 1:,} processes asked; this machine runs at most {cores:,} (its cores): give "
+            f"{cores:,} or fewer, or leave it out (every core)",
         }
         status, doc = _get(server, command, {**params, "jobs": str(cores)})
         assert status == 200, doc
         status, doc = _get(server, command, {**params, "jobs": "1000000"})
-        assert status == 400 and "--jobs 1,000,000: this server runs at most" in str(doc["error"])
+        assert status == 400 and "--jobs: 1,000,000 processes asked; this machine runs at most" in str(doc["error"])
 
 
 def test_the_bound_is_the_requests_own_check(monkeypatch: pytest.MonkeyPatch) -> None:
     uploads = Uploads()
     try:
-        monkeypatch.setattr(api, "max_jobs", lambda: 3)
+        monkeypatch.setattr(values, "max_jobs", lambda: 3)
         reply = api.run("compare", [*COMPARE.items(), ("jobs", "4")], uploads)
         assert reply.status == 400 and json.loads(reply.body)["error"]["message"].startswith(
-            "--jobs 4: this server runs at most 3 processes for one request"
+            "--jobs: 4 processes asked; this machine runs at most 3 (its cores)"
         )
         assert api.run("compare", [*COMPARE.items(), ("jobs", "3")], uploads).status == 200
         assert api.run("compare", list(COMPARE.items()), uploads).status == 200  # left out: every core
@@ -80,3 +82,32 @@ def test_a_daemonic_process_runs_a_sweep_serially() -> None:
     assert receive.recv() == ("ok", [1, 4, 9, 16])
     child.join(60)
     assert child.exitcode == 0
+
+
+@pytest.mark.parametrize(
+    ("command", "base"),
+    [
+        ("simulate", ("llama-3.1-8b", "--gpu", "h100-sxm", "--context", "32k", "--workload", "examples/chat.toml")),
+        ("size", ("llama-3.1-8b", "--gpu", "h100-sxm", "--context", "32k", "--sessions", "8")),
+        ("compare", ("llama-3.1-8b", "--gpu", "h100-sxm", "--context", "32k", "--simulate")),
+    ],
+)
+def test_the_command_line_and_the_python_api_hold_the_same_bound(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str, base: tuple[str, ...]
+) -> None:
+    """`kvbudget simulate --jobs 99999` was taken (and a pool of that many processes asked for) where the web API
+    refused it: one bound, the request's, on every face (requests/values.py ``max_jobs``)."""
+    from kvbudget.cli.main import main
+    from kvbudget.errors import InputError
+    from kvbudget.requests import by_command
+
+    monkeypatch.setattr(values, "max_jobs", lambda: 3)
+    message = (
+        "--jobs: 99,999 processes asked; this machine runs at most 3 (its cores): give 3 or fewer, or leave it out"
+    )
+    assert main([command, *base, "--jobs", "99999"]) == 1
+    assert capsys.readouterr().err.startswith(f"Error: {message}")
+    with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        by_command()[command].from_options(
+            {"model": "llama-3.1-8b", "gpu": "h100-sxm", "context": "32k", "jobs": 99999}
+        )

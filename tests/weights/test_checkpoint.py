@@ -158,3 +158,63 @@ def test_plan_weighs_a_float32_checkpoint_as_the_engine_loads_it(
     spec = replace(_fp32(), dtype="bf16")
     assert doc["weights_bytes"] == estimate_weights(count_params(spec), weight_precision("bf16")).total_bytes
     assert doc["kv_dtype"] == "bf16"
+
+
+FP8_GROUPS = {
+    "group_0": {
+        "targets": ["Linear"],
+        "weights": {"num_bits": 8, "type": "float", "strategy": "tensor", "symmetric": True, "dynamic": False},
+        "input_activations": {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False},
+    }
+}
+FP8_CT = {"quant_method": "compressed-tensors", "format": "float-quantized", "ignore": ["lm_head"],
+          "config_groups": FP8_GROUPS}  # fmt: skip
+
+
+def test_a_compression_config_is_read_as_vllm_reads_it() -> None:
+    """llm-compressor's first FP8 checkpoints (Meta-Llama-3.1-8B-Instruct-FP8) name it ``compression_config``: the
+    weights were counted at bf16 (16.06 GB where vLLM loads 9.08 GB); vLLM reads that key when quantization_config is
+    absent (vllm/config/model.py ``_parse_quant_hf_config``: "compressed-tensors uses a compression_config key")."""
+    entry = catalog.lookup("llama-3.1-8b")
+    assert entry is not None
+    named = read_spec({**entry.config, "compression_config": FP8_CT}, name="llama-fp8", source="test")
+    quantized = _llama(**FP8_CT)
+    found = checkpoint_precision(named)
+    assert found is not None and found.precision == weight_precision("fp8")
+    assert weights_figure(named, "x", None, None).bytes == weights_figure(quantized, "x", None, None).bytes
+
+
+def test_a_multimodal_checkpoints_quantization_is_kept_with_its_text_config() -> None:
+    """A VLM's quantization_config sits beside its text_config (Gemma 3 and Llama 4 FP8/AWQ checkpoints, as vLLM reads
+    it from the top-level config): it was dropped with the rest of the top level, and the weights counted at bf16."""
+    entry = catalog.lookup("gemma-3-27b")
+    assert entry is not None
+    top = {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"], "torch_dtype": "bfloat16"}
+    plain = read_spec({**top, "text_config": dict(entry.config)}, name="g", source="test")
+    awq = {"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemm", "zero_point": True}
+    quantized = read_spec({**top, "text_config": dict(entry.config), "quantization_config": awq}, name="g", source="t")
+    found = checkpoint_precision(quantized)
+    assert found is not None and found.precision == weight_precision("awq", group_size=128)
+    assert weights_figure(quantized, "x", None, None).bytes < weights_figure(plain, "x", None, None).bytes / 3
+
+
+def test_another_precision_over_a_quantized_checkpoint_is_flagged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """plan --weights fp8 on an AWQ checkpoint planned 8.11 GiB of fp8 weights with no word: vLLM refuses a
+    --quantization that does not match the checkpoint's ("Quantization method specified in the model config (awq) does
+    not match the quantization method specified in the `quantization` argument (fp8)", vllm/config ModelConfig
+    _verify_quantization), as SGLang does; it quantizes only a 16-bit checkpoint at load."""
+    entry = catalog.lookup("llama-3.1-8b")
+    assert entry is not None
+    awq = {"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemm", "zero_point": True}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**entry.config, "quantization_config": awq}), encoding="utf-8")
+    base = ("plan", str(path), "--gpu", "h100-sxm", "--context", "32k")
+    for engine in ("vllm", "sglang"):
+        code, out, err = run_cli(capsys, *base, "--engine", engine, "--weights", "fp8", "--json")
+        assert code == 0, err
+        warnings = " ".join(json.loads(out)["warnings"])
+        assert "--weights fp8: the checkpoint ships awq (its quantization_config)" in warnings, warnings
+        code, out, err = run_cli(capsys, *base, "--engine", engine, "--weights", "awq", "--json")
+        assert code == 0 and "--weights" not in " ".join(json.loads(out)["warnings"])

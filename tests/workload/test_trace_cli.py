@@ -61,7 +61,7 @@ def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str
     odd.write_text("hello\n", encoding="utf-8")
     assert "cannot tell the trace format" in _fails(capsys, "trace", "stats", str(odd))
     assert "no such file (trace)" in _fails(capsys, "trace", "stats", str(tmp_path / "missing.json"))
-    assert "invalid choice" in _fails(capsys, "trace", "stats", str(odd), "--format", "csv")
+    assert "--format: 'csv' is not a choice" in _fails(capsys, "trace", "stats", str(odd), "--format", "csv")
     assert "add --model" in _fails(capsys, "trace", "stats", str(WEKA[0]), "--gpu", "h100-sxm")
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"timestamp": 0, "input_length": -1, "output_length": 1}\n', encoding="utf-8")

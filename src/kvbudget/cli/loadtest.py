@@ -45,7 +45,8 @@ def _source(args: argparse.Namespace) -> Source:
     from kvbudget.units import parse_tokens
 
     if bool(args.workload) == bool(args.trace):
-        raise InputError("give exactly one of --workload FILE or --trace FILE...")
+        field = "--trace" if args.workload else "--workload"  # the one missing, or the second given
+        raise InputError(f"{field}: give exactly one of --workload FILE or --trace FILE...")
     prefix = parse_tokens(args.prefix, what="--prefix") if args.prefix else None
     if args.workload:
         return from_workload(args.workload, args.seed, prefix)
@@ -105,7 +106,9 @@ def cmd_loadtest(args: argparse.Namespace) -> str:
     )
     hold = _count(args.sessions, "--sessions")
     if hold is not None and any(v is not None for v in (args.start, args.step, args.max_sessions)):
-        raise InputError("give --sessions N (hold one level) or a ramp (--start, --step, --max-sessions), not both")
+        raise InputError(
+            "--sessions: give --sessions N (hold one level) or a ramp (--start, --step, --max-sessions), not both"
+        )
     start = _count(args.start, "--start", 1) or 1
     max_sessions = _count(args.max_sessions, "--max-sessions", 64) or 64
     if start > max_sessions:

@@ -140,15 +140,42 @@ class _Formatter(argparse.HelpFormatter):
         super().__init__(prog, indent_increment, max_help_position, _columns() - 2 if width is None else width)
 
 
+def usage_message(prog: str, message: str) -> str:
+    """argparse's error ``message`` of the parser ``prog`` as kvbudget words every error: starting with the field
+    (``--policy: 'x' is not a choice; choose one of reserve, paged, watermark``), not ``kvbudget simulate: argument
+    --policy: invalid choice: 'x' (choose from 'reserve', ...)``."""
+    import re
+
+    see = f"see {prog} --help"
+    if found := re.fullmatch(r"the following arguments are required: (.+)", message, re.DOTALL):
+        first = found.group(1).split(", ")[0]
+        if first.startswith("{") and first.endswith("}"):  # a group's subcommand, shown as its metavar {a,b}
+            return f"command is required; choose one of {first[1:-1].replace(',', ', ')}; {see}"
+        return f"{first} is required; {see}"
+    if found := re.fullmatch(r"ambiguous option: (\S+) could match (.+)", message, re.DOTALL):
+        return f"{found.group(1)}: could be any of {found.group(2)}; write the option in full"
+    found = re.fullmatch(r"argument ([^:]+): (.+)", message, re.DOTALL)
+    if found is None:
+        return f"{message}; {see}"
+    field, said = found.group(1).split("/")[-1], found.group(2)
+    if choice := re.fullmatch(r"invalid choice: (.+) \(choose from (.+)\)", said, re.DOTALL):
+        choices = ", ".join(c.strip("'") for c in choice.group(2).split(", "))
+        return f"{field}: {choice.group(1)} is not a choice; choose one of {choices}"
+    if said.startswith("expected"):  # expected one argument, expected at least one argument
+        return f"{field}: give it a value; {see}"
+    return f"{field}: {said.replace('argument ', '')}; {see}"
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse with kvbudget's error contract: one line on stderr, exit code 1 (not usage + exit 2)."""
+    """argparse with kvbudget's error contract: an InputError (one line naming the field, exit code 1, the error
+    document under --json), not usage text and exit 2."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(1, f"Error: {one_line(f'{self.prog}: {message}')}; see {self.prog} --help\n")
+        raise InputError(usage_message(self.prog, message))
 
 
 def build_parser(parser_class: type[_Parser] = _Parser, *, command: str | None = None) -> argparse.ArgumentParser:
@@ -279,13 +306,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(words: Sequence[str], argv: Sequence[str] | None) -> int:
     parser = build_parser(command=words[0] if words else None)
+    args = argparse.Namespace(json="--json" in words)  # a usage error under --json is the error document too
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as done:  # --help, or a usage error already printed as one line
-        return done.code if isinstance(done.code, int) else 1
-    try:
+        try:
+            args, extra = parser.parse_known_args(argv)
+        except SystemExit as done:  # --help, --version
+            return done.code if isinstance(done.code, int) else 1
+        if extra:  # named here, where the command is known (argparse names only "kvbudget")
+            command = f"kvbudget {args.command}"
+            if extra[0].startswith("-"):
+                raise InputError(f"{extra[0]}: not an option of {command}; see {command} --help")
+            raise InputError(f"{extra[0]!r}: {command} takes no more words; see {command} --help")
         output = COMMANDS[args.command](args)
     except KvBudgetError as exc:
+        _name_option(exc, args)
         if getattr(args, "json", False) and not exc.reported:  # the JSON contract holds for errors too
             try:
                 print(json.dumps(error_document(exc), indent=2), flush=True)
@@ -309,6 +343,21 @@ def _main(words: Sequence[str], argv: Sequence[str] | None) -> int:
         )
         return 1
     return 0
+
+
+def _name_option(exc: KvBudgetError, args: argparse.Namespace) -> None:
+    """Start an error met reading a file or model an option names with the option (errors.name_option), as the
+    Python API's functions do: commands that call the library's parts (simulate's progress) meet it here."""
+    from kvbudget.errors import name_option
+    from kvbudget.requests import by_command
+    from kvbudget.requests.base import named_options
+
+    given = vars(args)
+    cls = by_command().get(str(given.get("command")))
+    options = named_options(cls, given) if cls is not None else {}
+    if given.get("model_option"):  # simulate's --model NAME, the documented spelling of its model
+        options["--model"] = given["model_option"]
+    name_option(exc, options)
 
 
 def _drop_stdout() -> None:

@@ -67,7 +67,7 @@ def cmd_simulate(args: argparse.Namespace) -> str:
 
     model = args.model_option or args.model
     if not model or (args.model_option and args.model):
-        raise InputError("give the model once: --model NAME (or as the first argument)")
+        raise InputError("--model: give the model once: --model NAME (or as the first argument)")
     request = request_from(SimulateRequest, args, model=model)
     check_traffic(request)
     if args.plot:

@@ -90,7 +90,7 @@ def _cmd_infer(args: argparse.Namespace) -> str:
     from kvbudget.weights.precision import weight_precision
 
     if args.gpu and args.memory:
-        raise InputError("give --memory or --gpu, not both")
+        raise InputError("--gpu: give --memory or --gpu, not both")
     memory, memory_basis = None, ""
     if args.gpu:
         device = gpu(args.gpu)

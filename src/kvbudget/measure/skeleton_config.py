@@ -34,6 +34,7 @@ DT_RANK = 8
 # Fields that belong to the checkpoint or loader, not the architecture.
 _DROP = (
     "quantization_config",
+    "compression_config",
     "auto_map",
     "architectures",
     "torch_dtype",

@@ -8,6 +8,8 @@ enough that a list per layer and the arithmetic on the bytes stay small and exac
 
 from __future__ import annotations
 
+from kvbudget.units import a_or_an
+
 MAX_LAYERS = 10_000
 MAX_HEADS = 65_536
 MAX_EXPERTS = 65_536
@@ -39,7 +41,7 @@ def too_large(key: str, value: int) -> str | None:
     high, noun = limit(key)
     if value <= high:
         return None
-    shown = f"{value:,}" if value < 10**30 else f"a {len(str(value)):,}-digit number"
+    shown = f"{value:,}" if value < 10**30 else f"{a_or_an(f'{len(str(value)):,}')}-digit number"
     return f"{key} is {shown}, past any real model (at most {high:,} {noun})"
 
 

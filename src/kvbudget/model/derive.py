@@ -41,7 +41,14 @@ from kvbudget.model.spec import (
 SHORT_PROBE = 32  # tokens of the first run: enough to see every layer's cache class (recurrent scans loop per token)
 LONG_PROBE = 131_072  # past every window, when the config names none; free on the meta device for attention
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
-_DROP = ("quantization_config", "auto_map", "_name_or_path", "transformers_version", "attn_implementation")
+_DROP = (
+    "quantization_config",
+    "compression_config",
+    "auto_map",
+    "_name_or_path",
+    "transformers_version",
+    "attn_implementation",
+)
 _ATTENTION_CLASSES = ("DynamicLayer", "DynamicSlidingWindowLayer", "DynamicIndexedLayer")
 _STATE_CLASSES = ("LinearAttentionLayer", "LinearAttentionAndFullAttentionLayer")
 _KNOWN_CLASSES = (*_ATTENTION_CLASSES, *_STATE_CLASSES, "DummyLayer")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kvbudget.plan.plan import Plan
+from kvbudget.units import a_or_an
 
 if TYPE_CHECKING:
     from kvbudget.engines.metrics import EngineMetrics
@@ -68,9 +69,8 @@ class AlertRules:
 
     def yaml(self) -> str:
         q = json.dumps
-        lines = [
-            f"# kvbudget plan --alerts: {self.engine}, {self.sessions} sessions per replica at a {self.cap}-token cap"
-        ]
+        cap = a_or_an(f"{self.cap:,}")
+        lines = [f"# kvbudget plan --alerts: {self.engine}, {self.sessions} sessions per replica at {cap}-token cap"]
         lines += [f"# {note}" for note in self.notes]
         lines += ["groups:", f"  - name: {q(GROUP)}", "    rules:"]
         for rule in self.rules:

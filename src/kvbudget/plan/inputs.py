@@ -25,7 +25,10 @@ def gpu_memory(gpu: str | None, given_bytes: int | None) -> tuple[int, str, str 
     A catalog GPU gives its total as CUDA reports it (what every engine sizes from), not nvidia-smi's.
     """
     if (gpu is None) == (given_bytes is None):
-        raise InputError("give exactly one of --gpu NAME (see `kvbudget gpus`) or --gpu-memory SIZE (e.g. 24GiB)")
+        field = "--gpu" if gpu is None else "--gpu-memory"  # the one missing, or the second given
+        raise InputError(
+            f"{field}: give exactly one of --gpu NAME (see `kvbudget gpus`) or --gpu-memory SIZE (e.g. 24GiB)"
+        )
     if gpu is not None:
         entry = hardware.gpu(gpu)
         return entry.cuda_total_bytes, entry.name, entry.cuda_provenance, f"{entry.name}: {entry.cuda_basis}"
@@ -39,7 +42,7 @@ def weights_figure(
     """The weights line of the ledger (whole model, all GPUs)."""
     if size is not None:
         if precision is not None:
-            raise InputError("give either --weights PRECISION or --weights-size SIZE, not both")
+            raise InputError("--weights-size: give either --weights PRECISION or --weights-size SIZE, not both")
         return sources.measured(size)
     path = Path(model_ref).expanduser()
     if precision is None and path.exists():

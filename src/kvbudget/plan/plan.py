@@ -27,7 +27,7 @@ from kvbudget.plan.edge import edge_warning
 from kvbudget.plan.ledger import LedgerLine, LineProvenance
 from kvbudget.plan.sharing import PrefixSharing, prefix_sharing
 from kvbudget.precision import CacheDType
-from kvbudget.units import counted, format_bytes, format_tokens
+from kvbudget.units import a_or_an, counted_verb, format_bytes, format_tokens
 from kvbudget.weights.sources import WeightSize
 
 if TYPE_CHECKING:
@@ -210,20 +210,15 @@ def _words(n: int) -> str:
     return names[n] if 0 <= n < len(names) else f"{n:,}"
 
 
-def _article(label: str) -> str:
-    """'an' before numbers spoken with a vowel sound (8K, 11K, 18K, 80K, 800K), else 'a'."""
-    return "an" if label.startswith("8") or (label.startswith(("11", "18")) and not label[2:3].isdigit()) else "a"
-
-
 def statement(spec: ModelSpec, context: int, sessions: int, advertised_sessions: int | None) -> str:
     """The seeds' deployment statement: '... a 32K-context, three-concurrent-session server, not a 128K one'."""
     cap = format_tokens(context)
-    text = f"{_article(cap)} {cap}-context, {_words(sessions)}-concurrent-session server"
+    text = f"{a_or_an(cap)}-context, {_words(sessions)}-concurrent-session server"
     window = spec.max_position_embeddings
     if window and window > context and advertised_sessions is not None:
         adv = format_tokens(window)
         if advertised_sessions == 0:
-            text += f", not {_article(adv)} {adv}-context one (one {adv} session does not fit)"
+            text += f", not {a_or_an(adv)}-context one (one {adv} session does not fit)"
         else:
             text += f"; at the advertised {adv} it serves {_words(advertised_sessions)}"
     return text[0].upper() + text[1:] + "."
@@ -244,7 +239,7 @@ def _check_parallel(i: PlanInputs) -> tuple[int, list[str]]:
     replicas = i.gpus // per_replica
     if i.gpus % per_replica:
         warnings.append(
-            f"{counted(i.gpus % per_replica, 'GPU')} stay idle: {i.gpus} is not a multiple of "
+            f"{counted_verb(i.gpus % per_replica, 'GPU', 'stays', 'stay')} idle: {i.gpus} is not a multiple of "
             f"{'the GPUs one server spans' if split > 1 else 'tp x pp'} = {per_replica}"
         )
     i.engine.rules.check_parallel(i.spec, i.tp, i.pp)
@@ -313,11 +308,20 @@ def make_plan(i: PlanInputs) -> Plan:
     unified = _unified_memory_warning(i)
     if unified:
         warnings.append(unified)
-    if rules.server and i.weights_precision is not None and i.weights_precision not in rules.quantizes_at_load:
-        warnings.append(
-            f"--weights {i.weights_precision}: the checkpoint does not ship in it, and {rules.title} does not "
-            "quantize to it at load; serve a checkpoint quantized to it (its repo id instead of the model's)"
-        )
+    if rules.server and i.weights_precision is not None:
+        mismatch = _shipped_otherwise(i)
+        if mismatch:
+            warnings.append(
+                f"--weights {i.weights_precision}: the checkpoint ships {mismatch} (its quantization_config); "
+                f"{rules.title} loads it as shipped and refuses a --quantization that does not match it (vLLM "
+                "ModelConfig._verify_quantization, SGLang alike); serve a checkpoint in that precision, or leave "
+                "--weights out"
+            )
+        elif i.weights_precision not in rules.quantizes_at_load:
+            warnings.append(
+                f"--weights {i.weights_precision}: the checkpoint does not ship in it, and {rules.title} does not "
+                "quantize to it at load; serve a checkpoint quantized to it (its repo id instead of the model's)"
+            )
     window = i.spec.max_position_embeddings
     if window and i.context > window:
         warnings.append(
@@ -454,9 +458,22 @@ def _fewer_layers(i: PlanInputs) -> str | None:
     return f"--n-gpu-layers {split.largest} ({split.largest} of {total} layers on the GPU, the rest in host memory)"
 
 
+def _shipped_otherwise(i: PlanInputs) -> str | None:
+    """The precision a quantized checkpoint ships when --weights names another (an engine quantizes only a 16-bit
+    checkpoint at load), else None."""
+    from kvbudget.weights.checkpoint import checkpoint_precision
+    from kvbudget.weights.precision import weight_precision
+
+    shipped = checkpoint_precision(i.spec)
+    if shipped is None or i.weights_precision is None:
+        return None
+    asked = weight_precision(i.weights_precision, what="--weights")
+    return None if asked.name == shipped.precision.name else shipped.precision.name
+
+
 def _gpu_words(i: PlanInputs) -> str:
     """The GPU as a sentence names it: the catalog's name, or the size --gpu-memory gave."""
-    return i.gpu_label if i.gpu_label != "given" else f"a {format_bytes(i.gpu_memory_bytes)} GPU (--gpu-memory)"
+    return i.gpu_label if i.gpu_label != "given" else f"{a_or_an(format_bytes(i.gpu_memory_bytes))} GPU (--gpu-memory)"
 
 
 def _memory_fixes(i: PlanInputs, share: Share, weights: int) -> list[str]:

@@ -4,7 +4,7 @@ reader who signs off the purchase rather than for one who reads the ledger."""
 from __future__ import annotations
 
 from kvbudget.plan.cap_refusals import pct
-from kvbudget.units import format_tokens
+from kvbudget.units import a_or_an, format_tokens
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
@@ -28,10 +28,7 @@ def _name(c: Candidate) -> str:
 
 def _cap(tokens: int) -> str:
     """'a 32K' / 'an 8K'."""
-    from kvbudget.plan.plan import _article
-
-    label = format_tokens(tokens)
-    return f"{_article(label)} {label}"
+    return a_or_an(format_tokens(tokens))
 
 
 def _seconds(x: float) -> str:

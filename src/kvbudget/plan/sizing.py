@@ -28,7 +28,7 @@ from kvbudget.plan.cap_refusals import CapRefusals, SessionLengths, pct, smalles
 from kvbudget.plan.compare import Choice
 from kvbudget.plan.sizing_candidate import Candidate, candidate, size_roofline
 from kvbudget.plan.sizing_load import Shape
-from kvbudget.units import format_tokens
+from kvbudget.units import a_or_an, format_tokens
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
@@ -128,8 +128,9 @@ def size_deployments(request: SizeRequest) -> Sizing:
     from kvbudget.plan.sizing_load import given_shape
 
     if (request.sessions is None) == (request.rate is None):
+        field = "--sessions" if request.sessions is None else "--rate"  # the one missing, or the second given
         raise InputError(
-            "give the load as --sessions N (peak concurrent, whole deployment) or --rate R (new sessions per "
+            f"{field}: give the load as --sessions N (peak concurrent, whole deployment) or --rate R (new sessions per "
             "second: with --workload its sessions, else one --isl/--osl request each)"
         )
     workload = _workload(request)
@@ -236,10 +237,7 @@ def _refused(c: Candidate, lengths: SessionLengths, tolerance: float, within: Ca
 
 
 def _article_cap(tokens: int) -> str:
-    from kvbudget.plan.plan import _article
-
-    label = format_tokens(tokens)
-    return f"{_article(label)} {label}"
+    return a_or_an(format_tokens(tokens))
 
 
 def _rank(c: Candidate) -> tuple[object, ...]:

@@ -29,6 +29,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from kvbudget.units import a_or_an
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
     from kvbudget.plan.cap_refusals import SessionLengths
@@ -85,9 +87,9 @@ def workload_shape(workload: Workload, cap: int) -> Shape:
     prompt = max(1, min(round(prefix + first + (n - 1) / 2 * (append + out)), cap - osl))
     new = max(1, min(prompt, round((first + (n - 1) * append) / n)))
     basis = (
-        f"workload {workload.name}: mean step prefills {new:,} new tokens of a {prompt:,}-token prompt (prefix "
-        f"{prefix:,} + first {first:,.0f} + half of {n:,.4g} steps x ({append:,.0f} appended + {out:,.0f} out)), "
-        f"generates {osl:,}"
+        f"workload {workload.name}: mean step prefills {new:,} new tokens of {a_or_an(f'{prompt:,}')}-token prompt "
+        f"(prefix {prefix:,} + first {first:,.0f} + half of {n:,.4g} steps x ({append:,.0f} appended + "
+        f"{out:,.0f} out)), generates {osl:,}"
     )
     return Shape(prompt, prompt - new, osl, basis)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvbudget.plan.cap_refusals import pct
-from kvbudget.units import format_tokens, latency_text, money
+from kvbudget.units import a_or_an, format_tokens, latency_text, money
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
@@ -220,7 +220,7 @@ def _heading(s: Sizing) -> str:
     targets = [f"{p99}TTFT at most {latency_text(s.ttft_s)}"] if s.ttft_s is not None else []
     targets += [f"{p99}inter-token at most {latency_text(s.itl_s)}"] if s.itl_s is not None else []
     return (
-        f"Sized for {load_phrase(s)} (whole deployment) at a {format_tokens(s.context)} cap, "
+        f"Sized for {load_phrase(s)} (whole deployment) at {a_or_an(format_tokens(s.context))} cap, "
         + (", ".join(targets) if targets else "no latency targets")
         + f"; request shape: {s.shape.basis}."
     )

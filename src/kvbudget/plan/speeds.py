@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvbudget.units import a_or_an
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
     from kvbudget.plan.plan import Plan
@@ -86,8 +88,8 @@ class PlanSpeeds:
             f"({self.sessions_basis}{beyond}):",
             f"  inter-token latency {self.itl_s * 1000:,.1f} ms: {1 / self.itl_s:,.1f} tokens/s per session, "
             f"{self.output_tokens_per_s:,.0f} output tokens/s per replica",
-            f"  time to first token at most about {self.ttft_s:,.2f} s (a {self.prompt_tokens:,}-token prompt, the "
-            "whole cap, nothing cached)",
+            f"  time to first token at most about {self.ttft_s:,.2f} s ({a_or_an(f'{self.prompt_tokens:,}')}-token "
+            "prompt, the whole cap, nothing cached)",
             f"  {m.prefill_basis}",
             f"  {m.decode_basis}",
         ]

@@ -75,6 +75,18 @@ def _value(fig: Figure, units: UnitSystem) -> str:
     return f"{format_int(int(fig.value))} {fig.unit}"
 
 
+def _logged(fig: Figure) -> str:
+    """A logged figure in the table: a count written as every count is (1,952), a size or ratio as printed."""
+    if fig.unit in ("bytes", "ratio") or not float(fig.value).is_integer():
+        return fig.text
+    return format_int(int(fig.value))
+
+
+def _setting(value: object) -> str:
+    """A setting's value: a whole number with thousands separators (20,000), anything else as read."""
+    return format_int(value) if isinstance(value, int) and not isinstance(value, bool) else str(value)
+
+
 def _pred(row_figure: Figure, low: float, high: float, units: UnitSystem) -> str:
     def one(x: float) -> str:
         if row_figure.unit == "bytes":
@@ -121,7 +133,7 @@ def render_calibration(cal: Calibration, units: UnitSystem) -> str:
         for k in names:
             s = log.settings[k]
             where = f"line {s.line}" if s.line else "given"
-            out.append(f"  {k}: {s.value}  ({where})")
+            out.append(f"  {k}: {_setting(s.value)}  ({where})")
     if log.measured or log.caches:
         out += ["", "measured"]
         for k, fig in log.measured.items():
@@ -129,7 +141,8 @@ def render_calibration(cal: Calibration, units: UnitSystem) -> str:
             out.append(f"  {k}: {_value(fig, units)}  ({how})")
         for c in log.caches:
             out.append(
-                f"  {c.kind} cache: {c.size.text} ({c.cells} cells, {c.layers} layers, {c.seqs}/{c.streams} seqs)"
+                f"  {c.kind} cache: {c.size.text} ({_setting(c.cells)} cells, {c.layers} layers, "
+                f"{c.seqs}/{c.streams} seqs)"
                 f"  (line {c.size.line})"
             )
     if log.refusal:
@@ -140,7 +153,7 @@ def render_calibration(cal: Calibration, units: UnitSystem) -> str:
         rows = [
             [
                 r.figure,
-                r.logged.text,
+                _logged(r.logged),
                 _pred(r.logged, *r.predicted, units),
                 _diff(r),
                 r.note,

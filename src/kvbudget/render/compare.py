@@ -120,11 +120,46 @@ def render_comparison(comparison: Comparison) -> str:
         ]
         if stopped:
             notes += ["", "sim sessions - (none): no load meets the target", *stopped]
+    notes.append(_provenance(rows, asked=bool(asked), with_workload=with_workload, with_rate=with_rate))
     if refused:
         notes += ["", "refused:", *refused]
     if warned:
         notes += ["", "warnings (as plan gives them for that deployment):", *warned]
     return fit(text + "\n" + "\n".join(notes))
+
+
+def _labels(rows: list[Row], line: str) -> str:
+    """How the plans' ledger line ``line`` was found: one label when every row agrees, else each label with the
+    rows (numbered as in the table) it holds for (``estimated [1], measured [2]``)."""
+    found: dict[str, list[int]] = {}
+    for n, row in enumerate(rows, 1):
+        if row.plan is not None:
+            label = next(x.provenance for x in row.plan.ledger if x.label == line)
+            found.setdefault(label, []).append(n)
+    if len(found) <= 1:
+        return next(iter(found), "-")
+    return ", ".join(f"{label} [{', '.join(map(str, ns))}]" for label, ns in found.items())
+
+
+def _provenance(rows: list[Row], *, asked: bool, with_workload: bool, with_rate: bool) -> str:
+    """The line that labels every figure of the table: exact, measured, computed, heuristic (as plan's ledger labels
+    the bytes behind them), or given."""
+    parts = [
+        f"per session {_labels(rows, 'one session at the cap')} (the engine's layout at the cap)",
+        f"sessions computed (KV pool // per session; the pool: GPU memory {_labels(rows, 'GPU memory')}, weights "
+        f"{_labels(rows, 'weights')}, runtime overhead {_labels(rows, 'runtime overhead')})",
+        "$/h given (--price, --prices)",
+        "$/session-h computed ($/h / sessions)",
+    ]
+    if asked:
+        parts.append("cap for N computed (the pool over N sessions)")
+    if with_workload:
+        parts.append("$/M out tok computed")
+    if with_rate:
+        parts.append("need and GPUs computed")
+    if any(r.simulated for r in rows):
+        parts.append("sim sessions, TTFT and ITL computed (simulated, at the speeds said above)")
+    return "provenance: " + "; ".join(parts)
 
 
 def _variant(c: Choice) -> str:

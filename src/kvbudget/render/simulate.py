@@ -147,21 +147,22 @@ def render_study(study: Study, units: UnitSystem = "iec") -> str:
         f"Target: {study.target.describe()} — {verdict_text(study)}",
     ]
     sustained = study.sustained_sessions
-    static = f"static plan (worst case reserved at the cap): {study.static_plan_sessions:,} per replica"
+    # on a line of its own: wrapped after the figure, "vs static plan" was split from what it compares
+    static = f"  vs static plan (worst case reserved at the cap): {study.static_plan_sessions:,} per replica"
     if study.static_prefix_sessions is not None:
         static += f", {study.static_prefix_sessions:,} with the shared prefix"
     at = study.at_targets
     if at is not None:
-        lines.append(f"Sessions sustained: {at.text}  vs  {static}")
+        lines += [f"Sessions sustained: {at.text}", static]
         lines.append(SUSTAINED_VS_STATIC)
     elif study.sustained is not None and sustained is None:
-        lines.append(f"Sessions sustained per replica: none (no load probed met the target)  vs  {static}")
+        lines += ["Sessions sustained per replica: none (no load probed met the target)", static]
     elif sustained is None:
-        lines.append(f"Sessions sustained per replica: not measured (no search, run missed the target); {static}")
+        lines += ["Sessions sustained per replica: not measured (no search, run missed the target)", static]
     else:
         bounded = study.sustained is not None and study.sustained.bounded
         amount = f"{sustained:,.1f}" if bounded else f"at least {sustained:,.1f} (no load tried missed the target)"
-        lines.append(f"Sessions sustained per replica: {amount}  vs  {static}")
+        lines += [f"Sessions sustained per replica: {amount}", static]
         lines.append(SUSTAINED_VS_STATIC)
     stopped = study.stopped
     if stopped is not None:

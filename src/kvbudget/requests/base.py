@@ -13,6 +13,7 @@ from dataclasses import MISSING, Field, dataclass, field, fields
 
 from kvbudget.errors import InputError
 from kvbudget.requests.values import READERS, flag, read_list
+from kvbudget.units import shown
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ def _read(f: Field[Any], value: object) -> object:
     def one(item: object, where: str) -> object:
         read = reader(item, where)
         if choices and read not in choices:
-            raise InputError(f"{where} {read}: choose one of {', '.join(choices)}")
+            raise InputError(f"{where}: {shown(str(read))} is not a choice; choose one of {', '.join(choices)}")
         return read
 
     if f.metadata["many"]:
@@ -75,7 +76,8 @@ class Request:
         known = {f.name: f for f in fields(cls)}
         for name in options:
             if name not in known:
-                raise InputError(f"unrecognized option {flag(name)}; see kvbudget {cls.command} --help")
+                command = f"kvbudget {cls.command}"
+                raise InputError(f"{flag(name)}: not an option of {command}; see {command} --help")
         given = {name: value for name, value in options.items() if value is not None}
         for name, f in known.items():
             if name not in given and f.default is MISSING and f.default_factory is MISSING:
@@ -88,6 +90,22 @@ class Request:
     def options(self) -> dict[str, object]:
         """The fields as named options (what ``from_options`` takes back)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+NAMED_KINDS = ("text", "model")  # the kinds of a file or a model option, whose reading can fail after the request
+
+
+def named_options(cls: type[Request], values: Mapping[str, object]) -> dict[str, object]:
+    """The option flag -> value of ``cls``'s file and model options (``--workload``, ``--trace``, ``--model``) in
+    ``values`` (field name -> value): what ``errors.name_option`` names an error after. A positional (``model``
+    of plan) is not an option: an error starting with its value already starts with what was typed there."""
+    out: dict[str, object] = {}
+    for f in fields(cls):
+        label = _label(f)
+        named = f.metadata.get("kind") in NAMED_KINDS and not f.metadata["choices"] and label.startswith("--")
+        if named and values.get(f.name) is not None:
+            out[label] = values[f.name]
+    return out
 
 
 def narrowed(cls: type[R], source: Request, **changes: object) -> R:

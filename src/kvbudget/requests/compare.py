@@ -50,7 +50,7 @@ class CompareRequest(EngineSettings, DeploymentSettings):
     speed_from: str | None = option(None, "text")
     search_sessions: int = option(1000, "count")
     search_probes: int = option(6, "count")
-    jobs: int | None = option(None, "count")  # processes for the simulated rows (None: every core)
+    jobs: int | None = option(None, "jobs")  # processes for the simulated rows (None: every core)
     ray: str | None = option(None, "address")  # a Ray cluster the simulated rows run on instead, as tasks
     ttft: float | None = option(None, "seconds")  # --simulate: latency targets, as simulate --ttft / --itl
     itl: float | None = option(None, "seconds")

@@ -55,6 +55,6 @@ class SimulateRequest(Deployment):
     search_sessions: int = option(2000, "index")
     search_probes: int = option(8, "count")
     check: bool = option(False, "switch")
-    jobs: int | None = option(None, "count")  # processes for the search's probes (None: every core)
+    jobs: int | None = option(None, "jobs")  # processes for the search's probes (None: every core)
     ray: str | None = option(None, "address")  # a Ray cluster the search's probes run on instead, as tasks
     allow_long: bool = option(False, "switch")

@@ -49,4 +49,4 @@ class SizeRequest(EngineSettings):
     speed_from: str | None = option(None, "text")
     target_refusal_rate: float | None = option(None, "tolerance")
     no_simulate: bool = option(False, "switch")
-    jobs: int | None = option(None, "count")
+    jobs: int | None = option(None, "jobs")

@@ -158,6 +158,28 @@ def _proportion(value: object, what: str) -> float:
     return float(value)
 
 
+def max_jobs() -> int:
+    """The most processes one request may ask for (``jobs``: simulate's probes, compare's and size's rows): the
+    cores this process may run on (simulate/parallel.py ``default_jobs``, the default ``--jobs``), so that no face
+    (the command line, the Python API, the web server) starts more processes than it has cores."""
+    from kvbudget.simulate.parallel import default_jobs
+
+    return default_jobs()
+
+
+def read_jobs(value: object, what: str) -> int:
+    """A number of processes: 1 .. the cores this machine may run on (``max_jobs``)."""
+    if isinstance(value, str):
+        value = parse_count(value, what=what, noun="processes", example="2")
+    count = _whole(value, what, 1, MAX_COUNT, "processes")
+    if count > (cores := max_jobs()):
+        raise InputError(
+            f"{what}: {count:,} processes asked; this machine runs at most {cores:,} (its cores): give {cores:,} or "
+            "fewer, or leave it out (every core)"
+        )
+    return count
+
+
 def read_index(value: object, what: str) -> int:
     """A whole number from 0 (a seed)."""
     if isinstance(value, str):
@@ -453,6 +475,7 @@ READERS: dict[str, Callable[[object, str], object]] = {
     "layers": read_layers,
     "split": read_split,
     "model": read_model,
+    "jobs": read_jobs,
     "index": read_index,
     "port": read_port,
     "startup": read_startup,

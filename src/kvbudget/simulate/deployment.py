@@ -106,10 +106,12 @@ def _check_bounds(r: SimulateRequest, work: tuple[float, float], replicas: int) 
 
 def check_traffic(r: SimulateRequest) -> None:
     """The request's traffic is one workload or one set of traces, counted by sessions or by duration."""
-    if bool(r.workload) == bool(r.trace):
-        raise InputError("give exactly one of --workload FILE or --trace FILE...")
+    if bool(r.workload) == bool(r.trace):  # the field first: the one missing, or the second given
+        raise InputError(
+            f"{'--trace' if r.workload else '--workload'}: give exactly one of --workload FILE or --trace FILE..."
+        )
     if r.sessions and r.duration:
-        raise InputError("give --sessions N or --duration S, not both")
+        raise InputError("--duration: give --sessions N or --duration S, not both")
     if r.rate is not None and not r.workload:
         raise InputError("--rate: a trace replays its own arrivals; --rate sets a --workload's arrival rate")
 

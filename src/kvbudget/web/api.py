@@ -8,9 +8,9 @@ the model (comma-separated for ``compare``, as every list); a switch (``no_prefi
 catalog name, a Hub id or an upload's id, a ``workload`` only a workload upload's id (a dropped ``.toml``; one
 that replays a trace file is refused at the upload), and the other options that name a file (``--from-log``,
 ``--prices``) are refused, as is ``--ray`` (the server joins no cluster on a client's behalf). ``jobs`` (compare's
-and size's processes) is bounded by the server's cores (``max_jobs``): a request asking for more is a 400 naming
-the limit, so no request makes the server start more processes than it has cores. Requests are answered
-concurrently (the library keeps no state between calls).
+and size's processes) is bounded by the server's cores as on every face (requests/values.py ``max_jobs``): a request
+asking for more is a 400 naming the limit, so no request makes the server start more processes than it has cores.
+Requests are answered concurrently (the library keeps no state between calls).
 """
 
 from __future__ import annotations
@@ -133,7 +133,9 @@ def request_of(command: str, query: Iterable[tuple[str, str]], uploads: UploadIn
                 "--ray: the web API joins no Ray cluster on a client's behalf; run the command line for it"
             )
         if name not in kinds:
-            raise InputError(f"unrecognized option --{raw.replace('_', '-')}; see kvbudget {command} --help")
+            raise InputError(
+                f"--{raw.replace('_', '-')}: not an option of kvbudget {command}; see kvbudget {command} --help"
+            )
         if name == "model":
             given = ",".join(model_ref(item.strip(), uploads) for item in value.split(","))
         else:
@@ -147,12 +149,6 @@ def request_of(command: str, query: Iterable[tuple[str, str]], uploads: UploadIn
         else:
             options[name] = given
     request = cls.from_options(options)
-    jobs = getattr(request, "jobs", None)
-    if isinstance(jobs, int) and jobs > (cores := max_jobs()):
-        raise InputError(
-            f"--jobs {jobs:,}: this server runs at most {cores:,} processes for one request (its cores); give "
-            f"jobs={cores:,} or fewer, or leave it out (every core)"
-        )
     cells = 1
     for f in fields(request):
         value = getattr(request, f.name)
@@ -164,14 +160,6 @@ def request_of(command: str, query: Iterable[tuple[str, str]], uploads: UploadIn
             "per request (narrow the lists, or run the command line)"
         )
     return request
-
-
-def max_jobs() -> int:
-    """The most processes one web request may ask for (``jobs``, compare's and size's sweeps): the cores this server
-    may run on (simulate/parallel.py ``default_jobs``, the default ``--jobs``), so no request starts more."""
-    from kvbudget.simulate.parallel import default_jobs
-
-    return default_jobs()
 
 
 def _switch(raw: str, value: str) -> bool:

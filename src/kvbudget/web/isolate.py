@@ -10,7 +10,7 @@ platform has no fork server), so a child costs a fork, not an interpreter start.
   alone, and ``kvbudget serve --help`` says so;
 * leads a process group of its own (POSIX ``setpgrp``), and is not a daemon, so a sweep it runs (``jobs``: size's
   check by simulation, compare's rows; simulate/parallel.py) can fork its pool of workers: each worker inherits the
-  same address-space limit, so the budget holds per process, ``jobs`` (at most the server's cores, web/api.py
+  same address-space limit, so the budget holds per process, ``jobs`` (at most the server's cores, requests/values.py
   ``max_jobs``) times ``memory_bytes`` in all;
 * sends back the reply (status and body) through a pipe and exits.
 

@@ -76,9 +76,21 @@ def _bitsandbytes(q: dict[str, object]) -> tuple[WeightPrecision, tuple[str, ...
     return WeightPrecision("nf4", bits, what), (), f"bitsandbytes 4-bit {what}"
 
 
+# Where a config names its quantization: ``quantization_config``, else ``compression_config`` (llm-compressor's first
+# FP8 checkpoints, e.g. Meta-Llama-3.1-8B-Instruct-FP8), as vLLM reads them (vllm/config/model.py
+# ModelConfig._parse_quant_hf_config: "compressed-tensors uses a compression_config key"; model_loader/weight_utils.py
+# get_quant_config). A multimodal config keeps them beside its text_config (model/families read_spec carries them).
+QUANTIZATION_KEYS = ("quantization_config", "compression_config")
+
+
+def quantization_config(config: dict[str, object]) -> object:
+    """The config's quantization section (None: an unquantized checkpoint), under either key vLLM reads."""
+    return next((config[key] for key in QUANTIZATION_KEYS if config.get(key) is not None), None)
+
+
 def checkpoint_precision(spec: ModelSpec) -> CheckpointPrecision | None:
     """The precision the checkpoint's ``quantization_config`` names, or None for an unquantized checkpoint."""
-    q = spec.config.get("quantization_config")
+    q = quantization_config(spec.config)
     if q is None:
         return None
     where = f"{spec.name}: quantization_config"

@@ -29,6 +29,7 @@ from pathlib import Path
 from kvbudget.engines.llamacpp_offload import LayerWeights
 from kvbudget.model.families.fields import Fields
 from kvbudget.model.spec import ModelSpec
+from kvbudget.units import a_or_an
 from kvbudget.weights.blocks import Part
 from kvbudget.weights.families import LAYER_RULES
 from kvbudget.weights.params import count_params
@@ -193,8 +194,8 @@ def llamacpp_on_gpu(spec: ModelSpec, weights: WeightSize, model_ref: str, precis
     tied = not any(p.kind == "lm_head" for p in count_params(spec).parts)
     output = "a copy of token_embd (tied)" if tied else "output at its GGUF type"
     basis = (
-        f"computed from the config: {weights.elements or 0:,} parameters as a {name} GGUF, as llama.cpp loads it: "
-        f"{on_gpu:,} B on the GPU (norms and routers f32, {output}), the token embedding ({embedding:,} B) in "
+        f"computed from the config: {weights.elements or 0:,} parameters as {a_or_an(name)} GGUF, as llama.cpp loads "
+        f"it: {on_gpu:,} B on the GPU (norms and routers f32, {output}), the token embedding ({embedding:,} B) in "
         "host memory (src/llama-model.cpp load_tensors, src/llama-quant.cpp)"
     )
     return replace(weights, bytes=on_gpu, basis=basis)

@@ -69,7 +69,9 @@ def _int(cfg: dict[str, object], *keys: str) -> int:
 
 
 def _quant_method(spec: ModelSpec) -> str:
-    q = spec.config.get("quantization_config")
+    from kvbudget.weights.checkpoint import quantization_config
+
+    q = quantization_config(spec.config)
     return str(q.get("quant_method", "")).lower() if isinstance(q, dict) else ""
 
 

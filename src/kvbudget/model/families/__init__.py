@@ -44,6 +44,22 @@ def _fields_for_error(cfg: Mapping[str, object]) -> str:
     return ", ".join(names) if names else "(no attention or state fields found)"
 
 
+# Defaults of a transformers config class for fields a published config.json leaves out, where they size the model:
+# google/gemma-3-{4b,12b,27b}-it write no vocab_size, max_position_embeddings, sliding_window_pattern nor
+# layer_types in their text_config, which Gemma3TextConfig fills: vocab 262,208, 131,072 positions, and five sliding
+# layers to one global (sliding_window_pattern 6: layer_types[i] sliding unless (i + 1) % 6 == 0), window 4,096 when
+# unset (transformers models/gemma3/configuration_gemma3.py, 4.50 and 5.x; the catalog's Gemma 3 entries carry the
+# same values). Without the pattern, every layer read as full attention: 5.3x the cache of gemma-3-27b-it.
+CONFIG_DEFAULTS: dict[str, dict[str, object]] = {
+    "gemma3_text": {
+        "vocab_size": 262_208,
+        "max_position_embeddings": 131_072,
+        "sliding_window": 4096,
+        "sliding_window_pattern": 6,
+    },
+}
+
+
 def text_config(cfg: Mapping[str, object], where: str) -> tuple[Mapping[str, object], str]:
     """Multimodal configs keep the decoder in ``text_config``; return it and the top-level model_type."""
     top = cfg.get("model_type")
@@ -80,6 +96,9 @@ def read_spec(
         raise ConfigError(f"{where}: field 'model_type' is missing; kvbudget needs it to know the architecture")
     from kvbudget.model.architectures import by_model_type
 
+    nested = decoder is not cfg
+    if model_type in CONFIG_DEFAULTS:  # what transformers' config class fills in for fields the file leaves out
+        decoder = {**CONFIG_DEFAULTS[model_type], **decoder}
     fields = Fields(decoder, where)
     arch = by_model_type().get(model_type)
     reader = arch.config_reader if arch is not None else None
@@ -113,7 +132,7 @@ def read_spec(
             f"{where}: no layer of this {model_type!r} config holds attention or recurrent state; "
             "check its layer pattern"
         )
-    dtype = fields.dtype() or (Fields(cfg, where).dtype() if decoder is not cfg else None) or "bfloat16"
+    dtype = fields.dtype() or (Fields(cfg, where).dtype() if nested else None) or "bfloat16"
     max_pos = decoder.get("max_position_embeddings") or decoder.get("n_ctx")
     return ModelSpec(
         name=name,
@@ -123,5 +142,17 @@ def read_spec(
         max_position_embeddings=int(max_pos) if isinstance(max_pos, int) and max_pos > 0 else None,
         source=source,
         notes=notes,
-        config=_with_vision(decoder, cfg),
+        config=_with_quantization(_with_vision(decoder, cfg), cfg, nested),
     )
+
+
+def _with_quantization(decoder: Mapping[str, object], cfg: Mapping[str, object], nested: bool) -> dict[str, object]:
+    """The decoder's fields, with the checkpoint's quantization section when it sits beside a ``text_config`` (a
+    Gemma 3 or Llama 4 FP8 / AWQ checkpoint: vLLM reads it from the top level), so its weights are not counted at
+    the dtype (weights/checkpoint.py QUANTIZATION_KEYS)."""
+    config = dict(decoder)
+    if nested:
+        for key in ("quantization_config", "compression_config"):
+            if cfg.get(key) is not None and key not in config:
+                config[key] = cfg[key]
+    return config
