@@ -6,7 +6,8 @@ with. This is the convention of the built-in catalog's ``params_total`` notes, w
 reproduce exactly for every entry computed from its config (tests/weights/test_params.py).
 
 Counted: token embeddings, lm_head unless tied, every decoder layer (attention or latent attention,
-MLP or MoE with shared experts and router, Mamba-1/Mamba-2/Gated-DeltaNet mixers, norms) and the
+MLP or MoE with shared experts and router, a DSA indexer, Mamba-1/Mamba-2/Gated-DeltaNet/Kimi-delta mixers,
+LFM2 short convolutions, norms) and the
 final norm, and a VLM's vision tower where its ``vision_config`` has a rule (weights/vision.py). Not counted:
 multi-token-prediction layers, other vision towers (said in the notes), and non-persistent buffers (rotary
 tables). An architecture without a rule fails closed with the model_type in the error.
@@ -128,7 +129,8 @@ def count_params(spec: ModelSpec) -> ParamCount:
     parts += tower
     if tower_note:
         notes.append(tower_note)
-    mtp = f.cfg.get("num_nextn_predict_layers") or f.cfg.get("num_mtp_modules")
+    # DeepSeek/GLM num_nextn_predict_layers, Nemotron num_mtp_modules, Qwen3.5 mtp_num_hidden_layers
+    mtp = f.cfg.get("num_nextn_predict_layers") or f.cfg.get("num_mtp_modules") or f.cfg.get("mtp_num_hidden_layers")
     if isinstance(mtp, int) and mtp > 0:
         notes.append(f"{counted(mtp, 'multi-token-prediction module')} excluded (loaded only for speculative decoding)")
     merged = _merge(parts)
