@@ -14,6 +14,7 @@ PY_FILES = {p.name for d in ("src", "bench", "tests") for p in (ROOT / d).rglob(
 # Files of the engines' own source trees the docs cite (TensorRT-LLM, SGLang), not kvbudget's.
 UPSTREAM = {
     "_util.py",
+    "modeling_siglip.py",  # transformers models/siglip: the SigLIP tower docs/measure.md counts
     "resource_manager.py",
     "mxfp4.py",
     "schedule_batch.py",

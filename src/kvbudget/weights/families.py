@@ -21,7 +21,9 @@ LayerRule = Callable[[Fields, ModelSpec, int], list[Part]]
 
 # Config classes whose tie_word_embeddings defaults to True (transformers 5.x); every other
 # supported class defaults to False. An explicit value in the config always wins.
-TIED_BY_DEFAULT = frozenset({"cohere", "cohere2", "gemma", "gemma2", "gemma3_text", "mamba"})
+TIED_BY_DEFAULT = frozenset(
+    {"cohere", "cohere2", "gemma", "gemma2", "gemma3_text", "gemma4_text", "lfm2", "minicpm3", "mamba", "smollm3"}
+)
 
 
 def _experts(f: Fields, *keys: str) -> tuple[int, int]:
@@ -331,14 +333,16 @@ ATTENTION_FAMILIES = (
     "glm4_moe",
     "glm4_shared_moe",
     "olmo2",
+    "smollm3",  # SmolLM3Attention / SmolLM3MLP (modeling_smollm3.py): Llama's shapes; NoPE layers change no weight
     "deepseek_v2",
     "deepseek_v3",
     "kimi_k2",
     "mllama_text_model",
 )
 
-LAYER_RULES: dict[str, LayerRule] = dict.fromkeys(ATTENTION_FAMILIES, attention_layer)
-LAYER_RULES.update(
+# The rules of this module; weights/rules.py adds the newer families' and is the registry callers use.
+ATTENTION_RULES: dict[str, LayerRule] = dict.fromkeys(ATTENTION_FAMILIES, attention_layer)
+ATTENTION_RULES.update(
     {
         "jamba": jamba_layer,
         "nemotron_h": nemotron_h_layer,

@@ -31,9 +31,9 @@ from kvbudget.model.families.fields import Fields
 from kvbudget.model.spec import ModelSpec
 from kvbudget.units import a_or_an
 from kvbudget.weights.blocks import Part
-from kvbudget.weights.families import LAYER_RULES
 from kvbudget.weights.params import count_params
 from kvbudget.weights.precision import GGUF_BLOCKS
+from kvbudget.weights.rules import LAYER_RULES
 from kvbudget.weights.sources import WeightSize
 
 F32_BITS = Fraction(32)

@@ -6,7 +6,8 @@ with. This is the convention of the built-in catalog's ``params_total`` notes, w
 reproduce exactly for every entry computed from its config (tests/weights/test_params.py).
 
 Counted: token embeddings, lm_head unless tied, every decoder layer (attention or latent attention,
-MLP or MoE with shared experts and router, Mamba-1/Mamba-2/Gated-DeltaNet mixers, norms) and the
+MLP or MoE with shared experts and router, a DSA indexer, Mamba-1/Mamba-2/Gated-DeltaNet/Kimi-delta mixers,
+LFM2 short convolutions, norms) and the
 final norm, and a VLM's vision tower where its ``vision_config`` has a rule (weights/vision.py). Not counted:
 multi-token-prediction layers, other vision towers (said in the notes), and non-persistent buffers (rotary
 tables). An architecture without a rule fails closed with the model_type in the error.
@@ -24,7 +25,8 @@ from kvbudget.model.spec import ModelSpec
 from kvbudget.units import counted
 from kvbudget.weights import blocks
 from kvbudget.weights.blocks import Part, TensorKind
-from kvbudget.weights.families import LAYER_RULES, TIED_BY_DEFAULT
+from kvbudget.weights.families import TIED_BY_DEFAULT
+from kvbudget.weights.rules import LAYER_RULES
 from kvbudget.weights.vision import VISION, vision_parts
 
 COMPONENT_ORDER = (
@@ -98,22 +100,20 @@ def _merge(parts: list[Part]) -> tuple[Part, ...]:
 
 def count_params(spec: ModelSpec) -> ParamCount:
     """Count the parameters of ``spec`` from ``spec.config`` (the decoder config)."""
-    where = spec.source or spec.name
     rule = LAYER_RULES.get(spec.model_type)
     arch = architecture_of(spec.model_type)
     if arch is None:
         raise UnknownArchitectureError(
-            f"{where}: model_type {spec.model_type!r} is not an architecture kvbudget can read "
+            f"{spec.name}: model_type {spec.model_type!r} is not an architecture kvbudget can read "
             "(kvbudget.model.architectures), so it has no parameter count either"
         )
     if rule is None:
+        # Starts with the model and the model_type (the source address can be long; it is not what needs fixing).
         raise UnknownArchitectureError(
-            f"{where}: model_type {spec.model_type!r} ({arch.name}): kvbudget reads its cache but has no "
-            "parameter-count rule for it "
-            f"(supported: {', '.join(supported_model_types())}); give the checkpoint (model directory, "
-            ".gguf or Hub id) or a measured --weights-size instead"
+            f"{spec.name}: model_type {spec.model_type!r} ({arch.name}) has no parameter-count rule; give the "
+            "checkpoint (model directory, .gguf or Hub id) or a measured --weights-size"
         )
-    f = Fields(spec.config, where)
+    f = Fields(spec.config, spec.name)  # errors start with the model, not its (long) source address
     hidden, vocab = f.positive("hidden_size"), f.positive("vocab_size")
     tied = f.flag("tie_word_embeddings", default=spec.model_type in TIED_BY_DEFAULT)
     # MllamaTextModel.embed_tokens has vocab_size + 8 rows (image special tokens); lm_head has vocab_size.
@@ -129,7 +129,8 @@ def count_params(spec: ModelSpec) -> ParamCount:
     parts += tower
     if tower_note:
         notes.append(tower_note)
-    mtp = f.cfg.get("num_nextn_predict_layers") or f.cfg.get("num_mtp_modules")
+    # DeepSeek/GLM num_nextn_predict_layers, Nemotron num_mtp_modules, Qwen3.5 mtp_num_hidden_layers
+    mtp = f.cfg.get("num_nextn_predict_layers") or f.cfg.get("num_mtp_modules") or f.cfg.get("mtp_num_hidden_layers")
     if isinstance(mtp, int) and mtp > 0:
         notes.append(f"{counted(mtp, 'multi-token-prediction module')} excluded (loaded only for speculative decoding)")
     merged = _merge(parts)
