@@ -251,9 +251,10 @@ def test_a_refit_with_the_clean_figure_is_not_adopted(prepared: list) -> None:  
 
 
 def test_sglang_held_out_errors(prepared: list) -> None:  # type: ignore[type-arg]
-    # throughput: 6 figures, median 9.5%, 83% within 30%
+    # throughput: 6 figures, median 9.6%, 83% within 30% (9.5% before SGLang's default fraction read nvidia-smi's
+    # total: the pools, and the batches they hold, grew ~0.1%)
     s = _summary(prepared, "throughput", "held_out", "sglang")
-    assert s.count == 6 and s.median_abs <= 0.096 and s.within_30 >= 0.83
+    assert s.count == 6 and s.median_abs <= 0.097 and s.within_30 >= 0.83
     # one TTFT figure (Qwen3-8B-FP8 at concurrency 4: 39.66 ms), 31.7% short; one ITL figure 15.7% over
     assert _summary(prepared, "ttft", "held_out", "sglang").median_abs <= 0.318
     assert _summary(prepared, "itl", "held_out", "sglang").median_abs <= 0.158

@@ -68,6 +68,9 @@ class MemoryShape:
     weights: int = 0
     overhead: int = 0
     options: EngineOptions = field(default_factory=EngineOptions)
+    # nvidia-smi's memory.total where the catalog knows the card (SGLang derives its defaults from it, not from the
+    # CUDA total); None for a bare --gpu-memory
+    smi_total_bytes: int | None = None
 
 
 @dataclass(frozen=True)

@@ -140,12 +140,14 @@ class Rules(EngineRules):
             max_running_requests=o.max_running_requests,
             dp_attention=dp_attention(o),
         )
-        return sglang_memory.usable_share(m.total_bytes, m.utilization, settings, self.version, m.overhead)
+        return sglang_memory.usable_share(
+            m.total_bytes, m.utilization, settings, self.version, m.overhead, m.smi_total_bytes
+        )
 
     def batched_tokens(
         self, total_bytes: int, gpu_label: str, options: EngineOptions, context: int = 0
     ) -> tuple[int, str]:
-        return sglang_memory.chunked_prefill(total_bytes, dp_attention(options))
+        return sglang_memory.chunked_prefill(total_bytes, dp_attention(options), self.version)
 
     def served_dtype(self, spec: ModelSpec, capability: int | None) -> tuple[str, str]:
         # SGLang 0.5.23 srt/configs/model_config.py _get_and_verify_dtype: dtype auto runs a float32 checkpoint in

@@ -20,14 +20,23 @@ from kvbudget.engines.records import Share
 MiB = 2**20
 GiB = 2**30
 # The generations of the default, read in the released wheels' srt/server_args.py (ServerArgs.__post_init__ or
-# _handle_gpu_memory_settings): 0.4.3.post2-0.4.5.post1 by TP only; 0.4.6.post5-0.4.7 by TP x PP up to 80 GiB
-# cards, 0.88 above, raised past 96 GiB; 0.4.8-0.5.2 a reserve per GPU class; 0.5.3-0.5.9 the reserve of the
-# chunked prefill and decode graphs; from 0.5.10 the prefill graphs too (0.5.15 and 0.5.23 read; 0.5.10-0.5.14 not read,
-# planned with the newer rule)
+# _handle_gpu_memory_settings; from 0.5.19 arg_groups/memory_hook.py): 0.4.3.post2-0.4.5.post1 by TP only;
+# 0.4.6.post5-0.4.7 by TP x PP up to 80 GiB cards, 0.88 above, raised past 96 GiB; 0.4.8-0.5.2 a reserve per GPU
+# class; 0.5.3-0.5.9 the reserve of the chunked prefill and decode graphs; from 0.5.10 the prefill graphs too
+# (every release 0.5.3-0.5.23 read)
 BY_TP_UNTIL = (0, 4, 6)
 LARGE_CARDS_UNTIL = (0, 4, 8)
 BY_CLASS_UNTIL = (0, 5, 3)
 PREFILL_GRAPHS_SINCE = (0, 5, 10)
+# DP attention turns the prefill graphs off before the memory rule runs in 0.5.10-0.5.16: torch.compile piecewise
+# graphs in 0.5.10-0.5.14 (0.5.10 _handle_piecewise_cuda_graph, 0.5.14 _disable_tc_piecewise_cudagraph_if_incompatible),
+# "breakable" ones on CUDA from 0.5.15 (model_executor/cuda_graph_config.py default_prefill_backend), whose rule list
+# (_disable_breakable_cudagraph_if_incompatible) names DP attention in 0.5.15-0.5.16 and no longer from 0.5.17
+DP_KEEPS_PREFILL_GRAPHS_SINCE = (0, 5, 17)
+# The one GPU class whose defaults moved across 0.5.x, 20-35 GiB (A10, RTX 4090/5090): (chunked prefill, decode
+# graph max batch below TP 4, at TP >= 4) until each version: 2,048 and 16 (80) in 0.5.3-0.5.4, 2,048 and 24 (80)
+# in 0.5.5-0.5.19, 4,096 and 48 (160) from 0.5.20 (server_args.py / memory_hook.py of each release)
+MID_CARD_DEFAULTS = (((0, 5, 5), (2048, 16, 80)), ((0, 5, 20), (2048, 24, 80)))
 # Memory in use before the weights load ("Load weight begin. avail mem" against CUDA's total): the CUDA context and
 # the communicators' buffers, measured 0.39-0.63 GiB in the SGLang logs of tests/data/memory/real_logs.csv (H100
 # at TP 1: 0.41 on 0.4.1, 0.63 on 0.4.4; four L4 at TP 4: 0.39); SGLang's share is of the memory left after it
@@ -51,12 +60,16 @@ def pre_load(tp: int, interconnect: str | None) -> tuple[int, int, int, str]:
     return high, low, high, ""
 
 
-def graph_defaults(total_mib: float, tp: int) -> tuple[int, int]:
-    """(chunked_prefill_size, decode cuda-graph max batch) SGLang 0.5.23 derives from the GPU memory
-    (arg_groups/memory_hook.py handle_gpu_memory_settings)."""
+def graph_defaults(total_mib: float, tp: int, version: str = "0.5.23") -> tuple[int, int]:
+    """(chunked_prefill_size, decode cuda-graph max batch) SGLang derives from the GPU memory (nvidia-smi's
+    memory.total in MiB; 0.5.23 arg_groups/memory_hook.py handle_gpu_memory_settings, per version on 20-35 GiB)."""
     if total_mib < 20 * 1024:
         return 2048, 8
     if total_mib < 35 * 1024:
+        v = version_tuple(version)
+        for until, (chunked, small_tp, large_tp) in MID_CARD_DEFAULTS:
+            if v < until:
+                return chunked, small_tp if tp < 4 else large_tp
         return 4096, 48 if tp < 4 else 160
     if total_mib < 60 * 1024:
         return 4096, 32 if tp < 4 else 160
@@ -126,8 +139,9 @@ def _older_fraction(total_mib: int, s: MemorySettings, version: tuple[int, ...])
 
 
 def mem_fraction_static(total_bytes: int, settings: MemorySettings, version: str = "0.5.23") -> tuple[float, str]:
-    """SGLang's default mem_fraction_static for a GPU of ``total_bytes`` at ``version`` (0.5.23's checked against
-    SGLang's own ServerArgs resolution in tests/oracle/test_sglang_oracle.py). VLM reductions are not modelled."""
+    """SGLang's default mem_fraction_static for a GPU whose nvidia-smi memory.total is ``total_bytes``, at
+    ``version`` (0.5.23's checked against SGLang's own ServerArgs resolution in tests/oracle/test_sglang_oracle.py).
+    VLM reductions and the speculative-decoding reserve are not modelled."""
     s = settings
     v = version_tuple(version)
     if v < BY_CLASS_UNTIL:
@@ -135,10 +149,7 @@ def mem_fraction_static(total_bytes: int, settings: MemorySettings, version: str
     # whole MiB: nvidia-smi's memory.total (nounits), or torch's total // 1024 // 1024 without nvidia-smi
     # (utils/common.py get_nvgpu_memory_capacity, _cuda_mem_fallback); an RTX 5090's 32,122.9 MiB is 32,122
     total_mib = total_bytes // MiB
-    default_chunked, graph_bs = graph_defaults(total_mib, s.tp)
-    if v < PREFILL_GRAPHS_SINCE and 20 * 1024 <= total_mib < 35 * 1024:
-        # 0.5.3-0.5.9 server_args.py: 2,048-token chunks and 16 decode graphs (80 at TP >= 4) on 20-35 GiB cards
-        default_chunked, graph_bs = 2048, 16 if s.tp < 4 else 80
+    default_chunked, graph_bs = graph_defaults(total_mib, s.tp, version)
     chunked = s.chunked_prefill or default_chunked
     # memory_hook.py: a --max-running-requests below the default decode graph batch lowers it
     if s.max_running_requests is not None:
@@ -147,6 +158,8 @@ def mem_fraction_static(total_bytes: int, settings: MemorySettings, version: str
     # (before the memory rule runs); else graphs up to chunked_prefill_size tokens, MLA a flat 1.5 GiB
     prefill = 0.0 if s.pp > 1 else 1.5 * 1024 if s.mla else _prefill_graph_sizes(chunked) * 8.0
     if v < PREFILL_GRAPHS_SINCE:  # 0.5.3-0.5.9 reserve no prefill graphs
+        prefill = 0.0
+    if s.dp_attention > 1 and v < DP_KEEPS_PREFILL_GRAPHS_SINCE:  # 0.5.10-0.5.16: DP attention turns them off
         prefill = 0.0
     dp = 0.0
     if s.dp_attention > 1:  # reserve_for_graph_mb: DP attention pads its graphs
@@ -166,25 +179,32 @@ def mem_fraction_static(total_bytes: int, settings: MemorySettings, version: str
 
 
 def usable_share(
-    total_bytes: int, utilization: float | None, settings: MemorySettings, version: str, pre_load: int
+    total_bytes: int,
+    utilization: float | None,
+    settings: MemorySettings,
+    version: str,
+    pre_load: int,
+    smi_total_bytes: int | None = None,
 ) -> Share:
     """The bytes for weights, the memory in use before loading (``pre_load``) and the pool:
     mfs x (total - pre_load) + pre_load, so that the pool is SGLang's mfs x free_before_load - weights
     (0.4.3-0.5.9 model_runner.py profile_max_num_token: rest = available after loading - total_gpu_memory x
     (1 - mfs), total_gpu_memory being the free memory before loading; 0.5.23 kv_cache_configurator.py
-    _profile_available_bytes). Activations and graphs live in the (1 - mfs) SGLang keeps back, not in the pool."""
+    _profile_available_bytes). Activations and graphs live in the (1 - mfs) SGLang keeps back, not in the pool.
+    ``total_bytes`` is the CUDA total; the default mfs reads nvidia-smi's memory.total (``smi_total_bytes``,
+    get_device_memory_capacity; the CUDA total stands in where it is not known)."""
     if utilization is not None:
         fraction, basis = utilization, f"mem_fraction_static {utilization} (given)"
     else:
-        fraction, basis = mem_fraction_static(total_bytes, settings, version)
+        fraction, basis = mem_fraction_static(smi_total_bytes or total_bytes, settings, version)
     usable = int((total_bytes - pre_load) * fraction) + pre_load
     return Share(usable, basis + " x memory free before loading", fraction)
 
 
-def chunked_prefill(total_bytes: int, dp_attention: int = 1) -> tuple[int, str]:
-    """The chunked prefill a DP-attention rank runs: SGLang's default for the GPU size, divided by the DP size
-    (arg_groups/parallel_hook.py handle_data_parallelism)."""
-    chunked, _ = graph_defaults(total_bytes // MiB, 1)
+def chunked_prefill(total_bytes: int, dp_attention: int = 1, version: str = "0.5.23") -> tuple[int, str]:
+    """The chunked prefill a DP-attention rank runs: SGLang's default for the GPU size at ``version``, divided by
+    the DP size (arg_groups/parallel_hook.py handle_data_parallelism)."""
+    chunked, _ = graph_defaults(total_bytes // MiB, 1, version)
     if dp_attention > 1:
         return chunked // dp_attention, (
             f"SGLang chunked_prefill_size default for this GPU size, {chunked} / DP attention {dp_attention}"

@@ -278,6 +278,16 @@ def _interconnect(gpu_id: str | None) -> str | None:
     return gpu(gpu_id).interconnect
 
 
+def _smi_total(gpu_id: str | None) -> int | None:
+    """The catalog GPU's nvidia-smi memory.total in bytes (None where unknown): the figure SGLang's defaults read."""
+    if gpu_id is None:
+        return None
+    from kvbudget.hardware import gpu
+
+    mib = gpu(gpu_id).nvidia_smi_mib
+    return None if mib is None else mib * 2**20
+
+
 def make_plan(i: PlanInputs) -> Plan:
     """The whole plan for one deployment. Raises InputError when the weights do not fit."""
     rules = i.engine.rules
@@ -389,7 +399,9 @@ def usable_share(i: PlanInputs, overhead: int) -> Share:
     mla = any(isinstance(state, LatentAttention) for _, state in i.spec.primitives())
     weights = cdiv(i.weights.bytes, i.tp * i.pp)
     return i.engine.rules.usable_share(
-        MemoryShape(i.gpu_memory_bytes, i.utilization, i.tp, i.pp, mla, weights, overhead, i.options)
+        MemoryShape(
+            i.gpu_memory_bytes, i.utilization, i.tp, i.pp, mla, weights, overhead, i.options, _smi_total(i.gpu_id)
+        )
     )
 
 
