@@ -153,8 +153,11 @@ def test_gemma3s_own_config_reads_with_transformers_defaults(tmp_path: object) -
             "num_attention_heads": 32, "num_hidden_layers": 62, "num_key_value_heads": 16,
             "query_pre_attn_scalar": 168, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
             "sliding_window": 1024}  # fmt: skip
+    vision = {"model_type": "siglip_vision_model", "hidden_size": 1152, "intermediate_size": 4304,
+              "num_hidden_layers": 27, "num_attention_heads": 16, "patch_size": 14, "image_size": 896,
+              "vision_use_head": False}  # fmt: skip
     official = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "text_config": text,
-                "torch_dtype": "bfloat16", "mm_tokens_per_image": 256}  # fmt: skip
+                "vision_config": vision, "torch_dtype": "bfloat16", "mm_tokens_per_image": 256}  # fmt: skip
     path = Path(str(tmp_path)) / "config.json"
     path.write_text(json.dumps(official), encoding="utf-8")
     spec = resolve(str(path))
