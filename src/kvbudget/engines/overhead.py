@@ -8,11 +8,10 @@ Each engine's ``Rules.overhead`` picks the parts that apply to it.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal
 
 from kvbudget.model.spec import ModelSpec
+from kvbudget.provenance import Label
 
-Provenance = Literal["exact", "measured", "heuristic", "given", "derived"]  # derived: a log's remainder
 GiB = 2**30
 
 # Measured ranges (tests/data/logs/vllm_profiles.csv and SOURCES.md, vLLM logs of issues #10517, #12126,
@@ -49,7 +48,7 @@ class Overhead:
     bytes: int
     low: int
     high: int
-    provenance: Provenance
+    provenance: Label
     basis: str
 
 

@@ -27,6 +27,7 @@ class Share:
     usable_bytes: int
     basis: str
     fraction: float | None = None
+    reads: tuple[str, ...] = ()  # the plan's figures besides the GPU's total it is sized from ("weights", "overhead")
 
 
 @dataclass(frozen=True)
