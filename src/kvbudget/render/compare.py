@@ -149,7 +149,8 @@ def _provenance(rows: list[Row], *, asked: bool, with_workload: bool, with_rate:
     the bytes behind them), or given."""
     parts = [
         f"per session {_labels(rows, 'one session at the cap')} (the engine's layout at the cap)",
-        f"sessions {_labels(rows, 'KV pool', 'one session at the cap')} (KV pool // per session; the pool: GPU memory {_labels(rows, 'GPU memory')}, weights "
+        f"sessions {_labels(rows, 'KV pool', 'one session at the cap')} "
+        f"(KV pool // per session; the pool: GPU memory {_labels(rows, 'GPU memory')}, weights "
         f"{_labels(rows, 'weights')}, runtime overhead {_labels(rows, 'runtime overhead')})",
         "$/h given (--price, --prices)",
         "$/session-h computed ($/h / sessions)",
