@@ -71,3 +71,18 @@ def test_derived_takes_the_weakest_and_given_counts_as_exact() -> None:
     assert derived("given", "measured", "exact") == "measured"
     assert derived("measured", "computed") == "computed"
     assert derived("exact", "heuristic", "measured") == "heuristic"
+
+
+def test_an_overhead_says_which_sizes_the_config_lacks(capsys: pytest.CaptureFixture[str]) -> None:
+    """The catalog's Falcon-H1-7B writes no vocab_size nor intermediate_size: the overhead reads 128,000 and
+    4 x hidden (3,072) in their place, and its basis says so (it stays heuristic); Llama-3.1-8B gives both."""
+    argv = ("--gpu", "h100-sxm", "--engine", "vllm", "--context", "32k", "--weights-size", "15GB", "--json")
+    code, out, err = run_cli(capsys, "plan", "Falcon-H1-7B", *argv)
+    assert code == 0, err
+    line = next(x for x in json.loads(out)["ledger"] if x["label"] == "runtime overhead")
+    assert line["provenance"] == "heuristic"
+    assert line["basis"].endswith(
+        "MLP width not in the config: 12,288 assumed; vocabulary not in the config: 128,000 assumed"
+    )
+    code, out, err = run_cli(capsys, "plan", "llama-3.1-8b", *argv)
+    assert "not in the config" not in out

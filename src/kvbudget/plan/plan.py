@@ -16,7 +16,7 @@ from kvbudget.engines.base import EngineOptions, cdiv
 from kvbudget.engines.capability import compute_capability
 from kvbudget.engines.evidence import layout_label
 from kvbudget.engines.llamacpp_offload import AUTO
-from kvbudget.engines.overhead import Overhead, Site, measured_overhead
+from kvbudget.engines.overhead import Overhead, Site, assumed_dims, measured_overhead
 from kvbudget.engines.records import Deployment, MemoryShape, RunningLimit, Share, StartUp
 from kvbudget.errors import InputError
 from kvbudget.model.architectures import architecture_of
@@ -401,7 +401,9 @@ def runtime_overhead(i: PlanInputs, batched: int, batched_basis: str, options: E
     if i.overhead is not None:
         overhead = measured_overhead(i.overhead, i.overhead_basis)
         return overhead if i.overhead_provenance is None else replace(overhead, provenance=i.overhead_provenance)
-    return i.engine.rules.overhead(i.spec, _site(i, batched, batched_basis, options))
+    overhead = i.engine.rules.overhead(i.spec, _site(i, batched, batched_basis, options))
+    stand_ins = assumed_dims(i.spec, overhead.basis) if overhead.bytes else ""
+    return replace(overhead, basis=f"{overhead.basis}; {stand_ins}") if stand_ins else overhead
 
 
 def _site(i: PlanInputs, batched: int, batched_basis: str, options: EngineOptions) -> Site:
