@@ -210,6 +210,8 @@ PLANNED = ("llama-3.1-8b", "--gpu", "h100-sxm", "--context", "32k")
         (("plan", *PLANNED, "--speed-from", "nope.json"), "Error: --speed-from: nope.json: no such file"),
         (("compare", *PLANNED, "--prices", "nope.toml"), "Error: --prices: nope.toml: no such file"),
         (("report", *PLANNED, "--loadtest", "nope.json", "--format", "md"), "Error: --loadtest: nope.json: no such"),
+        (("loadtest", "http://127.0.0.1:9", "--workload", "nope.toml"), "Error: --workload: nope.toml: no such file"),
+        (("loadtest", "http://127.0.0.1:9", "--trace", "nope.json"), "Error: --trace: nope.json: no such file"),
         (
             ("calibrate", "--model", "foo", "tests/data/logs/vllm/v0-0.6.4fmt-llama31-8b-rtx3090-20k.log"),
             "Error: --model: 'foo' is not a catalog model",

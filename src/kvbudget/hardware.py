@@ -27,12 +27,12 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from kvbudget.errors import InputError
+from kvbudget.provenance import Kind
 
 if TYPE_CHECKING:
     from kvbudget.requests.cost import GpusRequest
 
 MemorySource = Literal["nvidia-smi", "cuda-deviceQuery", "nominal"]
-CudaProvenance = Literal["measured", "estimated", "exact", "nominal"]
 MiB = 2**20
 GiB = 2**30
 # What CUDA reports as total (cudaMemGetInfo, the figure vLLM multiplies by gpu_memory_utilization) is
@@ -86,12 +86,14 @@ class Gpu:
         return self.memory_bytes
 
     @property
-    def cuda_provenance(self) -> CudaProvenance:
-        if self.cuda_total_printed is not None:
+    def cuda_provenance(self) -> Kind:
+        """``measured`` where a real run read it (an engine log's CUDA total, deviceQuery's); ``heuristic`` where
+        it stands in for a figure not read on this card: nvidia-smi's total less the median driver reserve of
+        five other cards (430-582 MiB), or the datasheet's decimal GB (the driver's total differs by a few
+        percent either way: an "80 GB" H100 reports 85.5 x 10^9 B). The detail is in ``cuda_basis``."""
+        if self.cuda_total_printed is not None or self.memory_source == "cuda-deviceQuery":
             return "measured"
-        if self.memory_source == "nvidia-smi":
-            return "estimated"
-        return "exact" if self.memory_source == "cuda-deviceQuery" else "nominal"
+        return "heuristic"
 
     @property
     def cuda_basis(self) -> str:

@@ -97,7 +97,7 @@ def test_each_rows_bytes_say_how_they_were_found() -> None:
     ledger = {line["label"]: line["provenance"] for line in plan.to_dict()["ledger"]}  # type: ignore[attr-defined]
     assert row["provenance"] == {
         "weights_bytes_per_gpu": "computed",  # from the config's parameter count at bf16
-        "kv_pool_bytes": "derived",
+        "kv_pool_bytes": "heuristic",  # usable - weights - overhead: the weakest, the overhead's heuristic
         "per_session_bytes": "exact",  # vLLM's dense layout, held to vLLM's own code (engines/evidence)
     }
     assert (ledger["weights"], ledger["KV pool"], ledger["one session at the cap"]) == tuple(row["provenance"].values())
@@ -218,7 +218,7 @@ def test_the_text_labels_every_figure_with_how_it_was_found(capsys: pytest.Captu
     assert out.splitlines()[2].split()[1] == "h200"  # row 1: the H200
     flat = " ".join(out.split())
     assert (
-        "provenance: per session exact (the engine's layout at the cap); sessions computed (KV pool // per session; "
-        "the pool: GPU memory estimated [1], measured [2], weights computed, runtime overhead heuristic); $/h given "
+        "provenance: per session exact (the engine's layout at the cap); sessions heuristic (KV pool // per session; "
+        "the pool: GPU memory heuristic [1], measured [2], weights computed, runtime overhead heuristic); $/h given "
         "(--price, --prices); $/session-h computed ($/h / sessions)"
     ) in flat, flat

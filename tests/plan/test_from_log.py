@@ -136,7 +136,8 @@ def test_v1_l40s_tokens_exact_where_the_heuristic_said_198432() -> None:
     plan = _core("llama-3.1-8b", "vllm/v1-pr17122-llama31-8b-l40s.log", 32768, gpu="l40s")
     assert _figures(plan) == {"kv_tokens": (158_656, 158_656, True)}
     assert plan.token_budget == 158_656 and plan.sessions == 4  # the log: 4.84x
-    assert plan.overhead.provenance == "derived"  # a V1 log of 0.8 prints no profile
+    # a V1 log of 0.8 prints no profile: the remainder of the log's measured total, weights and pool
+    assert plan.overhead.provenance == "measured" and plan.overhead.basis.startswith("derived from the log")
     check = plan.inputs.log_check
     assert check is not None
     assert any(n.startswith("GPU total: not in the log") for n in check.not_from_log)
@@ -254,7 +255,7 @@ def test_cli_plan_from_log_reproduces_the_logged_tokens(capsys: pytest.CaptureFi
         }
     ]
     ledger = _ledger(doc)
-    assert ledger["runtime overhead"]["provenance"] == "derived"
+    assert ledger["runtime overhead"]["provenance"] == "measured"  # the remainder of measured figures
     assert "the log's KV pool" in ledger["runtime overhead"]["basis"]
     assert "158,656 tokens (line 6)" in ledger["KV pool"]["basis"]
 

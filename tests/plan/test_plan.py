@@ -210,9 +210,10 @@ def test_gpu_choice_is_exclusive() -> None:
     # CUDA's total, as vLLM issue #12330 measured it (35.55 GiB at 0.9), not nvidia-smi's 40,960 MiB
     memory, _, provenance, basis = gpu_memory("a100-40gb", None)
     assert (memory, provenance) == (int(39.5 * 2**30), "measured") and basis is not None and "12330" in basis
-    # a card no log measured: nvidia-smi minus the median driver reserve, labelled estimated
+    # a card no log measured: nvidia-smi minus the median driver reserve, labelled heuristic (the basis: estimated)
     assert gpu_memory("h200", None)[0] == (143_771 - 484) * 2**20
-    assert gpu_memory("h200", None)[2] == "estimated"
+    h200 = gpu_memory("h200", None)
+    assert h200[2] == "heuristic" and h200[3] is not None and "CUDA total estimated" in h200[3]
 
 
 def test_vllm_refusal_with_its_estimated_length(capsys: pytest.CaptureFixture[str]) -> None:

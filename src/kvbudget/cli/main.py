@@ -345,6 +345,11 @@ def _main(words: Sequence[str], argv: Sequence[str] | None) -> int:
     return 0
 
 
+# The file and model options of the commands that read their options without a request class (requests.base), whose
+# errors name the option first as the others' do (errors.name_option)
+UNTYPED_FILE_OPTIONS = {"loadtest": ("workload", "trace", "model", "out")}
+
+
 def _name_option(exc: KvBudgetError, args: argparse.Namespace) -> None:
     """Start an error met reading a file or model an option names with the option (errors.name_option), as the
     Python API's functions do: commands that call the library's parts (simulate's progress) meet it here."""
@@ -355,6 +360,9 @@ def _name_option(exc: KvBudgetError, args: argparse.Namespace) -> None:
     given = vars(args)
     cls = by_command().get(str(given.get("command")))
     options = named_options(cls, given) if cls is not None else {}
+    for dest in UNTYPED_FILE_OPTIONS.get(str(given.get("command")), ()):  # a command with no request class
+        if given.get(dest):
+            options["--" + dest.replace("_", "-")] = given[dest]
     if given.get("model_option"):  # simulate's --model NAME, the documented spelling of its model
         options["--model"] = given["model_option"]
     name_option(exc, options)

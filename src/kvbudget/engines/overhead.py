@@ -8,11 +8,10 @@ Each engine's ``Rules.overhead`` picks the parts that apply to it.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal
 
 from kvbudget.model.spec import ModelSpec
+from kvbudget.provenance import Label
 
-Provenance = Literal["exact", "measured", "heuristic", "given", "derived"]  # derived: a log's remainder
 GiB = 2**30
 
 # Measured ranges (tests/data/logs/vllm_profiles.csv and SOURCES.md, vLLM logs of issues #10517, #12126,
@@ -49,7 +48,7 @@ class Overhead:
     bytes: int
     low: int
     high: int
-    provenance: Provenance
+    provenance: Label
     basis: str
 
 
@@ -58,10 +57,30 @@ def _int(cfg: dict[str, object], key: str, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
 
 
+# Where a config lacks a size the overhead model reads, a stand-in takes its place (dims: a Llama-3-sized
+# vocabulary and hidden width, the 4 x hidden MLP of the original transformer); the ledger says which (assumed_dims)
+_READ = (("hidden_size", "hidden size"), ("intermediate_size", "MLP width"), ("vocab_size", "vocabulary"))
+
+
 def dims(spec: ModelSpec) -> tuple[int, int, int]:
     cfg = spec.config
     hidden = _int(cfg, "hidden_size", 4096)
     return hidden, _int(cfg, "intermediate_size", 4 * hidden), _int(cfg, "vocab_size", 128_000)
+
+
+def assumed_dims(spec: ModelSpec, basis: str) -> str:
+    """The sizes an overhead of ``basis`` read that the config does not give, with the stand-in each took
+    ("vocabulary not in the config: 128,000 assumed"); empty when the config gives them all. The MLP width only
+    where the basis used it (a MoE profile reads its experts' buffers instead)."""
+    hidden, inter, vocab = dims(spec)
+    figures = {"hidden_size": hidden, "intermediate_size": inter, "vocab_size": vocab}
+    used = {"hidden_size": True, "intermediate_size": f"intermediate {inter}" in basis, "vocab_size": True}
+    missing = [
+        f"{words} not in the config: {figures[key]:,} assumed"
+        for key, words in _READ
+        if used[key] and _int(spec.config, key, 0) == 0
+    ]
+    return "; ".join(missing)
 
 
 def activations(spec: ModelSpec, tp: int, batched: int) -> int:

@@ -15,6 +15,7 @@ from kvbudget.engines.base import EngineOptions, Layout
 from kvbudget.engines.contract import rope_factor, yarn_override
 from kvbudget.model.spec import ModelSpec
 from kvbudget.precision import CacheDType
+from kvbudget.provenance import Label
 
 if TYPE_CHECKING:  # a plain record, imported for annotations only (kvbudget.measure imports engines)
     from kvbudget.measure.logs.record import EngineLog, Figure
@@ -27,6 +28,7 @@ class Share:
     usable_bytes: int
     basis: str
     fraction: float | None = None
+    reads: tuple[str, ...] = ()  # the plan's figures besides the GPU's total it is sized from ("weights", "overhead")
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ class RunningLimit:
 
     requests: int
     basis: str  # where it comes from, in words, with the engine's source
-    provenance: str  # "given" (the option as set), "exact" (the engine's default), "computed" (derived by its rule)
+    provenance: Label  # "given" (the option as set), "exact" (the engine's default), "computed" (derived by its rule)
 
 
 @dataclass(frozen=True)

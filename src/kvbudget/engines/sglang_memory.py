@@ -198,7 +198,7 @@ def usable_share(
     else:
         fraction, basis = mem_fraction_static(smi_total_bytes or total_bytes, settings, version)
     usable = int((total_bytes - pre_load) * fraction) + pre_load
-    return Share(usable, basis + " x memory free before loading", fraction)
+    return Share(usable, basis + " x memory free before loading", fraction, ("overhead",) if pre_load else ())
 
 
 def chunked_prefill(total_bytes: int, dp_attention: int = 1, version: str = "0.5.23") -> tuple[int, str]:

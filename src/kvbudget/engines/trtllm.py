@@ -284,6 +284,7 @@ class Rules(EngineRules):
             f"weights + overhead + free_gpu_memory_fraction {fraction} ({how}) x the memory free after them "
             "(KvCacheCreator: (total - peak) x fraction)",
             fraction,
+            ("weights", "overhead"),
         )
 
     def batched_tokens(

@@ -23,9 +23,9 @@ if TYPE_CHECKING:
     from kvbudget.hardware import Gpu
     from kvbudget.model.spec import ModelSpec
     from kvbudget.plan.from_log import LogInputs
-    from kvbudget.plan.ledger import LineProvenance
     from kvbudget.plan.levers import Lever, LeverRanking
     from kvbudget.plan.plan import Plan, PlanInputs
+    from kvbudget.provenance import Label
     from kvbudget.requests.plan import LeversRequest, PlanRequest
     from kvbudget.weights.sources import WeightSize
 
@@ -56,12 +56,13 @@ def plan_inputs(request: PlanRequest) -> tuple[PlanInputs, int | None]:
     k, v = resolve_dtypes(spec, r.kv_dtype, r.k_dtype, r.v_dtype)
     overhead_basis = None
     if logged is not None and logged.gpu_memory is not None and r.gpu_memory is None:
-        memory, provenance = logged.gpu_memory.bytes, "measured"
+        provenance: Label = "measured"
+        memory = logged.gpu_memory.bytes
         memory_basis: str | None = logged.gpu_memory.basis
         label = f"{gpu_entry.name} as the engine saw it" if gpu_entry else "the logged GPU"
     else:
         memory, label, prov, memory_basis = gpu_memory(r.gpu, r.gpu_memory)
-        provenance = prov or ("given" if label == "given" else "exact")
+        provenance = prov or "given"
     if logged is not None and logged.weights_per_gpu is not None and not (r.weights or r.weights_size):
         w = logged.weights_per_gpu
         weights = WeightSize(
@@ -103,7 +104,7 @@ def plan_inputs(request: PlanRequest) -> tuple[PlanInputs, int | None]:
         prefix=r.prefix or 0,
         options=options,
         gpu_memory_basis=memory_basis,
-        gpu_memory_provenance=_provenance(provenance),
+        gpu_memory_provenance=provenance,
         overhead_basis=overhead_basis,
         gpu_id=gpu_entry.id if gpu_entry else None,
         weights_precision=requantized(spec, r.weights, r.group_size),
@@ -122,10 +123,6 @@ def plan_inputs(request: PlanRequest) -> tuple[PlanInputs, int | None]:
         chosen = shipped.precision if shipped else weight_precision(r.weights or spec.dtype, group_size=r.group_size)
         bits = int(chosen.bits)
     return inputs, bits
-
-
-def _provenance(text: str) -> LineProvenance:
-    return text  # type: ignore[return-value]  # "measured", "given", "exact" or the catalog's own label
 
 
 def requantized(spec: ModelSpec, weights: str | None, group: int) -> str | None:

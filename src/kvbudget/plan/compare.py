@@ -143,8 +143,7 @@ class Row:
 
     @property
     def provenance(self) -> dict[str, str]:
-        """How each byte figure of the row was found, as the plan's ledger labels it (exact, measured, computed,
-        heuristic, derived)."""
+        """How each byte figure of the row was found, as the plan's ledger labels it (kvbudget.provenance.LABELS)."""
         assert self.plan is not None
         by_label = {line.label: line.provenance for line in self.plan.ledger}
         return {

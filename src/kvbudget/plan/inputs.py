@@ -14,12 +14,13 @@ from pathlib import Path
 from kvbudget import hardware
 from kvbudget.errors import InputError
 from kvbudget.model.spec import ModelSpec
+from kvbudget.provenance import Kind
 from kvbudget.weights import sources
 from kvbudget.weights.params import count_params
 from kvbudget.weights.precision import estimate_weights, weight_precision
 
 
-def gpu_memory(gpu: str | None, given_bytes: int | None) -> tuple[int, str, str | None, str | None]:
+def gpu_memory(gpu: str | None, given_bytes: int | None) -> tuple[int, str, Kind | None, str | None]:
     """(bytes per GPU, label, provenance, basis) from ``--gpu NAME`` or ``--gpu-memory SIZE`` (exactly one).
 
     A catalog GPU gives its total as CUDA reports it (what every engine sizes from), not nvidia-smi's.

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
-LineProvenance = Literal["exact", "measured", "estimated", "nominal", "heuristic", "given", "computed", "derived"]
+from kvbudget.provenance import Label
 
 
 @dataclass(frozen=True)
@@ -14,7 +13,7 @@ class LedgerLine:
 
     label: str
     bytes: int
-    provenance: LineProvenance
+    provenance: Label  # one of kvbudget.provenance.LABELS; the detail words go in basis
     basis: str
     low: int | None = None
     high: int | None = None

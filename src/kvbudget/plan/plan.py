@@ -16,7 +16,7 @@ from kvbudget.engines.base import EngineOptions, cdiv
 from kvbudget.engines.capability import compute_capability
 from kvbudget.engines.evidence import layout_label
 from kvbudget.engines.llamacpp_offload import AUTO
-from kvbudget.engines.overhead import Overhead, Provenance, Site, measured_overhead
+from kvbudget.engines.overhead import Overhead, Site, assumed_dims, measured_overhead
 from kvbudget.engines.records import Deployment, MemoryShape, RunningLimit, Share, StartUp
 from kvbudget.errors import InputError
 from kvbudget.model.architectures import architecture_of
@@ -24,9 +24,10 @@ from kvbudget.model.spec import LatentAttention, ModelSpec
 from kvbudget.plan import gpu_layers
 from kvbudget.plan.capacity import StagedLayout, max_context_for, sessions_at, stage_specs, staged_layout
 from kvbudget.plan.edge import edge_warning
-from kvbudget.plan.ledger import LedgerLine, LineProvenance
+from kvbudget.plan.ledger import LedgerLine
 from kvbudget.plan.sharing import PrefixSharing, prefix_sharing
 from kvbudget.precision import CacheDType
+from kvbudget.provenance import Label, derived
 from kvbudget.units import a_or_an, counted_verb, format_bytes, format_tokens
 from kvbudget.weights.sources import WeightSize
 
@@ -60,11 +61,11 @@ class PlanInputs:
     prefix: int = 0
     options: EngineOptions = field(default_factory=EngineOptions)
     gpu_memory_basis: str | None = None  # where a catalog or logged GPU total comes from
-    gpu_memory_provenance: LineProvenance | None = None
+    gpu_memory_provenance: Label | None = None
     overhead_basis: str | None = None  # set when the overhead was measured by the engine (plan --from-log)
     gpu_id: str | None = None  # the GPU catalog id (None for a bare --gpu-memory)
     weights_precision: str | None = None  # --weights when it asks for a precision other than the checkpoint's
-    overhead_provenance: Provenance | None = None  # "derived" when plan --from-log took it as the remainder
+    overhead_provenance: Label | None = None  # set when plan --from-log took it as the remainder (reproduce.py)
     log_check: LogCheck | None = None  # plan --from-log: the log's KV figures beside the plan's (plan.reproduce)
 
     @property
@@ -148,6 +149,22 @@ class Plan:
         return i.engine.rules.running_limit(d, i.gpu_memory_bytes, i.gpu_label)
 
     @property
+    def gpu_memory_provenance(self) -> Label:
+        i = self.inputs
+        return i.gpu_memory_provenance or ("given" if i.gpu_label == "given" else "measured")
+
+    @property
+    def weights_provenance(self) -> Label:
+        return self.layer_split.weights.provenance if self.layer_split else self.inputs.weights.provenance
+
+    @property
+    def usable_provenance(self) -> Label:
+        """The GPU's total (and the weights and overhead where the engine's share is sized from them) by the
+        engine's exact rule: the weakest of those labels (kvbudget.provenance.derived)."""
+        read = {"weights": self.weights_provenance, "overhead": self.overhead.provenance}
+        return derived(self.gpu_memory_provenance, *(read[r] for r in self.share.reads))
+
+    @property
     def ledger(self) -> tuple[LedgerLine, ...]:
         """The first GPU's lines; with a llama.cpp layer split, every other device's after them."""
         more = self.layer_split.ledger(self.inputs.context, self.sessions) if self.layer_split else ()
@@ -164,15 +181,15 @@ class Plan:
             LedgerLine(
                 "GPU memory",
                 i.gpu_memory_bytes,
-                i.gpu_memory_provenance or ("given" if i.gpu_label == "given" else "exact"),
+                self.gpu_memory_provenance,
                 i.gpu_memory_basis
                 or (f"{i.gpu_label}: bytes the driver reports" if i.gpu_label != "given" else "--gpu-memory"),
             ),
-            LedgerLine("usable by the engine", self.share.usable_bytes, "derived", self.share.basis),
+            LedgerLine("usable by the engine", self.share.usable_bytes, self.usable_provenance, self.share.basis),
             LedgerLine(
                 "weights",
                 self.weights_per_gpu,
-                self.layer_split.weights.provenance if self.layer_split else w.provenance,
+                self.weights_provenance,
                 weights_basis,
             ),
             LedgerLine(
@@ -186,7 +203,7 @@ class Plan:
             LedgerLine(
                 "KV pool",
                 self.kv_pool_bytes,
-                "derived",
+                derived(self.usable_provenance, self.weights_provenance, self.overhead.provenance),
                 "usable - weights - overhead" + (f"; the log's pool: {i.log_check.pool_basis}" if i.log_check else ""),
             ),
             LedgerLine(
@@ -198,7 +215,7 @@ class Plan:
         )
 
 
-def _layout_provenance(i: PlanInputs) -> LineProvenance:
+def _layout_provenance(i: PlanInputs) -> Label:
     """``exact`` where a test holds this engine's layout for the architecture to the engine's own code or a real
     allocation, else ``computed`` (the rule read from the engine's source; kvbudget.engines.evidence)."""
     arch = architecture_of(i.spec.model_type)
@@ -384,7 +401,9 @@ def runtime_overhead(i: PlanInputs, batched: int, batched_basis: str, options: E
     if i.overhead is not None:
         overhead = measured_overhead(i.overhead, i.overhead_basis)
         return overhead if i.overhead_provenance is None else replace(overhead, provenance=i.overhead_provenance)
-    return i.engine.rules.overhead(i.spec, _site(i, batched, batched_basis, options))
+    overhead = i.engine.rules.overhead(i.spec, _site(i, batched, batched_basis, options))
+    stand_ins = assumed_dims(i.spec, overhead.basis) if overhead.bytes else ""
+    return replace(overhead, basis=f"{overhead.basis}; {stand_ins}") if stand_ins else overhead
 
 
 def _site(i: PlanInputs, batched: int, batched_basis: str, options: EngineOptions) -> Site:

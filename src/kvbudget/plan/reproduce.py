@@ -16,13 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from kvbudget.engines.base import cdiv
-from kvbudget.engines.overhead import Provenance
 from kvbudget.errors import InputError
 from kvbudget.measure.logs.record import Figure
 from kvbudget.plan.capacity import largest
 from kvbudget.plan.from_log import LogInputs
 from kvbudget.plan.plan import PlanInputs, engine_start_up, sized, usable_share
 from kvbudget.precision import parse_cache_dtype
+from kvbudget.provenance import Label, derived
 from kvbudget.units import format_bytes
 from kvbudget.weights.sources import WeightSize
 
@@ -281,6 +281,8 @@ def reproduce(inputs: PlanInputs, logged: LogInputs) -> PlanInputs:
     figures = count(planned_pool)
     found = [Reproduced(n, fig, planned_pool if n == "kv_pool_bytes" else figures[n]) for n, fig in checks]
     provenance, basis = _overhead_basis(logged, overhead, share.usable_bytes, weights, planned_pool, pool_basis)
+    if provenance != "measured":  # the remainder: the weakest of the GPU total, the weights and the log's pool
+        provenance = derived(inputs.gpu_memory_provenance or "given", log_i.weights.provenance, "measured")
     for what, mine, theirs in (
         ("tp", inputs.tp, log_i.tp),
         ("pp", inputs.pp, log_i.pp),
@@ -297,17 +299,17 @@ def reproduce(inputs: PlanInputs, logged: LogInputs) -> PlanInputs:
 
 def _overhead_basis(
     logged: LogInputs, overhead: int, usable: int, weights: int, pool: int, pool_basis: str
-) -> tuple[Provenance, str]:
+) -> tuple[Label, str]:
     remainder = f"usable {usable:,} B - weights {weights:,} B - the log's KV pool {pool:,} B"
     profiled = logged.overhead
     if profiled is None:
-        return "derived", f"derived from the log: everything the engine counted before the KV pool = {remainder}"
+        return "computed", f"derived from the log: everything the engine counted before the KV pool = {remainder}"
     diff = overhead - profiled.bytes
     terms = profiled.basis.count(" + ") + 4  # each printed term (parts, total, weights, pool) is rounded
     if abs(diff) <= terms * PRINTED:
         return "measured", f"measured: {profiled.basis}; = {remainder} within print rounding ({diff:+,} B)"
     return (
-        "derived",
+        "computed",
         f"derived from the log: {remainder}; its profile ({profiled.basis}) sums to {format_bytes(profiled.bytes)}, "
         f"{format_bytes(abs(diff))} {'less' if diff > 0 else 'more'}: what the engine counted and the profile does "
         "not itemize",

@@ -135,7 +135,7 @@ class Latency:
     ttft_s: float
     itl_s: float
     decode_bound: str  # what bounds a decode iteration: memory bandwidth or compute ("measured": a load test's)
-    provenance: str = "computed"  # computed (the roofline) or measured (a load test)
+    provenance: str = "computed"  # computed (the roofline), measured (a load test) or simulated (JSON: computed)
     percentile: str = "every request"  # p99 (a workload's p99 step) or every request (one shape)
     step: tuple[int, int] | None = None  # the p99 step's (new, cached) tokens; None: the shape's own
 
@@ -154,7 +154,8 @@ class Latency:
             "itl_s": round(self.itl_s, 6),
             "decode_tokens_per_s_per_session": round(1 / self.itl_s, 3) if self.itl_s else None,
             "decode_bound": self.decode_bound,
-            "provenance": self.provenance,
+            "provenance": "computed" if self.provenance == "simulated" else self.provenance,
+            "method": {"computed": "roofline", "measured": "measured speeds"}.get(self.provenance, self.provenance),
             "percentile": self.percentile,
             "step": None if self.step is None else {"new_tokens": self.step[0], "cached_tokens": self.step[1]},
         }

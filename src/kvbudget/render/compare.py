@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kvbudget.provenance import derived
 from kvbudget.render.text import fit, table
 from kvbudget.units import format_bytes, format_tokens, money
 
@@ -128,13 +129,15 @@ def render_comparison(comparison: Comparison) -> str:
     return fit(text + "\n" + "\n".join(notes))
 
 
-def _labels(rows: list[Row], line: str) -> str:
-    """How the plans' ledger line ``line`` was found: one label when every row agrees, else each label with the
-    rows (numbered as in the table) it holds for (``estimated [1], measured [2]``)."""
+def _labels(rows: list[Row], *lines: str) -> str:
+    """How the plans' ledger lines ``lines`` were found (a figure of several: the weakest, provenance.derived): one
+    label when every row agrees, else each label with the rows (numbered as in the table) it holds for
+    (``heuristic [1], measured [2]``)."""
     found: dict[str, list[int]] = {}
     for n, row in enumerate(rows, 1):
         if row.plan is not None:
-            label = next(x.provenance for x in row.plan.ledger if x.label == line)
+            labels = [x.provenance for x in row.plan.ledger if x.label in lines]
+            label = labels[0] if len(labels) == 1 else derived(*labels)
             found.setdefault(label, []).append(n)
     if len(found) <= 1:
         return next(iter(found), "-")
@@ -146,7 +149,8 @@ def _provenance(rows: list[Row], *, asked: bool, with_workload: bool, with_rate:
     the bytes behind them), or given."""
     parts = [
         f"per session {_labels(rows, 'one session at the cap')} (the engine's layout at the cap)",
-        f"sessions computed (KV pool // per session; the pool: GPU memory {_labels(rows, 'GPU memory')}, weights "
+        f"sessions {_labels(rows, 'KV pool', 'one session at the cap')} "
+        f"(KV pool // per session; the pool: GPU memory {_labels(rows, 'GPU memory')}, weights "
         f"{_labels(rows, 'weights')}, runtime overhead {_labels(rows, 'runtime overhead')})",
         "$/h given (--price, --prices)",
         "$/session-h computed ($/h / sessions)",

@@ -36,7 +36,7 @@ def render_gpus(items: tuple[Gpu, ...], link_items: tuple[Link, ...]) -> str:
     lines = [
         "GPUs · memory as the driver reports it (nvidia-smi MiB x 2^20) unless marked nominal (decimal GB x 10^9);",
         "CUDA GiB: the total CUDA reports, which engines size from (measured in an engine log, or nvidia-smi minus",
-        "the median driver reserve: estimated). Plans use the CUDA total.",
+        "the median driver reserve: heuristic, as is a nominal card's). Plans use the CUDA total.",
         table(headers, rows, [False, True, True, False, True, False, True, False]),
         "",
         "Links · bandwidth per direction (bidirectional is twice this)",

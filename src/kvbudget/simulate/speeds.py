@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvbudget.errors import InputError
+from kvbudget.provenance import Label
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ class Assumption:
     """One speed and where it comes from: ``computed`` (roofline), ``given`` (a flag) or ``measured`` (a load
     test)."""
 
-    provenance: str
+    provenance: Label
     basis: str
 
 
