@@ -81,8 +81,8 @@ def test_gguf_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_bad_inputs_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert "unknown weight precision 'int3'" in _fails(capsys, "weights", "llama-3.1-8b", "--precision", "int3")
     assert "negative" in _fails(capsys, "weights", "llama-3.1-8b", "--weights-size=-4GB")
-    # the catalog's Falcon-H1 configs (a doc table) have no vocab_size: the error starts with the model and the field
-    assert _fails(capsys, "weights", "Falcon-H1-7B").startswith("Error: Falcon-H1-7B: field 'vocab_size' is missing")
+    # the catalog's Falcon-H1-34B config (a doc table) has no vocab_size: the error starts with the model and the field
+    assert _fails(capsys, "weights", "Falcon-H1-34B").startswith("Error: Falcon-H1-34B: field 'vocab_size' is missing")
     assert "--group-size" in _fails(capsys, "weights", "llama-3.1-8b", "--group-size", "zero")
 
 

@@ -206,10 +206,10 @@ def test_a_vision_tower_without_a_rule_is_said_not_counted() -> None:
 
 
 def test_unknown_architecture_fails_closed() -> None:
-    # Falcon-H1 has a rule now; its catalog configs (from the transformers doc table) lack vocab_size, and the error
-    # starts with the model and names the field rather than the source address.
-    with pytest.raises(ConfigError, match=r"^Falcon-H1-7B: field 'vocab_size' is missing"):
-        _count("Falcon-H1-7B")
+    # Falcon-H1 has a rule now; the 34B's catalog config (from the transformers doc table) lacks vocab_size, and the
+    # error starts with the model and names the field rather than the source address.
+    with pytest.raises(ConfigError, match=r"^Falcon-H1-34B: field 'vocab_size' is missing"):
+        _count("Falcon-H1-34B")
     spec = spec_of(dense_config(2, 4, 2, 16, model_type="starcoder2", vocab_size=100, intermediate_size=64))
     with pytest.raises(UnknownArchitectureError) as info:
         count_params(spec)

@@ -7,15 +7,9 @@ The rules, each after the engine behaviour it follows (docs/simulate.md):
   head-of-line blocking: vLLM's scheduler stops at the first waiting request it cannot allocate
   (vllm/v1/core/sched/scheduler.py, ``if new_blocks is None: break``). Admission takes the prompt's
   blocks from free plus evictable (cached) blocks and never preempts.
-* ``paged``: a running session takes its next block when its decode crosses a block boundary (an
-  event on the batch's token clock, batch.py; vLLM V1 ``allocate_slots`` before each iteration).
-  When it does not fit, the most recently admitted session holding blocks is preempted, or the
-  requester itself when it is the most recent (vLLM V1: ``self.running.pop()`` until
-  ``allocate_slots`` succeeds); under SGLang's rule (``victim = "fewest-decoded"``) the running
-  session with the fewest tokens generated in its step (schedule_batch.py ``retract_decode``).
-  ``recompute`` frees the victim's blocks into the prefix cache (vLLM V1 keeps their hashes) and
-  sends it to the *front* of the waiting queue; ``swap`` moves them to the host tier (vLLM V0
-  ``PreemptionMode.SWAP``) and charges out + in transfer time over the link on resumption.
+* ``paged``: a running session takes its next block when its decode crosses a block boundary; when the pool
+  is short, the newest holder (vLLM) or the running session with the fewest tokens decoded (SGLang) is
+  preempted, by ``recompute`` or ``swap`` (preemption.py, with the engine code each rule follows).
 * ``watermark``: paged, and admission also leaves ``watermark x pool`` free (vLLM V0
   ``BlockSpaceManager.can_allocate``: ``free - required >= watermark_blocks``).
 * ``reserve``: admission reserves the session's bytes at the cap for its whole life and never
@@ -42,14 +36,15 @@ from heapq import heappush
 from kvbudget.simulate.batch import DecodeBatch
 from kvbudget.simulate.costs import CostTable, MemoryModel
 from kvbudget.simulate.events import PAUSE_END, SWAP_DONE, EventQueue
-from kvbudget.simulate.ledger import GROWTH_TOKENS, Ledger, block_linear
+from kvbudget.simulate.ledger import Ledger, block_linear
 from kvbudget.simulate.metrics import Counters
 from kvbudget.simulate.policies import MemoryPolicy, TimeModel
 from kvbudget.simulate.pool import Pool, SharedPrefix
+from kvbudget.simulate.preemption import Preemption
 from kvbudget.simulate.session import DONE, PAUSED, RUNNING, SWAP_IN, WAITING, Session
 
 
-class Replica:
+class Replica(Preemption):
     def __init__(
         self,
         index: int,
@@ -78,9 +73,9 @@ class Replica:
         if linear is not None:
             costs.linear = (memory.block_size, *linear)
         self.batch = DecodeBatch(time, growth, ledger)
-        self.waiting: deque[Session] = deque()
-        self.slot_wait: deque[Session] = deque()  # holders' steps waiting for a running slot (module doc)
-        self.holders: OrderedDict[Session, None] = OrderedDict()  # admission order: last = newest
+        self.waiting = deque()
+        self.slot_wait = deque()  # holders' steps waiting for a running slot (module doc)
+        self.holders = OrderedDict()  # admission order: last = newest
         self.prefixes: dict[int, SharedPrefix] = {}
         self.reserve = policy.policy == "reserve"
         self.refuse = policy.admission == "refuse"  # a new session that cannot start at once is refused
@@ -409,100 +404,6 @@ class Replica:
             self.stats.ttft.add(self.group_t + self.time.first_token_s - ready)
         self.group.clear()
         self.group_ready.clear()
-
-    def _grow(self, s: Session, tokens: int, now: float) -> bool:
-        """Holder ``s`` grows to ``tokens`` tokens, preempting newer holders when the pool is short;
-        False if ``s`` itself was preempted (it was the newest)."""
-        need = self.costs.bytes(tokens) - s.pbytes - s.held
-        if need <= 0:
-            s.resident = tokens
-            return True
-        pool = self.pool
-        used = pool.used + need
-        if used + pool.cached <= pool.capacity:  # the common case: free blocks suffice (inlined take)
-            pool.used = used
-            if used > pool.peak_used:  # noqa: PLR1730 - hot path: a compare, not a call
-                pool.peak_used = used
-            if used + pool.cached > pool.peak_resident:  # noqa: PLR1730
-                pool.peak_resident = used + pool.cached
-            s.held += need
-            s.resident = tokens
-            return True
-        while pool.capacity - pool.used < need:
-            victim = self._victim() if self.fewest_decoded else next(reversed(self.holders))
-            self._preempt(victim, now)
-            if victim is s:
-                return False
-        pool.take(need, self.costs)
-        s.held += need
-        s.resident = tokens
-        return True
-
-    def _short(self, s: Session, q: int, now: float) -> None:
-        """``s``'s boundary at period ``q`` is the first the pool cannot give: take it as every boundary was
-        taken before the ledger (``_grow``: the engine's preemption), then pass the ledger's cursor over it."""
-        ledger = self.batch.ledger
-        assert ledger is not None
-        c = ledger.charged(s)
-        g = s.rtok + c * ledger.period
-        s.held = s.rheld + c * ledger.nb
-        end = s.prompt + s.output
-        chunk = -(-g // GROWTH_TOKENS) * GROWTH_TOKENS
-        if self._grow(s, chunk if chunk < end else end, now):
-            ledger.took(s, q)
-
-    def _victim(self) -> Session:
-        """SGLang's retraction order (schedule_batch.py ``retract_decode``): the running session with the fewest
-        tokens generated in its step, the longest prompt among equals; the newest holder if none runs."""
-        v = self.batch.v
-        running = [s for s in self.holders if s.state == RUNNING]
-        if not running:
-            return next(reversed(self.holders))
-        return min(running, key=lambda s: (s.output - (s.vfinish - v), -s.prompt, -s.order))
-
-    def _preempt(self, v: Session, now: float) -> None:
-        self.stats.preemptions += 1
-        if v.state == RUNNING:
-            remaining = self.batch.leave(v, now)
-            self.stats.decode_tokens += v.output - remaining  # generated tokens are kept (and recomputed)
-            v.context = v.prompt + v.output - remaining
-            v.append, v.output = 0, remaining
-            v.state = WAITING
-            self.waiting.appendleft(v)
-        elif v.state == SWAP_IN:
-            self.slots += 1
-            v.dver += 1  # its SWAP_DONE event is stale
-            v.state = WAITING
-            self.waiting.appendleft(v)
-        elif v.state == WAITING:  # a holder's step waiting for a slot: now it waits for its blocks too
-            if v in self.slot_wait:  # not when it is the one resuming (drain)
-                self.slot_wait.remove(v)
-            self.waiting.appendleft(v)
-        if self.policy.preempt == "swap" and v.held <= self.host_free:
-            self.stats.swaps += 1
-            self.stats.swap_bytes += v.held
-            self.host_free -= v.held
-            v.swapped = v.held
-            self.pool.release(v.held)
-            v.held = 0
-            self._unref(v)
-        else:
-            self._unhold(v)
-
-    def _unhold(self, s: Session) -> None:
-        """``s`` stops referencing its blocks; they stay valid in the prefix cache (LRU)."""
-        self.pool.to_cache(s, s.held)
-        s.held = 0
-        self._unref(s)
-
-    def _unref(self, s: Session) -> None:
-        del self.holders[s]
-        s.holder = False
-        entry = s.prefix
-        if entry is not None:
-            entry.refs -= 1
-            if entry.refs == 0:
-                self.pool.to_cache(entry, entry.bytes)
 
     def _finish(self, s: Session, now: float) -> None:
         st = self.stats
