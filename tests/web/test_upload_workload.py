@@ -58,7 +58,7 @@ def test_a_bad_workload_is_the_clis_one_line_error(
     monkeypatch.chdir(tmp_path)
     argv = ["size", "llama-3.1-8b", "--gpu", "h100-sxm", "--context", "32k", "--sessions", "6", "--workload", bad.name]
     code, _, err = run_cli(capsys, *argv)
-    assert code == 1 and err.count("\n") == 1 and err.startswith("Error: agents.toml")
+    assert code == 1 and err.count("\n") == 1 and err.startswith("Error: --workload: agents.toml: ")
     status, doc = upload(server, bad.read_bytes(), bad.name)
     assert status == 400
     assert f"Error: {doc['error']['message']}\n" == err  # type: ignore[index]

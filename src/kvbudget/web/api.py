@@ -255,12 +255,12 @@ def _read_workload(stored: Upload) -> dict[str, object]:
 
     try:
         workload = load_workload(stored.path)
-    except InputError as exc:  # named as the client named it, as the CLI names the file it was given
-        raise InputError(str(exc).replace(str(stored.path), stored.path.name)) from None
+    except InputError as exc:  # named as the client named it, and after the option, as the CLI says it
+        raise InputError(f"--workload: {str(exc).replace(str(stored.path), stored.path.name)}") from None
     if workload.arrival.replay is not None:
         raise InputError(
-            f"{stored.path.name}: [arrival].replay names a trace file on the server's machine, which the web API "
-            "never reads; give the workload's arrival as a rate, or run the command line for it"
+            f"--workload: {stored.path.name}: [arrival].replay names a trace file on the server's machine, which the "
+            "web API never reads; give the workload's arrival as a rate, or run the command line for it"
         )
     return {
         "schema_version": 1,
