@@ -4,6 +4,7 @@ engine is one new module (tested by adding one from a temporary folder)."""
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import replace
@@ -64,6 +65,29 @@ def test_every_engine_module_follows_the_contract() -> None:
 )
 def test_aliases(alias: str, name: str) -> None:
     assert parse_engine(alias).name == name
+
+
+@pytest.mark.parametrize(
+    ("given", "release"),
+    [
+        ("vllm@v0.11.0", "0.11.0"),  # a tag
+        ("vllm@0.6.3.post1", "0.6.3"),  # pip's post release (vLLM published 0.6.3.post1, 0.8.5.post1)
+        ("vllm@0.11.0rc1", "0.11.0"),  # a release candidate takes its release's rules
+        ("vllm==0.10.2+cu128", "0.10.2"),  # a local build label
+        ("vllm@0.9.2.dev12+g1a2b3c4", "0.9.2"),  # a source build as vLLM's collect_env prints it
+        ("trtllm@1.1.0rc3", "1.1.0"),
+        ("sglang@0.5.5.post1", "0.5.5"),
+        ("llamacpp@b7900", "b7900"),
+    ],
+)
+def test_a_version_as_pip_or_a_log_prints_it_plans_its_release(given: str, release: str) -> None:
+    assert parse_engine(given).version == release
+
+
+@pytest.mark.parametrize("version", ["latest", "abc", "0.11.0-nightly-x", "0..1", "rc1"])
+def test_a_version_that_is_no_release_is_refused(version: str) -> None:
+    with pytest.raises(InputError, match=rf"--engine vllm@{re.escape(version)}: a version is a release number"):
+        parse_engine(f"vllm@{version}")
 
 
 def test_unknown_engine_lists_the_known_ones() -> None:

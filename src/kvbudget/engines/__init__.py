@@ -36,9 +36,23 @@ __all__ = [
     "version_tuple",
 ]
 
-_SPEC = re.compile(r"^\s*([A-Za-z_.\-]+)\s*(?:(@|==|<)\s*([\w.]+))?\s*$")
+_SPEC = re.compile(r"^\s*([A-Za-z_.\-]+)\s*(?:(@|==|<)\s*([\w.+\-]+))?\s*$")
 # Compiled on first use, by re's own cache: an answer that reads no such value does not pay for the pattern.
 _NUMERIC_PATTERN = r"^b?\d+(?:\.\d+)*$"
+# A release as pip, a log or a tag prints it: "v0.11.0", "0.6.3.post1", "0.11.0rc1", "1.1.0rc3", "0.10.2+cu128",
+# "0.9.2.dev12+g1a2b3c": the release number, then PEP 440 pre/post/dev segments and a local label
+_RELEASE_PATTERN = (
+    r"^v?(b?\d+(?:\.\d+)*)(?:[.\-_]?(?:a|alpha|b|beta|rc|c|pre|preview|post|dev)[.\-_]?\d*)*(?:\+[\w.]+)?$"
+)
+
+
+def release_number(version: str) -> str | None:
+    """The release number of a version as printed ('v0.11.0' -> '0.11.0', '0.6.3.post1' -> '0.6.3', '1.1.0rc3' ->
+    '1.1.0', '0.10.2+cu128' -> '0.10.2'; a llama.cpp build 'b7900' stays itself), or None for a word ('latest').
+    A pre-release or dev build takes the rules of the release it leads to, a post release those of its release:
+    engines change memory rules at releases, and each rule here is keyed by one."""
+    match = re.match(_RELEASE_PATTERN, version.strip(), re.IGNORECASE)
+    return match.group(1) if match else None
 
 
 def _key(text: str) -> str:
@@ -133,13 +147,15 @@ def parse_engine(text: str) -> EngineRef:
             known = ", ".join(f"{cls.name}<{v}" for v in cls.below) or "none"
             raise InputError(f"--engine: no rule change is known at {cls.name}<{version}; known: {known}")
         return EngineRef(cls.name, below)
-    if not re.match(_NUMERIC_PATTERN, version):
+    release = release_number(version)
+    if release is None or not re.match(_NUMERIC_PATTERN, release):
         # Versions are read strictly: a word such as 'latest' must not fall back to the oldest rules.
         raise InputError(
             f"--engine {cls.name}@{version}: a version is a release number such as "
-            f"{cls.default_version}; omit it for the newest rules kvbudget implements"
+            f"{cls.default_version} (v0.11.0, 0.6.3.post1 and 0.11.0rc1 read too); omit it for the newest rules "
+            "kvbudget implements"
         )
-    return EngineRef(cls.name, version)
+    return EngineRef(cls.name, release)
 
 
 def served_spec(spec: ModelSpec, engine: EngineRef, capability: int | None = None) -> ModelSpec:

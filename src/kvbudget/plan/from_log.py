@@ -12,7 +12,6 @@ SGLang's free memory before loading, llama.cpp's compute buffers).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from kvbudget.engines import EngineRef
@@ -52,11 +51,11 @@ def _int_setting(log: EngineLog, name: str) -> int | None:
 
 
 def log_inputs(log: EngineLog) -> LogInputs:
-    from kvbudget.engines import parse_engine
+    from kvbudget.engines import parse_engine, release_number
 
     base = parse_engine(log.engine)
-    release = re.match(r"v?(\d+(?:\.\d+)*)", log.version or "")  # "0.33.0-rc2" -> 0.33.0
-    engine = parse_engine(f"{log.engine}@{release.group(1)}") if base.rules.logs_version and release else base
+    release = release_number(log.version or "")  # "0.33.0-rc2" -> 0.33.0
+    engine = parse_engine(f"{log.engine}@{release}") if base.rules.logs_version and release else base
     out = LogInputs(engine, path=log.path, refusal=log.refusal, generation=log.generation, log=log)
     # a log that prints its arguments (vLLM non-default args / engine config, SGLang server_args) omits a
     # default tp/pp of 1; a log without them (prefixes stripped, an excerpt) does not say
