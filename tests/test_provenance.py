@@ -4,6 +4,7 @@ kinds, or ``given`` for the user's input): a new label word fails here. The deri
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -73,16 +74,20 @@ def test_derived_takes_the_weakest_and_given_counts_as_exact() -> None:
     assert derived("exact", "heuristic", "measured") == "heuristic"
 
 
-def test_an_overhead_says_which_sizes_the_config_lacks(capsys: pytest.CaptureFixture[str]) -> None:
-    """The catalog's Falcon-H1-7B writes no vocab_size nor intermediate_size: the overhead reads 128,000 and
-    4 x hidden (3,072) in their place, and its basis says so (it stays heuristic); Llama-3.1-8B gives both."""
+def test_an_overhead_says_which_sizes_the_config_lacks(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A config that writes no vocab_size nor intermediate_size (Llama-3.1-8B's geometry without them): the overhead
+    reads 128,000 and 4 x hidden (16,384) in their place, and its basis says so (it stays heuristic); the catalog's
+    Llama-3.1-8B gives both."""
+    fields = {"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096}
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "torch_dtype": "bfloat16", **fields}
+    (tmp_path / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 131072}))
     argv = ("--gpu", "h100-sxm", "--engine", "vllm", "--context", "32k", "--weights-size", "15GB", "--json")
-    code, out, err = run_cli(capsys, "plan", "Falcon-H1-7B", *argv)
+    code, out, err = run_cli(capsys, "plan", str(tmp_path / "config.json"), *argv)
     assert code == 0, err
     line = next(x for x in json.loads(out)["ledger"] if x["label"] == "runtime overhead")
     assert line["provenance"] == "heuristic"
     assert line["basis"].endswith(
-        "MLP width not in the config: 12,288 assumed; vocabulary not in the config: 128,000 assumed"
+        "MLP width not in the config: 16,384 assumed; vocabulary not in the config: 128,000 assumed"
     )
     code, out, err = run_cli(capsys, "plan", "llama-3.1-8b", *argv)
     assert "not in the config" not in out
