@@ -83,3 +83,39 @@ def test_each_term_says_whether_it_is_computed_or_heuristic() -> None:
     assert "KvCacheCreator" in line.basis and "logits computed" in line.basis and "4 dummy requests" in line.basis
     overhead = trtllm_profile.profiled_overhead(spec, tp=1, max_num_tokens=8192, max_seq_len=2049, batched_basis="")
     assert line.bytes == overhead.high == sum(t.high for t in parts if t.name != "logits")
+
+
+def test_the_estimation_cache_is_the_dummy_requests_before_1_3_and_the_graph_warmup_and_batch_after() -> None:
+    """_util.py _get_token_num_for_estimation: 1.1-era, the dummy requests' blocks; 2026 main, the largest of those, a
+    max_seq_len request beside the CUDA-graph batch, and one block per max_batch_size slot, cut to fraction x free.
+    Held to both logs that print the cache the pass ran in."""
+    # 1.1.0rc3, DGX Spark (max_seq_len 131,072, max_batch_size 64, overlap scheduler off): 'Allocated 0.56 GiB for
+    # max tokens in paged KV cache (8224)'; main's rule would have made it 4,160 blocks
+    spark = ROWS["gpt-oss-120b-dgx-spark-1.1.0rc3"]
+    requests = trtllm_profile.dummy_requests(8192, 131_072)
+    old = trtllm_profile.estimation_kv_tokens(
+        requests, max_seq_len=131_072, max_batch_size=64, version="1.1.0", overlap=False
+    )
+    assert old == 8224 and f"{old * int(spark['kv_size_per_token']) / GiB:.2f}" == spark["tmp_kv_gib"]
+    new = trtllm_profile.estimation_kv_tokens(requests, max_seq_len=131_072, max_batch_size=64, version="1.3.0")
+    assert new == (4097 + 64 - 1) * 32
+    # 1.3.0rc15, Llama-3.1-8B (131,072 B per token at bf16, half at fp8; max_seq_len 131,072, max_batch_size 2,048):
+    # 'Allocated 8.01 GiB for max tokens in paged KV cache' before the 6.35 GiB pool. The dummy requests' 8,224 tokens
+    # would be 1.00 GiB (0.50 at fp8); main's 4,224 blocks are 16.5 GiB (8.25 at fp8), both above 8.01: the cache
+    # was cut to fraction x free, 8.01 GiB, which the rule returns when given that budget
+    llama = ROWS["llama-3.1-8b-nvfp4-rtx5070ti-wsl2-1.3.0rc15"]
+    logged = float(llama["tmp_kv_gib"]) * GiB
+    uncut = trtllm_profile.estimation_kv_tokens(requests, max_seq_len=131_072, max_batch_size=2048, version="1.3.0")
+    assert uncut == 4224 * 32
+    for per_token in (131_072, 65_536):
+        assert trtllm_profile.temporary_kv_tokens(requests) * per_token < logged / 2
+        assert uncut * per_token > logged
+        budget = int(logged) // per_token
+        cut = trtllm_profile.estimation_kv_tokens(
+            requests, max_seq_len=131_072, max_batch_size=2048, version="1.3.0", budget_tokens=budget
+        )
+        assert cut == budget // 32 * 32 and f"{cut * per_token / GiB:.2f}" == llama["tmp_kv_gib"]
+    # 1.2 keeps the older rule (its logs print no estimation cache)
+    assert trtllm_profile.estimation_kv_tokens(requests, max_seq_len=131_072, max_batch_size=2048, version="1.2.1") == (
+        trtllm_profile.temporary_kv_tokens(requests)
+    )

@@ -76,3 +76,23 @@ def test_from_log_gives_the_plan_the_profiled_total_and_overhead(tmp_path: Path)
     # the plan's pool is then the fraction of what is left: (119.70 - 63.52 - 49.57) x 0.9 = 5.95 GiB
     left = inputs.gpu_memory.bytes - gib["63.52"] - inputs.overhead.bytes
     assert round(left * 0.9 / GiB, 2) == 5.95
+
+
+def test_the_pool_is_the_last_allocation_not_the_estimation_cache_before_it(tmp_path: Path) -> None:
+    """The DGX Spark log (1.1.0rc3, tests/data/memory/trtllm_logs.csv) allocates twice: the estimation cache the dummy
+    pass runs in (8,224 tokens, 0.56 GiB), then, after the profile, the pool (86,720 tokens, 5.95 GiB); its limits
+    line is printed after each. The reader takes the pool, and the plan reconciles with it."""
+    estimation = [
+        "[TRT-LLM] [W] Adjusted max_seq_len to 8224",
+        "[TensorRT-LLM][INFO] Number of tokens per block: 32.",
+        "[TensorRT-LLM][INFO] [MemUsageChange] Allocated 0.56 GiB for max tokens in paged KV cache (8224).",
+        "[TRT-LLM] [I] max_seq_len=8224, max_num_requests=64, max_num_tokens=8192, max_batch_size=64",
+    ]
+    path = tmp_path / "trtllm.log"
+    path.write_text("\n".join(estimation + GPT_OSS_1_2) + "\n")
+    log = read_log(path)
+    assert int(log.measured["kv_tokens"].value) == 86_720
+    assert round(log.measured["kv_cache_bytes"].value / GiB, 2) == 5.95
+    assert log.setting("context") == 86_720
+    rows = {row.figure: row for row in calibrate(log, "gpt-oss-120b").rows}
+    assert rows["kv_tokens"].agrees and rows["kv_cache_bytes"].agrees

@@ -126,9 +126,10 @@ def test_every_refusal_is_predicted_and_the_pool_is_near_the_logged_one_or_a_sta
     assert near != bool(row["miss"]), row["miss"] or f"planned {pool / GiB:.2f} GiB, logged {row['available_kv_gib']}"
 
 
-@pytest.mark.parametrize("row", ROWS, ids=[r["case"] for r in ROWS])
+@pytest.mark.parametrize("row", [r for r in ROWS if r["pool_tokens"]], ids=lambda r: r["case"])
 def test_the_logged_pool_is_kvbudgets_cache_manager_rule(row: dict[str, str]) -> None:
-    # get_cache_size_per_token (the budget's slope) and the allocation of the logged blocks: exact
+    # get_cache_size_per_token (the budget's slope) and the allocation of the logged blocks: exact (a log whose
+    # excerpt quotes the pool's bytes but not its tokens has no blocks to hold to it)
     spec = resolve(_model(row))
     k = parse_cache_dtype(row["kv_dtype"], model_dtype=spec.dtype)
     tp = int(row["tp"])

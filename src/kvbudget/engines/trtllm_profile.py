@@ -24,12 +24,17 @@ temporary KV cache is added back to ``total - peak``. So the memory besides weig
   offline: the measured 0.1-0.9 GiB range of engines/overhead.py (heuristic).
 * **non-torch memory** (CUDA context, NCCL, cuBLAS workspaces: the "Memory used outside torch" line less the
   graphs): the measured 0.15-0.4 GiB range (heuristic).
-* the **temporary KV cache** of the dummy requests (computed: whole 32-token blocks of each request + 1 generated
-  token, + 1 with the overlap scheduler, on by default) is in the peak and added back: it costs the pool nothing.
+* the **temporary KV cache** the pass runs in (the estimation cache) is in the peak and added back: it costs the pool
+  nothing. Its size changed (``estimation_kv_tokens``): the 1.0/1.1-era _get_token_num_for_estimation sizes it to
+  the dummy requests (whole 32-token blocks of each request + 1 generated token, + 1 with the overlap scheduler),
+  2026 main's to the largest of those blocks, one request of max_seq_len beside the CUDA-graph batch
+  (``ceil((max_seq_len + 1) / 32) + min(max_batch_size, 128) - 1`` blocks) and one block per max_batch_size slot,
+  cut to ``free_gpu_memory_fraction x`` the memory free after the weights.
 
 Read in the 1.0/1.1-era _util.py that prints "tmp kv_mem" (the 1.1.0rc3 log's line) and in the 2026 main one that
 prints "temporary kv cache memory during profiling": the dummy requests, the peak and the add-back are the same
-rule in both, so one rule plans 1.0-1.3. The release tags themselves were not read (see docs/measure.md).
+rule in both, so one rule plans 1.0-1.3's budget; only the estimation cache's size differs, and it is added back.
+The release tags themselves were not read (see docs/measure.md).
 """
 
 from __future__ import annotations
@@ -37,13 +42,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from kvbudget.engines.base import cdiv
+from kvbudget.engines.base import cdiv, version_tuple
 from kvbudget.engines.overhead import ACT_FACTOR, GRAPHS, NON_TORCH, Overhead, activations, dims
 from kvbudget.engines.vllm_profile import moe_workspace
 from kvbudget.model.spec import ModelSpec
 
 TOKENS_PER_BLOCK = 32  # llmapi/llm_args.py KvCacheConfig.tokens_per_block
 GRAPH_SIZES = (*range(1, 32), 32, 64, 128)  # llm_args.py CudaGraphConfig._generate_cuda_graph_batch_sizes(128)
+# _util.py _get_token_num_for_estimation sizes the estimation cache for the CUDA-graph warmup and max_batch_size as
+# well as the dummy requests in 2026 main; the 1.1.0rc3 log's cache is the dummy requests' alone (8,224 tokens where
+# that rule gives 4,160 blocks), the 1.3.0rc15 log's is 8.01 GiB where the dummy requests' would be 1.00 GiB: the
+# change lies between the two (1.2's logs print no estimation cache), so 1.2 keeps the older rule
+ESTIMATION_CACHE_SINCE = (1, 3)
+MAX_GRAPH_BATCH = 128  # CudaGraphConfig's default max_batch_size: _max_cuda_graph_batch_size
 
 
 @dataclass(frozen=True)
@@ -67,10 +78,38 @@ def dummy_requests(max_num_tokens: int, max_seq_len: int) -> tuple[int, ...]:
 
 
 def temporary_kv_tokens(requests: tuple[int, ...], overlap: bool = True) -> int:
-    """_util.py _get_token_num_for_estimation: each request's prompt + 1 generated token (+ 1 with the overlap
-    scheduler) in whole blocks; what the KV cache of the dummy pass holds."""
+    """_util.py _get_token_num_for_estimation before 1.3: each request's prompt + 1 generated token (+ 1 with the
+    overlap scheduler) in whole blocks; what the KV cache of the dummy pass holds."""
     extra = 2 if overlap else 1
     return sum(cdiv(n + extra, TOKENS_PER_BLOCK) for n in requests) * TOKENS_PER_BLOCK
+
+
+def estimation_kv_tokens(
+    requests: tuple[int, ...],
+    *,
+    max_seq_len: int,
+    max_batch_size: int,
+    version: str,
+    overlap: bool = True,
+    budget_tokens: int | None = None,
+) -> int:
+    """The tokens of the estimation cache the profiling pass runs in (_util.py _get_token_num_for_estimation).
+
+    Before 1.3: the dummy requests' blocks (``temporary_kv_tokens``). 1.3 (2026 main): the largest of the dummy
+    requests' blocks (+ 1 generated token each; the overlap scheduler adds a token only with a draft model), the
+    CUDA-graph warmup's ``ceil((max_seq_len + 1) / 32) + min(max_batch_size, 128) - 1`` blocks and one block per
+    max_batch_size slot, cut to ``budget_tokens`` (fraction x the memory free after the weights, in whole blocks)
+    when given. The pass adds the cache back to the budget, so its size moves the pool by nothing."""
+    if version_tuple(version)[:2] < ESTIMATION_CACHE_SINCE:
+        return temporary_kv_tokens(requests, overlap)
+    # 2026 main _util.py _get_token_num_for_estimation: num_extra_tokens_per_seq = 1 (no draft model), then
+    # max(.., max_seq_len_blocks + max_cuda_graph_bs - 1), max(.., batch_size), min(.., fraction x free_mem)
+    dummy = sum(cdiv(n + 1, TOKENS_PER_BLOCK) for n in requests)
+    graph_warmup = cdiv(max_seq_len + 1, TOKENS_PER_BLOCK) + min(max_batch_size, MAX_GRAPH_BATCH) - 1
+    tokens: int = max(dummy, graph_warmup, max_batch_size) * TOKENS_PER_BLOCK
+    if budget_tokens is not None:
+        tokens = min(tokens, budget_tokens // TOKENS_PER_BLOCK * TOKENS_PER_BLOCK)
+    return tokens
 
 
 def logits_bytes(spec: ModelSpec, requests: int) -> int:

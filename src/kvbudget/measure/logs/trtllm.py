@@ -42,16 +42,21 @@ def _peak(log: EngineLog, m: re.Match[str], line: int, rank: str | None) -> None
     put(log, "tmp_kv_bytes", bytes_figure(m, "tmp", None, line, rank), "max")
 
 
+# The KV cache manager is built twice when KvCacheCreator estimates (_util.py try_prepare_estimation, then
+# configure_kv_cache_capacity): first the estimation cache the dummy pass runs in, then the pool, each printing its
+# blocks and "Allocated ... for max tokens in paged KV cache". The pool is the last of them, as the limits line is;
+# the estimation cache is the smaller one before 1.3 (the DGX Spark log: 8,224 tokens, then 86,720), so the lowest
+# would read it as the pool.
 def _blocks(log: EngineLog, m: re.Match[str], line: int, rank: str | None) -> None:
-    put(log, "blocks_per_sequence", Figure(int(m.group("per")), "blocks", line, m.group("per"), 0, rank), "first")
-    put(log, "kv_blocks", Figure(int(m.group("primary")), "blocks", line, m.group("primary"), 0, rank), "min")
+    put(log, "blocks_per_sequence", Figure(int(m.group("per")), "blocks", line, m.group("per"), 0, rank), "last")
+    put(log, "kv_blocks", Figure(int(m.group("primary")), "blocks", line, m.group("primary"), 0, rank), "last")
     set_setting(log, "block_size", int(m.group("tpb")), line)
-    set_setting(log, "window", int(m.group("window")), line)
+    set_setting(log, "window", int(m.group("window")), line, override=True)
 
 
 def _allocated(log: EngineLog, m: re.Match[str], line: int, rank: str | None) -> None:
-    put(log, "kv_cache_bytes", bytes_figure(m, "num", None, line, rank), "min")
-    put(log, "kv_tokens", Figure(int(m.group("tokens")), "tokens", line, m.group("tokens"), 0, rank), "min")
+    put(log, "kv_cache_bytes", bytes_figure(m, "num", None, line, rank), "last")
+    put(log, "kv_tokens", Figure(int(m.group("tokens")), "tokens", line, m.group("tokens"), 0, rank), "last")
 
 
 def _limits(log: EngineLog, m: re.Match[str], line: int, rank: str | None) -> None:
