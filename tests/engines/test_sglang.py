@@ -202,3 +202,54 @@ def test_swa_allow_list_is_sglang_0523s() -> None:
     assert sglang.swa_architecture(resolve("llama-4-scout-17b-16e-instruct"))
     assert not sglang.swa_architecture(resolve("gemma-3-27b-it"))
     assert "GraniteSWAForCausalLM" in sglang.SWA_ARCHITECTURES and "LagunaForCausalLM" in sglang.SWA_ARCHITECTURES
+
+
+def test_a_multimodal_models_fraction_is_reduced_as_each_release_does() -> None:
+    """SGLang keeps back more of the GPU for a multimodal model (read in each wheel): ModelRunner x 0.95 on any
+    fraction until 0.4.4.post3, x 0.90 in 0.4.5-0.4.8; 0.4.9 x 0.90 on the derived default only; from 0.4.10
+    adjust_mem_fraction_for_vlm, 0.95 x clamp(1 - 0.1 x (L x H^2 / (24 x 1024^2) - 1), 0.8, 1.05), default only."""
+    from kvbudget.engines.sglang_memory import eager_prefill, multimodal, vlm_factor
+
+    gemma3, qwen25_vl, text = ("Gemma3ForConditionalGeneration",), ("Qwen2_5_VLForConditionalGeneration",), ("X",)
+    assert vlm_factor((27, 1152), "0.4.4", given=True)[0] == 0.95
+    assert vlm_factor((27, 1152), "0.4.8", given=True)[0] == 0.90
+    assert vlm_factor((27, 1152), "0.4.9", given=False)[0] == 0.90
+    assert vlm_factor((27, 1152), "0.4.9", given=True)[0] == 1.0
+    # Gemma 3's SigLIP tower, 27 layers of 1152: 27 x 1152^2 / (24 x 1024^2) = 1.4238, 1 - 0.0424 = 0.9576, x 0.95
+    assert vlm_factor((27, 1152), "0.5.23", given=False)[0] == pytest.approx(
+        0.95 * (1 - 0.1 * (27 * 1152**2 / (24 * 1024**2) - 1))
+    )
+    # Qwen2.5-VL's tower has "depth", not num_hidden_layers: SGLang's getattr default 24, hidden 1280: x 0.8966
+    assert vlm_factor((None, 1280), "0.5.23", given=False)[0] == pytest.approx(0.95 * 0.94375)
+    assert vlm_factor((None, 1280), "0.5.23", given=True)[0] == 1.0
+    assert vlm_factor(None, "0.5.23", given=False)[0] == 1.0  # no vision_config: left alone
+    # Gemma 3 (and Llama 4) are served text-only unless --enable-multimodal from 0.4.6 (mm_disabled_models)
+    assert multimodal(gemma3, (27, 1152), "0.4.5") and not multimodal(gemma3, (27, 1152), "0.4.6")
+    assert multimodal(qwen25_vl, (None, 1280), "0.5.23") and not multimodal(text, None, "0.5.23")
+    # a multimodal model's prefill runs eagerly (no prefill-graph reserve) unless 0.5.23 allow-lists its arch
+    assert eager_prefill(qwen25_vl, (None, 1280), "0.5.23")
+    assert not eager_prefill(("Qwen3_5MoeForConditionalGeneration",), (27, 1152), "0.5.23")
+
+
+def test_qwen25_vl_on_an_h100_plans_sglangs_reduced_default() -> None:
+    # 0.5.23 on an H100 (nvidia-smi 81,559 MiB): 512 + 8,192 x 1.5 + 256 x 2 + 128 MiB kept back, no prefill graphs
+    # (a multimodal model prefills eagerly): round((81,559 - 13,440) / 81,559, 3) = 0.835, then x 0.95 x 0.94375
+    from kvbudget.api import PlanRequest, Tokens, plan_deployment
+
+    model = "tests/data/memory/configs/Qwen2.5-VL-7B-Instruct"
+    plan = plan_deployment(PlanRequest(model=model, gpu="h100-sxm", engine="sglang@0.5.23", context=Tokens("32k")))
+    assert plan.inputs.utilization is None
+    usable = next(line for line in plan.ledger if line.label == "usable by the engine")
+    assert "0.835" in usable.basis and "x 0.8966 for a multimodal model" in usable.basis
+
+
+def test_gemma3_27b_awq_on_a_4090_refuses_only_with_the_multimodal_reduction() -> None:
+    # sglang issue #4895 (lmsysorg/sglang:dev of 2025-03-29, 0.4.4; one RTX 4090; mem_fraction_static=0.88 printed):
+    # 'Load weight end. type=Gemma3ForConditionalGeneration, ..., avail mem=3.64 GB, mem usage=18.82 GB.', then
+    # "Not enough memory". 0.4.4 profile_max_num_token: rest = 3.64 - (3.64 + 18.82) x (1 - mfs) GiB; ModelRunner
+    # multiplies a multimodal model's 0.88 by 0.95 first
+    from kvbudget.engines.sglang_memory import vlm_factor
+
+    free_before = 3.64 + 18.82
+    assert 3.64 - free_before * (1 - 0.88) > 0  # 0.88 alone would have started
+    assert 3.64 - free_before * (1 - 0.88 * vlm_factor((27, 1152), "0.4.4", given=False)[0]) < 0

@@ -113,6 +113,24 @@ def test_vllm_and_sglang_on_the_same_deployment() -> None:
     assert vl["kv_tokens"][0] is False and 1.0 < vl["kv_tokens"][1] < 1.3
 
 
+def test_sglang_kv_line_with_the_cache_dtype_first_and_an_mla_latent_buffer(tmp_path: Path) -> None:
+    # releases after 0.5.10 print "KV Cache is allocated. dtype: torch.bfloat16, #tokens: N, K size: ..." (the H100
+    # Qwen3-30B-A3B-FP8 log of 2026-08-27): the tokens and K + V are read, and agree with kvbudget's cell
+    h100 = LOGS / "sglang" / "qwen3-30b-a3b-fp8-h100-0.5.18.log"
+    log = read_log(h100)
+    assert log.measured["kv_tokens"].value == 392_920 and log.measured["k_bytes"].value == round(17.99 * GiB)
+    assert _rows(h100, "qwen3-30b-a3b") == {"k_plus_v_bytes": (True, 0.0)}
+    # an MLA model's one latent buffer, as MLATokenToKVPool prints it (0.5.10 mem_cache/memory_pool.py line 702):
+    # DeepSeek-V2-Lite caches kv_lora_rank 512 + qk_rope_head_dim 64 in bf16 for 27 layers, 31,104 B a token, in
+    # size + page slots: (1,000,000 + 1) x 31,104 B = 28.97 GiB
+    mla = tmp_path / "mla.log"
+    mla.write_text("[2026-01-01 00:00:00] KV Cache is allocated. #tokens: 1000000, KV size: 28.97 GB\n")
+    log = read_log(mla)
+    assert log.engine == "sglang" and log.measured["kv_tokens"].value == 1_000_000
+    assert log.measured["kv_bytes"].value == round(28.97 * GiB) and "k_bytes" not in log.measured
+    assert _rows(mla, "deepseek-v2-lite") == {"k_plus_v_bytes": (True, 0.0)}
+
+
 def test_sglang_summary_line_and_tp_ranks() -> None:
     log = read_log(LOGS / "sglang" / "max-total-num-tokens-256k.log")
     assert log.engine == "sglang"

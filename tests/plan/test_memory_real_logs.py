@@ -28,6 +28,7 @@ FAMILIES = (
     ("qwen3", "Qwen3 (dense and MoE)"),
     ("qwen2.5-vl", "Qwen2.5-VL (vision-language)"),
     ("qwen", "Qwen2/2.5"),
+    ("deepseek", "DeepSeek-V3/R1 (MLA MoE)"),
     ("phi-3", "Phi-3"),
     ("mistral", "Mistral"),
     ("gemma", "Gemma 3 (vision-language)"),

@@ -73,6 +73,10 @@ class MemoryShape:
     # nvidia-smi's memory.total where the catalog knows the card (SGLang derives its defaults from it, not from the
     # CUDA total); None for a bare --gpu-memory
     smi_total_bytes: int | None = None
+    # the config's architectures, and its vision tower's (num_hidden_layers, hidden_size) as the config gives them
+    # (None without a vision_config): SGLang keeps back more of a multimodal model's GPU (sglang_memory.vlm_factor)
+    architectures: tuple[str, ...] = ()
+    vision: tuple[int | None, int | None] | None = None
 
 
 @dataclass(frozen=True)

@@ -139,9 +139,17 @@ class Rules(EngineRules):
             chunked_prefill=o.max_num_batched_tokens,
             max_running_requests=o.max_running_requests,
             dp_attention=dp_attention(o),
+            eager_prefill=sglang_memory.eager_prefill(m.architectures, m.vision, self.version),
         )
         return sglang_memory.usable_share(
-            m.total_bytes, m.utilization, settings, self.version, m.overhead, m.smi_total_bytes
+            m.total_bytes,
+            m.utilization,
+            settings,
+            self.version,
+            m.overhead,
+            m.smi_total_bytes,
+            m.architectures,
+            m.vision,
         )
 
     def batched_tokens(

@@ -84,6 +84,125 @@ MAMBA_EXTRA_BUFFER_ARCHITECTURES = frozenset(
         "NemotronHForCausalLM",
     }
 )
+# SGLang 0.5.23 multimodal_model_archs (srt/configs/model_config.py; MIMO_V2_MULTIMODAL_ARCHS is MiMoV2ForCausalLM):
+# ModelConfig.is_multimodal, which takes a share off mem_fraction_static (sglang_memory.vlm_factor). Older releases
+# list fewer; an architecture a release does not list it does not serve either
+MULTIMODAL_ARCHITECTURES = frozenset(
+    {
+        "CLIPModel",
+        "Cohere2VisionForConditionalGeneration",
+        "Cosmos3EdgeForConditionalGeneration",
+        "DeepseekVL2ForCausalLM",
+        "Ernie4_5_VLMoeForConditionalGeneration",
+        "MiniMaxM3SparseForConditionalGeneration",
+        "Gemma3ForConditionalGeneration",
+        "Gemma3nForConditionalGeneration",
+        "Gemma4ForConditionalGeneration",
+        "EmbeddingGemma2Model",
+        "Gemma4UnifiedForConditionalGeneration",
+        "DiffusionGemmaForBlockDiffusion",
+        "Glm4vForConditionalGeneration",
+        "Glm4vMoeForConditionalGeneration",
+        "Glm5NextForConditionalGeneration",
+        "GlmOcrForConditionalGeneration",
+        "GlmAsrForConditionalGeneration",
+        "GlmImageForConditionalGeneration",
+        "Grok1VForCausalLM",
+        "Grok1AForCausalLM",
+        "LlavaLlamaForCausalLM",
+        "Llama4ForConditionalGeneration",
+        "LlavaMistralForCausalLM",
+        "LlavaQwenForCausalLM",
+        "LlavaForConditionalGeneration",
+        "LlavaVidForCausalLM",
+        "Lfm2VlForConditionalGeneration",
+        "LightOnOCRForConditionalGeneration",
+        "MiMoV2ForCausalLM",
+        "MiMoV2ASRForCausalLM",
+        "MiniCPMO",
+        "MiniCPMV",
+        "Mistral3ForConditionalGeneration",
+        "MultiModalityCausalLM",
+        "MllamaForConditionalGeneration",
+        "MossVLForConditionalGeneration",
+        "NemotronH_Nano_VL_V2",
+        "NemotronH_Nano_Omni_Reasoning_V3",
+        "NemotronH_Omni_Reasoning_V3",
+        "MuseGlimmerForConditionalGeneration",
+        "MuseSparkForConditionalGeneration",
+        "PixtralForConditionalGeneration",
+        "Qwen2AudioForConditionalGeneration",
+        "Qwen2VLForConditionalGeneration",
+        "Qwen2_5_VLForConditionalGeneration",
+        "Qwen3VLForConditionalGeneration",
+        "Qwen3VLMoeForConditionalGeneration",
+        "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForConditionalGeneration",
+        "Qwen4ExpForConditionalGeneration",
+        "InternS2PreviewForConditionalGeneration",
+        "InternS2MobiusForConditionalGeneration",
+        "Qwen3ASRForConditionalGeneration",
+        "Qwen3OmniMoeForConditionalGeneration",
+        "KimiVLForConditionalGeneration",
+        "LocateAnythingForConditionalGeneration",
+        "InternVLChatModel",
+        "InternS1ForConditionalGeneration",
+        "InternS1ProForConditionalGeneration",
+        "Phi4MMForCausalLM",
+        "VoxtralForConditionalGeneration",
+        "WhisperForConditionalGeneration",
+        "Step3VLForConditionalGeneration",
+        "POINTSV15ChatModel",
+        "DotsVLMForCausalLM",
+        "Dots3NoteForCausalLM",
+        "DotsOCRForCausalLM",
+        "Sarashina2VisionForCausalLM",
+        "NVILAForConditionalGeneration",
+        "NVILALiteForConditionalGeneration",
+        "DeepseekOCRForCausalLM",
+        "UnlimitedOCRForCausalLM",
+        "JetVLMForConditionalGeneration",
+        "PaddleOCRVLForConditionalGeneration",
+        "MiDashengLMModel",
+        "StepVLForConditionalGeneration",
+        "Step3p7ForConditionalGeneration",
+        "KimiK25ForConditionalGeneration",
+        "BailingMMNativeForConditionalGeneration",
+        "BailingMM2NativeForConditionalGeneration",
+        "BailingMoeV3VLForConditionalGeneration",
+    }
+)
+# ModelConfig's mm_disabled_models: served text-only unless --enable-multimodal, so not multimodal to the memory
+# rule, from the release that lists them (Gemma 3 and Llama 4 from 0.4.6, Step3-VL from 0.5.1, Inkling in 0.5.23;
+# model_config.py of the 0.4.5 / 0.4.6 / 0.5.1 / 0.5.23 wheels). A text-only MiMo-V2 checkpoint (no vision and
+# audio config) is not multimodal either (0.5.23).
+MULTIMODAL_OFF_BY_DEFAULT_SINCE = {
+    "Gemma3ForConditionalGeneration": (0, 4, 6),
+    "Llama4ForConditionalGeneration": (0, 4, 6),
+    "Step3VLForConditionalGeneration": (0, 5, 1),
+    "InklingForConditionalGeneration": (0, 5, 23),
+}
+# Multimodal models run prefill eagerly: 0.5.10's _handle_piecewise_cuda_graph ("9. Multimodal / VLM models") and
+# 0.5.23's breakable-graph rule ("multimodal model", arg_groups/cuda_graph_hook.py) turn the prefill graphs off
+# before the memory rule reserves for them, but for the archs 0.5.23 lets keep them
+# (multimodal_breakable_cuda_graph_supported_model_archs and the piecewise allow-list, model_config.py)
+MULTIMODAL_PREFILL_GRAPH_ARCHITECTURES = frozenset(
+    {
+        "MiniMaxM3SparseForConditionalGeneration",
+        "MiniMaxM3SparseForCausalLM",
+        "Cohere2VisionForConditionalGeneration",
+        "Glm5NextForConditionalGeneration",
+        "InternS2MobiusForConditionalGeneration",
+        "PaddleOCRVLForConditionalGeneration",
+        "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForConditionalGeneration",
+        "Qwen4ExpForConditionalGeneration",
+        "MuseGlimmerForConditionalGeneration",
+        "MuseSparkForConditionalGeneration",
+        "KimiK3ForConditionalGeneration",
+        "KimiK25ForConditionalGeneration",
+    }
+)
 RUNNING_REQUESTS_MIN, RUNNING_REQUESTS_MAX = 2048, 4096  # SGLang resolve_max_num_reqs clamp (kv_cache_configurator.py)
 
 

@@ -16,6 +16,11 @@ from dataclasses import dataclass
 
 from kvbudget.engines.base import version_tuple
 from kvbudget.engines.records import Share
+from kvbudget.engines.sglang_config import (
+    MULTIMODAL_ARCHITECTURES,
+    MULTIMODAL_OFF_BY_DEFAULT_SINCE,
+    MULTIMODAL_PREFILL_GRAPH_ARCHITECTURES,
+)
 
 MiB = 2**20
 GiB = 2**30
@@ -46,6 +51,59 @@ PRE_LOAD = (int(0.39 * GiB), int(0.63 * GiB))
 # of October 2025; GB is 2^30 B). Four L4s at TP 4 over PCIe kept none (0.39 GiB before loading in all). On a link
 # kvbudget does not know, the term may or may not be there: the error range reaches it, the figure does not.
 TP_NVLINK = (int(1.77 * GiB), int(2.01 * GiB))
+
+
+# A multimodal model keeps back more of the GPU for its encoder (read in each release's wheel): ModelRunner multiplies
+# whatever mem_fraction_static it is given by 0.95 (0.2.15-0.4.4.post3 model_runner.py), by 0.90 (0.4.5-0.4.8
+# model_runner.py); 0.4.9 server_args.py multiplies the derived default only, by 0.90; from 0.4.10
+# adjust_mem_fraction_for_vlm (server_args.py; 0.5.23 arg_groups/memory_hook.py) scales the derived default only by
+# 0.95 x clamp(1 - 0.1 x (L x H^2 / (24 x 1024^2) - 1), 0.8, 1.05), L and H the vision tower's num_hidden_layers and
+# hidden_size (getattr defaults 24 and 1024), and leaves a model without a vision_config alone
+VLM_X095_UNTIL = (0, 4, 5)
+VLM_ANY_FRACTION_UNTIL = (0, 4, 9)
+VLM_BY_TOWER_SINCE = (0, 4, 10)
+
+
+def multimodal(architectures: tuple[str, ...], vision: tuple[int | None, int | None] | None, version: str) -> bool:
+    """Whether SGLang ``version`` serves the model as multimodal by default (ModelConfig.is_multimodal): its first
+    architecture in multimodal_model_archs and not in that release's mm_disabled_models (model_config.py)."""
+    if not architectures or not any(name in MULTIMODAL_ARCHITECTURES for name in architectures):
+        return False
+    off_since = MULTIMODAL_OFF_BY_DEFAULT_SINCE.get(architectures[0])
+    if off_since is not None and version_tuple(version) >= off_since:
+        return False
+    # 0.5.23: a MiMo-V2 checkpoint without its vision (and audio) config is a text model
+    return not (architectures[0] == "MiMoV2ForCausalLM" and vision is None)
+
+
+def eager_prefill(architectures: tuple[str, ...], vision: tuple[int | None, int | None] | None, version: str) -> bool:
+    """Whether SGLang turns a multimodal model's prefill graphs off before its memory rule (0.5.10
+    _handle_piecewise_cuda_graph, 0.5.23 _disable_breakable_cudagraph_if_incompatible), so reserves none for them."""
+    if not multimodal(architectures, vision, version):
+        return False
+    return not any(name in MULTIMODAL_PREFILL_GRAPH_ARCHITECTURES for name in architectures)
+
+
+def vlm_factor(vision: tuple[int | None, int | None] | None, version: str, given: bool) -> tuple[float, str]:
+    """(factor, words) SGLang ``version`` multiplies a multimodal model's mem_fraction_static by; ``given``: the
+    fraction was set (--mem-fraction-static), which 0.4.9 on leaves alone."""
+    v = version_tuple(version)
+    if v < VLM_ANY_FRACTION_UNTIL:
+        factor = 0.95 if v < VLM_X095_UNTIL else 0.90
+        return factor, f" x {factor} for a multimodal model (SGLang {version} ModelRunner)"
+    if given:
+        return 1.0, ""
+    if v < VLM_BY_TOWER_SINCE:
+        return 0.90, " x 0.9 for a multimodal model (SGLang 0.4.9 server_args)"
+    if vision is None:
+        return 1.0, ""
+    layers, hidden = vision[0] or 24, vision[1] or 1024
+    ratio = layers * hidden**2 / (24 * 1024**2)
+    factor = 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
+    return factor, (
+        f" x {factor:.4f} for a multimodal model (adjust_mem_fraction_for_vlm: 0.95 x the vision tower's "
+        f"{layers} layers x {hidden}^2 against ViT-L's 24 x 1024^2)"
+    )
 
 
 def pre_load(tp: int, interconnect: str | None) -> tuple[int, int, int, str]:
@@ -102,6 +160,7 @@ class MemorySettings:
     chunked_prefill: int | None = None  # --chunked-prefill-size (before DP attention divides it)
     max_running_requests: int | None = None  # --max-running-requests (the whole server, all DP ranks)
     dp_attention: int = 1  # --enable-dp-attention --dp N: the attention data-parallel size
+    eager_prefill: bool = False  # a multimodal model whose prefill graphs SGLang turns off (eager_prefill())
 
 
 def _by_tp(parallel: int) -> float:
@@ -141,7 +200,8 @@ def _older_fraction(total_mib: int, s: MemorySettings, version: tuple[int, ...])
 def mem_fraction_static(total_bytes: int, settings: MemorySettings, version: str = "0.5.23") -> tuple[float, str]:
     """SGLang's default mem_fraction_static for a GPU whose nvidia-smi memory.total is ``total_bytes``, at
     ``version`` (0.5.23's checked against SGLang's own ServerArgs resolution in tests/oracle/test_sglang_oracle.py).
-    VLM reductions and the speculative-decoding reserve are not modelled."""
+    A multimodal model's reduction is usable_share's (vlm_factor); the speculative-decoding reserve is not
+    modelled."""
     s = settings
     v = version_tuple(version)
     if v < BY_CLASS_UNTIL:
@@ -160,6 +220,8 @@ def mem_fraction_static(total_bytes: int, settings: MemorySettings, version: str
     if v < PREFILL_GRAPHS_SINCE:  # 0.5.3-0.5.9 reserve no prefill graphs
         prefill = 0.0
     if s.dp_attention > 1 and v < DP_KEEPS_PREFILL_GRAPHS_SINCE:  # 0.5.10-0.5.16: DP attention turns them off
+        prefill = 0.0
+    if s.eager_prefill:  # a multimodal model's prefill runs eagerly (eager_prefill)
         prefill = 0.0
     dp = 0.0
     if s.dp_attention > 1:  # reserve_for_graph_mb: DP attention pads its graphs
@@ -185,6 +247,8 @@ def usable_share(
     version: str,
     pre_load: int,
     smi_total_bytes: int | None = None,
+    architectures: tuple[str, ...] = (),
+    vision: tuple[int | None, int | None] | None = None,
 ) -> Share:
     """The bytes for weights, the memory in use before loading (``pre_load``) and the pool:
     mfs x (total - pre_load) + pre_load, so that the pool is SGLang's mfs x free_before_load - weights
@@ -192,11 +256,15 @@ def usable_share(
     (1 - mfs), total_gpu_memory being the free memory before loading; 0.5.23 kv_cache_configurator.py
     _profile_available_bytes). Activations and graphs live in the (1 - mfs) SGLang keeps back, not in the pool.
     ``total_bytes`` is the CUDA total; the default mfs reads nvidia-smi's memory.total (``smi_total_bytes``,
-    get_device_memory_capacity; the CUDA total stands in where it is not known)."""
+    get_device_memory_capacity; the CUDA total stands in where it is not known). A multimodal model's fraction is
+    reduced as the release does (``vlm_factor``)."""
     if utilization is not None:
         fraction, basis = utilization, f"mem_fraction_static {utilization} (given)"
     else:
         fraction, basis = mem_fraction_static(smi_total_bytes or total_bytes, settings, version)
+    if multimodal(architectures, vision, version):
+        factor, words = vlm_factor(vision, version, utilization is not None)
+        fraction, basis = fraction * factor, basis + words
     usable = int((total_bytes - pre_load) * fraction) + pre_load
     return Share(usable, basis + " x memory free before loading", fraction, ("overhead",) if pre_load else ())
 

@@ -171,24 +171,30 @@ def predict_sglang(cal: Calibration) -> None:
     log, spec = cal.log, cal.spec
     assert spec is not None
     tokens, k_fig, v_fig = log.figure("kv_tokens"), log.figure("k_bytes"), log.figure("v_bytes")
+    latent = log.figure("kv_bytes")  # an MLA model's one latent buffer ("KV size")
     k = v = cache_dtype(str(log.setting("cache_dtype") or "auto"), spec)
     tp = setting_int(log, "tp", 1)
     page = setting_int(log, "block_size", sglang.DEFAULT_PAGE_SIZE)
     layout = sglang.layout(spec, k, v, tp, EngineOptions(block_size=page), log.version or sglang.DEFAULT_VERSION)
     full, swa = sglang.pool_cells(layout)
     cal.predicted.update({"engine": f"sglang {log.version or sglang.DEFAULT_VERSION}", "cell_bytes": full, "tp": tp})
-    if tokens is None or k_fig is None or v_fig is None or swa:
+    if tokens is None or swa or ((k_fig is None or v_fig is None) and latent is None):
         return
-    # SGLang MHATokenToKVPool: each layer's K and V buffers hold size + page_size slots (memory_pool.py)
+    # SGLang MHATokenToKVPool: each layer's K and V buffers hold size + page_size slots; MLATokenToKVPool one latent
+    # buffer of kv_lora_rank + qk_rope_head_dim a slot, the same size + page_size slots (mem_cache/memory_pool.py)
     slots = int(tokens.value) + page
     kv = slots * full
-    both = Figure(
-        int(k_fig.value + v_fig.value),
-        "bytes",
-        k_fig.line,
-        f"{k_fig.text} + {v_fig.text}",
-        k_fig.resolution + v_fig.resolution,
-    )
+    if k_fig is not None and v_fig is not None:
+        both = Figure(
+            int(k_fig.value + v_fig.value),
+            "bytes",
+            k_fig.line,
+            f"{k_fig.text} + {v_fig.text}",
+            k_fig.resolution + v_fig.resolution,
+        )
+    else:
+        assert latent is not None
+        both = latent
     cal.predicted["k_plus_v_bytes"] = kv
     add_figure(
         cal, "k_plus_v_bytes", both, (kv, kv), f"({tokens.text} + page {page}) slots x {full:,} B per token per GPU"

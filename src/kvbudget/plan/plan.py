@@ -417,9 +417,26 @@ def usable_share(i: PlanInputs, overhead: int) -> Share:
     """The bytes per GPU the engine's memory rule leaves for weights, ``overhead`` and the KV pool."""
     mla = any(isinstance(state, LatentAttention) for _, state in i.spec.primitives())
     weights = cdiv(i.weights.bytes, i.tp * i.pp)
+    names = i.spec.config.get("architectures")
+    architectures = tuple(str(a) for a in names) if isinstance(names, list) else ()
+    tower = i.spec.config.get("vision_config")
+    vision = None
+    if isinstance(tower, dict):
+        dims = (tower.get("num_hidden_layers"), tower.get("hidden_size"))
+        vision = (dims[0] if isinstance(dims[0], int) else None, dims[1] if isinstance(dims[1], int) else None)
     return i.engine.rules.usable_share(
         MemoryShape(
-            i.gpu_memory_bytes, i.utilization, i.tp, i.pp, mla, weights, overhead, i.options, _smi_total(i.gpu_id)
+            i.gpu_memory_bytes,
+            i.utilization,
+            i.tp,
+            i.pp,
+            mla,
+            weights,
+            overhead,
+            i.options,
+            _smi_total(i.gpu_id),
+            architectures,
+            vision,
         )
     )
 

@@ -2,7 +2,10 @@
 
 * ``Load weight begin. avail mem=X GB`` / ``Load weight end. type=..., dtype=..., avail mem=X GB,
   mem usage=Y GB`` (Y: the weights as loaded);
-* ``KV Cache is allocated. #tokens: N, K size: X GB, V size: X GB`` (one per TP rank);
+* ``KV Cache is allocated. #tokens: N, K size: X GB, V size: X GB`` (one per TP rank); an MLA model's one
+  latent buffer ``#tokens: N, KV size: X GB`` (0.4.x-0.5.x mem_cache/memory_pool.py MLATokenToKVPool); releases
+  after 0.5.10 (the 0.5.18-era log in tests/data/logs) print the cache dtype first,
+  ``KV Cache is allocated. dtype: torch.bfloat16, #tokens: N, ...``;
 * ``max_total_num_tokens=N, chunked_prefill_size=..., max_prefill_tokens=..., max_running_requests=R,
   context_len=L, available_gpu_mem=X GB``;
 * ``server_args=ServerArgs(...)`` with the user's settings.
@@ -61,6 +64,9 @@ def _version(log: EngineLog, m: re.Match[str], line: int, rank: str | None) -> N
 
 def _kv_allocated(log: EngineLog, m: re.Match[str], line: int, rank: str | None) -> None:
     put(log, "kv_tokens", Figure(number(m.group("tokens")), "tokens", line, m.group("tokens"), 0, rank), "min")
+    if m.group("kv"):  # MLA: K and V are one latent buffer (MLATokenToKVPool)
+        put(log, "kv_bytes", bytes_figure(m, "kv", None, line, rank, unit_text="GB", binary_gb=True), "min")
+        return
     put(log, "k_bytes", bytes_figure(m, "k", None, line, rank, unit_text="GB", binary_gb=True), "min")
     put(log, "v_bytes", bytes_figure(m, "v", None, line, rank, unit_text="GB", binary_gb=True), "min")
 
@@ -97,8 +103,8 @@ RULES: tuple[Rule, ...] = (
     ),
     rule(
         "KV Cache is allocated",
-        r"KV Cache is allocated\. #tokens: (?P<tokens>[\d,]+), K size: (?P<k>\d+(?:\.\d+)?) GB, "
-        r"V size: (?P<v>\d+(?:\.\d+)?) GB",
+        r"KV Cache is allocated\. (?:dtype: [\w.]+, )?#tokens: (?P<tokens>[\d,]+), (?:K size: (?P<k>\d+(?:\.\d+)?) GB, "
+        r"V size: (?P<v>\d+(?:\.\d+)?) GB|KV size: (?P<kv>\d+(?:\.\d+)?) GB)",
         _kv_allocated,
         once="rank",
     ),
