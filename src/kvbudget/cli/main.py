@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from kvbudget import __version__
-from kvbudget.cli.options import request_from
+from kvbudget.cli.options import request_from, spelled
 from kvbudget.errors import InputError, KvBudgetError, error_document, one_line
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
@@ -33,18 +33,18 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
         "optionally with a version: vllm@0.25, transformers<5 (default: ideal)",
     )
     p.add_argument(
-        "--kv-dtype",
+        *spelled("--kv-dtype"),
         help="cache dtype for K and V (default auto = model dtype); 'q8_0/q4_0' sets K and V apart",
     )
     p.add_argument("--k-dtype", default=None, help="K cache dtype (overrides --kv-dtype)")
     p.add_argument("--v-dtype", default=None, help="V cache dtype (overrides --kv-dtype)")
-    p.add_argument("--tp", help="tensor-parallel size; bytes are per GPU (default 1)")
+    p.add_argument(*spelled("--tp"), help="tensor-parallel size; bytes are per GPU (default 1)")
     p.add_argument("--units", choices=["si", "iec"], default="iec", help="GB (10^9) or GiB (2^30); default iec")
     p.add_argument("--json", action="store_true", help="print the versioned JSON contract")
     g = p.add_argument_group("engine settings")
     g.add_argument("--block-size", help="vLLM/SGLang block (page) size in tokens")
     g.add_argument(
-        "--max-num-batched-tokens",
+        *spelled("--max-num-batched-tokens"),
         help="vLLM max_num_batched_tokens (window reserve) / SGLang --chunked-prefill-size",
     )
     g.add_argument(
@@ -157,7 +157,8 @@ def usage_message(prog: str, message: str) -> str:
     found = re.fullmatch(r"argument ([^:]+): (.+)", message, re.DOTALL)
     if found is None:
         return f"{message}; {see}"
-    field, said = found.group(1).split("/")[-1], found.group(2)
+    names = found.group(1).split("/")  # "-o/--output"; "--utilization/--gpu-memory-utilization/..." (spellings)
+    field, said = next((n for n in names if n.startswith("--")), names[-1]), found.group(2)
     if choice := re.fullmatch(r"invalid choice: (.+) \(choose from (.+)\)", said, re.DOTALL):
         choices = ", ".join(c.strip("'") for c in choice.group(2).split(", "))
         return f"{field}: {choice.group(1)} is not a choice; choose one of {choices}"

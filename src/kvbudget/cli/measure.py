@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from kvbudget.cli.options import request_from
+from kvbudget.cli.options import request_from, spelled
 
 if TYPE_CHECKING:
     from kvbudget.units import UnitSystem
@@ -27,9 +27,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
         help="force the reader (default: detected)",
     )
     g = p.add_argument_group("settings the log does not state (the log wins where it does)")
-    g.add_argument("--tp", help="tensor-parallel size")
-    g.add_argument("--context", help="max_model_len / context length")
-    g.add_argument("--kv-dtype", help="cache dtype (auto, fp8, q8_0, ...)")
+    g.add_argument(*spelled("--tp"), help="tensor-parallel size")
+    g.add_argument(*spelled("--context"), help="max_model_len / context length")
+    g.add_argument(*spelled("--kv-dtype"), help="cache dtype (auto, fp8, q8_0, ...)")
     g.add_argument("--block-size", help="vLLM/SGLang block (page) size")
     g.add_argument("--startup", help="which start-up of a log holding several: 1, 2, ... or last")
     p.add_argument("--units", choices=["si", "iec"], default="iec", help="GB (10^9) or GiB (2^30); default iec")

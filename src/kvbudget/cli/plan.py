@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from kvbudget.cli.options import request_from
+from kvbudget.cli.options import request_from, spelled
 
 if TYPE_CHECKING:
     from kvbudget.units import UnitSystem
@@ -22,7 +22,7 @@ def add_plan_options(p: argparse.ArgumentParser, *, skip: tuple[str, ...] = ()) 
     g.add_argument("--gpu", help="GPU catalog name (kvbudget gpus), e.g. h100-80gb")
     g.add_argument("--gpu-memory", help="memory per GPU instead of --gpu, e.g. 24GiB or 80GB")
     g.add_argument("--gpus", help="GPUs in the deployment (default tp x pp)")
-    g.add_argument("--pp", help="pipeline-parallel size (default 1)")
+    g.add_argument(*spelled("--pp"), help="pipeline-parallel size (default 1)")
     g.add_argument(
         "--weights",
         help="serving precision of the weights: bf16, fp8, int8, int4, awq, "
@@ -35,8 +35,8 @@ def add_plan_options(p: argparse.ArgumentParser, *, skip: tuple[str, ...] = ()) 
         "--overhead",
         help="measured runtime overhead per GPU (activations, non-torch, CUDA graphs); default: a labelled heuristic",
     )
-    g.add_argument("--utilization", help="vLLM gpu_memory_utilization / SGLang mem_fraction_static")
-    g.add_argument("--context", help="context cap per session (32k, 128K, 32768); required")
+    g.add_argument(*spelled("--utilization"), help="vLLM gpu_memory_utilization / SGLang mem_fraction_static")
+    g.add_argument(*spelled("--context"), help="context cap per session (32k, 128K, 32768); required")
     g.add_argument("--sessions", help="sessions wanted: also report the largest cap that serves them")
     g.add_argument("--prefix", help="tokens of a byte-stable prefix every session shares")
     g.add_argument(

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from kvbudget.cli.options import request_from
+from kvbudget.cli.options import request_from, spelled
 
 
 def cmd_size(args: argparse.Namespace) -> str:
@@ -40,11 +40,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     g.add_argument("--weights", help="weights precisions, comma-separated (checkpoint: the checkpoint's own)")
     g.add_argument("--price", help="GPU=PRICE per GPU-hour, comma-separated: h100-sxm=2.49/h,h200=3.59/h")
     g.add_argument("--prices", help='a TOML or JSON file: GPU name = price ("2.49/h")')
-    g.add_argument("--utilization", help="engine memory fraction (default: each engine's)")
+    g.add_argument(*spelled("--utilization"), help="engine memory fraction (default: each engine's)")
     g.add_argument("--overhead", help="measured runtime overhead per GPU (default: each engine's model)")
     g.add_argument("--group-size", help="int4/AWQ/GPTQ group size (default 128)")
     g = p.add_argument_group("load and targets")
-    g.add_argument("--context", help="context cap per session (64k); required")
+    g.add_argument(*spelled("--context"), help="context cap per session (64k); required")
     g.add_argument("--sessions", help="peak concurrent sessions over the whole deployment")
     g.add_argument(
         "--rate",

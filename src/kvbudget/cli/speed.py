@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from kvbudget.cli.options import request_from
+from kvbudget.cli.options import request_from, spelled
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argparse.Namespace], str]]:
@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> dict[str, Callable[[argpar
     p.add_argument("--osl", help="output tokens per request (default 1000)")
     p.add_argument("--concurrency", help="requests in flight over the deployment, or max: as many as the KV pool holds")
     p.add_argument("--prefix", help="prompt tokens each request finds in the prefix cache (not recomputed)")
-    p.add_argument("--utilization", help="engine memory fraction (default: the engine's)")
+    p.add_argument(*spelled("--utilization"), help="engine memory fraction (default: the engine's)")
     p.add_argument("--overhead", help="measured runtime overhead per GPU (default: the engine's model)")
     p.add_argument("--weights-size", help="measured weight footprint (e.g. 16GB)")
     return {"speed": cmd_speed}
