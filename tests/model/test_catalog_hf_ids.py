@@ -24,6 +24,8 @@ GiB = 2**30
 MODELS = [
     ("meta-llama/Meta-Llama-3-8B-Instruct", "llama-3-8b-instruct", "Meta-Llama-3-8B-Instruct",
      32, 8, 128, 128256, 8192, 8_030_261_248),
+    ("neuralmagic/Meta-Llama-3-8B-Instruct-FP8", "llama-3-8b-instruct-fp8", "Meta-Llama-3-8B-Instruct-FP8",
+     32, 8, 128, 128256, 8192, 8_030_261_248),
     ("Qwen/Qwen2.5-0.5B-Instruct", "qwen2.5-0.5b-instruct", "Qwen2.5-0.5B-Instruct",
      24, 2, 64, 151936, 32768, 494_032_768),
     ("Qwen/Qwen2.5-1.5B-Instruct", "qwen2.5-1.5b-instruct", "Qwen2.5-1.5B-Instruct",
@@ -157,6 +159,21 @@ def test_fp8_checkpoints_weigh_their_quantization_config(hf_id: str, base: str) 
     assert "quantization_config: fp8 e4m3, 128x128 block scales" in weights.basis
     assert weights.bytes < 0.6 * weights_figure(bf16, base, None, None).bytes
     assert compute_cost(spec, tokens=8192).total_bytes == compute_cost(bf16, tokens=8192).total_bytes
+
+
+def test_llama3_fp8_weighs_its_published_checkpoint_size() -> None:
+    """neuralmagic/Meta-Llama-3-8B-Instruct-FP8's model.safetensors.index.json gives total_size 9,081,202,432 bytes:
+    fp8 linear layers, bf16 embeddings, lm_head and norms, plus one fp32 weight_scale and input_scale per linear layer
+    (7 x 32 layers x 2 x 4 bytes), which the weights figure leaves out."""
+    spec = resolve("neuralmagic/Meta-Llama-3-8B-Instruct-FP8")
+    shipped = checkpoint_precision(spec)
+    assert shipped is not None and shipped.precision == weight_precision("fp8") and shipped.keep == ()
+    published = _raw()["Meta-Llama-3-8B-Instruct-FP8"]["params_total"]["checkpoint_bytes"]
+    assert published == 9_081_202_432
+    weights = weights_figure(spec, "neuralmagic/Meta-Llama-3-8B-Instruct-FP8", None, None)
+    assert weights.bytes + 7 * 32 * 2 * 4 == published
+    bf16 = resolve("meta-llama/Meta-Llama-3-8B-Instruct")
+    assert compute_cost(spec, tokens=8192).total_bytes == compute_cost(bf16, tokens=8192).total_bytes == 2 * GiB // 2
 
 
 def test_every_new_entry_names_a_stored_source() -> None:
