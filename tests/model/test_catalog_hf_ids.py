@@ -158,6 +158,8 @@ def test_fp8_checkpoints_weigh_their_quantization_config(hf_id: str, base: str) 
     assert weights.bytes == estimate_weights(count_params(spec), weight_precision("fp8")).total_bytes
     assert "quantization_config: fp8 e4m3, 128x128 block scales" in weights.basis
     assert weights.bytes < 0.6 * weights_figure(bf16, base, None, None).bytes
+    # the same bytes as the bf16 entry planned with --weights fp8 (how the real-log rows of these checkpoints run)
+    assert weights.bytes == weights_figure(bf16, base, "fp8", None).bytes
     assert compute_cost(spec, tokens=8192).total_bytes == compute_cost(bf16, tokens=8192).total_bytes
 
 
