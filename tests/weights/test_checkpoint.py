@@ -87,6 +87,26 @@ def test_deepseek_v3_ships_fp8() -> None:
             (),
         ),
         ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "nvfp4", Fraction(9, 2), ()),
+        (  # Qwen3 MoE FP8 checkpoints list every layer's norms and router: no attention module is kept
+            {
+                "quant_method": "fp8",
+                "weight_block_size": [128, 128],
+                "modules_to_not_convert": [
+                    "lm_head",
+                    "model.layers.0.post_attention_layernorm",
+                    "model.layers.0.mlp.gate",
+                ],
+            },
+            "fp8",
+            Fraction(8),
+            (),
+        ),
+        (
+            {"quant_method": "fp8", "modules_to_not_convert": ["model.layers.*.self_attn", "lm_head"]},
+            "fp8",
+            8,
+            ("attention",),
+        ),
         ({"quant_method": "bitsandbytes", "load_in_8bit": True}, "int8", Fraction(8), ()),
         (
             {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_use_double_quant": True},

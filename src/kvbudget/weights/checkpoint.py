@@ -39,11 +39,14 @@ def _int(value: object, default: int) -> int:
 
 
 def _keep(patterns: object) -> tuple[str, ...]:
-    """Components named by a config's unquantized-module patterns (only attention is a separate component)."""
+    """Components named by a config's unquantized-module patterns (only attention is a separate component).
+
+    A pattern names attention when it says ``attn`` or ``attention`` and is not a norm: Qwen3 MoE FP8 checkpoints list
+    every ``post_attention_layernorm`` (a norm, bf16 anyway) and quantize the attention projections."""
     if not isinstance(patterns, list):
         return ()
-    text = " ".join(str(p) for p in patterns)
-    return ("attention",) if "attn" in text or "attention" in text else ()
+    names = [str(p) for p in patterns]
+    return ("attention",) if any(("attn" in p or "attention" in p) and "norm" not in p for p in names) else ()
 
 
 def _compressed_tensors(q: dict[str, object], where: str) -> tuple[WeightPrecision, tuple[str, ...], str]:
