@@ -17,14 +17,30 @@ BASE = ("llama-3.1-8b", "--gpu", "h100-sxm", "--json")
         (
             "vllm@0.10.1",
             ["--utilization", "0.85", "--context", "16k", "--tp", "2", "--kv-dtype", "fp8"],
-            ["--gpu-memory-utilization", "0.85", "--max-model-len", "16384", "--tensor-parallel-size", "2"]
-            + ["--kv-cache-dtype", "fp8"],
+            [
+                "--gpu-memory-utilization",
+                "0.85",
+                "--max-model-len",
+                "16384",
+                "--tensor-parallel-size",
+                "2",
+                "--kv-cache-dtype",
+                "fp8",
+            ],
         ),
         (
             "sglang@0.5.5",
             ["--utilization", "0.8", "--context", "8k", "--tp", "2", "--max-num-batched-tokens", "4096"],
-            ["--mem-fraction-static", "0.8", "--context-length", "8192", "--tp-size", "2"]
-            + ["--chunked-prefill-size", "4096"],
+            [
+                "--mem-fraction-static",
+                "0.8",
+                "--context-length",
+                "8192",
+                "--tp-size",
+                "2",
+                "--chunked-prefill-size",
+                "4096",
+            ],
         ),
         (
             "trtllm@1.2.1",
