@@ -31,6 +31,8 @@ UPSTREAM = {
     "scheduler_metrics_mixin.py",  # SGLang srt/managers: its Decode / Prefill batch lines
     "server_args.py",  # SGLang srt: the default mem_fraction_static per version (docs/measure.md)
     "kv_cache_configurator.py",  # SGLang 0.5.23 srt/model_executor: its pool rule (docs/measure.md)
+    "flashinfer.py",  # TensorRT-LLM _torch/attention_backend: the FlashInfer workspace (docs/measure.md)
+    "quickstart_multimodal.py",  # TensorRT-LLM examples/llm-api: a log's launcher (docs/measure.md)
 }
 PY_PATHS = {p.relative_to(SRC).as_posix() for p in SRC.rglob("*.py")}
 
