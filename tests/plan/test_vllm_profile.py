@@ -201,3 +201,29 @@ def test_the_qwen25_vl_refusal_at_0_22_is_a_shortfall_near_the_logged_one() -> N
     )
     with pytest.raises(InputError, match=r"exceed the 17\.44 GiB vllm can use .* by 14\.69 GiB"):
         plan_deployment(request)
+
+
+def test_only_the_last_pipeline_stage_holds_the_sampler_run() -> None:
+    """vLLM 0.9.2 v1/worker/gpu_model_runner.py profile_run makes _dummy_sampler_run only on the last pipeline rank,
+    and unify_kv_cache_configs keeps the smallest block count of all workers: the first stage's overhead is its
+    forward alone, and the last stage keeps the sampler's excess less pool (StagedLayout.reserved)."""
+    spec = resolve("deepseek-v2-lite")
+    # DeepSeek-V2-Lite at TP 2 on an L4: 2,048 tokens (the default below 70 GiB), 256 sequences x vocab 102,400
+    act = 2048 * 4 * 2048 * 2 + moe_workspace(spec, 2, 2048)  # hidden states + the fused-MoE caches
+    assert moe_workspace(spec, 2, 2048) == 2048 * 6 * (2 * 704 + 704 + 2048) * 2
+    kwargs = {"tp": 2, "batched": 2048, "batched_basis": "", "seqs": 256, "seqs_basis": "", "graphs": False}
+    whole = profiled_overhead(spec, **kwargs)  # type: ignore[arg-type]
+    first = profiled_overhead(spec, pp=2, **kwargs)  # type: ignore[arg-type]
+    sampler = 256 * 102400 * SAMPLER_BYTES
+    assert whole.high == int(0.4 * GiB) + max(int(1.35 * act), sampler) and whole.last_stage_extra == 0
+    assert first.high == int(0.4 * GiB) + int(1.35 * act)
+    assert first.last_stage_extra == sampler - int(1.35 * act) == whole.high - first.high
+    # PR #20665 (a 0.9.2-era main build, four L4s, TP 2 x PP 2, 1,024 tokens): "Available KV cache memory: 12.13 GiB"
+    # on the first stage's ranks, 11.33 GiB on the last's; the first stage (14 of 27 layers) binds: 807,792 tokens
+    request = PlanRequest(model="deepseek-v2-lite", gpu="l4", engine="vllm@0.9.2", context=Tokens(1024), tp=2, pp=2)
+    plan = plan_deployment(request)
+    assert abs(plan.kv_pool_bytes - 12.13 * GiB) <= 0.05 * 12.13 * GiB
+    assert plan.layout.reserved == (0, plan.overhead.last_stage_extra)
+    last_pool = plan.kv_pool_bytes - plan.overhead.last_stage_extra
+    assert abs(last_pool - 11.33 * GiB) <= 0.05 * 11.33 * GiB
+    assert plan.sessions <= 807_792 // 1024

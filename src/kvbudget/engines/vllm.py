@@ -206,6 +206,7 @@ class Rules(EngineRules):
                 batched=site.batched,
                 tp=site.tp,
             ),
+            pp=site.pp,
         )
         if vllm_memory.whole_device_non_torch(self.version):
             profiled = replace(
