@@ -24,6 +24,8 @@ ENGINES = {"vllm": "vLLM", "sglang": "SGLang"}
 # model families of the held-out summary; a DeepSeek-R1 distill of Qwen is a Qwen2 network
 FAMILIES = (
     ("gpt-oss", "gpt-oss (MXFP4 MoE)"),
+    ("llama-4", "Llama 4 (MoE, chunked local attention)"),
+    ("deepseek-v", "DeepSeek-V2/V3 (MLA MoE)"),
     ("llama", "Llama 3"),
     ("qwen3", "Qwen3 (dense and MoE)"),
     ("qwen2.5-vl", "Qwen2.5-VL (vision-language)"),
@@ -55,11 +57,17 @@ def _request(row: dict[str, str]) -> PlanRequest:
         engine=f"{row['engine']}@{row['version']}",
         context=Tokens(row["max_model_len"]),
         tp=int(row["tp"]),
+        pp=_pp(row),
         utilization=utilization,
         max_num_batched_tokens=batched,
         max_num_seqs=seqs,
         weights=row["weights"] or None,
     )
+
+
+def _pp(row: dict[str, str]) -> int:
+    """The pipeline stages (the last column, added after the others: a row without it has 1)."""
+    return int(row.get("pp") or 1)
 
 
 def _planned(row: dict[str, str]) -> tuple[int | None, int]:
@@ -103,7 +111,7 @@ def table() -> str:
         else:
             refusal = "-" if _starts(row, pool, sessions) else "FALSE REFUSAL"
         model = Path(row["model"]).name
-        gpu = f"{row['gpu']} x {row['tp']}"
+        gpu = f"{row['gpu']} x {row['tp']}" + (f" x pp {_pp(row)}" if _pp(row) > 1 else "")
         lines.append(
             f"| {row['case']} | {row['split']} | {ENGINES[row['engine']]} {row['version']} | {gpu} | {model} | "
             f"{row['available_kv_gib']} GiB | {planned} | {err} | {refusal} |"
