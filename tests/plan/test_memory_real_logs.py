@@ -58,6 +58,7 @@ def _request(row: dict[str, str]) -> PlanRequest:
         context=Tokens(row["max_model_len"]),
         tp=int(row["tp"]),
         pp=_pp(row),
+        chunked_hybrid=row.get("chunked_hybrid") == "yes",  # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1
         utilization=utilization,
         max_num_batched_tokens=batched,
         max_num_seqs=seqs,
@@ -82,12 +83,16 @@ def _planned(row: dict[str, str]) -> tuple[int | None, int]:
 
 def _starts(row: dict[str, str], pool: int | None, sessions: int) -> bool:
     """Whether the plan says the engine starts. vLLM refuses a pool that holds no request at max_model_len (its
-    admission check); SGLang starts with any positive pool (it refuses only max_total_num_tokens <= 0, "Not enough
-    memory", model_runner.py 0.4.3-0.5.9) and serves requests up to the pool's tokens, so a plan of 0 sessions at
-    the cap is a started SGLang."""
+    admission check, the plan's ``engine_refused``: in 0.10.1-0.13 it sizes that request with a Llama 4's chunked
+    layers while the pool caches them as full attention, so a start-up with 0 sessions at the cap is possible);
+    SGLang starts with any positive pool (it refuses only max_total_num_tokens <= 0, "Not enough memory",
+    model_runner.py 0.4.3-0.5.9) and serves requests up to the pool's tokens, so a plan of 0 sessions at the cap is
+    a started SGLang."""
     if pool is None:
         return False
-    return pool > 0 if row["engine"] == "sglang" else sessions > 0
+    if row["engine"] == "sglang":
+        return pool > 0
+    return not plan_deployment(_request(row)).engine_refused
 
 
 def _error(row: dict[str, str], pool: int | None) -> float | None:

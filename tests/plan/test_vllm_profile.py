@@ -4,6 +4,7 @@ entry), and the fused-MoE buffers of the dummy forward (fused_moe.py)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from unittest import mock
 
@@ -227,3 +228,38 @@ def test_only_the_last_pipeline_stage_holds_the_sampler_run() -> None:
     last_pool = plan.kv_pool_bytes - plan.overhead.last_stage_extra
     assert abs(last_pool - 11.33 * GiB) <= 0.05 * 11.33 * GiB
     assert plan.sessions <= 807_792 // 1024
+
+
+def test_vllm_0_10_1_to_0_13_caches_chunked_local_layers_as_full_attention_but_checks_them_as_chunked() -> None:
+    """vLLM 0.10.1-0.13 VllmConfig turns the hybrid KV cache manager off for a model with an attention_chunk_size
+    unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (envs.py default "0"; "1" from 0.14.0; 0.10.0 has
+    no rule), so unify_hybrid_kv_cache_specs caches Llama 4's chunked layers as full attention; the start-up check
+    (check_enough_kv_cache_memory) runs on the layers' own specs before that, so the engine starts anyway."""
+    from kvbudget.engines.vllm_memory import chunked_hybrid_off_by_default
+
+    assert [chunked_hybrid_off_by_default(v) for v in ("0.10.0", "0.10.1", "0.12.0", "0.13.0", "0.14.0")] == [
+        False,
+        True,
+        True,
+        True,
+        False,
+    ]
+    # Llama-4-Scout at TP 8: 1 KV head x 128 x 2 (K, V) x 2 B = 512 B per layer and token on each GPU, 48 layers
+    n = 5_242_880
+    request = PlanRequest(
+        model="llama-4-scout-17b-16e-instruct", gpu="h200", engine="vllm@0.12.0", context=Tokens(n), tp=8
+    )
+    plan = plan_deployment(request)
+    assert plan.per_session_bytes == 48 * 512 * n  # every layer full: 120 GiB, more than the pool
+    assert plan.sessions == 0 and not plan.engine_refused  # vLLM starts: one request fits with the chunked layers
+    # the write-up of the 8x H200 start-up (README / HYBRID_KV_CACHE_ANALYSIS.md of fuhengwu2021/coderepo) gives
+    # 3,919,664 tokens at 5,242,880 with the manager off, 0.75x: planned 0.77x (the pool is 3.5% high)
+    assert plan.engine_lines[1].endswith("0.77x")
+    # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1: 12 full layers at the cap, 36 chunked ones at one
+    # 8,192-token chunk + the 8,192-token batch; the write-up's 1.86x at 8,388,608 tokens
+    hybrid = plan_deployment(replace(request, context=8_388_608, chunked_hybrid=True))
+    assert hybrid.per_session_bytes == 12 * 512 * 8_388_608 + 36 * 512 * (8192 + 8192)
+    assert hybrid.sessions == 1 and abs(89.71 * GiB / hybrid.per_session_bytes - 1.86) < 0.01
+    # 0.14 keeps the chunk by default
+    later = plan_deployment(replace(request, engine="vllm@0.14.1"))
+    assert later.per_session_bytes == 12 * 512 * n + 36 * 512 * (8192 + 8192)

@@ -107,6 +107,7 @@ class Plan:
     alerts: AlertRules | None = None  # the alerting rules, when the request asks (plan/alerts.py)
     speeds: PlanSpeeds | None = None  # a load test's measured speeds at the plan (plan/speeds.py, --speed-from)
     layer_split: LayerSplit | None = None  # llama.cpp --n-gpu-layers / --tensor-split: each device (plan/gpu_layers.py)
+    engine_refused: bool = False  # the engine's own start-up check refuses (vLLM: admission), whatever the sessions
 
     @property
     def total_sessions(self) -> int:
@@ -386,6 +387,7 @@ def make_plan(i: PlanInputs) -> Plan:
         prefix=sharing,
         options=options,
         layer_split=split,
+        engine_refused=start.refused,
     )
 
 
