@@ -263,3 +263,24 @@ def test_vllm_0_10_1_to_0_13_caches_chunked_local_layers_as_full_attention_but_c
     # 0.14 keeps the chunk by default
     later = plan_deployment(replace(request, engine="vllm@0.14.1"))
     assert later.per_session_bytes == 12 * 512 * n + 36 * 512 * (8192 + 8192)
+
+
+def test_vllm_keeps_the_mla_down_projections_and_routers_whole_on_every_tensor_parallel_rank() -> None:
+    """vLLM deepseek_v2.py (0.9.2 and 0.12.0 wheels): q_a_proj and kv_a_proj_with_mqa (0.12: one fused_qkv_a_proj,
+    disable_tp=True) are ReplicatedLinear, and so is each MoE layer's router (quant_config=None, the model dtype):
+    each rank holds them whole, where an even split of the weights gives it 1/tp."""
+    from kvbudget.weights.loaded import mla_replicated_bytes
+
+    r1 = resolve("deepseek-r1")  # fp8 checkpoint: 61 layers, 3 dense, 256 routed experts, hidden 7,168
+    replicated = 61 * 7168 * (1536 + 512 + 64) * 1 + (61 - 3) * 7168 * 256 * 2
+    assert mla_replicated_bytes(r1) == replicated
+    lite = resolve("deepseek-v2-lite")  # bf16, q_lora_rank null: kv_a_proj_with_mqa only; 26 MoE layers of 64
+    assert mla_replicated_bytes(lite) == 27 * 2048 * (512 + 64) * 2 + 26 * 2048 * 64 * 2
+    assert mla_replicated_bytes(resolve("llama-3.1-8b")) == 0
+    whole = PlanRequest(model="deepseek-r1", gpu_memory=2**41, engine="vllm@0.12.0", context=Tokens(32768))
+    one = plan_deployment(whole)  # TP 1 on a (notional) 2 TiB device holds everything once: the checkpoint's bytes
+    request = PlanRequest(model="deepseek-r1", gpu="h200", engine="vllm@0.12.0", context=Tokens(32768), tp=8)
+    eight = plan_deployment(request)
+    checkpoint = one.weights_per_gpu
+    assert eight.weights_per_gpu == -(-(checkpoint + replicated * 7) // 8)  # (total - R) / 8 + R
+    assert "kept whole on every rank" in eight.inputs.weights.basis
