@@ -23,6 +23,10 @@ UPSTREAM = {
     "topk_topp_triton.py",  # vLLM v1/sample/ops (0.17+): the Triton top-k/top-p kernel and its buffer
     "cache.py",  # vLLM config: the gpu_memory_utilization default per version (docs/engines.md, docs/measure.md)
     "fused_moe.py",  # vLLM model_executor/layers/fused_moe
+    "gpu_model_runner.py",  # vLLM v1/worker: profile_run samples on the last pipeline stage only
+    "kv_cache_utils.py",  # vLLM v1/core: the admission check, the hybrid specs unified, the smallest blocks
+    "deepseek_v2.py",  # vLLM model_executor/models: the MLA down-projections and routers kept whole per rank
+    "envs.py",  # vLLM: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE's default per release
     "llm_args.py",  # TensorRT-LLM llmapi: CudaGraphConfig's capture sizes, KvCacheConfig (docs/measure.md)
     "logits_processor.py",  # TensorRT-LLM _torch/modules: one logits row per request in the dummy pass
     "sampler.py",  # vLLM v1/sample: the sampler the profile run warms up (docs/measure.md)

@@ -24,11 +24,13 @@ ENGINES = {"vllm": "vLLM", "sglang": "SGLang"}
 # model families of the held-out summary; a DeepSeek-R1 distill of Qwen is a Qwen2 network
 FAMILIES = (
     ("gpt-oss", "gpt-oss (MXFP4 MoE)"),
+    ("llama-4", "Llama 4 (MoE, chunked local attention)"),
+    ("deepseek-v", "DeepSeek-V2/V3/R1 (MLA MoE)"),
     ("llama", "Llama 3"),
     ("qwen3", "Qwen3 (dense and MoE)"),
     ("qwen2.5-vl", "Qwen2.5-VL (vision-language)"),
     ("qwen", "Qwen2/2.5"),
-    ("deepseek", "DeepSeek-V3/R1 (MLA MoE)"),
+    ("deepseek", "DeepSeek-V2/V3/R1 (MLA MoE)"),  # R1 itself; an R1 distill of Qwen is Qwen2
     ("phi-3", "Phi-3"),
     ("mistral", "Mistral"),
     ("gemma", "Gemma 3 (vision-language)"),
@@ -56,11 +58,18 @@ def _request(row: dict[str, str]) -> PlanRequest:
         engine=f"{row['engine']}@{row['version']}",
         context=Tokens(row["max_model_len"]),
         tp=int(row["tp"]),
+        pp=_pp(row),
+        chunked_hybrid=row.get("chunked_hybrid") == "yes",  # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1
         utilization=utilization,
         max_num_batched_tokens=batched,
         max_num_seqs=seqs,
         weights=row["weights"] or None,
     )
+
+
+def _pp(row: dict[str, str]) -> int:
+    """The pipeline stages (the last column, added after the others: a row without it has 1)."""
+    return int(row.get("pp") or 1)
 
 
 def _planned(row: dict[str, str]) -> tuple[int | None, int]:
@@ -75,12 +84,16 @@ def _planned(row: dict[str, str]) -> tuple[int | None, int]:
 
 def _starts(row: dict[str, str], pool: int | None, sessions: int) -> bool:
     """Whether the plan says the engine starts. vLLM refuses a pool that holds no request at max_model_len (its
-    admission check); SGLang starts with any positive pool (it refuses only max_total_num_tokens <= 0, "Not enough
-    memory", model_runner.py 0.4.3-0.5.9) and serves requests up to the pool's tokens, so a plan of 0 sessions at
-    the cap is a started SGLang."""
+    admission check, the plan's ``engine_refused``: in 0.10.1-0.13 it sizes that request with a Llama 4's chunked
+    layers while the pool caches them as full attention, so a start-up with 0 sessions at the cap is possible);
+    SGLang starts with any positive pool (it refuses only max_total_num_tokens <= 0, "Not enough memory",
+    model_runner.py 0.4.3-0.5.9) and serves requests up to the pool's tokens, so a plan of 0 sessions at the cap is
+    a started SGLang."""
     if pool is None:
         return False
-    return pool > 0 if row["engine"] == "sglang" else sessions > 0
+    if row["engine"] == "sglang":
+        return pool > 0
+    return not plan_deployment(_request(row)).engine_refused
 
 
 def _error(row: dict[str, str], pool: int | None) -> float | None:
@@ -104,7 +117,7 @@ def table() -> str:
         else:
             refusal = "-" if _starts(row, pool, sessions) else "FALSE REFUSAL"
         model = Path(row["model"]).name
-        gpu = f"{row['gpu']} x {row['tp']}"
+        gpu = f"{row['gpu']} x {row['tp']}" + (f" x pp {_pp(row)}" if _pp(row) > 1 else "")
         lines.append(
             f"| {row['case']} | {row['split']} | {ENGINES[row['engine']]} {row['version']} | {gpu} | {model} | "
             f"{row['available_kv_gib']} GiB | {planned} | {err} | {refusal} |"

@@ -4,6 +4,7 @@ entry), and the fused-MoE buffers of the dummy forward (fused_moe.py)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from unittest import mock
 
@@ -201,3 +202,85 @@ def test_the_qwen25_vl_refusal_at_0_22_is_a_shortfall_near_the_logged_one() -> N
     )
     with pytest.raises(InputError, match=r"exceed the 17\.44 GiB vllm can use .* by 14\.69 GiB"):
         plan_deployment(request)
+
+
+def test_only_the_last_pipeline_stage_holds_the_sampler_run() -> None:
+    """vLLM 0.9.2 v1/worker/gpu_model_runner.py profile_run makes _dummy_sampler_run only on the last pipeline rank,
+    and unify_kv_cache_configs keeps the smallest block count of all workers: the first stage's overhead is its
+    forward alone, and the last stage keeps the sampler's excess less pool (StagedLayout.reserved)."""
+    spec = resolve("deepseek-v2-lite")
+    # DeepSeek-V2-Lite at TP 2 on an L4: 2,048 tokens (the default below 70 GiB), 256 sequences x vocab 102,400
+    act = 2048 * 4 * 2048 * 2 + moe_workspace(spec, 2, 2048)  # hidden states + the fused-MoE caches
+    assert moe_workspace(spec, 2, 2048) == 2048 * 6 * (2 * 704 + 704 + 2048) * 2
+    kwargs = {"tp": 2, "batched": 2048, "batched_basis": "", "seqs": 256, "seqs_basis": "", "graphs": False}
+    whole = profiled_overhead(spec, **kwargs)  # type: ignore[arg-type]
+    first = profiled_overhead(spec, pp=2, **kwargs)  # type: ignore[arg-type]
+    sampler = 256 * 102400 * SAMPLER_BYTES
+    assert whole.high == int(0.4 * GiB) + max(int(1.35 * act), sampler) and whole.last_stage_extra == 0
+    assert first.high == int(0.4 * GiB) + int(1.35 * act)
+    assert first.last_stage_extra == sampler - int(1.35 * act) == whole.high - first.high
+    # PR #20665 (a 0.9.2-era main build, four L4s, TP 2 x PP 2, 1,024 tokens): "Available KV cache memory: 12.13 GiB"
+    # on the first stage's ranks, 11.33 GiB on the last's; the first stage (14 of 27 layers) binds: 807,792 tokens
+    request = PlanRequest(model="deepseek-v2-lite", gpu="l4", engine="vllm@0.9.2", context=Tokens(1024), tp=2, pp=2)
+    plan = plan_deployment(request)
+    assert abs(plan.kv_pool_bytes - 12.13 * GiB) <= 0.05 * 12.13 * GiB
+    assert plan.layout.reserved == (0, plan.overhead.last_stage_extra)
+    last_pool = plan.kv_pool_bytes - plan.overhead.last_stage_extra
+    assert abs(last_pool - 11.33 * GiB) <= 0.05 * 11.33 * GiB
+    assert plan.sessions <= 807_792 // 1024
+
+
+def test_vllm_0_10_1_to_0_13_caches_chunked_local_layers_as_full_attention_but_checks_them_as_chunked() -> None:
+    """vLLM 0.10.1-0.13 VllmConfig turns the hybrid KV cache manager off for a model with an attention_chunk_size
+    unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (envs.py default "0"; "1" from 0.14.0; 0.10.0 has
+    no rule), so unify_hybrid_kv_cache_specs caches Llama 4's chunked layers as full attention; the start-up check
+    (check_enough_kv_cache_memory) runs on the layers' own specs before that, so the engine starts anyway."""
+    from kvbudget.engines.vllm_memory import chunked_hybrid_off_by_default
+
+    assert [chunked_hybrid_off_by_default(v) for v in ("0.10.0", "0.10.1", "0.12.0", "0.13.0", "0.14.0")] == [
+        False,
+        True,
+        True,
+        True,
+        False,
+    ]
+    # Llama-4-Scout at TP 8: 1 KV head x 128 x 2 (K, V) x 2 B = 512 B per layer and token on each GPU, 48 layers
+    n = 5_242_880
+    request = PlanRequest(
+        model="llama-4-scout-17b-16e-instruct", gpu="h200", engine="vllm@0.12.0", context=Tokens(n), tp=8
+    )
+    plan = plan_deployment(request)
+    assert plan.per_session_bytes == 48 * 512 * n  # every layer full: 120 GiB, more than the pool
+    assert plan.sessions == 0 and not plan.engine_refused  # vLLM starts: one request fits with the chunked layers
+    # the write-up of the 8x H200 start-up (README / HYBRID_KV_CACHE_ANALYSIS.md of fuhengwu2021/coderepo) gives
+    # 3,919,664 tokens at 5,242,880 with the manager off, 0.75x: planned 0.77x (the pool is 3.5% high)
+    assert plan.engine_lines[1].endswith("0.77x")
+    # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1: 12 full layers at the cap, 36 chunked ones at one
+    # 8,192-token chunk + the 8,192-token batch; the write-up's 1.86x at 8,388,608 tokens
+    hybrid = plan_deployment(replace(request, context=8_388_608, chunked_hybrid=True))
+    assert hybrid.per_session_bytes == 12 * 512 * 8_388_608 + 36 * 512 * (8192 + 8192)
+    assert hybrid.sessions == 1 and abs(89.71 * GiB / hybrid.per_session_bytes - 1.86) < 0.01
+    # 0.14 keeps the chunk by default
+    later = plan_deployment(replace(request, engine="vllm@0.14.1"))
+    assert later.per_session_bytes == 12 * 512 * n + 36 * 512 * (8192 + 8192)
+
+
+def test_vllm_keeps_the_mla_down_projections_and_routers_whole_on_every_tensor_parallel_rank() -> None:
+    """vLLM deepseek_v2.py (0.9.2 and 0.12.0 wheels): q_a_proj and kv_a_proj_with_mqa (0.12: one fused_qkv_a_proj,
+    disable_tp=True) are ReplicatedLinear, and so is each MoE layer's router (quant_config=None, the model dtype):
+    each rank holds them whole, where an even split of the weights gives it 1/tp."""
+    from kvbudget.weights.loaded import mla_replicated_bytes
+
+    r1 = resolve("deepseek-r1")  # fp8 checkpoint: 61 layers, 3 dense, 256 routed experts, hidden 7,168
+    replicated = 61 * 7168 * (1536 + 512 + 64) * 1 + (61 - 3) * 7168 * 256 * 2
+    assert mla_replicated_bytes(r1) == replicated
+    lite = resolve("deepseek-v2-lite")  # bf16, q_lora_rank null: kv_a_proj_with_mqa only; 26 MoE layers of 64
+    assert mla_replicated_bytes(lite) == 27 * 2048 * (512 + 64) * 2 + 26 * 2048 * 64 * 2
+    assert mla_replicated_bytes(resolve("llama-3.1-8b")) == 0
+    whole = PlanRequest(model="deepseek-r1", gpu_memory=2**41, engine="vllm@0.12.0", context=Tokens(32768))
+    one = plan_deployment(whole)  # TP 1 on a (notional) 2 TiB device holds everything once: the checkpoint's bytes
+    request = PlanRequest(model="deepseek-r1", gpu="h200", engine="vllm@0.12.0", context=Tokens(32768), tp=8)
+    eight = plan_deployment(request)
+    checkpoint = one.weights_per_gpu
+    assert eight.weights_per_gpu == -(-(checkpoint + replicated * 7) // 8)  # (total - R) / 8 + R
+    assert "kept whole on every rank" in eight.inputs.weights.basis

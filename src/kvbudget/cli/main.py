@@ -64,6 +64,12 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-flash-attn", action="store_true", help="llama.cpp -fa off")
     g.add_argument("--kv-unified", action="store_true", help="llama.cpp --kv-unified (one stream)")
     g.add_argument(
+        "--chunked-hybrid",
+        action="store_true",
+        help="vLLM VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1: Llama 4's chunked layers keep their chunk "
+        "(the default from 0.14; 0.10.1-0.13 cache them as full attention without it)",
+    )
+    g.add_argument(
         "--max-batch-size",
         help="TensorRT-LLM max_batch_size (default 2048; each slot reserves a hybrid's recurrent state)",
     )

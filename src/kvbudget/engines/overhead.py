@@ -39,6 +39,7 @@ class Site:
     context: int = 0  # tokens per session (llama.cpp: one stream's cells, the scores' width without flash attention)
     flash_attn: bool = True
     max_num_seqs: int | None = None  # vLLM --max-num-seqs as set; None: its default for the GPU
+    pp: int = 1  # pipeline stages: the first GPU holds the first stage (vLLM samples on the last stage only)
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,9 @@ class Overhead:
     high: int
     provenance: Label
     basis: str
+    # bytes more the last pipeline stage holds than the GPU this overhead is for (vLLM: its dummy sampler run, which
+    # only the last stage makes); 0 without pipeline parallelism
+    last_stage_extra: int = 0
 
 
 def _int(cfg: dict[str, object], key: str, default: int) -> int:

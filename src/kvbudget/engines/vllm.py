@@ -206,6 +206,7 @@ class Rules(EngineRules):
                 batched=site.batched,
                 tp=site.tp,
             ),
+            pp=site.pp,
         )
         if vllm_memory.whole_device_non_torch(self.version):
             profiled = replace(
@@ -248,8 +249,14 @@ class Rules(EngineRules):
 
     def start_up(self, d: Deployment) -> StartUp:
         vpool = pool(d.spec, d.k, d.v, d.tp, d.options, self.version)
+        checked = vpool
+        if d.options.chunked_hybrid is None and vllm_memory.chunked_hybrid_off_by_default(self.version):
+            # 0.10.1-0.13 kv_cache_utils.py: get_kv_cache_config(s) runs check_enough_kv_cache_memory on the layers'
+            # own specs (chunked local: chunk + batch tokens) before get_kv_cache_groups unifies them to full
+            # attention, so the engine starts where one request at the cap fits only with the chunked layers
+            checked = pool(d.spec, d.k, d.v, d.tp, replace(d.options, chunked_hybrid=True), self.version)
         try:
-            check_admission(vpool, d.pool_bytes, d.context)
+            check_admission(checked, d.pool_bytes, d.context)
         except EngineRefusalError as refusal:
             # vLLM stops before the capacity line: the refusal (and its estimated length) is what it prints
             return StartUp((str(refusal),), 0, f"vLLM {self.version} refuses to start (admission check)", True)
@@ -323,11 +330,13 @@ class Rules(EngineRules):
             args += ["--pipeline-parallel-size", str(s.pp)]
         if s.quantize == "fp8":  # vLLM quantizes a 16-bit checkpoint to fp8 at load (--quantization fp8)
             args += ["--quantization", "fp8"]
+        # the plan kept Llama 4's chunk (--chunked-hybrid): vLLM 0.10.1-0.13 does so only with this variable set
+        env = ("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1",) if s.options.chunked_hybrid else ()
         if s.past_native:
             # vLLM refuses --max-model-len past the config's window unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
             # (config/model.py); YaRN rope scaling over the trained window is what lets the model use it
-            return ("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1", *args, "--hf-overrides", s.yarn_override)
-        return tuple(args)
+            return (*env, "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1", *args, "--hf-overrides", s.yarn_override)
+        return (*env, *args)
 
     def past_window(self, context: int, native: int) -> str:
         # vLLM 0.33 config/model.py: a max_model_len past the derived one is an error unless

@@ -29,6 +29,7 @@ from kvbudget.engines.vllm_config import (
     fa4_hd256,
     state_pages,
 )
+from kvbudget.engines.vllm_memory import chunked_hybrid_off_by_default
 from kvbudget.engines.vllm_pool import (
     ATTENTION,
     KERNEL_BLOCK_ALIGNMENT,
@@ -212,6 +213,21 @@ def _plan(
     ]
     if options.disable_hybrid_kv_cache_manager:
         buckets = disable_hybrid(buckets)
+    elif (
+        options.chunked_hybrid is None
+        and chunked_hybrid_off_by_default(version)
+        and any(b.kind == "chunked_local" for b in buckets)
+    ):
+        # vLLM 0.10.1-0.13 VllmConfig (a model with an attention_chunk_size): "There is a latency regression when
+        # using chunked local attention with the hybrid KV cache manager. Disabling it, by default."; then
+        # kv_cache_utils.py unify_hybrid_kv_cache_specs caches every chunked (and sliding) layer as full attention
+        buckets = disable_hybrid(buckets)
+        if not any(b.kind == "chunked_local" for b in buckets):
+            notes.append(
+                f"vLLM {version} turns the hybrid KV cache manager off for chunked local attention unless "
+                "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (--chunked-hybrid): every chunked layer is "
+                "cached as full attention; its start-up check still sizes one request with the chunked layers"
+            )
     pool_mode, grouped, page, per_block, pool_notes = group_buckets(buckets)
     batched, in_flight, _text = vllm_batches.in_flight(options, version)
     has_attention = any(b.kind in ATTENTION for b in grouped)
@@ -357,8 +373,8 @@ def layout(
         )
     if "chunked_local" in kinds:
         notes.append(
-            "vLLM releases where VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to 0 turn the "
-            "hybrid manager off for chunked attention: model that with disable_hybrid_kv_cache_manager"
+            "chunked local layers keep their chunk: the hybrid manager is on (the default from vLLM 0.14 and "
+            "before 0.10.1; 0.10.1-0.13 with VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1, --chunked-hybrid)"
         )
     if "cross_attention" in kinds:
         notes.append("cross attention: image_tokens plays max_num_encoder_input_tokens")

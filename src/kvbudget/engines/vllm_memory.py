@@ -34,6 +34,11 @@ WHOLE_DEVICE_NON_TORCH = ((0, 8), (0, 9, 1))
 # V0 (0.10 removed the V0 engine's paths; the exact release the fallback went is not pinned).
 V1_MIN_CAPABILITY = 80
 V0_FALLBACK_ON_OLD_GPUS = ((0, 8), (0, 10))
+# vLLM 0.10.1-0.13.x VllmConfig.__post_init__ (config/__init__.py, then config/vllm.py): a model with an
+# attention_chunk_size (Llama 4) turns the hybrid KV cache manager off "by default" unless
+# VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (envs.py default "0"); 0.10.0 has no such rule, and the 0.14.0,
+# 0.14.1, 0.15.1, 0.16.0-0.19.0 and 0.34.0 wheels default the variable to "1" (read in each released wheel)
+CHUNKED_HYBRID_OFF = ((0, 10, 1), (0, 14))
 
 
 def default_utilization(version: str) -> float:
@@ -107,4 +112,10 @@ def subtracts_graphs(version: str) -> bool:
 def whole_device_non_torch(version: str) -> bool:
     """Whether this V1 version counts everything on the device outside its torch allocations as non-torch memory."""
     low, high = WHOLE_DEVICE_NON_TORCH
+    return low <= version_tuple(version) < high
+
+
+def chunked_hybrid_off_by_default(version: str) -> bool:
+    """Whether vLLM ``version`` caches chunked-local-attention layers as full attention unless told otherwise."""
+    low, high = CHUNKED_HYBRID_OFF
     return low <= version_tuple(version) < high

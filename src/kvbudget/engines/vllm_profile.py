@@ -200,10 +200,17 @@ def profiled_overhead(
     default_seqs: int | None = None,
     capability: int | None = None,
     encoder: EncoderPass | None = None,
+    pp: int = 1,
 ) -> Overhead:
     """non-torch + max(activation peak, sampler peak) [+ CUDA graphs]; the plan reserves the high end. A
     vision-language model's ``encoder`` pass runs first and what it leaves referenced stays through the text pass
-    (engines/vllm_encoder.py): torch peak = max(encoder peak, held + text peak)."""
+    (engines/vllm_encoder.py): torch peak = max(encoder peak, held + text peak).
+
+    With pipeline parallelism (``pp`` > 1) the figure is the first stage's: profile_run makes the dummy sampler run
+    only ``if get_pp_group().is_last_rank`` (vLLM 0.9.2 v1/worker/gpu_model_runner.py profile_run; 0.12.0 alike), so
+    the first stage's peak is its forward alone, and the last stage's excess is ``last_stage_extra``. Each worker
+    sizes its own pool from its own profile and the engine keeps the smallest block count of all
+    (v1/core/kv_cache_utils.py unify_kv_cache_configs)."""
     hidden, inter, vocab = dims(spec)
     act, moe = _activations(spec, tp, batched), moe_workspace(spec, tp, batched)
     # gpu_model_runner.py _dummy_run: num_reqs = min(num_tokens, max_num_seqs) rows reach _dummy_sampler_run
@@ -215,6 +222,11 @@ def profiled_overhead(
     # that difference of zero or of a session boundary is flagged near the edge (plan/edge.py)
     low_sampler = sampler_bytes(spec, sequences, "flashinfer") if sampler == "flashinfer if installed" else sampler_peak
     text_low, text_high = max(int(ACT_FACTOR[0] * act), low_sampler), max(int(ACT_FACTOR[1] * act), sampler_peak)
+    last_stage_extra = 0
+    if pp > 1:  # the first stage runs no sampler: its peak is the forward's; the last stage keeps the difference
+        forward_low, forward_high = int(ACT_FACTOR[0] * act), int(ACT_FACTOR[1] * act)
+        last_stage_extra = text_high - forward_high
+        text_low, text_high = forward_low, forward_high
     if encoder is not None:  # gpu_model_runner.py profile_run: the encoder's batch first, its inputs and outputs kept
         text_low = max(encoder.peak_low, encoder.held + text_low)
         text_high = max(encoder.peak_high, encoder.held + text_high)
@@ -230,9 +242,19 @@ def profiled_overhead(
         + ", non-torch 0.15-0.4 GiB"
         + (_graph_words(captured, base) if graphs else "")
         + _encoder_words(spec, encoder)
+        + _stage_words(pp, last_stage_extra)
         + "; measure it (calibrate, plan --from-log) or pass --overhead"
     )
-    return Overhead(high, low, high, "heuristic", basis)
+    return Overhead(high, low, high, "heuristic", basis, last_stage_extra)
+
+
+def _stage_words(pp: int, extra: int) -> str:
+    if pp <= 1:
+        return ""
+    return (
+        f"; pipeline stage 1 of {pp}: no sampler run (vLLM samples on the last stage only), so its peak is the "
+        f"forward's; the last stage keeps {extra:,} B less pool and the engine takes the smaller block count"
+    )
 
 
 def _encoder_words(spec: ModelSpec, encoder: EncoderPass | None = None) -> str:

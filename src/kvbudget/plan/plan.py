@@ -107,6 +107,7 @@ class Plan:
     alerts: AlertRules | None = None  # the alerting rules, when the request asks (plan/alerts.py)
     speeds: PlanSpeeds | None = None  # a load test's measured speeds at the plan (plan/speeds.py, --speed-from)
     layer_split: LayerSplit | None = None  # llama.cpp --n-gpu-layers / --tensor-split: each device (plan/gpu_layers.py)
+    engine_refused: bool = False  # the engine's own start-up check refuses (vLLM: admission), whatever the sessions
 
     @property
     def total_sessions(self) -> int:
@@ -331,6 +332,10 @@ def make_plan(i: PlanInputs) -> Plan:
     pool = share.usable_bytes - weights_per_gpu - overhead.bytes
     if pool <= 0:
         raise InputError(_shortfall(i, share, weights_per_gpu, overhead))
+    if overhead.last_stage_extra and split is None and len(layout.stages) > 1:
+        # the last pipeline stage keeps that much less pool than the first GPU's (vLLM: the sampler runs there only);
+        # the engine's block count is the smaller of the stages' (capacity.py StagedLayout.reserved)
+        layout = replace(layout, reserved=(0,) * (len(layout.stages) - 1) + (overhead.last_stage_extra,))
     rules = i.engine.rules
     unified = _unified_memory_warning(i)
     if unified:
@@ -382,6 +387,7 @@ def make_plan(i: PlanInputs) -> Plan:
         prefix=sharing,
         options=options,
         layer_split=split,
+        engine_refused=start.refused,
     )
 
 
@@ -409,7 +415,7 @@ def runtime_overhead(i: PlanInputs, batched: int, batched_basis: str, options: E
 def _site(i: PlanInputs, batched: int, batched_basis: str, options: EngineOptions) -> Site:
     return Site(
         i.tp, batched, batched_basis, i.gpu_memory_bytes, i.gpu_label, _interconnect(i.gpu_id), i.context,
-        options.flash_attn, options.max_num_seqs,
+        options.flash_attn, options.max_num_seqs, i.pp,
     )  # fmt: skip
 
 

@@ -24,6 +24,7 @@ class EngineSettings(Request):
     image_tokens: int = option(6404, "count")  # Llama 3.2 Vision: one image, 4 tiles x 1601 patches
     mla_storage: str | None = option(None, "text", choices=MLA_STORAGE)
     swa_full: bool = option(False, "switch")
+    chunked_hybrid: bool = option(False, "switch")  # vLLM VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1
     ubatch: int | None = option(None, "count")
     no_flash_attn: bool = option(False, "switch")
     kv_unified: bool = option(False, "switch")

@@ -26,6 +26,13 @@ read from the engine's wheels and held to real logs on Hopper and Ampere (the SM
   Ampere and Ada (no triton_kernels support below SM 9.0) stay on Marlin, and so do the SM 12.x Blackwell GPUs
   (RTX 5090, RTX PRO 6000, GB10): only SM 10.x takes FlashInfer's native FP4 path.
 
+* vLLM, a DeepSeek-V2/V3-style MLA model (DeepSeek-V2, V3, R1, Kimi K2) at tensor parallelism: the latent
+  down-projections are whole on every rank (deepseek_v2.py, read in the 0.9.2 and 0.12.0 wheels: q_a_proj and
+  kv_a_proj_with_mqa are ReplicatedLinear, in 0.12 one fused_qkv_a_proj with disable_tp=True), and so is each MoE
+  layer's router (``self.gate = ReplicatedLinear(hidden, n_routed_experts, quant_config=None)``, in the model
+  dtype). Spread evenly over the ranks they would be 1/tp each; vLLM keeps tp copies: DeepSeek-R1 at TP 8,
+  61 x 7,168 x (1,536 + 512 + 64) fp8 bytes + 58 x 7,168 x 256 bf16 routers = 1.14 GB, 0.93 GiB more per GPU.
+
 Other engines, versions and formats keep the checkpoint's bytes here (``as_loaded`` says which it is).
 """
 
@@ -118,6 +125,30 @@ def triton_mxfp4_extra(spec: ModelSpec, tp: int) -> int:
     return max(layers * (loaded - experts * checkpoint), 0)
 
 
+MLA_REPLICATED_TYPES = ("deepseek_v2", "deepseek_v3", "kimi_k2")  # vLLM DeepseekV2/V3ForCausalLM (deepseek_v2.py)
+MODEL_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+
+
+def mla_replicated_bytes(spec: ModelSpec) -> int:
+    """Bytes vLLM keeps whole on every tensor-parallel rank of a DeepSeek-V2/V3-style MLA model (0 otherwise): the
+    latent down-projections of every layer (hidden x (q_lora_rank + kv_lora_rank + qk_rope_head_dim); fp8 in an
+    fp8 checkpoint, their 128 x 128 block scales left out, 4 B per 16,384 weights) and the router of every MoE layer
+    (hidden x n_routed_experts in the model dtype). A checkpoint in another quantization is not ruled on (0)."""
+    cfg = spec.config
+    if spec.model_type not in MLA_REPLICATED_TYPES:
+        return 0
+    hidden, kv_lora, layers = _int(cfg, "hidden_size"), _int(cfg, "kv_lora_rank"), _int(cfg, "num_hidden_layers")
+    quant = _quant_method(spec)
+    dtype = MODEL_DTYPE_BYTES.get(spec.dtype, 0)
+    if not (hidden and kv_lora and layers and dtype) or quant not in ("", "fp8"):
+        return 0
+    projections = layers * hidden * (_int(cfg, "q_lora_rank") + kv_lora + _int(cfg, "qk_rope_head_dim"))
+    experts = _int(cfg, "n_routed_experts")
+    first_dense = cfg.get("first_k_dense_replace", 0)
+    moe_layers = max(0, layers - (first_dense if isinstance(first_dense, int) else 0)) if experts else 0
+    return projections * (1 if quant == "fp8" else dtype) + moe_layers * hidden * experts * dtype
+
+
 def _mxfp4_rule(version: str, capability: int) -> str:
     """Which MXFP4 MoE backend vLLM ``version`` runs on a GPU of this compute capability ("" when no rule)."""
     v = version_tuple(version)[:2]
@@ -132,6 +163,14 @@ def as_loaded(
     spec: ModelSpec, weights: WeightSize, *, engine: str, version: str, capability: int | None, tp: int
 ) -> tuple[WeightSize, str]:
     """The weights as ``engine`` keeps them on the GPU, and which figure it is ("as loaded" or "checkpoint")."""
+    if engine == "vllm" and tp > 1 and (replicated := mla_replicated_bytes(spec)):
+        # tp copies where an even split counts one: (total - R) / tp + R per GPU = (total + R x (tp - 1)) / tp
+        extra = replicated * (tp - 1)
+        basis = (
+            f"{weights.basis}; as loaded by vLLM at TP {tp}: + {extra:,} B, the MLA down-projections and MoE routers "
+            f"({replicated:,} B) kept whole on every rank (deepseek_v2.py ReplicatedLinear)"
+        )
+        return replace(weights, bytes=weights.bytes + extra, basis=basis), "as loaded"
     rule = _mxfp4_rule(version, capability) if capability is not None else ""
     if engine != "vllm" or _quant_method(spec) != "mxfp4" or not rule:
         return weights, "checkpoint"
