@@ -201,3 +201,23 @@ def test_the_qwen25_vl_refusal_at_0_22_is_a_shortfall_near_the_logged_one() -> N
     )
     with pytest.raises(InputError, match=r"exceed the 17\.44 GiB vllm can use .* by 14\.69 GiB"):
         plan_deployment(request)
+
+
+def test_v0s_profile_keeps_the_larger_of_the_forward_and_the_dummy_samplers_sort() -> None:
+    """vLLM V0 worker/model_runner.py profile_run samples its dummy prompts with top_k = vocab - 1 and top_p = 0.99:
+    one fp32 logits row per sequence, sorted (37 B per entry, as V1's native path). At a short batch the sort is the
+    peak: Qwen2.5-3B at 4,096 tokens keeps 256 x 151,936 x 37 B, not its 0.23 GiB of activations."""
+    from kvbudget.engines.overhead import NON_TORCH, activations
+    from kvbudget.engines.vllm_profile import V0_ACT_FIT, v0_profiled_overhead
+
+    spec = resolve(str(Path(__file__).parents[1] / "data" / "memory" / "configs" / "Qwen2.5-3B-Instruct"))
+    v0 = v0_profiled_overhead(spec, tp=1, batched=4096, batched_basis="")
+    assert v0.bytes == 256 * 151_936 * 37 + NON_TORCH[1]
+    assert "top-k/top-p sort on the driver worker" in v0.basis
+    # at a long batch the forward's activations stay the peak (the fit of issue #10517 is unchanged)
+    long = v0_profiled_overhead(resolve("llama-3.1-8b"), tp=1, batched=20_000, batched_basis="")
+    act = activations(resolve("llama-3.1-8b"), 1, 20_000)
+    assert long.bytes == int(V0_ACT_FIT * act) + 256 * 128_256 * 4 + NON_TORCH[1]
+    # max_num_seqs caps the rows: 192 sequences (the T4 log's Unsloth setting) sort 192 rows
+    few = v0_profiled_overhead(resolve("llama-3.2-3b"), tp=1, batched=2048, batched_basis="", seqs=192)
+    assert few.bytes == 192 * 128_256 * 37 + NON_TORCH[1]
