@@ -221,3 +221,16 @@ def test_v0s_profile_keeps_the_larger_of_the_forward_and_the_dummy_samplers_sort
     # max_num_seqs caps the rows: 192 sequences (the T4 log's Unsloth setting) sort 192 rows
     few = v0_profiled_overhead(resolve("llama-3.2-3b"), tp=1, batched=2048, batched_basis="", seqs=192)
     assert few.bytes == 192 * 128_256 * 37 + NON_TORCH[1]
+
+
+def test_v0s_chunked_prefill_batch_is_512_before_0_6_5() -> None:
+    """V0 SchedulerConfig: with chunked prefill on (max_model_len above 32K) and no --max-num-batched-tokens, 512
+    tokens, printed "Chunked prefill is enabled with max_num_batched_tokens=512." by 0.6.4.post1 (the GTX 1080 row);
+    2,048 from 0.6.5; below 32K the whole max_model_len (at least 2,048)."""
+    from kvbudget.engines.vllm_memory import batched_tokens
+
+    GiB = 2**30
+    assert batched_tokens(8 * GiB, "", "0.6.4", context=105_088)[0] == 512
+    assert batched_tokens(8 * GiB, "", "0.7.2", context=131_072)[0] == 2048
+    assert batched_tokens(8 * GiB, "", "0.6.4", context=20_000)[0] == 20_000
+    assert batched_tokens(8 * GiB, "", "0.6.4", context=1_024)[0] == 2048
