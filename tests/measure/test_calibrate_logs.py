@@ -74,6 +74,18 @@ def test_vllm_v0_cross_attention_model_is_not_given_v1_rules() -> None:
     assert any("V0" in n and "not predicted" in n for n in cal.notes)
 
 
+def test_the_version_is_read_from_the_v0_engine_line_and_the_api_servers_banner() -> None:
+    # 0.7.x V0 "Initializing a V0 LLM engine (v0.7.2)" (lines posted behind "# "), and the banner of 0.10 on
+    # ("... █  version 0.16.0"), the two start-ups of issue 23's sixth pass whose version line is one of these
+    v0 = read_log(LOGS / "vllm" / "v0-0.7.2-qwen25-72b-awq-2xa40.log")
+    assert (v0.version, v0.generation) == ("0.7.2", "V0")
+    assert v0.measured["available_kv_bytes"].text == "14.63 GiB"
+    v1 = read_log(LOGS / "vllm" / "v1-0.16.0-llama3-70b-awq-2xl40s.log")
+    assert (v1.version, v1.generation) == ("0.16.0", "V1")
+    assert v1.measured["available_kv_bytes"].text == "20.16 GiB" and v1.measured["kv_tokens"].value == 132_128
+    assert v1.setting("tp") == 2
+
+
 def test_interleaved_ranks_keep_the_smallest_capacity_and_name_the_ranks() -> None:
     log = read_log(LOGS / "vllm" / "v0-bracketed-tp4-rtx3090-interleaved.log")
     assert log.ranks == {"pid493", "pid507", "pid521", "pid577"} or log.ranks >= {"pid507", "pid521", "pid577"}

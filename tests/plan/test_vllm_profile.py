@@ -284,3 +284,36 @@ def test_vllm_keeps_the_mla_down_projections_and_routers_whole_on_every_tensor_p
     checkpoint = one.weights_per_gpu
     assert eight.weights_per_gpu == -(-(checkpoint + replicated * 7) // 8)  # (total - R) / 8 + R
     assert "kept whole on every rank" in eight.inputs.weights.basis
+
+
+def test_v0s_profile_keeps_the_larger_of_the_forward_and_the_dummy_samplers_sort() -> None:
+    """vLLM V0 worker/model_runner.py profile_run samples its dummy prompts with top_k = vocab - 1 and top_p = 0.99:
+    one fp32 logits row per sequence, sorted (37 B per entry, as V1's native path). At a short batch the sort is the
+    peak: Qwen2.5-3B at 4,096 tokens keeps 256 x 151,936 x 37 B, not its 0.23 GiB of activations."""
+    from kvbudget.engines.overhead import NON_TORCH, activations
+    from kvbudget.engines.vllm_profile import V0_ACT_FIT, v0_profiled_overhead
+
+    spec = resolve(str(Path(__file__).parents[1] / "data" / "memory" / "configs" / "Qwen2.5-3B-Instruct"))
+    v0 = v0_profiled_overhead(spec, tp=1, batched=4096, batched_basis="")
+    assert v0.bytes == 256 * 151_936 * 37 + NON_TORCH[1]
+    assert "top-k/top-p sort on the driver worker" in v0.basis
+    # at a long batch the forward's activations stay the peak (the fit of issue #10517 is unchanged)
+    long = v0_profiled_overhead(resolve("llama-3.1-8b"), tp=1, batched=20_000, batched_basis="")
+    act = activations(resolve("llama-3.1-8b"), 1, 20_000)
+    assert long.bytes == int(V0_ACT_FIT * act) + 256 * 128_256 * 4 + NON_TORCH[1]
+    # max_num_seqs caps the rows: 192 sequences (the T4 log's Unsloth setting) sort 192 rows
+    few = v0_profiled_overhead(resolve("llama-3.2-3b"), tp=1, batched=2048, batched_basis="", seqs=192)
+    assert few.bytes == 192 * 128_256 * 37 + NON_TORCH[1]
+
+
+def test_v0s_chunked_prefill_batch_is_512_before_0_6_5() -> None:
+    """V0 SchedulerConfig: with chunked prefill on (max_model_len above 32K) and no --max-num-batched-tokens, 512
+    tokens, printed "Chunked prefill is enabled with max_num_batched_tokens=512." by 0.6.4.post1 (the GTX 1080 row);
+    2,048 from 0.6.5; below 32K the whole max_model_len (at least 2,048)."""
+    from kvbudget.engines.vllm_memory import batched_tokens
+
+    GiB = 2**30
+    assert batched_tokens(8 * GiB, "", "0.6.4", context=105_088)[0] == 512
+    assert batched_tokens(8 * GiB, "", "0.7.2", context=131_072)[0] == 2048
+    assert batched_tokens(8 * GiB, "", "0.6.4", context=20_000)[0] == 20_000
+    assert batched_tokens(8 * GiB, "", "0.6.4", context=1_024)[0] == 2048

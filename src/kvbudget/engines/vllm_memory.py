@@ -23,6 +23,10 @@ UTIL_SINCE = (0, 20)
 BATCH_160GIB_SINCE = (0, 28)  # vLLM 0.28 EngineArgs.get_batch_defaults: a >= 160 GiB tier (16,384)
 V1_SINCE = (0, 8)  # vLLM 0.8.0 made the V1 engine the default (VLLM_USE_V1)
 V0_CHUNKED_ABOVE = 32768  # V0's OpenAI server enables chunked prefill for max_model_len > 32K
+# V0 SchedulerConfig with chunked prefill and no --max-num-batched-tokens: 512 ("the best balance between ITL and TTFT
+# on A100"; printed "Chunked prefill is enabled with max_num_batched_tokens=512." by 0.5.4, 0.6.4.dev and 0.6.4.post1
+# start-ups); kvbudget plans 2,048 from 0.6.5, where that default was raised (the release not pinned by a log)
+V0_CHUNKED_512_BEFORE = (0, 6, 5)
 GRAPHS_SINCE = (0, 21)  # vLLM gpu_worker subtracts the CUDA graph estimate from 0.21 (envs.py default on)
 # vLLM 0.8.0-0.9.0 V1 gpu_worker.determine_available_memory counts as non-torch memory (total - free) - torch allocated
 # after the profile: this process's CUDA context and loaded kernels and every other process on the GPU; 0.9.1 measures
@@ -65,6 +69,8 @@ def batched_tokens(
         # (EngineArgs.create_engine_config), and then profiles _DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
         if 0 < context <= V0_CHUNKED_ABOVE:
             return max(context, 2048), "vLLM V0 default without chunked prefill: max(max_model_len, 2048)"
+        if version_tuple(version) < V0_CHUNKED_512_BEFORE:
+            return 512, "vLLM V0 (before 0.6.5) default with chunked prefill (max_model_len above 32K)"
         return 2048, "vLLM V0 default with chunked prefill (max_model_len above 32K)"
     if total_bytes >= 160 * GiB and version_tuple(version)[:2] >= BATCH_160GIB_SINCE:
         # vLLM >= 0.28 get_batch_defaults: "GPUs like B200/B300 with >= 160GB" (engine/arg_utils.py)

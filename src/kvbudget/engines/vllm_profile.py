@@ -38,13 +38,16 @@ determine_available_memory, gpu_model_runner.py profile_run):
   so it grows with the largest size and the count: the measured range, which stands for the default capture set,
   is scaled by the share of that set captured (heuristic).
 
-V0 (before 0.8) profiles differently (worker/model_runner.py profile_run): one forward of
-``max_num_batched_tokens`` split over ``max_num_seqs`` (256) dummy sequences, then the sampler on one fp32 logits
-row per sequence. Its logged peaks hold no V1-sized sampler term: DeepSeek-R1-Distill-Qwen-14B at TP 2 logged a
-0.19 GiB activation peak (issue #13061) where 256 x 152,064 x 37 B would be 1.34 GiB. So V0's overhead is the
-batch's activations x 1.23 (fitted on the two RTX 3090 Llama-3.1-8B profiles of issue #10517, 20,000 and 29,000
-tokens, 1.23x and 1.24x) + 256 fp32 logits rows + non-torch memory; the batch is V0's own default
-(engines/vllm_memory.py batched_tokens: the whole max_model_len up to 32K). docs/measure.md gives the held-out error.
+V0 (before 0.8, and 0.8-0.9 below compute capability 8.0) profiles differently (worker/model_runner.py
+profile_run): one forward of ``max_num_batched_tokens`` split over ``max_num_seqs`` (256) dummy sequences, then the
+sampler on one fp32 logits row per sequence with ``SamplingParams(top_p=0.99, top_k=self.vocab_size - 1)``, which
+sorts those rows as V1's native path does. So V0's overhead is the larger of the batch's activations x 1.23 (fitted
+on the two RTX 3090 Llama-3.1-8B profiles of issue #10517, 20,000 and 29,000 tokens, 1.23x and 1.24x) + the logits
+rows, and the sampler's sort (37 B per entry), + non-torch memory; the batch is V0's own default
+(engines/vllm_memory.py batched_tokens: the whole max_model_len up to 32K). Only the driver worker samples and the
+executor keeps the smallest pool of all workers, so at TP > 1 a non-driver rank prints a larger pool than the one
+vLLM allocates (issue #13061: 8.69 GiB in the poster's figures, 81,536 tokens = 7.46 GiB allocated).
+docs/measure.md gives the held-out error.
 """
 
 from __future__ import annotations
@@ -286,21 +289,32 @@ def _graph_words(captured: int, base: int) -> str:
 def v0_profiled_overhead(
     spec: ModelSpec, *, tp: int, batched: int, batched_basis: str, seqs: int = V0_SEQUENCES
 ) -> Overhead:
-    """vLLM V0's profile: activations of the batch x 1.23 + one fp32 logits row per max_num_seqs (256 by default;
-    worker/model_runner.py profile_run splits the batch over max_num_seqs dummy sequences) + non-torch memory (no
-    graphs: V0 captures CUDA graphs after sizing the cache). The plan reserves the fitted figure; the range is
-    activations x 1.0-1.35 and non-torch 0.15-0.4 GiB."""
+    """vLLM V0's profile: the larger of the forward's activations (x 1.23, + one fp32 logits row per dummy
+    sequence) and the dummy sampler's top-k/top-p sort, + non-torch memory (no graphs: V0 captures CUDA graphs after
+    sizing the cache). The plan reserves the fitted figure; the range is activations x 1.0-1.35 and non-torch
+    0.15-0.4 GiB.
+
+    vLLM V0 worker/model_runner.py profile_run samples its max_num_seqs dummy prompts with
+    ``SamplingParams(top_p=0.99, top_k=self.vocab_size - 1)`` ("Enable top-k sampling to reflect the accurate memory
+    usage"), so the sampler sorts one fp32 logits row per sequence over the full vocabulary, as V1's native path does
+    (``SAMPLER_BYTES`` per entry). The forward's activations are freed before it, so the torch peak is the larger of
+    the two. Only the driver worker samples (execute_model: "if not self.is_driver_worker: return"; the logits are
+    gathered to rank 0), and the executor keeps the smallest pool of all workers (determine_num_available_blocks:
+    ``num_gpu_blocks = min(b[0] for b in num_blocks)``), so at any TP the pool is the driver's, sampler included."""
     hidden, inter, vocab = dims(spec)
     act = activations(spec, tp, batched)
-    logits = seqs * vocab * 4
-    low = int(ACT_FACTOR[0] * act) + logits + NON_TORCH[0]
-    high = int(ACT_FACTOR[1] * act) + logits + NON_TORCH[1]
-    fitted = int(V0_ACT_FIT * act) + logits + NON_TORCH[1]
+    sequences = min(seqs, batched)
+    logits = sequences * vocab * 4
+    sampler = sampler_bytes(spec, sequences)
+    low = max(int(ACT_FACTOR[0] * act) + logits, sampler) + NON_TORCH[0]
+    high = max(int(ACT_FACTOR[1] * act) + logits, sampler) + NON_TORCH[1]
+    fitted = max(int(V0_ACT_FIT * act) + logits, sampler) + NON_TORCH[1]
     basis = (
-        f"vLLM V0's profile run: activations at {batched:,} batched tokens"
+        f"vLLM V0's profile run: the larger of the activations at {batched:,} batched tokens"
         + (f" ({batched_basis})" if batched_basis else "")
-        + f" x {V0_ACT_FIT} (hidden {hidden}, intermediate {inter}; fitted on issue #10517's RTX 3090 profiles), "
-        f"{seqs} fp32 logits rows (max_num_seqs) x vocab {vocab:,}, non-torch 0.4 GiB"
+        + f" x {V0_ACT_FIT} (hidden {hidden}, intermediate {inter}; fitted on issue #10517's RTX 3090 profiles) "
+        f"+ {sequences} fp32 logits rows, and the dummy sampler's top-k/top-p sort on the driver worker: "
+        f"{sequences} sequences (max_num_seqs) x vocab {vocab:,} x {SAMPLER_BYTES} B = {sampler:,} B; non-torch 0.4 GiB"
         + _encoder_words(spec)
         + "; measure it (calibrate, plan --from-log) or pass --overhead"
     )

@@ -140,7 +140,10 @@ def _peak_torch(log: EngineLog, m: re.Match[str], line: int, rank: str | None) -
 
 RULES: tuple[Rule, ...] = (
     rule("vLLM API server version", r"vLLM API server version (?P<v>[\w.+\-]+)", _version, once="engine"),
-    rule("LLM engine (v", r"Initializing an? (?:V1 )?LLM engine \((?P<v>v[\w.+\-]+)\)", _version, once="engine"),
+    # 0.7.x V0 prints "Initializing a V0 LLM engine (v0.7.2)", V1 "Initializing a V1 LLM engine (v0.8.5)"
+    rule("LLM engine (v", r"Initializing an? (?:V[01] )?LLM engine \((?P<v>v[\w.+\-]+)\)", _version, once="engine"),
+    # the API server's banner from 0.10: "▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.16.0"
+    rule("█  version ", r"█\s+version (?P<v>\d+\.\d+[\w.+\-]*)", _version, once="engine"),
     rule("with config:", r"with config: (?P<body>.*)$", _config),
     rule("non-default args", r"non-default args: (?P<body>\{.*)$", _config),
     setting_rule("gpu_memory_utilization", r"gpu_memory_utilization[=\s(]+(?P<v>[01]\.\d+)", "utilization", float),
