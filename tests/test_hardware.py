@@ -73,8 +73,8 @@ def test_unknown_gpu_lists_close_names() -> None:
         gpu("h100-90gb")
     message = str(info.value)
     assert "h100-sxm" in message and "\n" not in message
-    with pytest.raises(InputError, match="rtx-4090"):
-        gpu("rtx4080")
+    with pytest.raises(InputError, match="rtx-4080, rtx-4080-super, rtx-4090"):
+        gpu("rtx4085")  # rtx4080 is a card now (rtx-4080)
 
 
 def test_links_per_direction() -> None:
