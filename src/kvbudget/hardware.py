@@ -2,9 +2,9 @@
 
 ``memory_bytes`` is what a capacity plan must start from: nvidia-smi's ``memory.total`` in MiB x
 2^20 (an "80 GB" H100 SXM reports 81,559 MiB = 85,520,809,984 B = 79.65 GiB), the CUDA-visible
-total for the DGX Spark, and only where neither is known the vendor's marketing figure in decimal
-GB, labelled ``memory_source = "nominal"``. Bandwidths are bytes/s (published GB/s x 10^9); links
-give bytes/s per direction. Every entry carries the source it was read from
+total for the DGX Spark and the GH200 144G HBM3e, and only where neither is known the vendor's
+marketing figure in decimal GB, labelled ``memory_source = "nominal"``. Bandwidths are bytes/s
+(published GB/s x 10^9); links give bytes/s per direction. Every entry carries the source it was read from
 (``kvbudget/data/gpus.json``, built from the project's research notes).
 
 Names are matched case-insensitively on id, alias or full name, ignoring spaces, underscores and
