@@ -2,17 +2,21 @@
 
 ``memory_bytes`` is what a capacity plan must start from: nvidia-smi's ``memory.total`` in MiB x
 2^20 (an "80 GB" H100 SXM reports 81,559 MiB = 85,520,809,984 B = 79.65 GiB), the CUDA-visible
-total for the DGX Spark, and only where neither is known the vendor's marketing figure in decimal
-GB, labelled ``memory_source = "nominal"``. Bandwidths are bytes/s (published GB/s x 10^9); links
-give bytes/s per direction. Every entry carries the source it was read from
+total for the DGX Spark and the GH200 144G HBM3e, and only where neither is known the vendor's
+marketing figure in decimal GB, labelled ``memory_source = "nominal"``. Bandwidths are bytes/s
+(published GB/s x 10^9); links give bytes/s per direction. Every entry carries the source it was read from
 (``kvbudget/data/gpus.json``, built from the project's research notes).
 
 Names are matched case-insensitively on id, alias or full name, ignoring spaces, underscores and
-a vendor prefix ("NVIDIA H100 SXM" = "h100-sxm"). A name that fits more than one card
-(``ambiguous_names`` in gpus.json: ``h100``, ``h100-80gb``, ``a100``, ``a100-80gb``, ``a100-80``) is
-read as the card most deployments of that name are, the SXM part of an HGX/DGX board (the PCIe card
-is ``h100-pcie``, ``a100-80gb-pcie``), and ``gpu()`` returns it with that choice in its ``name``, so
-every output that labels the GPU says which card was planned and names the others.
+a vendor prefix ("NVIDIA H100 SXM" = "h100-sxm", "NVIDIA GeForce RTX 4080" = "rtx-4080", "Tesla
+V100-SXM2-32GB" = "v100-sxm2-32gb"), so the names nvidia-smi and torch print resolve. A name that fits
+more than one card (``ambiguous_names`` in gpus.json: ``h100``, ``h100-80gb``, ``a100``, ``a100-80gb``,
+``a100-80``, ``v100-32gb``, ``v100-16gb``) is read as the card most deployments of that name are, the SXM
+part of an HGX/DGX board (the PCIe card is ``h100-pcie``, ``a100-80gb-pcie``, ``v100-pcie-32gb``), and
+``gpu()`` returns it with that choice in its ``name``, so every output that labels the GPU says which
+card was planned and names the others. A printed name that two memory sizes share (``rtx-3080``: 10 and
+12 GB; ``rtx-4060-ti``: 8 and 16 GB; bare ``gh200``, ``v100``) has no such reading and is refused with
+the ids to choose from.
 """
 
 from __future__ import annotations
@@ -252,14 +256,25 @@ def gpu(name: str) -> Gpu:
 
     A name that fits more than one card comes back as the card ``ambiguous_names`` reads it as, its ``name``
     saying so: "NVIDIA H100 SXM5 80GB (HBM3) [h100-80gb read as h100-sxm, 79.6 GiB, 3.35 TB/s; also h100-pcie: 79.6 GiB,
-    2 TB/s]"."""
-    entry = _lookup(name, gpus(), "GPU")
+    2 TB/s]". A name ``ambiguous_names`` reads as no card (``means`` null: one printed name for two memory sizes,
+    "NVIDIA GeForce RTX 3080" for 10 and 12 GB) is an InputError naming each card's id."""
     choice = _data().get("ambiguous_names", {}).get("names", {}).get(_key(name))
+    if choice is not None and choice["means"] is None:
+        cards = "; ".join(f"{g.id} ({_figures(g)})" for g in map(_by_id, choice["others"]))
+        why = f" ({choice['why']})" if choice.get("why") else ""
+        raise InputError(
+            f"GPU {name!r} fits more than one card: {cards}; name the one you have{why}, or give --gpu-memory"
+        )
+    entry = _lookup(name, gpus(), "GPU")
     if choice is None or choice["means"] != entry.id:
         return entry
-    others = [next(g for g in gpus() if g.id == other) for other in choice["others"]]
+    others = [_by_id(other) for other in choice["others"]]
     also = "; ".join(f"{g.id}: {_figures(g)}" for g in others)
     return replace(entry, name=f"{entry.name} [{_key(name)} read as {entry.id}, {_figures(entry)}; also {also}]")
+
+
+def _by_id(gpu_id: str) -> Gpu:
+    return next(g for g in gpus() if g.id == gpu_id)
 
 
 def _figures(g: Gpu) -> str:
