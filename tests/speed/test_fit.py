@@ -177,15 +177,18 @@ def test_vllm_held_out_errors(prepared: list) -> None:  # type: ignore[type-arg]
     # TTFT: 2 figures, median 11.8%, both within 30% (14.9% before the A100 prefill ratio)
     s = _summary(prepared, "ttft", "held_out", "vllm", "gpustack_vllm")
     assert s.count == 2 and s.median_abs <= 0.12 and s.within_30 == 1.0
-    # ITL: 5 figures, median 2.6%, 80% within 30% (gpt-oss-120b on H100 at concurrency 4 +51%)
+    # ITL: 5 figures, median 2.8%, 80% within 30% (gpt-oss-120b on H100 at concurrency 4 +51%); 2.6% before vLLM's
+    # MLA down-projections and routers were kept whole on every TP rank (DeepSeek-R1 on 8 H200s reads 0.93 GiB more
+    # weights per step: +2.6% -> +2.8%)
     s = _summary(prepared, "itl", "held_out", "vllm", "gpustack_vllm")
-    assert s.count == 5 and s.median_abs <= 0.027 and s.within_30 >= 0.80
+    assert s.count == 5 and s.median_abs <= 0.029 and s.within_30 >= 0.80
     # every vLLM file together (bench/speed.py's engine lines): throughput 28 figures, 13.9%, 86% (issue 19's
-    # target met: 19.4%, 82% before the A100 prefill ratio); ITL 6, 7.4%, 83%
+    # target met: 19.4%, 82% before the A100 prefill ratio); ITL 6, 7.5%, 83% (7.4% before the MLA weights kept
+    # whole on every TP rank)
     s = _summary(prepared, "throughput", "held_out", "vllm")
     assert s.count == 28 and s.median_abs <= 0.14 and s.within_30 >= 0.85
     s = _summary(prepared, "itl", "held_out", "vllm")
-    assert s.count == 6 and s.median_abs <= 0.075 and s.within_30 >= 0.83
+    assert s.count == 6 and s.median_abs <= 0.076 and s.within_30 >= 0.83
 
 
 def test_a_cost_per_moe_layer_is_what_vllm_itl_of_moe_models_at_small_batch_needs(prepared: list) -> None:  # type: ignore[type-arg]
