@@ -51,6 +51,12 @@ MODELS = [
     ("google/gemma-3-1b-it", "gemma-3-1b-it", "gemma-3-1b-it", 26, 1, 256, 262144, 32768, 999_885_952),
     ("microsoft/Phi-3.5-mini-instruct", "phi-3.5-mini", "Phi-3.5-mini-instruct",
      32, 32, 96, 32064, 131072, 3_821_079_552),
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b-instruct", "Mixtral-8x7B-Instruct-v0.1",
+     32, 8, 128, 32000, 32768, 46_702_792_704),
+    ("mistralai/Mixtral-8x22B-Instruct-v0.1", "mixtral-8x22b-instruct", "Mixtral-8x22B-Instruct-v0.1",
+     56, 8, 128, 32768, 65536, 140_630_071_296),
+    ("mistralai/Mistral-Nemo-Instruct-2407", "mistral-nemo-instruct", "Mistral-Nemo-Instruct-2407",
+     40, 8, 128, 131072, 131072, 12_247_782_400),
 ]  # fmt: skip
 
 # Models served with another entry's config (its config.json equal in every field the planner reads)
@@ -176,6 +182,18 @@ def test_llama3_fp8_weighs_its_published_checkpoint_size() -> None:
     assert weights.bytes + 7 * 32 * 2 * 4 == published
     bf16 = resolve("meta-llama/Meta-Llama-3-8B-Instruct")
     assert compute_cost(spec, tokens=8192).total_bytes == compute_cost(bf16, tokens=8192).total_bytes == 2 * GiB // 2
+
+
+def test_instruct_ids_keep_their_own_vocabulary() -> None:
+    """Mixtral-8x22B-Instruct-v0.1 has the v3 tokenizer's 32,768 tokens where the base has 32,000: its own entry, two
+    768 x 6,144 matrices (embeddings and lm_head) larger; Mixtral-8x7B-Instruct-v0.1 counts as its base does."""
+    instruct, base = resolve("mistralai/Mixtral-8x22B-Instruct-v0.1"), resolve("mistralai/Mixtral-8x22B-v0.1")
+    assert count_params(instruct).total - count_params(base).total == 2 * 768 * 6144
+    assert count_params(resolve("mixtral-8x7b-instruct")).total == count_params(resolve("mixtral-8x7b")).total
+    # Mistral-Nemo's head_dim (128) is written: hidden_size / heads would be 160
+    nemo = resolve("mistralai/Mistral-Nemo-Instruct-2407")
+    assert nemo.config["hidden_size"] // nemo.config["num_attention_heads"] == 160
+    assert compute_cost(nemo, tokens=1).total_bytes == 2 * 8 * 128 * 40 * 2
 
 
 def test_every_new_entry_names_a_stored_source() -> None:
