@@ -57,6 +57,8 @@ MODELS = [
      56, 8, 128, 32768, 65536, 140_630_071_296),
     ("mistralai/Mistral-Nemo-Instruct-2407", "mistral-nemo-instruct", "Mistral-Nemo-Instruct-2407",
      40, 8, 128, 131072, 131072, 12_247_782_400),
+    ("Qwen/Qwen3-30B-A3B-Instruct-2507", "qwen3-30b-a3b-instruct-2507", "Qwen3-30B-A3B-Instruct-2507",
+     48, 4, 128, 151936, 262144, 30_532_122_624),
 ]  # fmt: skip
 
 # Models served with another entry's config (its config.json equal in every field the planner reads)
@@ -144,6 +146,11 @@ def test_instruct_ids_are_not_served_with_the_base_context() -> None:
     llama3 = resolve("meta-llama/Meta-Llama-3-8B-Instruct")
     assert llama3.config["max_position_embeddings"] == 8192 and llama3.config.get("rope_scaling") is None
     assert resolve("meta-llama/Llama-3.1-8B-Instruct").name == "Llama-3.1-8B"
+    # Qwen3-30B-A3B-2507: the same experts, 262,144 positions and rope_theta 1e7 (the original 40,960, 1e6)
+    q2507, q3 = resolve("Qwen/Qwen3-30B-A3B-Instruct-2507"), resolve("Qwen/Qwen3-30B-A3B")
+    assert (q2507.config["max_position_embeddings"], q3.config["max_position_embeddings"]) == (262144, 40960)
+    assert (q2507.config["rope_theta"], q3.config["rope_theta"]) == (10_000_000, 1_000_000)
+    assert count_params(q2507).total == count_params(q3).total
 
 
 @pytest.mark.parametrize(
