@@ -197,9 +197,9 @@ def test_instruct_ids_keep_their_own_vocabulary() -> None:
     instruct, base = resolve("mistralai/Mixtral-8x22B-Instruct-v0.1"), resolve("mistralai/Mixtral-8x22B-v0.1")
     assert count_params(instruct).total - count_params(base).total == 2 * 768 * 6144
     assert count_params(resolve("mixtral-8x7b-instruct")).total == count_params(resolve("mixtral-8x7b")).total
-    # Mistral-Nemo's head_dim (128) is written: hidden_size / heads would be 160
+    # Mistral-Nemo writes head_dim 128: hidden_size / heads would be 160
     nemo = resolve("mistralai/Mistral-Nemo-Instruct-2407")
-    assert nemo.config["hidden_size"] // nemo.config["num_attention_heads"] == 160
+    assert (nemo.config["hidden_size"], nemo.config["num_attention_heads"], nemo.config["head_dim"]) == (5120, 32, 128)
     assert compute_cost(nemo, tokens=1).total_bytes == 2 * 8 * 128 * 40 * 2
 
 
