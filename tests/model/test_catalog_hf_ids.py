@@ -208,3 +208,25 @@ def test_every_new_entry_names_a_stored_source() -> None:
     for name in {m[2] for m in MODELS}:
         assert raw[name]["source"].startswith("GitHub "), name
         assert "@" in raw[name]["source"], name  # pinned to a commit
+
+
+def test_llama4_scout_fp8_dynamic_weighs_its_compressed_tensors_config() -> None:
+    """RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic: compressed-tensors fp8 weights whose ignore list keeps every
+    layer's q/k/v/o projections and router at bf16; the experts and dense MLPs are fp8. Its config.json writes
+    ``no_rope_layers: []``, which Llama4TextConfig reads as absent: 36 chunked layers and 12 global NoPE layers, the
+    bf16 model's cache."""
+    hf_id = "RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic"
+    spec, bf16 = resolve(hf_id), resolve("meta-llama/Llama-4-Scout-17B-16E-Instruct")
+    assert spec.name == "Llama-4-Scout-17B-16E-Instruct-FP8-dynamic" and spec.model_id == hf_id
+    assert _raw()["Llama-4-Scout-17B-16E-Instruct-FP8-dynamic"]["config"]["text_config"]["no_rope_layers"] == []
+    shipped = checkpoint_precision(spec)
+    assert shipped is not None and shipped.precision == weight_precision("fp8") and shipped.keep == ("attention",)
+    assert count_params(spec).total == count_params(bf16).total == 107_769_861_120
+    weights = weights_figure(spec, hf_id, None, None)
+    assert "102,676,561,920 at fp8" in weights.basis and "5,093,299,200 kept at bf16" in weights.basis
+    assert weights.bytes == 102_676_561_920 + 2 * 5_093_299_200
+    # attention kept at bf16: more than the bf16 entry planned with --weights fp8 (attention in fp8)
+    assert weights.bytes > weights_figure(bf16, "meta-llama/Llama-4-Scout-17B-16E-Instruct", "fp8", None).bytes
+    kinds = [s.kind for _, s in spec.primitives()]
+    assert kinds == [s.kind for _, s in bf16.primitives()]
+    assert compute_cost(spec, tokens=100_000).total_bytes == compute_cost(bf16, tokens=100_000).total_bytes
