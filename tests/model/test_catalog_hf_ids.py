@@ -51,6 +51,14 @@ MODELS = [
     ("google/gemma-3-1b-it", "gemma-3-1b-it", "gemma-3-1b-it", 26, 1, 256, 262144, 32768, 999_885_952),
     ("microsoft/Phi-3.5-mini-instruct", "phi-3.5-mini", "Phi-3.5-mini-instruct",
      32, 32, 96, 32064, 131072, 3_821_079_552),
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b-instruct", "Mixtral-8x7B-Instruct-v0.1",
+     32, 8, 128, 32000, 32768, 46_702_792_704),
+    ("mistralai/Mixtral-8x22B-Instruct-v0.1", "mixtral-8x22b-instruct", "Mixtral-8x22B-Instruct-v0.1",
+     56, 8, 128, 32768, 65536, 140_630_071_296),
+    ("mistralai/Mistral-Nemo-Instruct-2407", "mistral-nemo-instruct", "Mistral-Nemo-Instruct-2407",
+     40, 8, 128, 131072, 131072, 12_247_782_400),
+    ("Qwen/Qwen3-30B-A3B-Instruct-2507", "qwen3-30b-a3b-instruct-2507", "Qwen3-30B-A3B-Instruct-2507",
+     48, 4, 128, 151936, 262144, 30_532_122_624),
 ]  # fmt: skip
 
 # Models served with another entry's config (its config.json equal in every field the planner reads)
@@ -138,6 +146,11 @@ def test_instruct_ids_are_not_served_with_the_base_context() -> None:
     llama3 = resolve("meta-llama/Meta-Llama-3-8B-Instruct")
     assert llama3.config["max_position_embeddings"] == 8192 and llama3.config.get("rope_scaling") is None
     assert resolve("meta-llama/Llama-3.1-8B-Instruct").name == "Llama-3.1-8B"
+    # Qwen3-30B-A3B-2507: the same experts, 262,144 positions and rope_theta 1e7 (the original 40,960, 1e6)
+    q2507, q3 = resolve("Qwen/Qwen3-30B-A3B-Instruct-2507"), resolve("Qwen/Qwen3-30B-A3B")
+    assert (q2507.config["max_position_embeddings"], q3.config["max_position_embeddings"]) == (262144, 40960)
+    assert (q2507.config["rope_theta"], q3.config["rope_theta"]) == (10_000_000, 1_000_000)
+    assert count_params(q2507).total == count_params(q3).total
 
 
 @pytest.mark.parametrize(
@@ -178,8 +191,42 @@ def test_llama3_fp8_weighs_its_published_checkpoint_size() -> None:
     assert compute_cost(spec, tokens=8192).total_bytes == compute_cost(bf16, tokens=8192).total_bytes == 2 * GiB // 2
 
 
+def test_instruct_ids_keep_their_own_vocabulary() -> None:
+    """Mixtral-8x22B-Instruct-v0.1 has the v3 tokenizer's 32,768 tokens where the base has 32,000: its own entry, two
+    768 x 6,144 matrices (embeddings and lm_head) larger; Mixtral-8x7B-Instruct-v0.1 counts as its base does."""
+    instruct, base = resolve("mistralai/Mixtral-8x22B-Instruct-v0.1"), resolve("mistralai/Mixtral-8x22B-v0.1")
+    assert count_params(instruct).total - count_params(base).total == 2 * 768 * 6144
+    assert count_params(resolve("mixtral-8x7b-instruct")).total == count_params(resolve("mixtral-8x7b")).total
+    # Mistral-Nemo writes head_dim 128: hidden_size / heads would be 160
+    nemo = resolve("mistralai/Mistral-Nemo-Instruct-2407")
+    assert (nemo.config["hidden_size"], nemo.config["num_attention_heads"], nemo.config["head_dim"]) == (5120, 32, 128)
+    assert compute_cost(nemo, tokens=1).total_bytes == 2 * 8 * 128 * 40 * 2
+
+
 def test_every_new_entry_names_a_stored_source() -> None:
     raw = _raw()
     for name in {m[2] for m in MODELS}:
         assert raw[name]["source"].startswith("GitHub "), name
         assert "@" in raw[name]["source"], name  # pinned to a commit
+
+
+def test_llama4_scout_fp8_dynamic_weighs_its_compressed_tensors_config() -> None:
+    """RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic: compressed-tensors fp8 weights whose ignore list keeps every
+    layer's q/k/v/o projections and router at bf16; the experts and dense MLPs are fp8. Its config.json writes
+    ``no_rope_layers: []``, which Llama4TextConfig reads as absent: 36 chunked layers and 12 global NoPE layers, the
+    bf16 model's cache."""
+    hf_id = "RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic"
+    spec, bf16 = resolve(hf_id), resolve("meta-llama/Llama-4-Scout-17B-16E-Instruct")
+    assert spec.name == "Llama-4-Scout-17B-16E-Instruct-FP8-dynamic" and spec.model_id == hf_id
+    assert _raw()["Llama-4-Scout-17B-16E-Instruct-FP8-dynamic"]["config"]["text_config"]["no_rope_layers"] == []
+    shipped = checkpoint_precision(spec)
+    assert shipped is not None and shipped.precision == weight_precision("fp8") and shipped.keep == ("attention",)
+    assert count_params(spec).total == count_params(bf16).total == 107_769_861_120
+    weights = weights_figure(spec, hf_id, None, None)
+    assert "102,676,561,920 at fp8" in weights.basis and "5,093,299,200 kept at bf16" in weights.basis
+    assert weights.bytes == 102_676_561_920 + 2 * 5_093_299_200
+    # attention kept at bf16: more than the bf16 entry planned with --weights fp8 (attention in fp8)
+    assert weights.bytes > weights_figure(bf16, "meta-llama/Llama-4-Scout-17B-16E-Instruct", "fp8", None).bytes
+    kinds = [s.kind for _, s in spec.primitives()]
+    assert kinds == [s.kind for _, s in bf16.primitives()]
+    assert compute_cost(spec, tokens=100_000).total_bytes == compute_cost(bf16, tokens=100_000).total_bytes

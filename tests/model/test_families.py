@@ -65,6 +65,9 @@ def test_llama4_global_nope_every_fourth_layer_or_explicit_list() -> None:
         4, 8, 2, 64, model_type="llama4_text", attention_chunk_size=8192, no_rope_layers=[1, 0, 1, 0]
     )
     assert _kinds(explicit) == ["chunked_local", "full_attention"] * 2
+    # an empty list is read as absent (Llama4TextConfig keeps it only when truthy): the every-fourth default
+    empty = dense_config(4, 8, 2, 64, model_type="llama4_text", attention_chunk_size=8192, no_rope_layers=[])
+    assert _kinds(empty) == ["chunked_local"] * 3 + ["full_attention"]
 
 
 def test_jamba_attention_at_offset_of_period() -> None:

@@ -11,7 +11,7 @@ Layer-type rules follow the transformers config classes (5.x), which mirror each
 * Qwen2/Qwen3 family: sliding only when ``use_sliding_window`` and i >= ``max_window_layers``;
 * Mistral/Mixtral/Phi-3/Starcoder2: a non-null ``sliding_window`` applies to every layer;
 * Llama 4: ``attention_chunk_size`` on RoPE layers; layer i is global NoPE when
-  ``no_rope_layers[i] == 0``, default (i+1) % ``no_rope_layer_interval`` (4) == 0 (Llama4TextConfig).
+  ``no_rope_layers[i] == 0``; absent or empty, (i+1) % ``no_rope_layer_interval`` (4) == 0 (Llama4TextConfig).
 """
 
 from __future__ import annotations
@@ -50,7 +50,9 @@ def attention_layer_types(f: Fields, model_type: str, n_layers: int) -> list[str
         first = f.positive("max_window_layers", default=n_layers) if f.has("max_window_layers") else 0
         return [SLIDING if i >= first else FULL for i in range(n_layers)]
     if model_type == "llama4_text" and f.has("attention_chunk_size"):
-        if f.has("no_rope_layers"):
+        # an empty list is no list: Llama4TextConfig keeps ``no_rope_layers`` only when it is truthy, else the interval
+        # (RedHatAI's Llama-4-Scout FP8-dynamic config.json writes ``[]``)
+        if f.has("no_rope_layers") and f.cfg.get("no_rope_layers") != []:
             rope = f.int_list("no_rope_layers")
             if len(rope) != n_layers:
                 raise f.error(f"no_rope_layers has {len(rope)} entries but num_hidden_layers is {n_layers}")
