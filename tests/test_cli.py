@@ -97,7 +97,7 @@ def test_models_lists_the_catalog(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "models", "--json")
     assert code == 0
     models = {m["name"]: m for m in json.loads(out)["models"]}
-    assert len(models) == 87  # every catalog entry (tests/model/test_catalog.py counts them)
+    assert len(models) == 88  # every catalog entry (tests/model/test_catalog.py counts them)
     assert models["DeepSeek-V3"]["kv_bytes_per_token"] == 70_272
     assert models["Qwen3-Next-80B-A3B"]["state_bytes"] > 0
     code, text, _ = run_cli(capsys, "models")

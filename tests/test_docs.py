@@ -15,6 +15,11 @@ PY_FILES = {p.name for d in ("src", "bench", "tests") for p in (ROOT / d).rglob(
 UPSTREAM = {
     "_util.py",
     "modeling_siglip.py",  # transformers models/siglip: the SigLIP tower docs/measure.md counts
+    "modeling_pixtral.py",  # transformers models/pixtral: the Pixtral tower docs/measure.md counts
+    "modeling_mistral3.py",  # transformers models/mistral3: Mistral 3's projector and patch merger
+    "modeling_llama4.py",  # transformers models/llama4: Llama 4's vision model and projector
+    "pixtral.py",  # vLLM model_executor/models: Pixtral's tower and its dummy image (docs/measure.md)
+    "mllama4.py",  # vLLM model_executor/models: Llama 4's tower and its dummy image (docs/measure.md)
     "resource_manager.py",
     "mxfp4.py",
     "schedule_batch.py",

@@ -197,11 +197,45 @@ def test_qwen2_vl_and_qwen2_5_vl_count_their_vit_and_merger_to_the_published_tot
         assert spec.count("full_attention") == 28  # use_sliding_window false: every layer full, as vLLM's Qwen2Model
 
 
+def test_pixtral_and_mistral3s_projector_count_to_mistral_small_3_1s_published_total() -> None:
+    # Mistral-Small-3.1-24B-Instruct-2503 (and 3.2-2506): 24,011,361,280 parameters published (keras-hub
+    # mistral3_presets.py), the 2501 decoder's 23,572,403,200 + Pixtral + Mistral 3's projector
+    tower = 3 * 14 * 14 * 1024 + 1024 + 24 * (2 * 1024 + 4 * 1024 * 1024 + 3 * 1024 * 4096)  # patch_conv, ln_pre
+    assert tower == 403_305_472
+    projector = 1024 + 4 * 1024 * 1024 + 1024 * 5120 + 5120 * 5120  # norm, 2x2 merging_layer, linear_1, linear_2
+    assert projector == 35_652_608
+    for name in ("mistral-small-3.1-24b", "mistralai/Mistral-Small-3.2-24B-Instruct-2506"):
+        count = _count(name)
+        assert count.total == 23_572_403_200 + tower + projector == 24_011_361_280
+        assert count.active == _count("mistral-small-24b").total == 23_572_403_200
+        assert "vision tower (Pixtral) and projector: 438,958,080 parameters" in count.notes
+
+
+def test_llama4_vision_model_counts_to_scouts_published_total() -> None:
+    # Llama-4-Scout-17B-16E-Instruct: 108,641,793,536 parameters published; the text decoder 107,769,861,120
+    embeddings = 3 * 14 * 14 * 1408 + 1408 + (24 * 24 + 1) * 1408  # unfold linear, class, positional (577 rows)
+    layer = 4 * (1408 * 1408 + 1408) + 1408 * 5632 + 5632 + 5632 * 1408 + 1408 + 4 * 1408
+    adapter = 5632 * 4096 + 4096 * 4096  # pixel-shuffle MLP2 fc1 (intermediate -> 4096), fc2
+    tower = embeddings + 2 * 2 * 1408 + 34 * layer + adapter
+    assert tower == 850_960_896
+    projector = 4096 * 5120
+    count = _count("llama-4-scout-17b-16e-instruct")
+    assert count.total == 107_769_861_120 + tower + projector == 108_641_793_536
+    assert count.active == 17_172_894_720  # the tower is read only when an image is encoded
+
+
+def test_the_projectors_top_level_fields_travel_with_a_nested_vision_config() -> None:
+    cfg = dict(RAW["Mistral-Small-3.1-24B-Instruct-2503"]["config"])
+    spec = read_spec({**cfg, "spatial_merge_size": 1, "multimodal_projector_bias": True}, name="m", source="t")
+    # no 2x2 merge: merging_layer 1024 x 1024 (not 4096 x 1024); biased linear_1 and linear_2 (2 x 5120)
+    assert count_params(spec).total == 24_011_361_280 - 3 * 1024 * 1024 + 2 * 5120
+
+
 def test_a_vision_tower_without_a_rule_is_said_not_counted() -> None:
     from kvbudget.weights.vision import vision_parts
 
-    parts, note = vision_parts({"vision_config": {"model_type": "pixtral", "hidden_size": 1024}}, 5120, "mistral")
-    assert parts == [] and "vision tower (pixtral) not counted" in note
+    parts, note = vision_parts({"vision_config": {"model_type": "intern_vit_6b", "hidden_size": 3200}}, 5120, "qwen2")
+    assert parts == [] and "vision tower (intern_vit_6b) not counted" in note
     assert vision_parts({"hidden_size": 4096}, 4096, "llama") == ([], "")
 
 

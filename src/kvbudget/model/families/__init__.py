@@ -71,12 +71,22 @@ def text_config(cfg: Mapping[str, object], where: str) -> tuple[Mapping[str, obj
     return cfg, ""
 
 
+# the projector's fields a multimodal config keeps at its top level, beside vision_config: Mistral3Config's
+# spatial_merge_size and multimodal_projector_bias (the Pixtral patch merger and projector, weights/vision.py),
+# Gemma3Config's mm_tokens_per_image (engines/vllm_encoder.py)
+PROJECTOR_KEYS = ("spatial_merge_size", "multimodal_projector_bias", "mm_tokens_per_image")
+
+
 def _with_vision(decoder: Mapping[str, object], cfg: Mapping[str, object]) -> dict[str, object]:
-    """The decoder's fields, with a multimodal config's ``vision_config`` beside them (its weights count too)."""
+    """The decoder's fields, with a multimodal config's ``vision_config`` (and its projector's top-level fields)
+    beside them (their weights count too)."""
     out = dict(decoder)
     vision = cfg.get("vision_config")
     if decoder is not cfg and isinstance(vision, Mapping):
         out["vision_config"] = dict(vision)
+        for key in PROJECTOR_KEYS:
+            if key in cfg and key not in out:
+                out[key] = cfg[key]
     return out
 
 
