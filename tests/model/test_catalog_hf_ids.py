@@ -221,7 +221,10 @@ def test_llama4_scout_fp8_dynamic_weighs_its_compressed_tensors_config() -> None
     assert _raw()["Llama-4-Scout-17B-16E-Instruct-FP8-dynamic"]["config"]["text_config"]["no_rope_layers"] == []
     shipped = checkpoint_precision(spec)
     assert shipped is not None and shipped.precision == weight_precision("fp8") and shipped.keep == ("attention",)
-    assert count_params(spec).total == count_params(bf16).total == 107_769_861_120
+    # the stored copy of its config carries the text model only; the bf16 entry's also carries the vision tower
+    # and projector (871,932,416 parameters, weights/vision.py), which the checkpoint ships too
+    assert count_params(spec).total == 107_769_861_120
+    assert count_params(bf16).total == 107_769_861_120 + 871_932_416
     weights = weights_figure(spec, hf_id, None, None)
     assert "102,676,561,920 at fp8" in weights.basis and "5,093,299,200 kept at bf16" in weights.basis
     assert weights.bytes == 102_676_561_920 + 2 * 5_093_299_200
