@@ -131,12 +131,12 @@ def test_gpt_oss_long_prompts_on_a100_stay_far_too_fast(prepared: list) -> None:
     assert row.figure.split == "held_out" and row.figure.value == 21.62
     assert 0.97 < errors([row])[0] < 1.01
     assert 0.89 < errors([row], replace(VLLM, prefill_attention=VLLM.prefill_bf16))[0] < 0.93
-    assert 0.50 < errors([row], replace(VLLM, prefill_sm80=1.0))[0] < 0.54
+    assert 0.50 < errors([row], replace(VLLM, prefill_a100=1.0))[0] < 0.54
 
 
 def test_vllm_prefill_shares_are_apart_on_a100(prepared: list) -> None:  # type: ignore[type-arg]
     # GPUStack, vLLM, bf16 Qwen3-14B / 32B, 2,000 to 32,000-token prompts sent at once: one share made A100 80GB 36% to
-    # 46% slow and H100 SXM up to 22% fast; x1.32 on compute capability 8.0 (A100) the A100 rows are 19% to 33% slow
+    # 46% slow and H100 SXM up to 22% fast; x1.32 on the A100 (Machine.a100) the A100 rows are 19% to 33% slow
     # (the fit weighs them against the MoE rows on 8 x A100, too fast), the H100 rows do not move
     rows = [
         p
@@ -148,21 +148,21 @@ def test_vllm_prefill_shares_are_apart_on_a100(prepared: list) -> None:  # type:
     a100 = [p for p in rows if p.figure.request.gpu == "a100-80gb"]
     h100 = [p for p in rows if p.figure.request.gpu == "h100-sxm"]
     assert len(a100) == len(h100) == 6
-    assert all(p.roof.machine.sm80 for p in a100) and not any(p.roof.machine.sm80 for p in h100)
-    one_share = errors(a100, replace(VLLM, prefill_sm80=1.0))
+    assert all(p.roof.machine.a100 for p in a100) and not any(p.roof.machine.a100 for p in h100)
+    one_share = errors(a100, replace(VLLM, prefill_a100=1.0))
     assert max(one_share) < -0.35 and min(one_share) > -0.47
     assert all(-0.34 < e < -0.18 for e in errors(a100))
-    assert errors(h100) == errors(h100, replace(VLLM, prefill_sm80=1.0))
+    assert errors(h100) == errors(h100, replace(VLLM, prefill_a100=1.0))
 
 
 def test_trtllm_a100_first_tokens_want_no_ratio_apart(prepared: list) -> None:  # type: ignore[type-arg]
     # TensorRT-LLM v0.5's batch-1 first tokens on A100 80GB, H100 SXM and L40S: the A100 ratio fitted with the latency
     # pair stays at 1 (its A100 rows +18% and -6% in training, its H100 ones -13% and -16%): not taken apart
     l40s = [p for p in prepared if p.figure.request.gpu == "l40s"]  # Ada, compute capability 8.9: not apart
-    assert l40s and not any(p.roof.machine.sm80 for p in l40s)
+    assert l40s and not any(p.roof.machine.a100 for p in l40s)
     train = [p for p in prepared if p.figure.split == "train" and p.figure.request.engine == "trtllm"]
-    refit = fit(train, FITTED, rounds=2, steps=24, names=(*LATENCY_PARAMETERS, "prefill_sm80"))
-    assert refit.prefill_sm80 == 1.0 == FITTED.prefill_sm80
+    refit = fit(train, FITTED, rounds=2, steps=24, names=(*LATENCY_PARAMETERS, "prefill_a100"))
+    assert refit.prefill_a100 == 1.0 == FITTED.prefill_a100
     assert refit.prefill_bf16 == pytest.approx(FITTED.prefill_bf16, rel=0.02)
 
 

@@ -43,7 +43,7 @@ def render_speed(s: Speed) -> str:
             else []
         ),
         *([f"  {e.moe_layer_overhead_s * 1e6:.0f} us per MoE layer per iteration"] if e.moe_layer_overhead_s else []),
-        *([f"  prefill shares x{e.prefill_sm80:.2f} on compute capability 8.0 (A100)"] if e.prefill_sm80 != 1 else []),
+        *([f"  prefill shares x{e.prefill_a100:.2f} on the A100 (and A800)"] if e.prefill_a100 != 1 else []),
         *_sources(s.engine["name"], e.borrowed),
         "not modelled:",
         *[f"  {item}" for item in s.not_modelled],

@@ -131,9 +131,12 @@ def read_concurrency(text: str) -> int | None:
         raise InputError(f"{error}; give a count of requests in flight (64) or max") from None
 
 
-def compute_precision(spec: ModelSpec, weights: str | None, gpu: Gpu, group: int) -> tuple[str, str]:
-    """The precision the engine multiplies in, and why: fp8 / fp4 weights on tensor cores that have the format,
-    else bf16 (weight-only quantization: the weights are widened before the product)."""
+def compute_precision(spec: ModelSpec, weights: str | None, gpu: Gpu, group: int) -> tuple[str, str, str]:
+    """The precision the engine multiplies in, the weights' product format, and why: fp8 / fp4 weights on tensor
+    cores that have the format multiply at it; on a GPU without them (A100, A30, A40: vLLM runs fp8 checkpoints
+    through Marlin's weight-only W8A16 kernels) at bf16, weight-only, at the share ``Roofline.prefill_efficiency``
+    gives such products: the GPU gains from their fewer bytes, never from the format's compute. Anything else is a
+    bf16 product (weight-only int quantization widened before the product)."""
     from kvbudget.weights.checkpoint import checkpoint_precision
     from kvbudget.weights.precision import weight_precision
 
@@ -144,20 +147,24 @@ def compute_precision(spec: ModelSpec, weights: str | None, gpu: Gpu, group: int
         name = shipped.precision.name if shipped else spec.dtype
     wanted = "fp8" if "fp8" in name else "fp4" if "fp4" in name else "bf16"
     if gpu.peak_flops(wanted) is not None:
-        return wanted, f"{name} weights multiplied at {wanted} on {gpu.id}"
-    return "bf16", f"{name} weights: {gpu.id} has no {wanted} tensor cores, multiplied at bf16"
+        return wanted, wanted, f"{name} weights multiplied at {wanted} on {gpu.id}"
+    return (
+        "bf16",
+        wanted,
+        f"{name} weights: {gpu.id} has no {wanted} tensor cores, multiplied at bf16 (weight-only), no faster than a "
+        f"bf16 product nor than a GPU with {wanted} tensor cores",
+    )
 
 
 def roofline_of(request: Deployment, plan: Plan, gpu: Gpu, efficiency: Efficiency) -> tuple[Roofline, str, str]:
     """The roofline of one replica of ``plan`` on ``gpu``, its compute precision and why."""
     from kvbudget import hardware
-    from kvbudget.engines.capability import compute_capability
     from kvbudget.speed.roofline import Machine, Roofline
     from kvbudget.speed.work import model_work
     from kvbudget.weights.params import count_params
 
     spec = plan.inputs.spec
-    precision, why = compute_precision(spec, request.weights, gpu, request.group_size)
+    precision, products, why = compute_precision(spec, request.weights, gpu, request.group_size)
     link = hardware.link(gpu.interconnect or request.link)
     count = count_params(spec)
     machine = Machine(
@@ -166,8 +173,9 @@ def roofline_of(request: Deployment, plan: Plan, gpu: Gpu, efficiency: Efficienc
         bandwidth=float(gpu.bandwidth_bytes_per_s or 0),
         link=float(link.bytes_per_s),
         tp=request.tp,
-        bf16=precision == "bf16",
-        capability=compute_capability(gpu.name),
+        products=products,
+        native=products == precision,
+        gpu=gpu.id,
     )
     roof = Roofline(
         work=model_work(spec, count),

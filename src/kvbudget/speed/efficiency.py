@@ -38,8 +38,8 @@ class Efficiency:
     and detokenizing, which vLLM and SGLang do per sequence); ``request_s``: the fixed seconds an API-server
     benchmark sees in every TTFT (HTTP, tokenization, scheduling); ``moe_layer_overhead_s``: seconds per layer with
     routed experts added to each decode iteration (its kernels' fixed time: 0 for TensorRT-LLM, whose figures are
-    dense models); ``prefill_sm80``: the ratio of every prefill share (fp8, bf16, attention) on a compute capability
-    8.0 GPU (A100) to the fitted one (kvbudget.speed.roofline.Machine.sm80; 1 for the engines not fitted apart);
+    dense models); ``prefill_a100``: the ratio of every prefill share (fp8, bf16, attention) on the A100 (the GPUs
+    of ``A100_GPUS``, kvbudget.speed.roofline.Machine.a100) to the fitted one (1 for the engines not fitted apart);
     ``borrowed``: the names of the efficiencies taken
     from TensorRT-LLM's fit (the engine has no figures for them)."""
 
@@ -55,7 +55,7 @@ class Efficiency:
     sequence_s: float = 0.0  # per running sequence per decode iteration: host work that grows with the batch
     request_s: float = 0.0  # fixed seconds in every request's TTFT: HTTP, tokenization, scheduling (API servers)
     moe_layer_overhead_s: float = 0.0  # per MoE layer per decode iteration: router, align/sort, fused-MoE kernels
-    prefill_sm80: float = 1.0  # x every prefill share on compute capability 8.0 GPUs (A100, A800); 1: not fitted apart
+    prefill_a100: float = 1.0  # x every prefill share on the A100 (A100_GPUS); 1: not fitted apart
     borrowed: tuple[str, ...] = ()  # the efficiencies taken from another engine's fit (no figures of this engine)
     fitted_to: str = "TensorRT-LLM"  # whose published figures the (not borrowed) efficiencies were fitted to
 
@@ -77,12 +77,20 @@ class Efficiency:
             "sequence_s": self.sequence_s,
             "request_s": self.request_s,
             "moe_layer_overhead_s": self.moe_layer_overhead_s,
-            "prefill_sm80": self.prefill_sm80,
+            "prefill_a100": self.prefill_a100,
             "borrowed": list(self.borrowed),
             "fitted_to": self.fitted_to,
             "basis": self.basis,
         }
 
+
+# The GPUs an engine's ``prefill_a100`` applies to: the A100 80GB SXM its figures measured (GPUStack's vLLM rows) and
+# the cards of the same chip at the same clocks (108 SMs, 312 TFLOPS bf16 dense), which differ in memory, form or
+# link only: the 40 GB and PCIe A100s and the A800 (an A100 with its NVLink cut to 400 GB/s). Not every compute
+# capability 8.0 GPU: the A30 is 8.0 too but a smaller part (56 SMs, 165 TFLOPS, 933 GB/s) that no published figure
+# measures, and the ratio, given to it, made it prefill faster than an RTX 4090 whose every roof is higher
+# (tests/speed/test_dominance.py). Catalog ids (kvbudget.hardware), as Machine.gpu holds them.
+A100_GPUS = frozenset({"a100-80gb", "a100-40gb", "a100-80gb-pcie", "a800-80gb"})
 
 FIT_SOURCE = (
     "fitted to TensorRT-LLM performance overview (docs/source/performance/perf-overview.md, v1.0 tables: "
@@ -132,12 +140,12 @@ VLLM = replace(
     # and DeepSeek-R1 runs at concurrency 4: 4.3 and 12.9 ms a step beyond their bytes, Qwen3-8B's 36 dense
     # layers ~1 ms; a cost on every layer, fitted with it, ran to its bound: docs/speed.md)
     moe_layer_overhead_s=0.000215,
-    # x every prefill share on compute capability 8.0 (A100): GPUStack's prefill-heavy bf16 Qwen3-14B/32B rows came
+    # x every prefill share on the A100 (A100_GPUS): GPUStack's prefill-heavy bf16 Qwen3-14B/32B rows came
     # out 21-40% slow on A100 80GB and 4-35% fast on H100 SXM with one share. A GEMM alone explains ~1.07 of it
     # (stas00/ml-engineering compute/accelerator "Maximum Achievable Matmul FLOPS": bf16 matmul 267.9 of 312 TFLOPS
     # on A100 SXM, 85.9%, 792.1 of 989, 80.1%, on H100 SXM); the rest is vLLM's own: FlashAttention 2 on A100
     # against 3 on H100, and 2,048 batched tokens a step on A100 against 8,192 (EngineArgs.get_batch_defaults)
-    prefill_sm80=1.32,
+    prefill_a100=1.32,
     basis=VLLM_SOURCE,
     fitted_to="vLLM",
     borrowed=("decode_compute", "memory_bandwidth", "allreduce_latency_s", "prefill_queue"),

@@ -45,7 +45,7 @@ PARAMETERS = (
     "sequence_s",
     "request_s",
     "moe_layer_overhead_s",
-    "prefill_sm80",
+    "prefill_a100",
 )
 THROUGHPUT_PARAMETERS = (
     "prefill",
@@ -70,7 +70,7 @@ BOUNDS = {
     "sequence_s": (1e-7, 1e-3),
     "request_s": (1e-3, 0.2),
     "moe_layer_overhead_s": (1e-7, 1e-3),
-    "prefill_sm80": (0.5, 3.0),
+    "prefill_a100": (0.5, 3.0),
 }
 # the efficiencies each engine's own figures fit (bench/speed.py --fit-all); the rest it borrows from TensorRT-LLM
 ENGINE_PARAMETERS = {
@@ -82,7 +82,7 @@ ENGINE_PARAMETERS = {
         "sequence_s",
         "request_s",
         "moe_layer_overhead_s",
-        "prefill_sm80",
+        "prefill_a100",
     ),
     # SGLang's one long-prompt training figure (Qwen3-14B-FP8 at 3,996 tokens) cannot tell attention from the fp8
     # GEMM share (fitted, it runs to 0.12 from TensorRT-LLM's values, to its bound 1.0 from SGLang's, the loss all

@@ -1,13 +1,18 @@
 """Seconds from FLOPs and bytes: the roofline of one deployment (one replica of ``tp`` GPUs).
 
 * Prefill is compute-bound: linear FLOPs over the GPU's dense peak at the precision the engine multiplies in,
-  over the fitted prefill efficiency of that precision (fitted apart for fp8 / fp4 products and for bf16 ones: a
-  bf16 GEMM reaches a larger share of its peak); plus attention FLOPs over the bf16 peak, over their own fitted
-  share (``prefill_attention``): FlashAttention runs in bf16 whatever the weights' precision, so an fp8 or fp4
-  model's attention is not costed at its GEMMs' share (docs/speed.md). An fp8 KV cache is read into bf16 attention
-  in SGLang (sgl-project/sglang issue 10083: dequantized at read) but runs in fp8 in vLLM's FlashAttention 3
-  backend (vLLM docs features/quantization/quantized_kvcache.md: queries quantized too); costed at the bf16 peak
-  all the same (no published figure of it to fit), so such a vLLM prefill comes out slower than it runs.
+  over the fitted prefill efficiency of the weights' kind (fitted apart for fp8 / fp4 checkpoints and for bf16
+  ones: a bf16 GEMM reaches a larger share of its peak). An fp8 / fp4 checkpoint on a GPU without those tensor
+  cores multiplies at the bf16 peak (weight-only kernels: vLLM's Marlin W8A16 on Ampere) at the lower of two
+  shares: the bf16 one (widening the weights never beats a bf16 GEMM) and what a GPU with the format would reach,
+  the format's share x the datasheets' ratio of its peak to bf16 (``FORMAT_PEAK_RATIO``). Such a GPU gains from the
+  checkpoint's fewer weight bytes only, never from the format's compute. Plus attention FLOPs over the bf16 peak,
+  over their own fitted share (``prefill_attention``): FlashAttention runs in bf16 whatever the weights'
+  precision, so an fp8 or fp4 model's attention is not costed at its GEMMs' share (docs/speed.md). An fp8 KV
+  cache is read into bf16 attention in SGLang (sgl-project/sglang issue 10083: dequantized at read) but runs in
+  fp8 in vLLM's FlashAttention 3 backend (vLLM docs features/quantization/quantized_kvcache.md: queries quantized
+  too); costed at the bf16 peak all the same (no published figure of it to fit), so such a vLLM prefill comes out
+  slower than it runs.
 * A decode iteration takes the longer of reading its bytes (weights touched + every sequence's cache) at the
   fitted share of the memory bandwidth and computing its FLOPs at the fitted share of the peak, plus a fixed
   per-iteration cost (scheduling, sampling, kernel launches: fitted) and, for engines whose host work grows with
@@ -22,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvbudget.speed.efficiency import Efficiency
+from kvbudget.speed.efficiency import A100_GPUS, Efficiency
 from kvbudget.speed.work import ModelWork
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (docs/architecture.md, start-up)
@@ -30,6 +35,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 ACTIVATION_BYTES = 2  # bf16 activations cross the all-reduce in every engine modelled
+# a format's dense peak over the bf16 one on the GPUs that have its tensor cores (their datasheets: fp8 twice bf16 on
+# Ada, Hopper and Blackwell, fp4 four times on Blackwell; tests/speed pins it for the catalog): a GPU without the
+# format runs the checkpoint weight-only at bf16 no faster than one with it (Roofline.prefill_efficiency)
+FORMAT_PEAK_RATIO = {"fp8": 2.0, "fp4": 4.0}
 
 
 @dataclass(frozen=True)
@@ -41,14 +50,19 @@ class Machine:
     bandwidth: float
     link: float
     tp: int
-    bf16: bool = False  # the linear products run at bf16 (the prefill efficiency at bf16 applies)
-    capability: int | None = None  # compute capability x 10 (kvbudget.engines.capability); None: not NVIDIA
+    # the weights' product format: "bf16" (a bf16 checkpoint, or weight-only int quantization widened to bf16),
+    # "fp8" or "fp4" (those checkpoints); with ``native`` False the GPU lacks the format's tensor cores and
+    # ``linear_flops`` is its bf16 peak (weight-only: Roofline.prefill_efficiency)
+    products: str = "bf16"
+    native: bool = True
+    gpu: str = ""  # the catalog GPU's id ("": none, as the simulator's measured machine)
 
     @property
-    def sm80(self) -> bool:
-        """Compute capability 8.0 (A100, A800): ``Efficiency.prefill_sm80`` scales its prefill shares. The figures
-        fitted cover 8.0 and 9.0 (H100, H200) only: Ada (8.9) and Blackwell keep the fitted shares."""
-        return self.capability == 80
+    def a100(self) -> bool:
+        """One of the GPUs ``Efficiency.prefill_a100`` was fitted on or stands for (``A100_GPUS``: the A100 in
+        every memory size and form, and the A800, its chip at its clocks). Not every compute capability 8.0 GPU: the
+        A30 shares the capability but not the chip's size or bandwidth, and no published figure measures it."""
+        return self.gpu in A100_GPUS
 
 
 @dataclass(frozen=True)
@@ -89,22 +103,30 @@ class Roofline:
 
     @property
     def prefill_efficiency(self) -> float:
-        """The fitted share of the peak in prefill at the precision the linear products run in (attention has its
-        own: ``Efficiency.prefill_attention``)."""
-        e = self.efficiency
-        return (e.prefill_bf16 if self.machine.bf16 else e.prefill) * self.sm80_factor
+        """The fitted share of the peak in prefill of the weights' products (``Efficiency.prefill_bf16`` for bf16
+        ones, ``Efficiency.prefill`` for fp8 / fp4 ones on their own tensor cores; weight-only, on a GPU without
+        them, the lower of the bf16 share and the format's share x ``FORMAT_PEAK_RATIO``; attention has its own:
+        ``Efficiency.prefill_attention``)."""
+        e, m = self.efficiency, self.machine
+        if m.products == "bf16":
+            share = e.prefill_bf16
+        elif m.native:
+            share = e.prefill
+        else:  # weight-only at the bf16 peak: no faster than a bf16 GEMM, nor than a GPU with the format's cores
+            share = min(e.prefill_bf16, e.prefill * FORMAT_PEAK_RATIO[m.products])
+        return share * self.a100_factor
 
     @property
     def attention_efficiency(self) -> float:
         """The fitted share of the bf16 peak in prefill attention on this machine (``Efficiency.prefill_attention``,
-        x ``Efficiency.prefill_sm80`` on compute capability 8.0)."""
-        return self.efficiency.prefill_attention * self.sm80_factor
+        x ``Efficiency.prefill_a100`` on the A100)."""
+        return self.efficiency.prefill_attention * self.a100_factor
 
     @property
-    def sm80_factor(self) -> float:
-        """The ratio of every prefill share on this machine to the fitted one: ``Efficiency.prefill_sm80`` on a
-        compute capability 8.0 GPU, else 1."""
-        return self.efficiency.prefill_sm80 if self.machine.sm80 else 1.0
+    def a100_factor(self) -> float:
+        """The ratio of every prefill share on this machine to the fitted one: ``Efficiency.prefill_a100`` on the
+        GPUs it was fitted for (``Machine.a100``), else 1."""
+        return self.efficiency.prefill_a100 if self.machine.a100 else 1.0
 
     def prefill_seconds(self, new: int, cached: int, sequences: int) -> float:
         """Seconds to prefill ``sequences`` prompts of ``new`` tokens after ``cached`` prefix-cache hits each."""
