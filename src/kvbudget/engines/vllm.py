@@ -286,7 +286,7 @@ class Rules(EngineRules):
         return {"kv_blocks": blocks, "kv_tokens": kv_cache_size_tokens(vpool, max(pool_bytes, 0), shape.context)}
 
     def logged_memory(self, log: EngineLog) -> LoggedMemory:
-        """total_gpu_memory; overhead = activation peak + non-torch memory, + CUDA graphs where V1 >= 0.21
+        """total_gpu_memory; overhead = activation peak + non-torch memory, + CUDA graphs where V1 >= 0.20
         subtracts them (gpu_worker.py)."""
         total = log.measured.get("total_gpu_memory_bytes")
         gpu = (

@@ -1,7 +1,7 @@
 """vLLM's runtime memory as its profiler sees it, per GPU, from its own profiling path (V1 gpu_worker.py
 determine_available_memory, gpu_model_runner.py profile_run):
 
-    non-KV = weights + torch peak increase during profile_run + non-torch increase [+ CUDA graphs from 0.21]
+    non-KV = weights + torch peak increase during profile_run + non-torch increase [+ CUDA graphs from 0.20]
 
 * profile_run runs ``_dummy_run(max_num_batched_tokens)`` (the activation peak: hidden and MLP activations of
   the batch), then ``_dummy_sampler_run`` on the hidden states of ``min(max_num_seqs, max_num_batched_tokens)``
@@ -27,13 +27,13 @@ determine_available_memory, gpu_model_runner.py profile_run):
   flashinfer-python is installed (PR #15777), but their wheels list it only as an extra (``vllm[flashinfer]``;
   the wheel metadata of 0.10.1, 0.10.2 and 0.11.0), so a plain install samples natively; 0.11.1 made
   flashinfer-python a dependency and turned the sampler off by default (PR #26859; 0.17.1 and 0.19.0 still ask
-  for VLLM_USE_FLASHINFER_SAMPLER=1, and so do 0.20.0-0.20.2); PR #40376 turned it back on by default, in the
-  0.22.0 wheel (envs.py default True; 0.21.0 not read, planned with the Triton path). Where the path depends on the
+  for VLLM_USE_FLASHINFER_SAMPLER=1, and so do 0.20.0-0.20.2); PR #40376 turned it back on by default, from the
+  0.21.0 wheel (envs.py default True in 0.21.0, 0.22.0 and 0.22.1). Where the path depends on the
   installation (0.9-0.11.0) the plan keeps the native figure, which errs toward a smaller pool, and says how much
   less FlashInfer keeps.
 * The activation factor, non-torch memory and CUDA-graph range are engines/overhead.py's measured ranges.
 * ``--max-num-seqs`` caps the CUDA graphs V1 captures (vLLM 0.33.0 vllm/config/vllm.py
-  VllmConfig._set_cudagraph_sizes; ``capture_sizes``). vLLM's estimate of their memory (subtracted from 0.21;
+  VllmConfig._set_cudagraph_sizes; ``capture_sizes``). vLLM's estimate of their memory (subtracted from 0.20;
   0.33.0 gpu_model_runner.py profile_cudagraph_memory) is the first, largest capture plus (n - 1) x the next one's,
   so it grows with the largest size and the count: the measured range, which stands for the default capture set,
   is scaled by the share of that set captured (heuristic).
@@ -76,8 +76,9 @@ FLASHINFER_BYTES = (
 FITTED_ON = "gpt-oss-120b on an H100 PCIe, vLLM 0.10.1 (github.com/vllm-project/vllm/issues/23278)"
 FLASHINFER_IF_INSTALLED = ((0, 9), (0, 11, 1))  # PR #15777 (on when importable) .. PR #26859 (off by default)
 # PR #40376 "Enable FlashInfer top-k/top-p sampler by default": envs.py VLLM_USE_FLASHINFER_SAMPLER defaults to None
-# (off) in the 0.20.0, 0.20.1 and 0.20.2 wheels and to True in 0.22.0 (0.21.0 not read: planned with the Triton path)
-FLASHINFER_DEFAULT_SINCE = (0, 22)
+# (off) in the 0.20.0, 0.20.1 and 0.20.2 wheels and to True in the 0.21.0, 0.22.0 and 0.22.1 wheels (a 0.21.0 start-up
+# of Qwen2.5-Omni logs "Using FlashInfer for top-p & top-k sampling" with no sampler setting)
+FLASHINFER_DEFAULT_SINCE = (0, 21)
 # vLLM 0.17.0 topk_topp_sampler.py apply_top_k_top_p: "if HAS_TRITON and logits.shape[0] >= 8: return
 # apply_top_k_top_p_triton(...)" (0.16.0 sorts); the dummy sampler run always has 8 rows or more
 TRITON_SINCE = (0, 17)
@@ -177,7 +178,7 @@ def _sampler_words(path: Sampler, spec: ModelSpec, sequences: int) -> str:
         return f"{FLASHINFER_BYTES} B (FlashInfer top-k/top-p, vLLM's default from 0.22: no sort)"
     if path == "triton":
         return (
-            f"{TRITON_BYTES} B (vLLM 0.17-0.21's Triton top-k/top-p, no sort: bf16 and fp32 logits, probabilities, "
+            f"{TRITON_BYTES} B (vLLM 0.17-0.20's Triton top-k/top-p, no sort: bf16 and fp32 logits, probabilities, "
             f"noise) + the kernel's buffer of up to {TRITON_BUFFER_ROWS} fp32 vocabulary rows"
         )
     words = f"{SAMPLER_BYTES} B (the native sort path; the constant fitted on {FITTED_ON})"
