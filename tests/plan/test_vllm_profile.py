@@ -344,3 +344,28 @@ def test_vllm_0_20_subtracts_its_cuda_graph_estimate_and_0_19_does_not() -> None
         )
         pools[version] = plan_deployment(request).kv_pool_bytes
     assert 0.1 * GiB <= pools["0.19.1"] - pools["0.20.2"] <= 0.9 * GiB
+
+
+def test_model_runner_v2_profiles_a_greedy_dummy_sampler_where_a_release_makes_it_the_default() -> None:
+    """Each wheel's config/vllm.py _is_default_v2_model_runner_model: 0.22 Qwen3ForCausalLM, 0.23 Llama, Mistral and
+    Qwen3ForCausalLM (dense, unquantized), 0.24 those and three MoE architectures, from 0.25 every dense model that is
+    neither hybrid nor attention-free. Model Runner V2's _dummy_sampler_run samples its dummy requests greedily (no
+    top-k/top-p), so the profile keeps the bf16 logits and, in 0.22-0.25, their fp32 copy (Sampler
+    .apply_sampling_params); from 0.26 no copy."""
+    from kvbudget.engines.vllm_profile import model_runner_v2, profile_sampler
+
+    qwen3, llama, qwen25, moe = (resolve(m) for m in ("qwen3-8b", "llama-3.1-8b", "qwen2.5-7b", "qwen3-30b-a3b"))
+    assert not any(model_runner_v2("0.21.0", s) for s in (qwen3, llama, qwen25, moe))
+    assert model_runner_v2("0.22.0", qwen3) and not model_runner_v2("0.22.0", llama)
+    assert not model_runner_v2("0.22.0", qwen3, quantized=True)  # 0.22-0.23: "not model_config.is_quantized"
+    assert model_runner_v2("0.23.0", llama) and not model_runner_v2("0.23.0", qwen25)
+    assert model_runner_v2("0.24.0", llama, quantized=True) and not model_runner_v2("0.24.0", qwen25)
+    assert model_runner_v2("0.25.0", qwen25) and not model_runner_v2("0.25.0", moe)  # Qwen3Moe is not listed
+    assert not model_runner_v2("0.27.1", resolve("qwen3-next-80b-a3b"))  # hybrid (linear attention)
+    assert profile_sampler("0.23.0", llama) == "mrv2 fp32"
+    assert profile_sampler("0.26.0", llama) == "mrv2"
+    assert profile_sampler("0.27.1", moe) == "flashinfer"  # a MoE the release does not list stays on V1
+    # Qwen3-32B (vocabulary 151,936) at vLLM's 1,024 sequences: 0.29 GiB of logits, where FlashInfer keeps 2.03 GiB
+    assert sampler_bytes(resolve("qwen3-32b"), 1024, "mrv2") == 1024 * 151_936 * 2
+    assert sampler_bytes(resolve("qwen3-32b"), 1024, "mrv2 fp32") == 1024 * 151_936 * (2 + 4)
+    assert sampler_bytes(resolve("qwen3-32b"), 1024, "flashinfer") == 1024 * 151_936 * 14

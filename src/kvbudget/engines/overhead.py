@@ -40,6 +40,9 @@ class Site:
     flash_attn: bool = True
     max_num_seqs: int | None = None  # vLLM --max-num-seqs as set; None: its default for the GPU
     pp: int = 1  # pipeline stages: the first GPU holds the first stage (vLLM samples on the last stage only)
+    quantized: bool = (
+        False  # a quantized checkpoint or --weights precision (vLLM 0.22-0.23 keep those on Model Runner V1)
+    )
 
 
 @dataclass(frozen=True)
