@@ -29,6 +29,7 @@ UPSTREAM = {
     "cache.py",  # vLLM config: the gpu_memory_utilization default per version (docs/engines.md, docs/measure.md)
     "fused_moe.py",  # vLLM model_executor/layers/fused_moe
     "gpu_model_runner.py",  # vLLM v1/worker: profile_run samples on the last pipeline stage only
+    "gpu_worker.py",  # vLLM v1/worker: determine_available_memory and the line numbers its pool line pins
     "model_runner.py",  # vLLM V0 worker: profile_run samples its dummy prompts with top-k/top-p (docs/measure.md)
     "kv_cache_utils.py",  # vLLM v1/core: the admission check, the hybrid specs unified, the smallest blocks
     "deepseek_v2.py",  # vLLM model_executor/models: the MLA down-projections and routers kept whole per rank

@@ -22,10 +22,10 @@ GiB = 2**30
     [("v0-0.6.4fmt-llama31-8b-rtx3090-20k.log", 20000), ("v0-0.6.4fmt-llama31-8b-rtx3090-29k-refusal.log", 29000)],
 )
 def test_range_brackets_vllm_measured_overhead(log: str, tokens: int) -> None:
-    # vLLM V0 without chunked prefill profiles max_model_len tokens; no CUDA graph subtraction before 0.21
+    # vLLM V0 without chunked prefill profiles max_model_len tokens; no CUDA graph subtraction before 0.20
     measured = read_log(LOGS / log).measured
     real = int(measured["activation_peak_bytes"].value) + int(measured["non_torch_bytes"].value)
-    est = parse_engine("vllm@0.20").rules.overhead(
+    est = parse_engine("vllm@0.19").rules.overhead(
         resolve("llama-3.1-8b"), Site(tp=1, batched=tokens, batched_basis="")
     )
     assert est.low <= real <= est.high

@@ -286,7 +286,7 @@ SMALL_FRACTION = {"engine": "vllm", "utilization": "0.1", "model": "llama-3.1-8b
         ({"engine": "vllm"}, "a GPU with at least 148 GiB"),
         # the user's own --utilization held the plan back: raising it is the smallest fix, and a GPU must hold the
         # weights at that same fraction (0.1 of 192 GiB), not the total plus the shortfall (97 GiB)
-        ({**SMALL_FRACTION}, "--utilization 0.24"),
+        ({**SMALL_FRACTION}, "--utilization 0.23"),
         ({**SMALL_FRACTION}, "GPU with at least 192 GiB"),
         ({"engine": "ideal"}, "a GPU with at least 135 GiB"),
     ],

@@ -412,7 +412,8 @@ def test_a_large_count_is_written_with_separators_in_every_column(capsys: pytest
         "--sessions", "1000000000", "--no-simulate",
     )  # fmt: skip
     assert code == 0, err
-    assert "h100-sxm x 18,518,519 " in out and "18,518,519" in out
+    # 55 sessions a GPU (54 before vLLM's Model Runner V2 kept the profile's sampler to the bf16 logits)
+    assert "h100-sxm x 18,181,819 " in out and "18,181,819" in out
     code, out, err = run_cli(capsys, "speed", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "4096")
     assert code == 0, err
     assert out.splitlines()[0] == "Llama-3.1-8B on 4,096 x h100-sxm (tp 1, 4,096 replicas), ideal"

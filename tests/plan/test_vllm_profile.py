@@ -43,10 +43,11 @@ GiB = 2**30
         # 0.17.0 apply_top_k_top_p: 8 rows or more go to the Triton kernel (topk_topp_triton.py), no sort
         ("0.17.0", "triton"),
         ("0.19.0", "triton"),
-        # 0.20.0-0.20.2 envs.py: VLLM_USE_FLASHINFER_SAMPLER defaults to None (off); 0.21.0 not read
+        # 0.20.0-0.20.2 envs.py: VLLM_USE_FLASHINFER_SAMPLER defaults to None (off)
         ("0.20.2", "triton"),
-        ("0.21", "triton"),
-        # 0.22.0 envs.py: defaults to True (PR #40376)
+        # 0.21.0, 0.22.0 and 0.22.1 envs.py: defaults to True (PR #40376)
+        ("0.21", "flashinfer"),
+        ("0.21.0", "flashinfer"),
         ("0.22.0", "flashinfer"),
         ("0.33", "flashinfer"),
     ],
@@ -66,7 +67,7 @@ def test_flashinfer_keeps_14_bytes_per_entry_and_the_native_path_37() -> None:
 
 
 def test_the_triton_path_keeps_14_bytes_per_entry_and_its_buffer_of_vocabulary_rows() -> None:
-    # vLLM 0.17.0-0.21: bf16 logits (2, held by _dummy_sampler_run) + fp32 logits (4, Sampler.forward) + softmax
+    # vLLM 0.17.0-0.20: bf16 logits (2, held by _dummy_sampler_run) + fp32 logits (4, Sampler.forward) + softmax
     # probabilities (4, forward_native) + exponential noise (4, random_sample), and topk_topp_triton.py's cached
     # buffer of min(SMs, requests) fp32 rows, counted at up to 192 rows (no SM counts in the catalog)
     spec = resolve("qwen3-32b")  # vocabulary 151,936
@@ -317,3 +318,54 @@ def test_v0s_chunked_prefill_batch_is_512_before_0_6_5() -> None:
     assert batched_tokens(8 * GiB, "", "0.7.2", context=131_072)[0] == 2048
     assert batched_tokens(8 * GiB, "", "0.6.4", context=20_000)[0] == 20_000
     assert batched_tokens(8 * GiB, "", "0.6.4", context=1_024)[0] == 2048
+
+
+def test_vllm_0_20_subtracts_its_cuda_graph_estimate_and_0_19_does_not() -> None:
+    """envs.py VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS: os.getenv(..., "0") in the 0.18 wheels (0.19 logs print "In
+    v0.19, CUDA graph memory profiling will be enabled by default"), "1" from the 0.20.0 wheel, whose gpu_worker.py
+    nonetheless says "(default since v0.21.0)"; with it on, determine_available_memory takes the estimate out of the
+    pool before sizing the cache."""
+    from kvbudget.engines.vllm_memory import subtracts_graphs
+
+    assert [subtracts_graphs(v) for v in ("0.18.1", "0.19.1", "0.20.0", "0.20.2", "0.21.0", "0.28.0")] == [
+        False,
+        False,
+        True,
+        True,
+        True,
+        True,
+    ]
+    # the same deployment on 0.19 and on 0.20 (same sampler path, utilization given): the 0.20 pool is smaller by the
+    # graph reserve alone
+    pools = {}
+    for version in ("0.19.1", "0.20.2"):
+        request = PlanRequest(
+            model="qwen3-8b", gpu="rtx-pro-6000", engine=f"vllm@{version}", context=Tokens(1024), utilization=0.85
+        )
+        pools[version] = plan_deployment(request).kv_pool_bytes
+    assert 0.1 * GiB <= pools["0.19.1"] - pools["0.20.2"] <= 0.9 * GiB
+
+
+def test_model_runner_v2_profiles_a_greedy_dummy_sampler_where_a_release_makes_it_the_default() -> None:
+    """Each wheel's config/vllm.py _is_default_v2_model_runner_model: 0.22 Qwen3ForCausalLM, 0.23 Llama, Mistral and
+    Qwen3ForCausalLM (dense, unquantized), 0.24 those and three MoE architectures, from 0.25 every dense model that is
+    neither hybrid nor attention-free. Model Runner V2's _dummy_sampler_run samples its dummy requests greedily (no
+    top-k/top-p), so the profile keeps the bf16 logits and, in 0.22-0.25, their fp32 copy (Sampler
+    .apply_sampling_params); from 0.26 no copy."""
+    from kvbudget.engines.vllm_profile import model_runner_v2, profile_sampler
+
+    qwen3, llama, qwen25, moe = (resolve(m) for m in ("qwen3-8b", "llama-3.1-8b", "qwen2.5-7b", "qwen3-30b-a3b"))
+    assert not any(model_runner_v2("0.21.0", s) for s in (qwen3, llama, qwen25, moe))
+    assert model_runner_v2("0.22.0", qwen3) and not model_runner_v2("0.22.0", llama)
+    assert not model_runner_v2("0.22.0", qwen3, quantized=True)  # 0.22-0.23: "not model_config.is_quantized"
+    assert model_runner_v2("0.23.0", llama) and not model_runner_v2("0.23.0", qwen25)
+    assert model_runner_v2("0.24.0", llama, quantized=True) and not model_runner_v2("0.24.0", qwen25)
+    assert model_runner_v2("0.25.0", qwen25) and not model_runner_v2("0.25.0", moe)  # Qwen3Moe is not listed
+    assert not model_runner_v2("0.27.1", resolve("qwen3-next-80b-a3b"))  # hybrid (linear attention)
+    assert profile_sampler("0.23.0", llama) == "mrv2 fp32"
+    assert profile_sampler("0.26.0", llama) == "mrv2"
+    assert profile_sampler("0.27.1", moe) == "flashinfer"  # a MoE the release does not list stays on V1
+    # Qwen3-32B (vocabulary 151,936) at vLLM's 1,024 sequences: 0.29 GiB of logits, where FlashInfer keeps 2.03 GiB
+    assert sampler_bytes(resolve("qwen3-32b"), 1024, "mrv2") == 1024 * 151_936 * 2
+    assert sampler_bytes(resolve("qwen3-32b"), 1024, "mrv2 fp32") == 1024 * 151_936 * (2 + 4)
+    assert sampler_bytes(resolve("qwen3-32b"), 1024, "flashinfer") == 1024 * 151_936 * 14

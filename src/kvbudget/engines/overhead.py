@@ -16,7 +16,7 @@ GiB = 2**30
 
 # Measured ranges (tests/data/logs/vllm_profiles.csv and SOURCES.md, vLLM logs of issues #10517, #12126,
 # #13061, #14452, #15815, #52872): non-torch memory 0.16-0.35 GiB on one GPU (up to 0.4 with NCCL);
-# CUDA graphs 0.1-0.9 GiB where V1 >= 0.21 subtracts them; activation peak 1.0-1.35 x the hidden and MLP
+# CUDA graphs 0.1-0.9 GiB where V1 >= 0.20 subtracts them; activation peak 1.0-1.35 x the hidden and MLP
 # activations of the profiled batch (Llama-3.1-8B at 20,000 and 29,000 tokens: 1.23x and 1.24x).
 NON_TORCH = (int(0.15 * GiB), int(0.4 * GiB))
 GRAPHS = (int(0.1 * GiB), int(0.9 * GiB))
@@ -40,6 +40,9 @@ class Site:
     flash_attn: bool = True
     max_num_seqs: int | None = None  # vLLM --max-num-seqs as set; None: its default for the GPU
     pp: int = 1  # pipeline stages: the first GPU holds the first stage (vLLM samples on the last stage only)
+    quantized: bool = (
+        False  # a quantized checkpoint or --weights precision (vLLM 0.22-0.23 keep those on Model Runner V1)
+    )
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,13 @@ from kvbudget.engines.vllm_pool import (
     num_blocks,
     report_lines,
 )
-from kvbudget.engines.vllm_profile import V0_SEQUENCES, profiled_overhead, sampler_path, v0_profiled_overhead
+from kvbudget.engines.vllm_profile import (
+    V0_SEQUENCES,
+    profile_sampler,
+    profiled_overhead,
+    sampler_path,
+    v0_profiled_overhead,
+)
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model.spec import ModelSpec
 from kvbudget.precision import CacheDType, parse_cache_dtype
@@ -194,7 +200,7 @@ class Rules(EngineRules):
             seqs=seqs,
             seqs_basis=seqs_basis,
             graphs=graphs,
-            sampler=sampler_path(self.version),
+            sampler=profile_sampler(self.version, spec, site.quantized, sampler_path(self.version)),
             default_seqs=default_seqs,
             capability=compute_capability(site.gpu_label),
             encoder=encoder_pass(
@@ -286,7 +292,7 @@ class Rules(EngineRules):
         return {"kv_blocks": blocks, "kv_tokens": kv_cache_size_tokens(vpool, max(pool_bytes, 0), shape.context)}
 
     def logged_memory(self, log: EngineLog) -> LoggedMemory:
-        """total_gpu_memory; overhead = activation peak + non-torch memory, + CUDA graphs where V1 >= 0.21
+        """total_gpu_memory; overhead = activation peak + non-torch memory, + CUDA graphs where V1 >= 0.20
         subtracts them (gpu_worker.py)."""
         total = log.measured.get("total_gpu_memory_bytes")
         gpu = (

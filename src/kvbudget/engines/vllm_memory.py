@@ -5,7 +5,7 @@
 * The API server's ``max_num_batched_tokens`` default follows the GPU (EngineArgs.get_batch_defaults):
   16,384 on GPUs with >= 160 GiB (0.28+), 8,192 on GPUs with >= 70 GiB that are not A100 (nor GB10),
   else 2,048.
-* From 0.21 the worker subtracts its CUDA-graph estimate before sizing the cache (envs.py default on).
+* From 0.20 the worker subtracts its CUDA-graph estimate before sizing the cache (envs.py default on).
 """
 
 from __future__ import annotations
@@ -27,7 +27,13 @@ V0_CHUNKED_ABOVE = 32768  # V0's OpenAI server enables chunked prefill for max_m
 # on A100"; printed "Chunked prefill is enabled with max_num_batched_tokens=512." by 0.5.4, 0.6.4.dev and 0.6.4.post1
 # start-ups); kvbudget plans 2,048 from 0.6.5, where that default was raised (the release not pinned by a log)
 V0_CHUNKED_512_BEFORE = (0, 6, 5)
-GRAPHS_SINCE = (0, 21)  # vLLM gpu_worker subtracts the CUDA graph estimate from 0.21 (envs.py default on)
+# vLLM gpu_worker.determine_available_memory subtracts the CUDA graph estimate where envs.py's
+# VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS is on: os.getenv(..., "0") in the 0.18.0 and 0.18.1 wheels (0.19 logs print
+# "In v0.19, CUDA graph memory profiling will be enabled by default ... To try it now, set ...=1"), "1" in the 0.20.0,
+# 0.20.1, 0.20.2, 0.21.0, 0.22.0, 0.22.1 and 0.24.0-0.28.0 wheels; 0.20.0's gpu_worker.py prints "CUDA graph memory
+# profiling is enabled (default since v0.21.0)" all the same, and 0.20.0 start-ups log that line after an "Estimated
+# CUDA graph memory" one (kvbudget had 0.21, from the message's wording)
+GRAPHS_SINCE = (0, 20)
 # vLLM 0.8.0-0.9.0 V1 gpu_worker.determine_available_memory counts as non-torch memory (total - free) - torch allocated
 # after the profile: this process's CUDA context and loaded kernels and every other process on the GPU; 0.9.1 measures
 # from a snapshot taken after the CUDA context exists (utils.memory_profiling, PR #19312; read in the released wheels)

@@ -1,7 +1,7 @@
 """vLLM's runtime memory as its profiler sees it, per GPU, from its own profiling path (V1 gpu_worker.py
 determine_available_memory, gpu_model_runner.py profile_run):
 
-    non-KV = weights + torch peak increase during profile_run + non-torch increase [+ CUDA graphs from 0.21]
+    non-KV = weights + torch peak increase during profile_run + non-torch increase [+ CUDA graphs from 0.20]
 
 * profile_run runs ``_dummy_run(max_num_batched_tokens)`` (the activation peak: hidden and MLP activations of
   the batch), then ``_dummy_sampler_run`` on the hidden states of ``min(max_num_seqs, max_num_batched_tokens)``
@@ -27,13 +27,15 @@ determine_available_memory, gpu_model_runner.py profile_run):
   flashinfer-python is installed (PR #15777), but their wheels list it only as an extra (``vllm[flashinfer]``;
   the wheel metadata of 0.10.1, 0.10.2 and 0.11.0), so a plain install samples natively; 0.11.1 made
   flashinfer-python a dependency and turned the sampler off by default (PR #26859; 0.17.1 and 0.19.0 still ask
-  for VLLM_USE_FLASHINFER_SAMPLER=1, and so do 0.20.0-0.20.2); PR #40376 turned it back on by default, in the
-  0.22.0 wheel (envs.py default True; 0.21.0 not read, planned with the Triton path). Where the path depends on the
+  for VLLM_USE_FLASHINFER_SAMPLER=1, and so do 0.20.0-0.20.2); PR #40376 turned it back on by default, from the
+  0.21.0 wheel (envs.py default True in 0.21.0, 0.22.0 and 0.22.1). Where the path depends on the
   installation (0.9-0.11.0) the plan keeps the native figure, which errs toward a smaller pool, and says how much
   less FlashInfer keeps.
+* Where a release defaults the model to Model Runner V2 (0.22+, ``model_runner_v2``), the dummy sampler run samples
+  greedily with no top-k/top-p path: the bf16 logits and their fp32 copy (0.22-0.25) or the bf16 logits alone (0.26+).
 * The activation factor, non-torch memory and CUDA-graph range are engines/overhead.py's measured ranges.
 * ``--max-num-seqs`` caps the CUDA graphs V1 captures (vLLM 0.33.0 vllm/config/vllm.py
-  VllmConfig._set_cudagraph_sizes; ``capture_sizes``). vLLM's estimate of their memory (subtracted from 0.21;
+  VllmConfig._set_cudagraph_sizes; ``capture_sizes``). vLLM's estimate of their memory (subtracted from 0.20;
   0.33.0 gpu_model_runner.py profile_cudagraph_memory) is the first, largest capture plus (n - 1) x the next one's,
   so it grows with the largest size and the count: the measured range, which stands for the default capture set,
   is scaled by the share of that set captured (heuristic).
@@ -59,7 +61,7 @@ from kvbudget.engines.overhead import ACT_FACTOR, GRAPHS, NON_TORCH, Overhead, a
 from kvbudget.engines.vllm_encoder import EncoderPass
 from kvbudget.model.spec import ModelSpec
 
-Sampler = Literal["native", "triton", "flashinfer", "flashinfer if installed"]
+Sampler = Literal["native", "triton", "flashinfer", "flashinfer if installed", "mrv2 fp32", "mrv2"]
 
 V0_ACT_FIT = 1.23  # V0 activation peak / (T x (4 hidden + 2 intermediate / tp) x 2 B), issue #10517 (fit split)
 V0_SEQUENCES = 256  # V0 SchedulerConfig max_num_seqs default: one fp32 logits row each in the dummy sampler run
@@ -76,8 +78,9 @@ FLASHINFER_BYTES = (
 FITTED_ON = "gpt-oss-120b on an H100 PCIe, vLLM 0.10.1 (github.com/vllm-project/vllm/issues/23278)"
 FLASHINFER_IF_INSTALLED = ((0, 9), (0, 11, 1))  # PR #15777 (on when importable) .. PR #26859 (off by default)
 # PR #40376 "Enable FlashInfer top-k/top-p sampler by default": envs.py VLLM_USE_FLASHINFER_SAMPLER defaults to None
-# (off) in the 0.20.0, 0.20.1 and 0.20.2 wheels and to True in 0.22.0 (0.21.0 not read: planned with the Triton path)
-FLASHINFER_DEFAULT_SINCE = (0, 22)
+# (off) in the 0.20.0, 0.20.1 and 0.20.2 wheels and to True in the 0.21.0, 0.22.0 and 0.22.1 wheels (a 0.21.0 start-up
+# of Qwen2.5-Omni logs "Using FlashInfer for top-p & top-k sampling" with no sampler setting)
+FLASHINFER_DEFAULT_SINCE = (0, 21)
 # vLLM 0.17.0 topk_topp_sampler.py apply_top_k_top_p: "if HAS_TRITON and logits.shape[0] >= 8: return
 # apply_top_k_top_p_triton(...)" (0.16.0 sorts); the dummy sampler run always has 8 rows or more
 TRITON_SINCE = (0, 17)
@@ -86,6 +89,20 @@ TRITON_BYTES = 2 + 4 + 4 + 4  # bf16 logits, fp32 logits, softmax probabilities,
 # topk_topp_triton.py caches one fp32 vocabulary row per Triton program, min(SMs, requests) of them; the catalog holds
 # no SM counts, so the plan counts min(requests, 192) rows: 192 bounds every catalog NVIDIA GPU (RTX PRO 6000: 188)
 TRITON_BUFFER_ROWS = 192
+# Model Runner V2 (vllm/v1/worker/gpu/model_runner.py, the default runner for the models ``model_runner_v2`` names):
+# _dummy_sampler_run builds InputBatch.make_dummy requests whose sampling states keep their defaults (temperature 0,
+# top_k = vocabulary, top_p 1: "the sampler may skip top_k, top_p, and logprobs, using less GPU memory than what is
+# possible during actual execution"), so no top-k/top-p path runs and Gumbel sampling reads the logits in place. The
+# 0.22.0-0.25.0 wheels' Sampler.apply_sampling_params still copies the bf16 logits to fp32 first (2 + 4 B per entry);
+# from 0.26.0 the copy is made only for raw logprobs (0.26.0) or when a request needs logits processing (0.27.0,
+# 0.28.0), so the dummy run keeps the bf16 logits alone (2 B)
+MRV2_SINCE = (0, 22)
+MRV2_FP32_BEFORE = (0, 26)
+MRV2_FP32_BYTES = 2 + 4
+MRV2_BYTES = 2
+MRV2_ARCHS_0_22 = frozenset({"Qwen3ForCausalLM"})  # 0.22.0 DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES
+MRV2_ARCHS_0_23 = frozenset({"LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM"})  # 0.23.0 and 0.24.0
+MRV2_MOE_ARCHS = frozenset({"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"})  # 0.24-0.28
 
 
 def sampler_path(version: str) -> Sampler:
@@ -97,6 +114,17 @@ def sampler_path(version: str) -> Sampler:
         return "triton"
     low, high = FLASHINFER_IF_INSTALLED
     return "flashinfer if installed" if low <= v < high else "native"
+
+
+def profile_sampler(
+    version: str, spec: ModelSpec, quantized: bool = False, otherwise: Sampler | None = None
+) -> Sampler:
+    """The sampler path vLLM ``version``'s profile run takes for this model: Model Runner V2's greedy dummy run where
+    that runner is the model's default (``model_runner_v2``), else ``otherwise`` (default: the version's top-k/top-p
+    path, ``sampler_path``)."""
+    if model_runner_v2(version, spec, quantized):
+        return "mrv2 fp32" if version_tuple(version)[:2] < MRV2_FP32_BEFORE else "mrv2"
+    return otherwise if otherwise is not None else sampler_path(version)
 
 
 def graph_ceiling(capability: int | None) -> int:
@@ -136,8 +164,39 @@ def sampler_bytes(spec: ModelSpec, sequences: int, path: Sampler = "native") -> 
     vocab = dims(spec)[2]
     if path == "triton" and sequences >= TRITON_MIN_ROWS:
         return sequences * vocab * TRITON_BYTES + min(sequences, TRITON_BUFFER_ROWS) * vocab * 4
-    per_entry = FLASHINFER_BYTES if path == "flashinfer" else SAMPLER_BYTES
-    return sequences * vocab * per_entry
+    return sequences * vocab * sampler_entry_bytes(path)
+
+
+def sampler_entry_bytes(path: Sampler) -> int:
+    """Bytes per (sequence, vocabulary entry) the dummy sampler run keeps on a path without a per-row buffer."""
+    if path == "mrv2 fp32":
+        return MRV2_FP32_BYTES
+    if path == "mrv2":
+        return MRV2_BYTES
+    return FLASHINFER_BYTES if path == "flashinfer" else SAMPLER_BYTES
+
+
+def model_runner_v2(version: str, spec: ModelSpec, quantized: bool = False) -> bool:
+    """Whether vLLM ``version`` runs this model on Model Runner V2 by default (VllmConfig.use_v2_model_runner with
+    VLLM_USE_V2_MODEL_RUNNER unset and no feature it lacks; ``_is_default_v2_model_runner_model`` of each wheel's
+    config/vllm.py): 0.22 Qwen3ForCausalLM, 0.23 Llama/Mistral/Qwen3ForCausalLM, both dense and unquantized only;
+    0.24 those and three MoE architectures, quantized or not; from 0.25 every dense generative model that is neither
+    hybrid nor attention-free, and the listed MoE ones."""
+    v = version_tuple(version)[:2]
+    if v < MRV2_SINCE:
+        return False
+    names = spec.config.get("architectures")
+    archs = {str(a) for a in names} if isinstance(names, list) else set()
+    moe = bool(_config_int(spec, "num_local_experts", "num_experts", "n_routed_experts"))
+    recurrent = any(state.kind == "recurrent" for _, state in spec.primitives())
+    if v < (0, 24):
+        listed = MRV2_ARCHS_0_22 if v < (0, 23) else MRV2_ARCHS_0_23
+        return bool(archs & listed) and not moe and not quantized
+    if v < (0, 25):
+        return bool(archs & (MRV2_ARCHS_0_23 | MRV2_MOE_ARCHS))
+    if recurrent:
+        return False
+    return not moe or bool(archs & MRV2_MOE_ARCHS)
 
 
 def _config_int(spec: ModelSpec, *keys: str) -> int:
@@ -174,10 +233,16 @@ def _activations(spec: ModelSpec, tp: int, batched: int) -> int:
 
 def _sampler_words(path: Sampler, spec: ModelSpec, sequences: int) -> str:
     if path == "flashinfer":
-        return f"{FLASHINFER_BYTES} B (FlashInfer top-k/top-p, vLLM's default from 0.22: no sort)"
+        return f"{FLASHINFER_BYTES} B (FlashInfer top-k/top-p, vLLM's default from 0.21: no sort)"
+    if path in ("mrv2", "mrv2 fp32"):
+        return (
+            f"{sampler_entry_bytes(path)} B (Model Runner V2, this model's default runner in this version: its dummy "
+            "sampler run samples greedily, no top-k/top-p, "
+            + ("from the bf16 logits and their fp32 copy)" if path == "mrv2 fp32" else "from the bf16 logits alone)")
+        )
     if path == "triton":
         return (
-            f"{TRITON_BYTES} B (vLLM 0.17-0.21's Triton top-k/top-p, no sort: bf16 and fp32 logits, probabilities, "
+            f"{TRITON_BYTES} B (vLLM 0.17-0.20's Triton top-k/top-p, no sort: bf16 and fp32 logits, probabilities, "
             f"noise) + the kernel's buffer of up to {TRITON_BUFFER_ROWS} fp32 vocabulary rows"
         )
     words = f"{SAMPLER_BYTES} B (the native sort path; the constant fitted on {FITTED_ON})"

@@ -29,6 +29,7 @@ from kvbudget.plan.sharing import PrefixSharing, prefix_sharing
 from kvbudget.precision import CacheDType
 from kvbudget.provenance import Label, derived
 from kvbudget.units import a_or_an, counted_verb, format_bytes, format_tokens
+from kvbudget.weights.checkpoint import quantization_config
 from kvbudget.weights.sources import WeightSize
 
 if TYPE_CHECKING:
@@ -415,8 +416,16 @@ def runtime_overhead(i: PlanInputs, batched: int, batched_basis: str, options: E
 def _site(i: PlanInputs, batched: int, batched_basis: str, options: EngineOptions) -> Site:
     return Site(
         i.tp, batched, batched_basis, i.gpu_memory_bytes, i.gpu_label, _interconnect(i.gpu_id), i.context,
-        options.flash_attn, options.max_num_seqs, i.pp,
+        options.flash_attn, options.max_num_seqs, i.pp, _quantized(i),
     )  # fmt: skip
+
+
+def _quantized(i: PlanInputs) -> bool:
+    """Whether the served weights are quantized: the checkpoint's quantization_config, or --weights asking for a
+    precision other than a 16- or 32-bit float."""
+    if quantization_config(i.spec.config) is not None:
+        return True
+    return i.weights_precision is not None and i.weights_precision not in ("bf16", "fp16", "fp32", "auto")
 
 
 def usable_share(i: PlanInputs, overhead: int) -> Share:
