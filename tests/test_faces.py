@@ -112,6 +112,11 @@ QUESTIONS: list[Question] = [
     ("plan", {"model": "qwen3-32b", "gpu": "h200", "engine": "sglang", "context": "64k", "sessions": "9"}),
     ("plan", {"model": "llama-3.1-70b", "gpu": "h100-sxm", "engine": "vllm", "tp": "4", "context": "32k"}),
     ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "vllm", "context": "32k", "alerts": True}),
+    # vLLM --enforce-eager: no CUDA-graph term in the overhead (0.20 subtracts one otherwise); a switch on every face
+    (
+        "plan",
+        {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "vllm@0.20", "context": "32k", "enforce_eager": True},
+    ),
     ("levers", {"model": "llama-3.1-8b", "gpu": "a100-80gb", "engine": "vllm", "context": "32k"}),
     ("compare", {"model": "llama-3.1-8b,qwen3-32b", "gpu": "h100-sxm,rtx-5090", "context": "32k,128k"}),
     (
@@ -156,6 +161,7 @@ QUESTIONS += [  # llama.cpp's layer placement: -ngl auto on a 5 GiB card, and a 
 ERRORS: list[Question] = [
     ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "vllm", "context": "32k", "n_gpu_layers": "20"}),
     ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "llamacpp", "context": "32k", "tensor_split": "0"}),
+    ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "sglang", "context": "32k", "enforce_eager": True}),
     ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "context": "lots"}),
     ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm"}),
     ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "context": "32k", "utilization": "1.5"}),

@@ -209,6 +209,7 @@ def engine_options(request: EngineSettings) -> EngineOptions:
         mla_storage=request.mla_storage,  # type: ignore[arg-type]  # one of MLA_STORAGE, checked by the request
         swa_full=request.swa_full,
         chunked_hybrid=True if request.chunked_hybrid else None,
+        enforce_eager=request.enforce_eager,
         n_ubatch=request.ubatch,
         flash_attn=not request.no_flash_attn,
         kv_unified=request.kv_unified,

@@ -55,3 +55,36 @@ def test_sglang_mem_fraction_static_is_sglang_0523s() -> None:
 
     assert mem_fraction_static(85_520_809_984, MemorySettings())[0] == 0.83
     assert mem_fraction_static(85_520_809_984, MemorySettings(mla=True))[0] == 0.816
+
+
+def test_enforce_eager_drops_the_cuda_graph_term_where_vllm_would_subtract_it() -> None:
+    """vLLM 0.20.0 under --enforce-eager: cudagraph_mode NONE (config/vllm.py), no graph estimate subtracted
+    (gpu_worker.py determine_available_memory) and none captured (capture_model returns 0). Llama-3.1-8B at 8,192
+    batched tokens on an H100: 0.20's range loses exactly the 0.1-0.9 GiB graph term and equals 0.19's; before 0.20
+    (V1 and V0) the graphs come after the pool, so eager changes nothing."""
+    spec = resolve("llama-3.1-8b")
+
+    def estimate(engine: str, eager: bool) -> tuple[int, int]:
+        site = Site(1, 8192, "", int(79.19 * GiB), "NVIDIA H100 80GB HBM3", enforce_eager=eager)
+        est = parse_engine(engine).rules.overhead(spec, site)
+        return est.low, est.high
+
+    assert estimate("vllm@0.20", False) == (2_205_614_079, 3_333_042_994)
+    assert estimate("vllm@0.20", True) == (2_098_239_897, 2_366_675_353)
+    graph_term = (2_205_614_079 - 2_098_239_897, 3_333_042_994 - 2_366_675_353)
+    assert graph_term == (int(0.1 * GiB), int(0.9 * GiB))
+    assert estimate("vllm@0.19", True) == estimate("vllm@0.19", False) == (2_098_239_897, 2_366_675_353)
+    assert estimate("vllm@0.6.6", True) == estimate("vllm@0.6.6", False) == (1_375_902_105, 1_644_337_561)
+    eager = parse_engine("vllm@0.20").rules.overhead(spec, Site(1, 8192, "", enforce_eager=True))
+    assert (eager.low, eager.high) == (1_030_592_921, 1_557_397_503)  # a bare --gpu-memory: no graph term either
+    assert "CUDA graphs 0.1-0.9 GiB" not in eager.basis
+    assert "--enforce-eager: vLLM captures no CUDA graphs" in eager.basis
+
+
+@pytest.mark.parametrize("engine", ["sglang", "trtllm", "llamacpp", "ollama", "transformers", "ideal"])
+def test_enforce_eager_is_refused_for_an_engine_that_does_not_read_it(engine: str) -> None:
+    from kvbudget.errors import InputError
+
+    with pytest.raises(InputError, match=r"^--enforce-eager: vLLM's \(no CUDA graphs\), not .*; use --engine vllm"):
+        parse_engine(engine).rules.check_options(EngineOptions(enforce_eager=True))
+    parse_engine("vllm").rules.check_options(EngineOptions(enforce_eager=True))

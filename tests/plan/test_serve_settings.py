@@ -26,6 +26,16 @@ def test_non_default_settings_reach_the_command(capsys: pytest.CaptureFixture[st
     assert "--page-size 32" in sglang and "--chunked-prefill-size 4096" in sglang
 
 
+def test_enforce_eager_reaches_vllms_command_and_frees_its_graph_reserve(capsys: pytest.CaptureFixture[str]) -> None:
+    eager = _flags(capsys, "--engine", "vllm@0.20", "--enforce-eager")
+    vllm = next(line for line in eager.splitlines() if line.strip().startswith("vllm: "))
+    assert "--enforce-eager" in vllm
+    graphs = _flags(capsys, "--engine", "vllm@0.20")
+    assert "--enforce-eager" not in graphs
+    code, _, err = run_cli(capsys, *BASE, "--engine", "sglang", "--enforce-eager")
+    assert code == 1 and "--enforce-eager: vLLM's (no CUDA graphs), not SGLang's" in err
+
+
 def test_llamacpp_flags_follow_the_options(capsys: pytest.CaptureFixture[str]) -> None:
     out = _flags(capsys, "--engine", "llamacpp", "--no-flash-attn", "--ubatch", "1024", "--kv-unified")
     line = next(line for line in out.splitlines() if line.strip().startswith("llamacpp: "))

@@ -100,6 +100,16 @@ def test_a_switch_takes_one_or_zero(server: Server, capsys: pytest.CaptureFixtur
     assert json.loads(body)["error"]["message"] == "--no-prefix-caching: a switch; give 1 (on) or 0 (off), not 'maybe'"
 
 
+def test_enforce_eager_is_a_switch_that_frees_vllm_0_20s_graph_reserve(
+    server: Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "vllm@0.20", "context": "32k"}
+    _, expected = cli_stdout(capsys, *cli_argv("plan", base, "--enforce-eager"))
+    assert api(server, "plan", **base, enforce_eager="1") == (200, expected)
+    _, graphs = api(server, "plan", **base, enforce_eager="0")
+    assert json.loads(expected)["kv_pool_bytes"] - json.loads(graphs)["kv_pool_bytes"] == int(0.9 * 2**30)
+
+
 @pytest.mark.parametrize(
     "params",
     [

@@ -70,6 +70,11 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
         "(the default from 0.14; 0.10.1-0.13 cache them as full attention without it)",
     )
     g.add_argument(
+        "--enforce-eager",
+        action="store_true",
+        help="vLLM --enforce-eager: no CUDA graphs captured, so none reserved (from 0.20 none subtracted either)",
+    )
+    g.add_argument(
         "--max-batch-size",
         help="TensorRT-LLM max_batch_size (default 2048; each slot reserves a hybrid's recurrent state)",
     )

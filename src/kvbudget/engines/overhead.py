@@ -43,6 +43,7 @@ class Site:
     quantized: bool = (
         False  # a quantized checkpoint or --weights precision (vLLM 0.22-0.23 keep those on Model Runner V1)
     )
+    enforce_eager: bool = False  # vLLM --enforce-eager: no CUDA graphs captured, so none reserved
 
 
 @dataclass(frozen=True)

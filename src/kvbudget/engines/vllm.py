@@ -134,6 +134,7 @@ class Rules(EngineRules):
     )
     concurrency_flag = "--max-num-seqs"
     running_option = "--max-num-seqs"
+    eager_option = True  # --enforce-eager: the overhead's CUDA-graph term is 0 (vllm_memory.EAGER_WORDS)
 
     def alert_metrics(self) -> EngineMetrics | None:
         from kvbudget.engines.metrics import VLLM
@@ -173,7 +174,15 @@ class Rules(EngineRules):
         )
 
     def overhead(self, spec: ModelSpec, site: Site) -> Overhead:
-        graphs = vllm_memory.subtracts_graphs(self.version)
+        estimate = self._overhead(spec, site)
+        if not site.enforce_eager:
+            return estimate
+        return replace(estimate, basis=f"{estimate.basis}; {vllm_memory.EAGER_WORDS}")
+
+    def _overhead(self, spec: ModelSpec, site: Site) -> Overhead:
+        # --enforce-eager: VllmConfig sets cudagraph_mode NONE, so no graphs are captured and (from 0.20) no
+        # estimate of them is subtracted (EAGER_WORDS)
+        graphs = vllm_memory.subtracts_graphs(self.version) and not site.enforce_eager
         # NCCL's NVLS buffers at TP > 2 on NVSwitch boards are non-torch memory vLLM subtracts (nccl_memory.py)
         nvls, nvls_words = nvls_bytes(site.tp, site.interconnect, self.version)
         if vllm_memory.runs_v0(self.version, compute_capability(site.gpu_label)):
@@ -326,6 +335,8 @@ class Rules(EngineRules):
             args += ["--block-size", str(s.options.block_size)]
         if s.options.max_num_batched_tokens:
             args += ["--max-num-batched-tokens", str(s.options.max_num_batched_tokens)]
+        if s.options.enforce_eager:
+            args.append("--enforce-eager")
         if s.options.prefix_caching is False:
             args.append("--no-enable-prefix-caching")
         elif s.prefix:

@@ -34,6 +34,15 @@ V0_CHUNKED_512_BEFORE = (0, 6, 5)
 # profiling is enabled (default since v0.21.0)" all the same, and 0.20.0 start-ups log that line after an "Estimated
 # CUDA graph memory" one (kvbudget had 0.21, from the message's wording)
 GRAPHS_SINCE = (0, 20)
+# --enforce-eager (read in the 0.20.0 wheel): VllmConfig.__post_init__ (config/vllm.py) sets compilation mode NONE and
+# cudagraph_mode NONE ("Cudagraph is disabled under eager mode"); gpu_worker.determine_available_memory then skips
+# profile_cudagraph_memory (the estimate stays 0) and compile_or_warm_up_model skips capture_model, which returns 0 at
+# once for CUDAGraphMode.NONE (v1/worker/gpu_model_runner.py). Before 0.20 (V1) and in V0 the graphs are captured
+# after the pool is sized, so the flag never changed the pool there; the plan reserves none for them either way.
+EAGER_WORDS = (
+    "--enforce-eager: vLLM captures no CUDA graphs (cudagraph_mode NONE), so none are reserved and, from 0.20, no "
+    "graph estimate is subtracted before the pool is sized"
+)
 # vLLM 0.8.0-0.9.0 V1 gpu_worker.determine_available_memory counts as non-torch memory (total - free) - torch allocated
 # after the profile: this process's CUDA context and loaded kernels and every other process on the GPU; 0.9.1 measures
 # from a snapshot taken after the CUDA context exists (utils.memory_profiling, PR #19312; read in the released wheels)

@@ -25,6 +25,7 @@ class EngineSettings(Request):
     mla_storage: str | None = option(None, "text", choices=MLA_STORAGE)
     swa_full: bool = option(False, "switch")
     chunked_hybrid: bool = option(False, "switch")  # vLLM VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1
+    enforce_eager: bool = option(False, "switch")  # vLLM --enforce-eager: no CUDA graphs captured
     ubatch: int | None = option(None, "count")
     no_flash_attn: bool = option(False, "switch")
     kv_unified: bool = option(False, "switch")
