@@ -60,6 +60,7 @@ def _request(row: dict[str, str]) -> PlanRequest:
         tp=int(row["tp"]),
         pp=_pp(row),
         chunked_hybrid=row.get("chunked_hybrid") == "yes",  # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1
+        enforce_eager=row.get("enforce_eager") == "yes",  # --enforce-eager / enforce_eager=True: no CUDA graphs
         utilization=utilization,
         max_num_batched_tokens=batched,
         max_num_seqs=seqs,
