@@ -117,6 +117,17 @@ QUESTIONS: list[Question] = [
         "plan",
         {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "vllm@0.20", "context": "32k", "enforce_eager": True},
     ),
+    # vLLM VLLM_USE_FLASHINFER_SAMPLER with flashinfer-python installed: the profile's sampler; a choice on every face
+    (
+        "plan",
+        {
+            "model": "qwen2.5-7b",
+            "gpu": "a100-80gb",
+            "engine": "vllm@0.10.1",
+            "context": "16k",
+            "flashinfer_sampler": "on",
+        },
+    ),
     ("levers", {"model": "llama-3.1-8b", "gpu": "a100-80gb", "engine": "vllm", "context": "32k"}),
     ("compare", {"model": "llama-3.1-8b,qwen3-32b", "gpu": "h100-sxm,rtx-5090", "context": "32k,128k"}),
     (
@@ -162,6 +173,12 @@ ERRORS: list[Question] = [
     ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "vllm", "context": "32k", "n_gpu_layers": "20"}),
     ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "llamacpp", "context": "32k", "tensor_split": "0"}),
     ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "sglang", "context": "32k", "enforce_eager": True}),
+    (
+        "plan",
+        {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "sglang", "context": "32k", "flashinfer_sampler": "on"},
+    ),
+    ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "vllm@0.8.5", "flashinfer_sampler": "on"}),
+    ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "context": "32k", "flashinfer_sampler": "yes"}),
     ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "context": "lots"}),
     ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm"}),
     ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "context": "32k", "utilization": "1.5"}),

@@ -210,6 +210,7 @@ def engine_options(request: EngineSettings) -> EngineOptions:
         swa_full=request.swa_full,
         chunked_hybrid=True if request.chunked_hybrid else None,
         enforce_eager=request.enforce_eager,
+        flashinfer_sampler=None if request.flashinfer_sampler is None else request.flashinfer_sampler == "on",
         n_ubatch=request.ubatch,
         flash_attn=not request.no_flash_attn,
         kv_unified=request.kv_unified,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,67 @@ def test_enforce_eager_is_refused_for_an_engine_that_does_not_read_it(engine: st
     with pytest.raises(InputError, match=r"^--enforce-eager: vLLM's \(no CUDA graphs\), not .*; use --engine vllm"):
         parse_engine(engine).rules.check_options(EngineOptions(enforce_eager=True))
     parse_engine("vllm").rules.check_options(EngineOptions(enforce_eager=True))
+
+
+def test_the_flashinfer_sampler_switch_picks_the_profiles_sampler_per_release() -> None:
+    """VLLM_USE_FLASHINFER_SAMPLER with flashinfer-python installed (--flashinfer-sampler): on, the dummy sampler run
+    keeps FlashInfer's 14 B per (sequence, vocabulary entry); off, the release's own path (the 37 B sort before 0.17,
+    the Triton kernel from 0.17); unset, the release's default (0.10.1: the sort, with a range down to FlashInfer's
+    figure since the path depends on the installation). Llama-3.1-8B at 8,192 batched tokens, 1,024 sequences on an
+    H100: the sampler is the larger term of the profile, so the reserve moves by exactly the sampler's difference."""
+    from kvbudget.engines.vllm_profile import chosen_sampler, sampler_bytes
+    from kvbudget.errors import InputError
+
+    spec = resolve("llama-3.1-8b")
+
+    def estimate(engine: str, flashinfer: bool | None) -> tuple[int, int, str]:
+        site = Site(1, 8192, "", int(79.19 * GiB), "NVIDIA H100 80GB HBM3", flashinfer_sampler=flashinfer)
+        est = parse_engine(engine).rules.overhead(spec, site)
+        return est.low, est.high, est.basis
+
+    native, flashinfer = sampler_bytes(spec, 1024), sampler_bytes(spec, 1024, "flashinfer")
+    assert (native, flashinfer) == (1024 * 128_256 * 37, 1024 * 128_256 * 14)
+    default_low, default_high, words = estimate("vllm@0.10.1", None)
+    on_low, on_high, on_words = estimate("vllm@0.10.1", True)
+    off_low, off_high, _ = estimate("vllm@0.10.1", False)
+    assert default_high - on_high == native - flashinfer  # on: FlashInfer's figure reserved
+    assert off_high == default_high and off_low > default_low == on_low  # off: the sort, the range no longer widened
+    assert "keeps up to" in words and "keeps up to" not in on_words and "FlashInfer top-k/top-p" in on_words
+    assert [chosen_sampler(v, False) for v in ("0.10.1", "0.16.0", "0.17.0", "0.21.0")] == [
+        "native",
+        "native",
+        "triton",
+        "triton",
+    ]
+    assert [chosen_sampler(v, None) for v in ("0.8.5", "0.10.1", "0.17.0", "0.21.0")] == [
+        "native",
+        "flashinfer if installed",
+        "triton",
+        "flashinfer",
+    ]
+    assert estimate("vllm@0.21", None)[:2] == estimate("vllm@0.21", True)[:2]  # 0.21's default is FlashInfer
+    with pytest.raises(InputError, match=r"^--flashinfer-sampler: vLLM 0\.8\.5 does not sample with FlashInfer"):
+        estimate("vllm@0.8.5", True)
+    with pytest.raises(InputError, match=r"^--flashinfer-sampler: vLLM 0\.6\.6 runs its V0 engine here"):
+        estimate("vllm@0.6.6", True)
+    assert estimate("vllm@0.6.6", False)[:2] == estimate("vllm@0.6.6", None)[:2]  # off: V0's sort, as modelled
+
+
+def test_the_flashinfer_sampler_switch_changes_nothing_on_model_runner_v2_and_says_so() -> None:
+    # vLLM 0.25 runs Llama on Model Runner V2, whose dummy sampler run is greedy (no top-k/top-p path at all)
+    spec = resolve("llama-3.1-8b")
+    rules = parse_engine("vllm@0.25").rules
+    site = Site(1, 8192, "", int(79.19 * GiB), "NVIDIA H100 80GB HBM3")
+    plain, on = rules.overhead(spec, site), rules.overhead(spec, replace(site, flashinfer_sampler=True))
+    assert (plain.low, plain.high) == (on.low, on.high)
+    assert "--flashinfer-sampler changes nothing here: Model Runner V2" in on.basis
+
+
+@pytest.mark.parametrize("engine", ["sglang", "trtllm", "llamacpp", "ollama", "transformers", "ideal"])
+def test_the_flashinfer_sampler_switch_is_refused_for_an_engine_that_does_not_read_it(engine: str) -> None:
+    from kvbudget.errors import InputError
+
+    for value in (True, False):
+        with pytest.raises(InputError, match=r"^--flashinfer-sampler: vLLM's sampler switch .* not .*; use --engine"):
+            parse_engine(engine).rules.check_options(EngineOptions(flashinfer_sampler=value))
+    parse_engine("vllm").rules.check_options(EngineOptions(flashinfer_sampler=True))

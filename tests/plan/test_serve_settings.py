@@ -36,6 +36,15 @@ def test_enforce_eager_reaches_vllms_command_and_frees_its_graph_reserve(capsys:
     assert code == 1 and "--enforce-eager: vLLM's (no CUDA graphs), not SGLang's" in err
 
 
+def test_the_flashinfer_sampler_reaches_vllms_command_as_its_variable(capsys: pytest.CaptureFixture[str]) -> None:
+    for value, variable in (("on", "VLLM_USE_FLASHINFER_SAMPLER=1"), ("off", "VLLM_USE_FLASHINFER_SAMPLER=0")):
+        out = _flags(capsys, "--engine", "vllm@0.10.1", "--flashinfer-sampler", value)
+        vllm = next(line for line in out.splitlines() if line.strip().startswith("vllm: "))
+        assert vllm.strip().startswith(f"vllm: {variable} vllm serve "), vllm
+    plain = _flags(capsys, "--engine", "vllm@0.10.1")
+    assert "VLLM_USE_FLASHINFER_SAMPLER" not in plain
+
+
 def test_llamacpp_flags_follow_the_options(capsys: pytest.CaptureFixture[str]) -> None:
     out = _flags(capsys, "--engine", "llamacpp", "--no-flash-attn", "--ubatch", "1024", "--kv-unified")
     line = next(line for line in out.splitlines() if line.strip().startswith("llamacpp: "))

@@ -110,6 +110,20 @@ def test_enforce_eager_is_a_switch_that_frees_vllm_0_20s_graph_reserve(
     assert json.loads(expected)["kv_pool_bytes"] - json.loads(graphs)["kv_pool_bytes"] == int(0.9 * 2**30)
 
 
+def test_the_flashinfer_sampler_is_a_choice_that_plans_as_the_cli_does(
+    server: Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = {"model": "qwen2.5-7b", "gpu": "a100-80gb", "engine": "vllm@0.10.1", "context": "16k", "utilization": "0.25"}
+    _, expected = cli_stdout(capsys, *cli_argv("plan", base, "--flashinfer-sampler", "on"))
+    assert api(server, "plan", **base, flashinfer_sampler="on") == (200, expected)
+    _, native = api(server, "plan", **base, flashinfer_sampler="off")
+    # FlashInfer keeps 14 B per (sequence, vocabulary entry) where the sort keeps 37: 256 x 152,064 x 23 B more pool
+    assert json.loads(expected)["kv_pool_bytes"] - json.loads(native)["kv_pool_bytes"] == 256 * 152_064 * 23
+    status, body = api(server, "plan", **base, flashinfer_sampler="yes")
+    assert status == 400
+    assert json.loads(body)["error"]["message"] == "--flashinfer-sampler: 'yes' is not a choice; choose one of on, off"
+
+
 @pytest.mark.parametrize(
     "params",
     [

@@ -75,6 +75,12 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
         help="vLLM --enforce-eager: no CUDA graphs captured, so none reserved (from 0.20 none subtracted either)",
     )
     g.add_argument(
+        "--flashinfer-sampler",
+        choices=["on", "off"],
+        help="vLLM VLLM_USE_FLASHINFER_SAMPLER=1/0 with flashinfer-python installed: which top-k/top-p sampler its "
+        "profile runs (default: the release's own; 0.9-0.11.0 use FlashInfer whenever it is installed)",
+    )
+    g.add_argument(
         "--max-batch-size",
         help="TensorRT-LLM max_batch_size (default 2048; each slot reserves a hybrid's recurrent state)",
     )

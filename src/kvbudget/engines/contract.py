@@ -86,8 +86,9 @@ class EngineRules:
     running_option: ClassVar[str | None] = None  # kvbudget's option for the engine's own running limit, if it has one
     # it places whole layers on the GPU or the CPU and over GPUs itself (llama.cpp -ngl, --tensor-split)
     places_layers: ClassVar[bool] = False
-    # it reads --enforce-eager (vLLM: no CUDA graphs, so none reserved); the others refuse the flag
-    eager_option: ClassVar[bool] = False
+    # it reads vLLM's profile switches --enforce-eager (no CUDA graphs, so none reserved) and --flashinfer-sampler
+    # (which top-k/top-p sampler its dummy run takes); the others refuse them
+    vllm_switches: ClassVar[bool] = False
     quantizes_at_load: ClassVar[tuple[str, ...]] = ()  # weight precisions it quantizes a 16-bit checkpoint to
     logs_version: ClassVar[bool] = False  # its start-up log names a release kvbudget's rules are keyed by
     # the simulator's memory policy and tool-pause handling that match the engine (kvbudget simulate's defaults)
@@ -147,17 +148,23 @@ class EngineRules:
 
     def check_options(self, options: EngineOptions) -> None:
         """Refuse a running limit that is another engine's option (``--max-num-seqs`` is vLLM's), and llama.cpp's
-        layer placement (``--n-gpu-layers``, ``--tensor-split``) or vLLM's ``--enforce-eager`` with another engine."""
+        layer placement (``--n-gpu-layers``, ``--tensor-split``) or vLLM's ``--enforce-eager`` and
+        ``--flashinfer-sampler`` with another engine."""
         if not self.places_layers and (options.n_gpu_layers is not None or options.tensor_split):
             given = "--n-gpu-layers" if options.n_gpu_layers is not None else "--tensor-split"
             raise InputError(
                 f"{given}: llama.cpp's layer placement, not {self.title}'s; use --engine llamacpp, or drop it "
                 "(the other engines keep every layer on the GPU; --tp/--pp split them)"
             )
-        if options.enforce_eager and not self.eager_option:
+        if options.enforce_eager and not self.vllm_switches:
             raise InputError(
                 f"--enforce-eager: vLLM's (no CUDA graphs), not {self.title}'s; use --engine vllm, or drop it "
                 "(kvbudget models no such switch for this engine: SGLang's --disable-cuda-graph is not modelled)"
+            )
+        if options.flashinfer_sampler is not None and not self.vllm_switches:
+            raise InputError(
+                f"--flashinfer-sampler: vLLM's sampler switch (VLLM_USE_FLASHINFER_SAMPLER), not {self.title}'s; use "
+                "--engine vllm, or drop it"
             )
         if options.max_num_seqs is None or self.running_option == "--max-num-seqs":
             return

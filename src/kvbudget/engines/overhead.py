@@ -44,6 +44,7 @@ class Site:
         False  # a quantized checkpoint or --weights precision (vLLM 0.22-0.23 keep those on Model Runner V1)
     )
     enforce_eager: bool = False  # vLLM --enforce-eager: no CUDA graphs captured, so none reserved
+    flashinfer_sampler: bool | None = None  # vLLM VLLM_USE_FLASHINFER_SAMPLER; None: the release's default path
 
 
 @dataclass(frozen=True)

@@ -66,12 +66,13 @@ from kvbudget.engines.vllm_pool import (
 )
 from kvbudget.engines.vllm_profile import (
     V0_SEQUENCES,
+    chosen_sampler,
+    model_runner_v2,
     profile_sampler,
     profiled_overhead,
-    sampler_path,
     v0_profiled_overhead,
 )
-from kvbudget.errors import EngineRefusalError
+from kvbudget.errors import EngineRefusalError, InputError
 from kvbudget.model.spec import ModelSpec
 from kvbudget.precision import CacheDType, parse_cache_dtype
 
@@ -134,7 +135,9 @@ class Rules(EngineRules):
     )
     concurrency_flag = "--max-num-seqs"
     running_option = "--max-num-seqs"
-    eager_option = True  # --enforce-eager: the overhead's CUDA-graph term is 0 (vllm_memory.EAGER_WORDS)
+    # --enforce-eager: the overhead's CUDA-graph term is 0 (vllm_memory.EAGER_WORDS); --flashinfer-sampler: the
+    # dummy sampler run's path (vllm_profile.chosen_sampler)
+    vllm_switches = True
 
     def alert_metrics(self) -> EngineMetrics | None:
         from kvbudget.engines.metrics import VLLM
@@ -186,6 +189,11 @@ class Rules(EngineRules):
         # NCCL's NVLS buffers at TP > 2 on NVSwitch boards are non-torch memory vLLM subtracts (nccl_memory.py)
         nvls, nvls_words = nvls_bytes(site.tp, site.interconnect, self.version)
         if vllm_memory.runs_v0(self.version, compute_capability(site.gpu_label)):
+            if site.flashinfer_sampler:
+                raise InputError(
+                    f"--flashinfer-sampler: vLLM {self.version} runs its V0 engine here, whose profile kvbudget models "
+                    "with the sorting sampler only; drop it, or plan vLLM's V1 engine (0.9 or later on SM 8.0+)"
+                )
             # V0 SchedulerConfig: max_num_seqs 256 unless set; one logits row per dummy sequence
             v0 = v0_profiled_overhead(
                 spec,
@@ -209,7 +217,9 @@ class Rules(EngineRules):
             seqs=seqs,
             seqs_basis=seqs_basis,
             graphs=graphs,
-            sampler=profile_sampler(self.version, spec, site.quantized, sampler_path(self.version)),
+            sampler=profile_sampler(
+                self.version, spec, site.quantized, chosen_sampler(self.version, site.flashinfer_sampler)
+            ),
             default_seqs=default_seqs,
             capability=compute_capability(site.gpu_label),
             encoder=encoder_pass(
@@ -223,6 +233,12 @@ class Rules(EngineRules):
             ),
             pp=site.pp,
         )
+        if site.flashinfer_sampler is not None and model_runner_v2(self.version, spec, site.quantized):
+            profiled = replace(
+                profiled,
+                basis=f"{profiled.basis}; --flashinfer-sampler changes nothing here: Model Runner V2's dummy run "
+                "samples greedily, with no top-k/top-p path",
+            )
         if vllm_memory.whole_device_non_torch(self.version):
             profiled = replace(
                 profiled,
@@ -348,7 +364,12 @@ class Rules(EngineRules):
         if s.quantize == "fp8":  # vLLM quantizes a 16-bit checkpoint to fp8 at load (--quantization fp8)
             args += ["--quantization", "fp8"]
         # the plan kept Llama 4's chunk (--chunked-hybrid): vLLM 0.10.1-0.13 does so only with this variable set
-        env = ("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1",) if s.options.chunked_hybrid else ()
+        env: tuple[str, ...] = (
+            ("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1",) if s.options.chunked_hybrid else ()
+        )
+        # the sampler the plan's profile took (with flashinfer-python installed)
+        if s.options.flashinfer_sampler is not None:
+            env += (f"VLLM_USE_FLASHINFER_SAMPLER={int(s.options.flashinfer_sampler)}",)
         if s.past_native:
             # vLLM refuses --max-model-len past the config's window unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
             # (config/model.py); YaRN rope scaling over the trained window is what lets the model use it

@@ -59,6 +59,7 @@ from typing import Literal
 from kvbudget.engines.base import version_tuple
 from kvbudget.engines.overhead import ACT_FACTOR, GRAPHS, NON_TORCH, Overhead, activations, dims
 from kvbudget.engines.vllm_encoder import EncoderPass
+from kvbudget.errors import InputError
 from kvbudget.model.spec import ModelSpec
 
 Sampler = Literal["native", "triton", "flashinfer", "flashinfer if installed", "mrv2 fp32", "mrv2"]
@@ -114,6 +115,29 @@ def sampler_path(version: str) -> Sampler:
         return "triton"
     low, high = FLASHINFER_IF_INSTALLED
     return "flashinfer if installed" if low <= v < high else "native"
+
+
+# VLLM_USE_FLASHINFER_SAMPLER set with flashinfer-python installed (--flashinfer-sampler): 0.9 is the first V1 release
+# that samples with FlashInfer when asked (PR #15777; 0.8 turned it off for FlashInfer >= 0.2.3, PR #14815)
+FLASHINFER_SWITCH_SINCE = (0, 9)
+
+
+def chosen_sampler(version: str, flashinfer: bool | None) -> Sampler:
+    """The top-k/top-p path of vLLM ``version`` with VLLM_USE_FLASHINFER_SAMPLER set to ``flashinfer`` and
+    flashinfer-python installed (topk_topp_sampler.py TopKTopPSampler.__init__ reads the variable first; off, the
+    release's own non-FlashInfer path: the sort before 0.17, the Triton kernel from 0.17); None: the release's
+    default (``sampler_path``)."""
+    if flashinfer is None:
+        return sampler_path(version)
+    v = version_tuple(version)
+    if flashinfer:
+        if v[:2] < FLASHINFER_SWITCH_SINCE:
+            raise InputError(
+                f"--flashinfer-sampler: vLLM {version} does not sample with FlashInfer in its V1 profile (0.9 and "
+                "later do, PR #15777; 0.8 turned it off, PR #14815); drop it, or plan a vLLM from 0.9"
+            )
+        return "flashinfer"
+    return "triton" if v[:2] >= TRITON_SINCE else "native"
 
 
 def profile_sampler(
@@ -233,7 +257,10 @@ def _activations(spec: ModelSpec, tp: int, batched: int) -> int:
 
 def _sampler_words(path: Sampler, spec: ModelSpec, sequences: int) -> str:
     if path == "flashinfer":
-        return f"{FLASHINFER_BYTES} B (FlashInfer top-k/top-p, vLLM's default from 0.21: no sort)"
+        return (
+            f"{FLASHINFER_BYTES} B (FlashInfer top-k/top-p, no sort: vLLM's default from 0.21, "
+            "VLLM_USE_FLASHINFER_SAMPLER=1 with flashinfer-python installed before)"
+        )
     if path in ("mrv2", "mrv2 fp32"):
         return (
             f"{sampler_entry_bytes(path)} B (Model Runner V2, this model's default runner in this version: its dummy "
@@ -242,8 +269,9 @@ def _sampler_words(path: Sampler, spec: ModelSpec, sequences: int) -> str:
         )
     if path == "triton":
         return (
-            f"{TRITON_BYTES} B (vLLM 0.17-0.20's Triton top-k/top-p, no sort: bf16 and fp32 logits, probabilities, "
-            f"noise) + the kernel's buffer of up to {TRITON_BUFFER_ROWS} fp32 vocabulary rows"
+            f"{TRITON_BYTES} B (vLLM's Triton top-k/top-p, 0.17-0.20's default and VLLM_USE_FLASHINFER_SAMPLER=0's "
+            f"path from 0.21, no sort: bf16 and fp32 logits, probabilities, noise) + the kernel's buffer of up to "
+            f"{TRITON_BUFFER_ROWS} fp32 vocabulary rows"
         )
     words = f"{SAMPLER_BYTES} B (the native sort path; the constant fitted on {FITTED_ON})"
     if path == "flashinfer if installed":

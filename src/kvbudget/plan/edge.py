@@ -41,9 +41,11 @@ def edge_warning(pool: int, per_session: int, sessions: int, overhead: Overhead)
             )
         return None
     spare = pool - sessions * per_session
-    if spare >= 0 and (per_session - spare <= error or (sessions and spare <= error)):
+    more, fewer = per_session - spare <= error, bool(sessions) and spare <= error
+    if spare >= 0 and (more or fewer):
+        side = "one more or one fewer" if more and fewer else "one more" if more else "one fewer"
         return (
             f"near the edge: the KV pool is within the runtime-memory model's error ({format_bytes(error)}) of "
-            f"{'one more' if per_session - spare <= error else 'one fewer'} session at the cap; {advice}"
+            f"{side} session at the cap; {advice}"
         )
     return None

@@ -9,6 +9,7 @@ from kvbudget.requests.base import Request, option, required
 
 MLA_STORAGE = ("latent", "latent+v", "expanded")
 UNITS = ("iec", "si")
+ON_OFF = ("on", "off")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,6 +27,8 @@ class EngineSettings(Request):
     swa_full: bool = option(False, "switch")
     chunked_hybrid: bool = option(False, "switch")  # vLLM VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1
     enforce_eager: bool = option(False, "switch")  # vLLM --enforce-eager: no CUDA graphs captured
+    # vLLM VLLM_USE_FLASHINFER_SAMPLER=1/0 with flashinfer-python installed; unset: the release's default sampler
+    flashinfer_sampler: str | None = option(None, "text", choices=ON_OFF)
     ubatch: int | None = option(None, "count")
     no_flash_attn: bool = option(False, "switch")
     kv_unified: bool = option(False, "switch")
