@@ -177,7 +177,7 @@ ERRORS: list[Question] = [
         "plan",
         {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "sglang", "context": "32k", "flashinfer_sampler": "on"},
     ),
-    ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "vllm@0.8.5", "flashinfer_sampler": "on"}),
+    ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "vllm@0.6.6", "context": "8k", "flashinfer_sampler": "on"}),
     ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "context": "32k", "flashinfer_sampler": "yes"}),
     ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "context": "lots"}),
     ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm"}),

@@ -282,3 +282,29 @@ def test_engine_mismatch_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
         capsys, "plan", "llama-3.1-8b", "--from-log", str(log), "--engine", "sglang", "--gpu", "h100", "--context", "8k"
     )
     assert code == 1 and "--from-log is a vllm log but --engine is sglang" in err
+
+
+def test_the_sampler_line_of_a_vllm_log_is_the_plans_sampler_unless_the_request_sets_it() -> None:
+    """vLLM 0.9-0.11.0 sample with FlashInfer whenever it is installed, and say so at start-up; a plan from a log
+    without the KV lines (here an excerpt of dennislee22/vLLM-benchmarking's A100 start-up) estimates the runtime
+    memory with the sampler the log names, as --flashinfer-sampler on does; the request's own switch wins."""
+    from kvbudget.api import PlanRequest, Tokens, plan_deployment
+
+    flashinfer = read_log(LOGS / "vllm" / "v1-0.10.1-qwen2-7b-a100-flashinfer-excerpt.log")
+    native = read_log(LOGS / "vllm" / "v1-0.10.1-qwen2-7b-2xa100-native-sampler-excerpt.log")
+    assert flashinfer.setting("flashinfer_sampler") is True  # "Using FlashInfer for top-p & top-k sampling."
+    assert native.setting("flashinfer_sampler") is False  # the fallback warning, wrapped in the copy
+    path = str(LOGS / "vllm" / "v1-0.10.1-qwen2-7b-a100-flashinfer-excerpt.log")
+
+    def plan(**options: Any) -> Plan:
+        return plan_deployment(
+            PlanRequest(model="qwen2.5-7b", gpu="a100-80gb", context=Tokens("16k"), utilization=0.25, **options)
+        )
+
+    logged = plan(from_log=path)
+    weights = round(14.2488 * GiB)  # the log's "Model loading took 14.2488 GiB", given instead of the log
+    on = plan(engine="vllm@0.10.1.1", weights_size=weights, flashinfer_sampler="on")
+    assert logged.overhead.bytes == on.overhead.bytes and "FlashInfer top-k/top-p" in logged.overhead.basis
+    off = plan(from_log=path, flashinfer_sampler="off")
+    # the sort keeps 37 B per (sequence, vocabulary entry) where FlashInfer keeps 14: 256 x 152,064 x 23 B
+    assert off.overhead.bytes - logged.overhead.bytes == 256 * 152_064 * 23

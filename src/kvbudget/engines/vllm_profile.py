@@ -59,7 +59,6 @@ from typing import Literal
 from kvbudget.engines.base import version_tuple
 from kvbudget.engines.overhead import ACT_FACTOR, GRAPHS, NON_TORCH, Overhead, activations, dims
 from kvbudget.engines.vllm_encoder import EncoderPass
-from kvbudget.errors import InputError
 from kvbudget.model.spec import ModelSpec
 
 Sampler = Literal["native", "triton", "flashinfer", "flashinfer if installed", "mrv2 fp32", "mrv2"]
@@ -117,27 +116,18 @@ def sampler_path(version: str) -> Sampler:
     return "flashinfer if installed" if low <= v < high else "native"
 
 
-# VLLM_USE_FLASHINFER_SAMPLER set with flashinfer-python installed (--flashinfer-sampler): 0.9 is the first V1 release
-# that samples with FlashInfer when asked (PR #15777; 0.8 turned it off for FlashInfer >= 0.2.3, PR #14815)
-FLASHINFER_SWITCH_SINCE = (0, 9)
-
-
 def chosen_sampler(version: str, flashinfer: bool | None) -> Sampler:
     """The top-k/top-p path of vLLM ``version`` with VLLM_USE_FLASHINFER_SAMPLER set to ``flashinfer`` and
     flashinfer-python installed (topk_topp_sampler.py TopKTopPSampler.__init__ reads the variable first; off, the
     release's own non-FlashInfer path: the sort before 0.17, the Triton kernel from 0.17); None: the release's
-    default (``sampler_path``)."""
+    default (``sampler_path``). Every V1 release can take FlashInfer's path: 0.8 did with a FlashInfer older than
+    0.2.3 (it logs "Using FlashInfer for top-p & top-k sampling" then; PR #14815 turned newer ones off), 0.9-0.11.0
+    whenever it is installed (PR #15777), 0.11.1-0.20 when the variable asks for it."""
     if flashinfer is None:
         return sampler_path(version)
-    v = version_tuple(version)
     if flashinfer:
-        if v[:2] < FLASHINFER_SWITCH_SINCE:
-            raise InputError(
-                f"--flashinfer-sampler: vLLM {version} does not sample with FlashInfer in its V1 profile (0.9 and "
-                "later do, PR #15777; 0.8 turned it off, PR #14815); drop it, or plan a vLLM from 0.9"
-            )
         return "flashinfer"
-    return "triton" if v[:2] >= TRITON_SINCE else "native"
+    return "triton" if version_tuple(version)[:2] >= TRITON_SINCE else "native"
 
 
 def profile_sampler(

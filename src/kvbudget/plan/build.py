@@ -85,6 +85,14 @@ def plan_inputs(request: PlanRequest) -> tuple[PlanInputs, int | None]:
     if utilization is None and logged is not None:
         utilization = logged.utilization
     options = engine_options(r)
+    if logged is not None:  # the switches the engine ran with, as its log shows them, unless the request sets them
+        options = replace(
+            options,
+            enforce_eager=options.enforce_eager or logged.enforce_eager,
+            flashinfer_sampler=(
+                options.flashinfer_sampler if r.flashinfer_sampler is not None else logged.flashinfer_sampler
+            ),
+        )
     engine.rules.check_options(options)
     inputs = PlanInputs(
         spec=spec,

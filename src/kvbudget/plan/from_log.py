@@ -42,6 +42,8 @@ class LogInputs:
     kv_blocks: Figure | None = None
     refusal: Refusal | None = None
     generation: str | None = None  # vLLM "V0" / "V1"
+    enforce_eager: bool = False  # vLLM's enforce_eager argument as the log prints it
+    flashinfer_sampler: bool | None = None  # the sampler line vLLM printed (FlashInfer, or the native fallback)
     log: EngineLog | None = None  # what was read, for the checks that it belongs to the plan (measure/belong.py)
 
 
@@ -71,6 +73,9 @@ def log_inputs(log: EngineLog) -> LogInputs:
     util = log.setting("utilization")
     out.utilization = util if isinstance(util, float) else None
     out.max_num_batched_tokens = _int_setting(log, "max_num_batched_tokens")
+    out.enforce_eager = log.setting("enforce_eager") is True
+    sampler = log.setting("flashinfer_sampler")
+    out.flashinfer_sampler = sampler if isinstance(sampler, bool) else None
     weights = log.measured.get("weights_bytes")
     if weights is not None:
         out.weights_per_gpu = Measured(int(weights.value), f"measured: {log_line(log, weights)} per GPU")

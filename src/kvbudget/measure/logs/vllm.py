@@ -134,6 +134,10 @@ def _no_memory(log: EngineLog, m: re.Match[str], line: int, rank: str | None) ->
     log.refusal = Refusal("no_memory_for_cache", line, m.group(0))
 
 
+def _flashinfer_sampler(log: EngineLog, m: re.Match[str], line: int, rank: str | None) -> None:
+    set_setting(log, "flashinfer_sampler", m.group(0).startswith("Using FlashInfer"), line)
+
+
 def _peak_torch(log: EngineLog, m: re.Match[str], line: int, rank: str | None) -> None:
     put(log, "peak_torch_bytes", bytes_figure(m, "num", None, line, rank), "max")
 
@@ -233,6 +237,14 @@ RULES: tuple[Rule, ...] = (
         _refusal_v0,
     ),
     rule("No available memory for the cache blocks", r"No available memory for the cache blocks.*", _no_memory),
+    # the top-k/top-p sampler the engine took (v1/sample/ops/topk_topp_sampler.py TopKTopPSampler.__init__, 0.9+): what
+    # --flashinfer-sampler plans; the fallback warning is matched by its second half, which a wrapped copy keeps whole
+    rule("Using FlashInfer for top-p", r"Using FlashInfer for top-p & top-k sampling", _flashinfer_sampler),
+    rule(
+        "Falling back to the PyTorch-native implementation of top-p",
+        r"Falling back to the PyTorch-native implementation of top-p & top-k sampling",
+        _flashinfer_sampler,
+    ),
 )
 
 
