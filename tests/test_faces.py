@@ -128,6 +128,17 @@ QUESTIONS: list[Question] = [
             "flashinfer_sampler": "on",
         },
     ),
+    # TensorRT-LLM attn_backend FLASHINFER: its 320 MiB workspace in the overhead, the setting in the serve YAML
+    (
+        "plan",
+        {
+            "model": "llama-3.1-8b",
+            "gpu": "h100-sxm",
+            "engine": "trtllm",
+            "context": "32k",
+            "attn_backend": "flashinfer",
+        },
+    ),
     ("levers", {"model": "llama-3.1-8b", "gpu": "a100-80gb", "engine": "vllm", "context": "32k"}),
     ("compare", {"model": "llama-3.1-8b,qwen3-32b", "gpu": "h100-sxm,rtx-5090", "context": "32k,128k"}),
     (
@@ -177,8 +188,25 @@ ERRORS: list[Question] = [
         "plan",
         {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "sglang", "context": "32k", "flashinfer_sampler": "on"},
     ),
-    ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "vllm@0.6.6", "context": "8k", "flashinfer_sampler": "on"}),
+    (
+        "plan",
+        {
+            "model": "llama-3.1-8b",
+            "gpu": "h100-sxm",
+            "engine": "vllm@0.6.6",
+            "context": "8k",
+            "flashinfer_sampler": "on",
+        },
+    ),
     ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "context": "32k", "flashinfer_sampler": "yes"}),
+    (
+        "plan",
+        {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "vllm", "context": "32k", "attn_backend": "flashinfer"},
+    ),
+    (
+        "plan",
+        {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "trtllm", "context": "32k", "attn_backend": "vanilla"},
+    ),
     ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "context": "lots"}),
     ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm"}),
     ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "context": "32k", "utilization": "1.5"}),

@@ -211,6 +211,7 @@ def engine_options(request: EngineSettings) -> EngineOptions:
         chunked_hybrid=True if request.chunked_hybrid else None,
         enforce_eager=request.enforce_eager,
         flashinfer_sampler=None if request.flashinfer_sampler is None else request.flashinfer_sampler == "on",
+        attn_backend=request.attn_backend,
         n_ubatch=request.ubatch,
         flash_attn=not request.no_flash_attn,
         kv_unified=request.kv_unified,

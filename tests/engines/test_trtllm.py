@@ -138,5 +138,41 @@ def test_serve_command_carries_the_fraction_and_the_cache_dtype() -> None:
     assert command.startswith("printf 'kv_cache_config:\\n  dtype: fp8\\n  free_gpu_memory_fraction: 0.85\\n' >")
     assert command.endswith(
         "trtllm-serve meta-llama/Llama-3.1-8B --backend pytorch --max_seq_len 32768 "
-        "--extra_llm_api_options trtllm-kv.yaml"
+        "--extra_llm_api_options trtllm-options.yaml"
     )
+
+
+def test_the_flashinfer_attention_backend_reserves_its_320_mib_workspace_and_reaches_the_command() -> None:
+    """TensorRT-LLM attn_backend FLASHINFER: FlashInferAttentionMetadata.__post_init__ allocates a 320 MiB uint8
+    workspace (attention_backend/flashinfer.py), in the profiled peak; the default TRTLLM backend has no such term.
+    The serve command puts the setting in the LLM API YAML, with the fraction still on the command line."""
+    from dataclasses import replace
+
+    from kvbudget.engines.overhead import Site
+    from kvbudget.errors import InputError
+
+    spec, rules = resolve("llama-3.1-8b"), parse_engine("trtllm").rules
+    site = Site(1, 8192, "", int(79.19 * GiB), "NVIDIA H100 80GB HBM3", context=32_768)
+    default = rules.overhead(spec, site)
+    flashinfer = rules.overhead(spec, replace(site, attn_backend="flashinfer"))
+    assert (flashinfer.low - default.low, flashinfer.high - default.high) == (320 * 2**20, 320 * 2**20)
+    assert "FlashInfer workspace computed" in flashinfer.basis and "FlashInfer" not in default.basis
+    assert rules.overhead(spec, replace(site, attn_backend="trtllm")).bytes == default.bytes
+    bf16 = parse_cache_dtype("auto")
+    inputs = PlanInputs(
+        resolve("llama-3.1-8b"),
+        parse_engine("trtllm"),
+        bf16,
+        bf16,
+        80 * GiB,
+        "given",
+        WeightSize(16 * GiB, "measured", "given"),
+        32_768,
+        options=EngineOptions(attn_backend="flashinfer"),
+    )
+    command = all_engine_flags(make_plan(inputs))["trtllm"]
+    assert command.startswith("printf 'attn_backend: FLASHINFER\\n' > trtllm-options.yaml && trtllm-serve ")
+    assert command.endswith("--extra_llm_api_options trtllm-options.yaml --kv_cache_free_gpu_memory_fraction 0.9")
+    for engine in ("vllm", "sglang", "llamacpp", "ollama", "transformers", "ideal"):
+        with pytest.raises(InputError, match=r"^--attn-backend: TensorRT-LLM's attn_backend, not .*; use --engine"):
+            parse_engine(engine).rules.check_options(EngineOptions(attn_backend="flashinfer"))

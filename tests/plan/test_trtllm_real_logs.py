@@ -59,6 +59,7 @@ def _request(row: dict[str, str]) -> PlanRequest:
         max_batch_size=int(row["max_batch_size"]) if row["max_batch_size"] else None,
         max_num_batched_tokens=int(row["max_num_tokens"]) if row["max_num_tokens"] else None,
         weights=row["weights"] or None,
+        attn_backend=row.get("attn_backend") or None,  # the LLM API's attn_backend where the source sets it
     )
 
 

@@ -81,6 +81,11 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
         "profile runs (default: the release's own; 0.9-0.11.0 use FlashInfer whenever it is installed)",
     )
     g.add_argument(
+        "--attn-backend",
+        choices=["trtllm", "flashinfer"],
+        help="TensorRT-LLM attn_backend (default trtllm); flashinfer keeps a 320 MiB workspace its profile counts",
+    )
+    g.add_argument(
         "--max-batch-size",
         help="TensorRT-LLM max_batch_size (default 2048; each slot reserves a hybrid's recurrent state)",
     )

@@ -151,6 +151,7 @@ class EngineOptions(FrozenRecord):
     chunked_hybrid: bool | None = None  # vLLM VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE; None: its default
     enforce_eager: bool = False  # vLLM --enforce-eager: no CUDA graphs captured, none reserved
     flashinfer_sampler: bool | None = None  # vLLM VLLM_USE_FLASHINFER_SAMPLER (FlashInfer installed); None: default
+    attn_backend: str | None = None  # TensorRT-LLM attn_backend ("trtllm", "flashinfer"); None: its default TRTLLM
     prefix_caching: bool | None = None  # vLLM --[no-]enable-prefix-caching, SGLang radix cache; None: the default
     max_batch_size: int | None = None  # TensorRT-LLM max_batch_size (recurrent slots reserved); None: 2,048
     gpu_capability: int | None = None  # compute capability x 10 (90 = Hopper) of the plan's GPU; None: SM90

@@ -161,6 +161,10 @@ class EngineRules:
                 f"--enforce-eager: vLLM's (no CUDA graphs), not {self.title}'s; use --engine vllm, or drop it "
                 "(kvbudget models no such switch for this engine: SGLang's --disable-cuda-graph is not modelled)"
             )
+        if options.attn_backend is not None and self.name != "trtllm":
+            raise InputError(
+                f"--attn-backend: TensorRT-LLM's attn_backend, not {self.title}'s; use --engine trtllm, or drop it"
+            )
         if options.flashinfer_sampler is not None and not self.vllm_switches:
             raise InputError(
                 f"--flashinfer-sampler: vLLM's sampler switch (VLLM_USE_FLASHINFER_SAMPLER), not {self.title}'s; use "

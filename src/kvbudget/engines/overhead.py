@@ -45,6 +45,7 @@ class Site:
     )
     enforce_eager: bool = False  # vLLM --enforce-eager: no CUDA graphs captured, so none reserved
     flashinfer_sampler: bool | None = None  # vLLM VLLM_USE_FLASHINFER_SAMPLER; None: the release's default path
+    attn_backend: str | None = None  # TensorRT-LLM attn_backend; None: TRTLLM, its default
 
 
 @dataclass(frozen=True)

@@ -301,6 +301,7 @@ class Rules(EngineRules):
             max_num_tokens=site.batched,
             max_seq_len=site.context or site.batched + 1,
             batched_basis=site.batched_basis,
+            attn_backend=site.attn_backend,
         )
 
     def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:
@@ -408,19 +409,23 @@ class Rules(EngineRules):
             args += ["--max_batch_size", str(s.options.max_batch_size)]
         if s.options.max_num_batched_tokens:
             args += ["--max_num_tokens", str(s.options.max_num_batched_tokens)]
+        # LLM API settings trtllm-serve has no flag for go in a YAML file (--extra_llm_api_options)
+        yaml = f"attn_backend: {s.options.attn_backend.upper()}\\n" if s.options.attn_backend else ""
         if s.k.name in ("fp8", "fp8_e4m3", "nvfp4"):
             # a YAML kv_cache_config replaces the CLI-built one whole: repeat the fraction in it
             dtype = "nvfp4" if s.k.name == "nvfp4" else "fp8"
-            yaml = f"kv_cache_config:\\n  dtype: {dtype}\\n  free_gpu_memory_fraction: {fraction}\\n"
+            yaml += f"kv_cache_config:\\n  dtype: {dtype}\\n  free_gpu_memory_fraction: {fraction}\\n"
+        if yaml:
             return (
                 "printf",
                 yaml,
                 ">",
-                "trtllm-kv.yaml",
+                "trtllm-options.yaml",
                 "&&",
                 *args,
                 "--extra_llm_api_options",
-                "trtllm-kv.yaml",
+                "trtllm-options.yaml",
+                *(() if "kv_cache_config" in yaml else ("--kv_cache_free_gpu_memory_fraction", str(fraction))),
             )
         return (*args, "--kv_cache_free_gpu_memory_fraction", str(fraction))
 

@@ -22,6 +22,12 @@ temporary KV cache is added back to ``total - peak``. So the memory besides weig
   batch size=..." before "Memory used after loading model weights"), so their pool is in the non-torch remainder;
   llmapi/llm_args.py CudaGraphConfig captures 1-31, 32, 64 and 128 by default. Their memory is not computable
   offline: the measured 0.1-0.9 GiB range of engines/overhead.py (heuristic).
+* the **FlashInfer attention workspace** (computed), with ``attn_backend`` FLASHINFER only:
+  attention_backend/flashinfer.py FlashInferAttentionMetadata.__post_init__ allocates a 320 MiB uint8 torch tensor
+  ("even though flashinfer only recommends 128 MB, we have to push it a bit higher to cover all possible CUDA graph
+  cases"), held by the executor's metadata and shared by its CUDA-graph metadata (which reuse the buffer), so it is
+  in the profiled peak once. The default TRTLLM backend's workspace is sized by the C++ kernels and stays inside the
+  activation range.
 * **non-torch memory** (CUDA context, NCCL, cuBLAS workspaces: the "Memory used outside torch" line less the
   graphs): the measured 0.15-0.4 GiB range (heuristic).
 * the **temporary KV cache** the pass runs in (the estimation cache) is in the peak and added back: it costs the pool
@@ -55,6 +61,9 @@ GRAPH_SIZES = (*range(1, 32), 32, 64, 128)  # llm_args.py CudaGraphConfig._gener
 # change lies between the two (1.2's logs print no estimation cache), so 1.2 keeps the older rule
 ESTIMATION_CACHE_SINCE = (1, 3)
 MAX_GRAPH_BATCH = 128  # CudaGraphConfig's default max_batch_size: _max_cuda_graph_batch_size
+# attention_backend/flashinfer.py FlashInferAttentionMetadata.__post_init__: workspace_buffer = 320 * 1024 * 1024 uint8
+# (the same figure in the 2025 file and in 2026 main's get_empty(..., cache_name="workspace_buffer"))
+FLASHINFER_WORKSPACE = 320 * 2**20
 
 
 @dataclass(frozen=True)
@@ -127,7 +136,15 @@ def _activation_bytes(spec: ModelSpec, tp: int, tokens: int) -> tuple[int, str]:
     return tokens * 4 * hidden * 2 + moe, f"hidden activations (hidden {hidden}) and fused-MoE buffers {moe:,} B"
 
 
-def terms(spec: ModelSpec, *, tp: int, max_num_tokens: int, max_seq_len: int, batched_basis: str) -> tuple[Term, ...]:
+def terms(
+    spec: ModelSpec,
+    *,
+    tp: int,
+    max_num_tokens: int,
+    max_seq_len: int,
+    batched_basis: str,
+    attn_backend: str | None = None,
+) -> tuple[Term, ...]:
     """The parts of TensorRT-LLM's profiled runtime memory per GPU, each computed or a labelled heuristic."""
     requests = dummy_requests(max_num_tokens, max_seq_len)
     act, words = _activation_bytes(spec, tp, max_num_tokens)
@@ -135,6 +152,19 @@ def terms(spec: ModelSpec, *, tp: int, max_num_tokens: int, max_seq_len: int, ba
     # the head runs after the layers have freed their buffers: the peak is the larger of the two
     low, high = max(int(ACT_FACTOR[0] * act), logits), max(int(ACT_FACTOR[1] * act), logits)
     batch = f"{len(requests)} dummy request{'s' if len(requests) > 1 else ''} of {requests[0]:,} tokens"
+    workspace = (
+        (
+            Term(
+                "FlashInfer workspace",
+                FLASHINFER_WORKSPACE,
+                FLASHINFER_WORKSPACE,
+                "computed",
+                "attn_backend FLASHINFER: the metadata's 320 MiB workspace_buffer (attention_backend/flashinfer.py)",
+            ),
+        )
+        if attn_backend == "flashinfer"
+        else ()
+    )
     return (
         Term(
             "activations",
@@ -143,7 +173,12 @@ def terms(spec: ModelSpec, *, tp: int, max_num_tokens: int, max_seq_len: int, ba
             "heuristic",
             f"the dummy batch ({batch}: max_num_tokens {max_num_tokens:,}"
             + (f", {batched_basis}" if batched_basis else "")
-            + f", computed): {words} x 1.0-1.35, the attention workspace within the range",
+            + f", computed): {words} x 1.0-1.35, "
+            + (
+                "FlashInfer's workspace apart"
+                if attn_backend == "flashinfer"
+                else "the attention workspace within the range"
+            ),
         ),
         Term(
             "logits",
@@ -156,16 +191,31 @@ def terms(spec: ModelSpec, *, tp: int, max_num_tokens: int, max_seq_len: int, ba
         Term(
             "CUDA graphs", GRAPHS[0], GRAPHS[1], "heuristic", f"{len(GRAPH_SIZES)} decode graphs up to 128, 0.1-0.9 GiB"
         ),
+        *workspace,
         Term("non-torch", NON_TORCH[0], NON_TORCH[1], "heuristic", "CUDA context, NCCL, cuBLAS: 0.15-0.4 GiB"),
     )
 
 
 def profiled_overhead(
-    spec: ModelSpec, *, tp: int, max_num_tokens: int, max_seq_len: int, batched_basis: str
+    spec: ModelSpec,
+    *,
+    tp: int,
+    max_num_tokens: int,
+    max_seq_len: int,
+    batched_basis: str,
+    attn_backend: str | None = None,
 ) -> Overhead:
     """The runtime memory KvCacheCreator subtracts besides the weights: the activation peak (logits included),
-    CUDA graphs and non-torch memory; the plan reserves the high end."""
-    parts = terms(spec, tp=tp, max_num_tokens=max_num_tokens, max_seq_len=max_seq_len, batched_basis=batched_basis)
+    CUDA graphs, the FlashInfer backend's workspace where it is chosen, and non-torch memory; the plan reserves the
+    high end."""
+    parts = terms(
+        spec,
+        tp=tp,
+        max_num_tokens=max_num_tokens,
+        max_seq_len=max_seq_len,
+        batched_basis=batched_basis,
+        attn_backend=attn_backend,
+    )
     summed = [p for p in parts if p.name != "logits"]  # the logits are inside the activation peak
     low, high = sum(p.low for p in summed), sum(p.high for p in summed)
     basis = "TensorRT-LLM's profiling pass (KvCacheCreator): " + "; ".join(

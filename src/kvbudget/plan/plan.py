@@ -417,7 +417,7 @@ def _site(i: PlanInputs, batched: int, batched_basis: str, options: EngineOption
     return Site(
         i.tp, batched, batched_basis, i.gpu_memory_bytes, i.gpu_label, _interconnect(i.gpu_id), i.context,
         options.flash_attn, options.max_num_seqs, i.pp, _quantized(i), options.enforce_eager,
-        options.flashinfer_sampler,
+        options.flashinfer_sampler, options.attn_backend,
     )  # fmt: skip
 
 

@@ -10,6 +10,7 @@ from kvbudget.requests.base import Request, option, required
 MLA_STORAGE = ("latent", "latent+v", "expanded")
 UNITS = ("iec", "si")
 ON_OFF = ("on", "off")
+TRTLLM_ATTN_BACKENDS = ("trtllm", "flashinfer")  # llm_args.py attn_backend: TRTLLM (default), FLASHINFER
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,6 +30,7 @@ class EngineSettings(Request):
     enforce_eager: bool = option(False, "switch")  # vLLM --enforce-eager: no CUDA graphs captured
     # vLLM VLLM_USE_FLASHINFER_SAMPLER=1/0 with flashinfer-python installed; unset: the release's default sampler
     flashinfer_sampler: str | None = option(None, "text", choices=ON_OFF)
+    attn_backend: str | None = option(None, "text", choices=TRTLLM_ATTN_BACKENDS)  # TensorRT-LLM attn_backend
     ubatch: int | None = option(None, "count")
     no_flash_attn: bool = option(False, "switch")
     kv_unified: bool = option(False, "switch")
