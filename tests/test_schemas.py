@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -287,3 +288,19 @@ def test_an_extra_field_is_rejected(name: str) -> None:
     jsonschema.validate(doc, s)
     with pytest.raises(jsonschema.ValidationError, match="unexpected_field"):
         jsonschema.validate({**doc, "unexpected_field": 1}, s)
+
+
+LOGS = sorted((Path(__file__).parent / "data" / "logs").rglob("*.log"))
+
+
+@pytest.mark.parametrize("log", LOGS, ids=[p.name for p in LOGS])
+def test_calibrate_documents_every_real_log_as_its_schema_says(capsys: pytest.CaptureFixture[str], log: Path) -> None:
+    """Every real log kept for the tests (every engine, every format, TP ranks, refusals, serving lines), read by
+    calibrate with the model the log names or none, and with a model given: the document follows calibrate.json
+    (each setting the reader names, each figure's rank, the refusal's figures, each engine's predictions), or the
+    error document where calibrate refuses the log."""
+    assert len(LOGS) >= 40
+    for extra in ((), ("--model", "llama-3.1-8b")):
+        code, out, err = run_cli(capsys, "calibrate", str(log), *extra, "--json")
+        assert code in (0, 1), err
+        jsonschema.validate(json.loads(out), schema("calibrate" if code == 0 else "error"))
