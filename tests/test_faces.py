@@ -139,6 +139,8 @@ QUESTIONS: list[Question] = [
             "attn_backend": "flashinfer",
         },
     ),
+    # SGLang --disable-cuda-graph (kvbudget's --enforce-eager): no graph reserve in the derived fraction
+    ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "sglang", "context": "32k", "enforce_eager": True}),
     ("levers", {"model": "llama-3.1-8b", "gpu": "a100-80gb", "engine": "vllm", "context": "32k"}),
     ("compare", {"model": "llama-3.1-8b,qwen3-32b", "gpu": "h100-sxm,rtx-5090", "context": "32k,128k"}),
     (
@@ -183,7 +185,7 @@ QUESTIONS += [  # llama.cpp's layer placement: -ngl auto on a 5 GiB card, and a 
 ERRORS: list[Question] = [
     ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "vllm", "context": "32k", "n_gpu_layers": "20"}),
     ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "llamacpp", "context": "32k", "tensor_split": "0"}),
-    ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "sglang", "context": "32k", "enforce_eager": True}),
+    ("plan", {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "trtllm", "context": "32k", "enforce_eager": True}),
     (
         "plan",
         {"model": "llama-3.1-8b", "gpu": "h100-sxm", "engine": "sglang", "context": "32k", "flashinfer_sampler": "on"},

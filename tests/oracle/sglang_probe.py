@@ -63,6 +63,8 @@ def _server_args(case: dict[str, Any], folder: str) -> Any:
     }
     if case.get("disable_radix_cache"):
         kwargs["disable_radix_cache"] = True
+    if case.get("disable_cuda_graph"):  # --disable-cuda-graph: a field without its own flag in 0.5.23 (no_cli)
+        kwargs["disable_cuda_graph"] = True
     # the parallel layout and the memory settings a case sets (SGLang's server arguments, by their own names)
     for name in (
         "tp_size",

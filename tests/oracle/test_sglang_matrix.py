@@ -47,6 +47,7 @@ class Case:
     running: int | None = None
     no_radix: bool = False
     pp: int = 1
+    no_graphs: bool = False  # --disable-cuda-graph (kvbudget --enforce-eager / --disable-cuda-graph)
 
     @property
     def id(self) -> str:
@@ -56,6 +57,7 @@ class Case:
             f"mrr={self.running}" if self.running else "",
             "no-radix" if self.no_radix else "",
             f"pp={self.pp}" if self.pp > 1 else "",
+            "no-graphs" if self.no_graphs else "",
         ]
         return " ".join([self.gpu, self.model, f"tp={self.tp}", *filter(None, extra)])
 
@@ -72,6 +74,7 @@ class Case:
             dp_attention=self.dp if self.dp > 1 else None,
             prefix_caching=False if self.no_radix else None,
             gpu_capability=oracle_gpu(self.gpu).capability,
+            enforce_eager=self.no_graphs,
         )
 
 
@@ -93,6 +96,10 @@ CASES = [
     Case("b200", "Falcon-H1-1.5B", 2),
     Case("b200", "Nemotron-H-8B-Base-8K", 2),
     Case("b200", "Qwen3-Next-80B-A3B", 2, no_radix=True),
+    # --disable-cuda-graph: neither the decode nor the prefill graphs are reserved; DP attention's padding stays
+    *(Case(gpu, "Llama-3.1-8B", 1, no_graphs=True) for gpu in ("h100", "l40s", "b200")),
+    Case("h100", "DeepSeek-V3", 8, no_graphs=True),
+    Case("h100", "Llama-3.1-8B", 8, dp=8, no_graphs=True),
     # pipeline parallelism: no prefill graphs by default (resolution only)
     *(Case(key, model, 2, pp=PP) for key in SGLANG_PP_GPUS for model in SGLANG_PP_MODELS),
 ]
@@ -114,6 +121,7 @@ def _probe_case(case: Case) -> dict[str, Any]:
         "chunked_prefill_size": case.chunked,
         "max_running_requests": case.running,
         "disable_radix_cache": case.no_radix,
+        "disable_cuda_graph": case.no_graphs,
         "budgets": list(BUDGETS),
         "resolution_only": case.pp > 1,
     }
@@ -159,6 +167,7 @@ def test_sglang_matrix_equals_sglang(case: Case) -> None:
         chunked_prefill=case.chunked,
         max_running_requests=case.running,
         dp_attention=case.dp,
+        no_graphs=case.no_graphs,
     )
     assert mem_fraction_static(memory, settings)[0] == got["mem_fraction_static"]
     rules = EngineRef("sglang", sglang.DEFAULT_VERSION).rules

@@ -82,13 +82,29 @@ def test_enforce_eager_drops_the_cuda_graph_term_where_vllm_would_subtract_it() 
     assert "--enforce-eager: vLLM captures no CUDA graphs" in eager.basis
 
 
-@pytest.mark.parametrize("engine", ["sglang", "trtllm", "llamacpp", "ollama", "transformers", "ideal"])
+@pytest.mark.parametrize("engine", ["trtllm", "llamacpp", "ollama", "transformers", "ideal"])
 def test_enforce_eager_is_refused_for_an_engine_that_does_not_read_it(engine: str) -> None:
     from kvbudget.errors import InputError
 
-    with pytest.raises(InputError, match=r"^--enforce-eager: vLLM's \(no CUDA graphs\), not .*; use --engine vllm"):
+    with pytest.raises(InputError, match=r"^--enforce-eager: no CUDA graphs .* not a switch kvbudget models for"):
         parse_engine(engine).rules.check_options(EngineOptions(enforce_eager=True))
-    parse_engine("vllm").rules.check_options(EngineOptions(enforce_eager=True))
+    for reads in ("vllm", "sglang"):  # vLLM --enforce-eager, SGLang --disable-cuda-graph
+        parse_engine(reads).rules.check_options(EngineOptions(enforce_eager=True))
+
+
+def test_sglangs_disable_cuda_graph_drops_the_graph_reserve_from_its_derived_fraction() -> None:
+    """SGLang 0.5.23 reserve_for_graph_mb counts the decode graphs (max_bs x 2 MiB) and the prefill graphs only when
+    their backend is not disabled (checked against SGLang's own resolution in tests/oracle/test_sglang_matrix.py):
+    on an H100 (CUDA total 81,121 MiB) Llama-3.1-8B's reserve drops by 256 x 2 + 58 x 8 = 976 MiB, 0.829 -> 0.841; DP
+    attention's padding stays; before 0.5.3 the default holds no graph term, so the switch changes nothing."""
+    total = 81_121 * 2**20
+    assert mem_fraction_static(total, MemorySettings())[0] == 0.829
+    fraction, words = mem_fraction_static(total, MemorySettings(no_graphs=True))
+    assert fraction == 0.841 and "reserve 12,928 MiB" in words and "CUDA graphs disabled" in words
+    for version in ("0.4.4", "0.5.2"):
+        assert mem_fraction_static(total, MemorySettings(no_graphs=True), version) == mem_fraction_static(
+            total, MemorySettings(), version
+        )
 
 
 def test_the_flashinfer_sampler_switch_picks_the_profiles_sampler_per_release() -> None:

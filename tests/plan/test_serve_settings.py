@@ -32,8 +32,12 @@ def test_enforce_eager_reaches_vllms_command_and_frees_its_graph_reserve(capsys:
     assert "--enforce-eager" in vllm
     graphs = _flags(capsys, "--engine", "vllm@0.20")
     assert "--enforce-eager" not in graphs
-    code, _, err = run_cli(capsys, *BASE, "--engine", "sglang", "--enforce-eager")
-    assert code == 1 and "--enforce-eager: vLLM's (no CUDA graphs), not SGLang's" in err
+    # SGLang's own spelling pastes and reaches its command; TensorRT-LLM has no such switch in kvbudget
+    out = _flags(capsys, "--engine", "sglang", "--disable-cuda-graph")
+    sglang = next(line for line in out.splitlines() if line.strip().startswith("sglang: "))
+    assert "--mem-fraction-static 0.841" in sglang and sglang.endswith("--disable-cuda-graph")
+    code, _, err = run_cli(capsys, *BASE, "--engine", "trtllm", "--enforce-eager")
+    assert code == 1 and "not a switch kvbudget models for TensorRT-LLM" in err
 
 
 def test_the_flashinfer_sampler_reaches_vllms_command_as_its_variable(capsys: pytest.CaptureFixture[str]) -> None:

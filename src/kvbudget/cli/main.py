@@ -70,9 +70,10 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
         "(the default from 0.14; 0.10.1-0.13 cache them as full attention without it)",
     )
     g.add_argument(
-        "--enforce-eager",
+        *spelled("--enforce-eager"),
         action="store_true",
-        help="vLLM --enforce-eager: no CUDA graphs captured, so none reserved (from 0.20 none subtracted either)",
+        help="no CUDA graphs (vLLM --enforce-eager, SGLang --disable-cuda-graph): none reserved; vLLM from 0.20 "
+        "subtracts no graph estimate, SGLang's derived mem_fraction_static keeps no graph reserve",
     )
     g.add_argument(
         "--flashinfer-sampler",

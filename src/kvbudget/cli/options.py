@@ -37,6 +37,7 @@ ENGINE_SPELLINGS: dict[str, tuple[str, ...]] = {
     "--pp": ("--pipeline-parallel-size", "--pp-size"),
     "--kv-dtype": ("--kv-cache-dtype",),
     "--max-num-batched-tokens": ("--chunked-prefill-size",),
+    "--enforce-eager": ("--disable-cuda-graph",),
 }
 
 

@@ -149,7 +149,7 @@ class EngineOptions(FrozenRecord):
     kv_unified: bool = False  # llama.cpp --kv-unified
     disable_hybrid_kv_cache_manager: bool = False  # vLLM
     chunked_hybrid: bool | None = None  # vLLM VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE; None: its default
-    enforce_eager: bool = False  # vLLM --enforce-eager: no CUDA graphs captured, none reserved
+    enforce_eager: bool = False  # no CUDA graphs (vLLM --enforce-eager, SGLang --disable-cuda-graph): none reserved
     flashinfer_sampler: bool | None = None  # vLLM VLLM_USE_FLASHINFER_SAMPLER (FlashInfer installed); None: default
     attn_backend: str | None = None  # TensorRT-LLM attn_backend ("trtllm", "flashinfer"); None: its default TRTLLM
     prefix_caching: bool | None = None  # vLLM --[no-]enable-prefix-caching, SGLang radix cache; None: the default

@@ -86,8 +86,10 @@ class EngineRules:
     running_option: ClassVar[str | None] = None  # kvbudget's option for the engine's own running limit, if it has one
     # it places whole layers on the GPU or the CPU and over GPUs itself (llama.cpp -ngl, --tensor-split)
     places_layers: ClassVar[bool] = False
-    # it reads vLLM's profile switches --enforce-eager (no CUDA graphs, so none reserved) and --flashinfer-sampler
-    # (which top-k/top-p sampler its dummy run takes); the others refuse them
+    # its own flag for running without CUDA graphs (kvbudget's --enforce-eager): vLLM --enforce-eager, SGLang
+    # --disable-cuda-graph; None: kvbudget models no such switch for it and refuses the option
+    eager_flag: ClassVar[str | None] = None
+    # it reads vLLM's sampler switch --flashinfer-sampler (which top-k/top-p sampler its dummy run takes)
     vllm_switches: ClassVar[bool] = False
     quantizes_at_load: ClassVar[tuple[str, ...]] = ()  # weight precisions it quantizes a 16-bit checkpoint to
     logs_version: ClassVar[bool] = False  # its start-up log names a release kvbudget's rules are keyed by
@@ -156,10 +158,10 @@ class EngineRules:
                 f"{given}: llama.cpp's layer placement, not {self.title}'s; use --engine llamacpp, or drop it "
                 "(the other engines keep every layer on the GPU; --tp/--pp split them)"
             )
-        if options.enforce_eager and not self.vllm_switches:
+        if options.enforce_eager and self.eager_flag is None:
             raise InputError(
-                f"--enforce-eager: vLLM's (no CUDA graphs), not {self.title}'s; use --engine vllm, or drop it "
-                "(kvbudget models no such switch for this engine: SGLang's --disable-cuda-graph is not modelled)"
+                f"--enforce-eager: no CUDA graphs (vLLM --enforce-eager, SGLang --disable-cuda-graph), not a switch "
+                f"kvbudget models for {self.title}; use --engine vllm or sglang, or drop it"
             )
         if options.attn_backend is not None and self.name != "trtllm":
             raise InputError(

@@ -121,6 +121,8 @@ class Rules(EngineRules):
     )
     concurrency_flag = "--max-running-requests"
     running_option = "--max-running-requests"
+    # no decode or prefill graphs, so the derived mem_fraction_static reserves none (sglang_memory.py)
+    eager_flag = "--disable-cuda-graph"
 
     def alert_metrics(self) -> EngineMetrics | None:
         from kvbudget.engines.metrics import SGLANG
@@ -140,6 +142,7 @@ class Rules(EngineRules):
             max_running_requests=o.max_running_requests,
             dp_attention=dp_attention(o),
             eager_prefill=sglang_memory.eager_prefill(m.architectures, m.vision, self.version),
+            no_graphs=o.enforce_eager,
         )
         return sglang_memory.usable_share(
             m.total_bytes,
@@ -276,6 +279,8 @@ class Rules(EngineRules):
             args += ["--max-running-requests", str(s.options.max_running_requests)]
         if s.quantize == "fp8":  # SGLang quantizes a 16-bit checkpoint to fp8 at load (--quantization fp8)
             args += ["--quantization", "fp8"]
+        if s.options.enforce_eager:  # every release reads it (0.5.23: a deprecated spelling, still honoured)
+            args.append(self.eager_flag)
         if s.past_native:
             # SGLang refuses a --context-length past the config's unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1
             # (model_config.py); YaRN rope scaling over the trained window through --json-model-override-args

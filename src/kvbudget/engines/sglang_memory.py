@@ -161,6 +161,7 @@ class MemorySettings:
     max_running_requests: int | None = None  # --max-running-requests (the whole server, all DP ranks)
     dp_attention: int = 1  # --enable-dp-attention --dp N: the attention data-parallel size
     eager_prefill: bool = False  # a multimodal model whose prefill graphs SGLang turns off (eager_prefill())
+    no_graphs: bool = False  # --disable-cuda-graph: no decode or prefill graphs captured, none reserved
 
 
 def _by_tp(parallel: int) -> float:
@@ -223,17 +224,23 @@ def mem_fraction_static(total_bytes: int, settings: MemorySettings, version: str
         prefill = 0.0
     if s.eager_prefill:  # a multimodal model's prefill runs eagerly (eager_prefill)
         prefill = 0.0
+    # --disable-cuda-graph: reserve_for_graph_mb counts the decode graphs (max_bs x 2) and the prefill graphs only
+    # when their backend is not DISABLED; DP attention's padding (below) keeps reading max_bs
+    decode = 0.0 if s.no_graphs else graph_bs * 2.0
+    if s.no_graphs:
+        prefill = 0.0
     dp = 0.0
     if s.dp_attention > 1:  # reserve_for_graph_mb: DP attention pads its graphs
         dp = graph_bs * s.dp_attention * 3 + (graph_bs * s.dp_attention * 1.5 if graph_bs > 300 else 0)
-    reserved = 512 + max(chunked, 2048) * 1.5 + s.tp * s.pp / 8 * 1024 + graph_bs * 2 + dp + prefill
+    reserved = 512 + max(chunked, 2048) * 1.5 + s.tp * s.pp / 8 * 1024 + decode + dp + prefill
     if total_mib > 60 * 1024:
         reserved = max(reserved, 10240)
     fraction = round((total_mib - reserved) / total_mib, 3)
     graphs = f"prefill graphs {prefill:,.0f} MiB" if prefill else "no prefill graphs"
+    decode_words = "CUDA graphs disabled (--disable-cuda-graph)" if s.no_graphs else f"cuda-graph bs {graph_bs}"
     basis = (
         f"mem_fraction_static {fraction} derived by SGLang: reserve {reserved:,.0f} MiB "
-        f"(chunked prefill {chunked}, cuda-graph bs {graph_bs}, {graphs}"
+        f"(chunked prefill {chunked}, {decode_words}, {graphs}"
         + (f", DP attention x{s.dp_attention} {dp:,.0f} MiB" if dp else "")
         + f") of {total_mib:,.0f} MiB"
     )

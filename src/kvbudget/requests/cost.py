@@ -27,7 +27,7 @@ class EngineSettings(Request):
     mla_storage: str | None = option(None, "text", choices=MLA_STORAGE)
     swa_full: bool = option(False, "switch")
     chunked_hybrid: bool = option(False, "switch")  # vLLM VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1
-    enforce_eager: bool = option(False, "switch")  # vLLM --enforce-eager: no CUDA graphs captured
+    enforce_eager: bool = option(False, "switch")  # no CUDA graphs: vLLM --enforce-eager, SGLang --disable-cuda-graph
     # vLLM VLLM_USE_FLASHINFER_SAMPLER=1/0 with flashinfer-python installed; unset: the release's default sampler
     flashinfer_sampler: str | None = option(None, "text", choices=ON_OFF)
     attn_backend: str | None = option(None, "text", choices=TRTLLM_ATTN_BACKENDS)  # TensorRT-LLM attn_backend
