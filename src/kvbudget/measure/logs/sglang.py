@@ -43,6 +43,7 @@ CONFIG_KEYS = {
     "chunked_prefill_size": "max_num_batched_tokens",
     "max_running_requests": "max_num_seqs",
     "disable_radix_cache": "disable_radix_cache",
+    "disable_cuda_graph": "enforce_eager",  # no CUDA graphs: kvbudget's --enforce-eager / --disable-cuda-graph
     "quantization": "quantization",
     "dtype": "dtype",
 }
