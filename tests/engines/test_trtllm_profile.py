@@ -81,7 +81,7 @@ def test_each_term_says_whether_it_is_computed_or_heuristic() -> None:
     line = next(x for x in plan.ledger if x.label == "runtime overhead")
     assert line.provenance == "heuristic"
     assert "KvCacheCreator" in line.basis and "logits computed" in line.basis and "4 dummy requests" in line.basis
-    overhead = trtllm_profile.profiled_overhead(spec, tp=1, max_num_tokens=8192, max_seq_len=2049, batched_basis="")
+    overhead = trtllm_profile.profiled_overhead(parts)
     assert line.bytes == overhead.high == sum(t.high for t in parts if t.name != "logits")
 
 

@@ -48,7 +48,7 @@ from kvbudget.engines.records import (
     StartUp,
     log_line,
 )
-from kvbudget.engines.trtllm_profile import profiled_overhead
+from kvbudget.engines.trtllm_profile import profiled_overhead, terms
 from kvbudget.errors import EngineRefusalError
 from kvbudget.model.spec import (
     ChunkedLocal,
@@ -296,12 +296,14 @@ class Rules(EngineRules):
         # KvCacheCreator's own profiling pass, term by term (engines/trtllm_profile.py); the dummy requests are cut
         # at max_seq_len - 1 tokens (the plan's context; with none, one request of the whole batch)
         return profiled_overhead(
-            spec,
-            tp=site.tp,
-            max_num_tokens=site.batched,
-            max_seq_len=site.context or site.batched + 1,
-            batched_basis=site.batched_basis,
-            attn_backend=site.attn_backend,
+            terms(
+                spec,
+                tp=site.tp,
+                max_num_tokens=site.batched,
+                max_seq_len=site.context or site.batched + 1,
+                batched_basis=site.batched_basis,
+                attn_backend=site.attn_backend,
+            )
         )
 
     def shared_prefix(self, prefix: int, block: int | None, unified: bool = False) -> tuple[int, str]:

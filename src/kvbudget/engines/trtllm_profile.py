@@ -196,26 +196,10 @@ def terms(
     )
 
 
-def profiled_overhead(
-    spec: ModelSpec,
-    *,
-    tp: int,
-    max_num_tokens: int,
-    max_seq_len: int,
-    batched_basis: str,
-    attn_backend: str | None = None,
-) -> Overhead:
-    """The runtime memory KvCacheCreator subtracts besides the weights: the activation peak (logits included),
-    CUDA graphs, the FlashInfer backend's workspace where it is chosen, and non-torch memory; the plan reserves the
-    high end."""
-    parts = terms(
-        spec,
-        tp=tp,
-        max_num_tokens=max_num_tokens,
-        max_seq_len=max_seq_len,
-        batched_basis=batched_basis,
-        attn_backend=attn_backend,
-    )
+def profiled_overhead(parts: tuple[Term, ...]) -> Overhead:
+    """The runtime memory KvCacheCreator subtracts besides the weights, from its ``terms``: the activation peak
+    (logits included), CUDA graphs, the FlashInfer backend's workspace where it is chosen, and non-torch memory; the
+    plan reserves the high end."""
     summed = [p for p in parts if p.name != "logits"]  # the logits are inside the activation peak
     low, high = sum(p.low for p in summed), sum(p.high for p in summed)
     basis = "TensorRT-LLM's profiling pass (KvCacheCreator): " + "; ".join(
