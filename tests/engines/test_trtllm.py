@@ -121,8 +121,9 @@ def test_refusals() -> None:
         trtllm.layout(resolve("deepseek-v3.2"), BF16, BF16, 1, OPTS)
 
 
-def test_serve_command_carries_the_fraction_and_the_cache_dtype() -> None:
-    dtype = parse_cache_dtype("fp8")
+def _trtllm_command(kv_dtype: str, options: EngineOptions, utilization: float | None = None) -> str:
+    """TensorRT-LLM's serve command for Llama-3.1-8B at 32K on an 80 GiB card with 16 GiB of measured weights."""
+    dtype = parse_cache_dtype(kv_dtype)
     inputs = PlanInputs(
         resolve("llama-3.1-8b"),
         parse_engine("trtllm"),
@@ -132,9 +133,14 @@ def test_serve_command_carries_the_fraction_and_the_cache_dtype() -> None:
         "given",
         WeightSize(16 * GiB, "measured", "given"),
         32_768,
-        utilization=0.85,
+        utilization=utilization,
+        options=options,
     )
-    command = all_engine_flags(make_plan(inputs))["trtllm"]
+    return all_engine_flags(make_plan(inputs))["trtllm"]
+
+
+def test_serve_command_carries_the_fraction_and_the_cache_dtype() -> None:
+    command = _trtllm_command("fp8", EngineOptions(), 0.85)
     assert command.startswith("printf 'kv_cache_config:\\n  dtype: fp8\\n  free_gpu_memory_fraction: 0.85\\n' >")
     assert command.endswith(
         "trtllm-serve meta-llama/Llama-3.1-8B --backend pytorch --max_seq_len 32768 "
@@ -158,19 +164,7 @@ def test_the_flashinfer_attention_backend_reserves_its_320_mib_workspace_and_rea
     assert (flashinfer.low - default.low, flashinfer.high - default.high) == (320 * 2**20, 320 * 2**20)
     assert "FlashInfer workspace computed" in flashinfer.basis and "FlashInfer" not in default.basis
     assert rules.overhead(spec, replace(site, attn_backend="trtllm")).bytes == default.bytes
-    bf16 = parse_cache_dtype("auto")
-    inputs = PlanInputs(
-        resolve("llama-3.1-8b"),
-        parse_engine("trtllm"),
-        bf16,
-        bf16,
-        80 * GiB,
-        "given",
-        WeightSize(16 * GiB, "measured", "given"),
-        32_768,
-        options=EngineOptions(attn_backend="flashinfer"),
-    )
-    command = all_engine_flags(make_plan(inputs))["trtllm"]
+    command = _trtllm_command("auto", EngineOptions(attn_backend="flashinfer"))
     assert command.startswith("printf 'attn_backend: FLASHINFER\\n' > trtllm-options.yaml && trtllm-serve ")
     assert command.endswith("--extra_llm_api_options trtllm-options.yaml --kv_cache_free_gpu_memory_fraction 0.9")
     for engine in ("vllm", "sglang", "llamacpp", "ollama", "transformers", "ideal"):
