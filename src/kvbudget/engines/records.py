@@ -153,7 +153,6 @@ class LoggedMemory:
 
     gpu_memory: Measured | None = None
     overhead: Measured | None = None
-    notes: tuple[str, ...] = ()
     kv_pool: Figure | None = None  # the KV memory per GPU the engine sized its pool from, as printed
 
 

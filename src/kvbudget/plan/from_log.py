@@ -12,7 +12,7 @@ SGLang's free memory before loading, llama.cpp's compute buffers).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kvbudget.engines import EngineRef
 from kvbudget.engines.records import Measured, log_line
@@ -30,7 +30,6 @@ class LogInputs:
     overhead: Measured | None = None
     utilization: float | None = None
     max_num_batched_tokens: int | None = None
-    notes: list[str] = field(default_factory=list)
     path: str = ""
     tp: int | None = None  # None: the log does not state it
     pp: int | None = None
@@ -81,5 +80,4 @@ def log_inputs(log: EngineLog) -> LogInputs:
         out.weights_per_gpu = Measured(int(weights.value), f"measured: {log_line(log, weights)} per GPU")
     memory = engine.rules.logged_memory(log)
     out.gpu_memory, out.overhead, out.kv_pool = memory.gpu_memory, memory.overhead, memory.kv_pool
-    out.notes.extend(memory.notes)
     return out
