@@ -168,3 +168,32 @@ def test_the_flashinfer_sampler_switch_is_refused_for_an_engine_that_does_not_re
         with pytest.raises(InputError, match=r"^--flashinfer-sampler: vLLM's sampler switch .* not .*; use --engine"):
             parse_engine(engine).rules.check_options(EngineOptions(flashinfer_sampler=value))
     parse_engine("vllm").rules.check_options(EngineOptions(flashinfer_sampler=True))
+
+
+def test_where_flashinfer_cannot_run_vllm_samples_with_its_own_path() -> None:
+    """FlashInfer is CUDA-only and needs SM 7.5 (vLLM 0.33.0 topk_topp_sampler.py flashinfer_sampler_supported: not
+    CUDA -> False; on ROCm TopKTopPSampler takes forward_native): on an MI300X vLLM 0.11.0's range does not reach
+    down to FlashInfer's figure (no installation can change the path), 0.21+ samples with the Triton kernel, and
+    asking for FlashInfer is refused; on an H100 the same versions keep their defaults."""
+    from kvbudget.engines.capability import flashinfer_runs
+    from kvbudget.engines.vllm_profile import chosen_sampler
+    from kvbudget.errors import InputError
+
+    labels = ("AMD Instinct MI300X", "Tesla V100-SXM2-32GB", "NVIDIA H100 80GB HBM3", "")
+    assert [flashinfer_runs(label) for label in labels] == [False, False, True, True]
+    assert [chosen_sampler(v, None, False) for v in ("0.11.0", "0.17.0", "0.21.0")] == ["native", "triton", "triton"]
+    assert [chosen_sampler(v, None, True) for v in ("0.11.0", "0.21.0")] == ["flashinfer if installed", "flashinfer"]
+    spec = resolve("qwen2.5-14b")
+
+    def estimate(engine: str, label: str, flashinfer: bool | None = None) -> tuple[int, int, str]:
+        site = Site(1, 8192, "", int(191.69 * GiB), label, flashinfer_sampler=flashinfer)
+        est = parse_engine(engine).rules.overhead(spec, site)
+        return est.low, est.high, est.basis
+
+    amd_low, amd_high, words = estimate("vllm@0.11.0", "AMD Instinct MI300X")
+    h100_low, h100_high, _ = estimate("vllm@0.11.0", "NVIDIA H100 80GB HBM3")
+    assert amd_high == h100_high and amd_low > h100_low  # the sort either way; no FlashInfer low end on ROCm
+    assert "FlashInfer does not run on this GPU" in words and "keeps up to" not in words
+    assert estimate("vllm@0.21", "AMD Instinct MI300X")[2].count("Triton top-k/top-p") == 1
+    with pytest.raises(InputError, match=r"^--flashinfer-sampler: FlashInfer does not run on this GPU"):
+        estimate("vllm@0.11.0", "AMD Instinct MI300X", True)

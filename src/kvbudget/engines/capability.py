@@ -46,6 +46,23 @@ _CAPABILITY = (
 )
 # Labels that name an NVIDIA GPU: nvidia-smi and torch print the Volta and Pascal parts as "Tesla V100-SXM2-32GB"
 _NVIDIA = ("nvidia", "tesla", "geforce", "quadro")
+# Labels that name an AMD GPU (ROCm): the catalog's "AMD Instinct MI300X", "AMD Radeon RX 7900 XTX"
+_AMD = ("amd", "instinct", "radeon")
+# FlashInfer's kernels need compute capability 7.5 (Turing) or later; they are CUDA-only (no ROCm build)
+FLASHINFER_MIN_CAPABILITY = 75
+
+
+def amd_gpu(gpu_label: str) -> bool:
+    """Whether the label names an AMD GPU (vLLM and SGLang run it on ROCm)."""
+    label = gpu_label.lower()
+    return any(mark in label for mark in _AMD)
+
+
+def flashinfer_runs(gpu_label: str) -> bool:
+    """Whether FlashInfer's kernels can run on this GPU: not on AMD GPUs (CUDA-only), not below SM 7.5; a label
+    kvbudget cannot place (a bare --gpu-memory) is taken as one it runs on."""
+    capability = compute_capability(gpu_label)
+    return not amd_gpu(gpu_label) and (capability is None or capability >= FLASHINFER_MIN_CAPABILITY)
 
 
 def compute_capability(gpu_label: str) -> int | None:

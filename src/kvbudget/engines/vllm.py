@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from kvbudget.engines import vllm_memory
 from kvbudget.engines.base import EngineOptions, Layout
-from kvbudget.engines.capability import compute_capability
+from kvbudget.engines.capability import compute_capability, flashinfer_runs
 from kvbudget.engines.contract import EngineRules, yarn_override
 from kvbudget.engines.nccl_memory import nvls_bytes
 from kvbudget.engines.overhead import Overhead, Site, activation_overhead, dims, plus
@@ -70,6 +70,7 @@ from kvbudget.engines.vllm_profile import (
     model_runner_v2,
     profile_sampler,
     profiled_overhead,
+    sampler_path,
     v0_profiled_overhead,
 )
 from kvbudget.errors import EngineRefusalError, InputError
@@ -217,7 +218,10 @@ class Rules(EngineRules):
             seqs_basis=seqs_basis,
             graphs=graphs,
             sampler=profile_sampler(
-                self.version, spec, site.quantized, chosen_sampler(self.version, site.flashinfer_sampler)
+                self.version,
+                spec,
+                site.quantized,
+                chosen_sampler(self.version, site.flashinfer_sampler, flashinfer_runs(site.gpu_label)),
             ),
             default_seqs=default_seqs,
             capability=compute_capability(site.gpu_label),
@@ -232,6 +236,12 @@ class Rules(EngineRules):
             ),
             pp=site.pp,
         )
+        if not flashinfer_runs(site.gpu_label) and sampler_path(self.version) != chosen_sampler(self.version, False):
+            profiled = replace(
+                profiled,
+                basis=f"{profiled.basis}; FlashInfer does not run on this GPU (an AMD GPU on ROCm, or below SM 7.5), "
+                "so vLLM samples with its own path",
+            )
         if site.flashinfer_sampler is not None and model_runner_v2(self.version, spec, site.quantized):
             profiled = replace(
                 profiled,

@@ -59,6 +59,7 @@ from typing import Literal
 from kvbudget.engines.base import version_tuple
 from kvbudget.engines.overhead import ACT_FACTOR, GRAPHS, NON_TORCH, Overhead, activations, dims
 from kvbudget.engines.vllm_encoder import EncoderPass
+from kvbudget.errors import InputError
 from kvbudget.model.spec import ModelSpec
 
 Sampler = Literal["native", "triton", "flashinfer", "flashinfer if installed", "mrv2 fp32", "mrv2"]
@@ -116,18 +117,27 @@ def sampler_path(version: str) -> Sampler:
     return "flashinfer if installed" if low <= v < high else "native"
 
 
-def chosen_sampler(version: str, flashinfer: bool | None) -> Sampler:
+def chosen_sampler(version: str, flashinfer: bool | None, runs_on_gpu: bool = True) -> Sampler:
     """The top-k/top-p path of vLLM ``version`` with VLLM_USE_FLASHINFER_SAMPLER set to ``flashinfer`` and
     flashinfer-python installed (topk_topp_sampler.py TopKTopPSampler.__init__ reads the variable first; off, the
     release's own non-FlashInfer path: the sort before 0.17, the Triton kernel from 0.17); None: the release's
     default (``sampler_path``). Every V1 release can take FlashInfer's path: 0.8 did with a FlashInfer older than
     0.2.3 (it logs "Using FlashInfer for top-p & top-k sampling" then; PR #14815 turned newer ones off), 0.9-0.11.0
-    whenever it is installed (PR #15777), 0.11.1-0.20 when the variable asks for it."""
+    whenever it is installed (PR #15777), 0.11.1-0.20 when the variable asks for it. Where FlashInfer cannot run
+    (``runs_on_gpu`` False: an AMD GPU, where TopKTopPSampler takes the native path on ROCm, or an NVIDIA GPU below
+    SM 7.5; 0.33.0 flashinfer_sampler_supported: "if not current_platform.is_cuda(): return False") the release's
+    non-FlashInfer path is the only one, and asking for FlashInfer is refused."""
+    native: Sampler = "triton" if version_tuple(version)[:2] >= TRITON_SINCE else "native"
+    if not runs_on_gpu:
+        if flashinfer:
+            raise InputError(
+                "--flashinfer-sampler: FlashInfer does not run on this GPU (CUDA-only, compute capability 7.5 or "
+                "later), so vLLM samples without it; drop it or give off"
+            )
+        return native
     if flashinfer is None:
         return sampler_path(version)
-    if flashinfer:
-        return "flashinfer"
-    return "triton" if version_tuple(version)[:2] >= TRITON_SINCE else "native"
+    return "flashinfer" if flashinfer else native
 
 
 def profile_sampler(
