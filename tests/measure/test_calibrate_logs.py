@@ -275,3 +275,39 @@ def test_the_text_writes_every_count_with_thousands_separators(capsys: pytest.Ca
     code, out, err = run_cli(capsys, "calibrate", str(LOGS / "llamacpp" / "current-2026-dsv4-iswa-colour.log"))
     assert code == 0, err
     assert "  cells: 64,000  (line 9)" in out and "(64,000 cells, 0 layers" in out
+
+
+@pytest.mark.parametrize(
+    ("line", "flashinfer"),
+    [
+        # vLLM 0.10.1 topk_topp_sampler.py, as the dennislee22 logs print them (tests/data/logs/SOURCES.md), all
+        # four dated inside one start-up (the reader refuses a file whose dates go back)
+        ("INFO 09-04 01:02:57 [topk_topp_sampler.py:50] Using FlashInfer for top-p & top-k sampling.", True),
+        (
+            "WARNING 09-04 01:02:57 [topk_topp_sampler.py:61] FlashInfer is not available. Falling back to the "
+            "PyTorch-native implementation of top-p & top-k sampling. For the best performance, please install "
+            "FlashInfer.",
+            False,
+        ),
+        # vLLM 0.33.0 flashinfer_sampler_supported's two refusals, written from its format strings
+        (
+            "WARNING 09-04 01:02:57 [topk_topp_sampler.py:150] FlashInfer top-p/top-k sampling unavailable: "
+            "unsupported compute capability 7.0; falling back. Set VLLM_USE_FLASHINFER_SAMPLER=0 to silence.",
+            False,
+        ),
+        (
+            "INFO 09-04 01:02:57 [topk_topp_sampler.py:121] FlashInfer top-p/top-k sampling disabled via "
+            "VLLM_USE_FLASHINFER_SAMPLER=0.",
+            False,
+        ),
+    ],
+)
+def test_the_sampler_a_vllm_log_names_is_read(tmp_path: Path, line: str, flashinfer: bool) -> None:
+    log = tmp_path / "vllm.log"
+    log.write_text(
+        "INFO 09-04 01:02:21 [api_server.py:1805] vLLM API server version 0.10.1.1\n"
+        f"(EngineCore_0 pid=1812) {line}\n"
+        "(EngineCore_0 pid=1812) INFO 09-04 01:03:03 [gpu_model_runner.py:2007] Model loading took 14.2488 GiB and "
+        "4.422213 seconds\n"
+    )
+    assert read_log(log).setting("flashinfer_sampler") is flashinfer

@@ -245,6 +245,12 @@ RULES: tuple[Rule, ...] = (
         r"Falling back to the PyTorch-native implementation of top-p & top-k sampling",
         _flashinfer_sampler,
     ),
+    # later wordings of the same decision (0.33.0 flashinfer_sampler_supported): unavailable, or turned off
+    rule(
+        "FlashInfer top-p/top-k sampling",
+        r"FlashInfer top-p/top-k sampling (?:unavailable|disabled)",
+        _flashinfer_sampler,
+    ),
 )
 
 
