@@ -3,8 +3,11 @@ error names kvbudget's field."""
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
+from kvbudget.cli.main import build_parser
 from kvbudget.cli.options import ENGINE_SPELLINGS
 from tests.helpers import run_cli
 
@@ -68,9 +71,30 @@ def test_size_reads_the_spellings_too(capsys: pytest.CaptureFixture[str]) -> Non
     assert pasted == mine
 
 
-@pytest.mark.parametrize("flag", [s for spellings in ENGINE_SPELLINGS.values() for s in spellings])
+def _switch(flag: str) -> bool:
+    """Whether the plan parser's option spelled ``flag`` takes no value (a switch such as --enforce-eager)."""
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    plan = commands.choices["plan"]
+    return bool(next(a for a in plan._actions if flag in a.option_strings).nargs == 0)
+
+
+SPELLINGS = [s for spellings in ENGINE_SPELLINGS.values() for s in spellings]
+
+
+@pytest.mark.parametrize("flag", [s for s in SPELLINGS if not _switch(s)])
 def test_a_spelling_without_its_value_names_kvbudgets_field(capsys: pytest.CaptureFixture[str], flag: str) -> None:
     own = next(k for k, v in ENGINE_SPELLINGS.items() if flag in v)
     code, _, err = run_cli(capsys, "plan", "llama-3.1-8b", "--gpu", "h100-sxm", "--context", "8k", flag)
     assert code == 1
     assert err == f"Error: {own}: give it a value; see kvbudget plan --help\n"
+
+
+def test_sglangs_disable_cuda_graph_is_kvbudgets_enforce_eager(capsys: pytest.CaptureFixture[str]) -> None:
+    """A switch spelling plans exactly what kvbudget's own does, for the engine it belongs to and for vLLM."""
+    assert [s for s in SPELLINGS if _switch(s)] == ["--disable-cuda-graph"]
+    for engine in ("sglang", "vllm@0.20"):
+        argv = ("plan", *BASE, "--engine", engine, "--context", "32k")
+        code, mine, err = run_cli(capsys, *argv, "--enforce-eager")
+        assert code == 0, err
+        assert run_cli(capsys, *argv, "--disable-cuda-graph") == (0, mine, "")
