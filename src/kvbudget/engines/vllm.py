@@ -192,7 +192,7 @@ class Rules(EngineRules):
             if site.flashinfer_sampler:
                 raise InputError(
                     f"--flashinfer-sampler: vLLM {self.version} runs its V0 engine here, whose profile kvbudget models "
-                    "with the sorting sampler only; drop it, or plan vLLM's V1 engine (0.9 or later on SM 8.0+)"
+                    "with the sorting sampler only; drop it, or plan vLLM's V1 engine (0.8 or later on SM 8.0+)"
                 )
             # V0 SchedulerConfig: max_num_seqs 256 unless set; one logits row per dummy sequence
             v0 = v0_profiled_overhead(
