@@ -89,8 +89,10 @@ class EngineRules:
     # its own flag for running without CUDA graphs (kvbudget's --enforce-eager): vLLM --enforce-eager, SGLang
     # --disable-cuda-graph; None: kvbudget models no such switch for it and refuses the option
     eager_flag: ClassVar[str | None] = None
-    # it reads vLLM's sampler switch --flashinfer-sampler (which top-k/top-p sampler its dummy run takes)
-    vllm_switches: ClassVar[bool] = False
+    # it reads --flashinfer-sampler (vLLM: which top-k/top-p sampler its dummy run takes)
+    reads_flashinfer_sampler: ClassVar[bool] = False
+    # it reads --attn-backend (TensorRT-LLM's attn_backend: FlashInfer's workspace)
+    reads_attn_backend: ClassVar[bool] = False
     quantizes_at_load: ClassVar[tuple[str, ...]] = ()  # weight precisions it quantizes a 16-bit checkpoint to
     logs_version: ClassVar[bool] = False  # its start-up log names a release kvbudget's rules are keyed by
     # the simulator's memory policy and tool-pause handling that match the engine (kvbudget simulate's defaults)
@@ -149,9 +151,10 @@ class EngineRules:
             )
 
     def check_options(self, options: EngineOptions) -> None:
-        """Refuse a running limit that is another engine's option (``--max-num-seqs`` is vLLM's), and llama.cpp's
-        layer placement (``--n-gpu-layers``, ``--tensor-split``) or vLLM's ``--enforce-eager`` and
-        ``--flashinfer-sampler`` with another engine."""
+        """Refuse a running limit that is another engine's option (``--max-num-seqs`` is vLLM's), and each switch
+        with an engine that does not read it: llama.cpp's layer placement (``--n-gpu-layers``, ``--tensor-split``),
+        running without CUDA graphs (vLLM, SGLang), vLLM's ``--flashinfer-sampler``, TensorRT-LLM's
+        ``--attn-backend``."""
         if not self.places_layers and (options.n_gpu_layers is not None or options.tensor_split):
             given = "--n-gpu-layers" if options.n_gpu_layers is not None else "--tensor-split"
             raise InputError(
@@ -163,11 +166,11 @@ class EngineRules:
                 f"--enforce-eager: no CUDA graphs (vLLM --enforce-eager, SGLang --disable-cuda-graph), not a switch "
                 f"kvbudget models for {self.title}; use --engine vllm or sglang, or drop it"
             )
-        if options.attn_backend is not None and self.name != "trtllm":
+        if options.attn_backend is not None and not self.reads_attn_backend:
             raise InputError(
                 f"--attn-backend: TensorRT-LLM's attn_backend, not {self.title}'s; use --engine trtllm, or drop it"
             )
-        if options.flashinfer_sampler is not None and not self.vllm_switches:
+        if options.flashinfer_sampler is not None and not self.reads_flashinfer_sampler:
             raise InputError(
                 f"--flashinfer-sampler: vLLM's sampler switch (VLLM_USE_FLASHINFER_SAMPLER), not {self.title}'s; use "
                 "--engine vllm, or drop it"

@@ -256,6 +256,7 @@ class Rules(EngineRules):
     default_version = DEFAULT_VERSION
     order = 25
     running_option = "--max-batch-size"  # kvbudget's name for trtllm-serve --max_batch_size
+    reads_attn_backend = True  # FlashInfer's 320 MiB workspace (trtllm_profile.FLASHINFER_WORKSPACE)
     aliases = ("tensorrt-llm", "tensorrt_llm", "trt-llm", "tensorrtllm")
     server = True
     memory_fraction = "free_gpu_memory_fraction"

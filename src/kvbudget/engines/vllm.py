@@ -137,7 +137,7 @@ class Rules(EngineRules):
     concurrency_flag = "--max-num-seqs"
     running_option = "--max-num-seqs"
     eager_flag = "--enforce-eager"  # the overhead's CUDA-graph term is 0 (vllm_memory.EAGER_WORDS)
-    vllm_switches = True  # --flashinfer-sampler: the dummy sampler run's path (vllm_profile.chosen_sampler)
+    reads_flashinfer_sampler = True  # the dummy sampler run's path (vllm_profile.chosen_sampler)
 
     def alert_metrics(self) -> EngineMetrics | None:
         from kvbudget.engines.metrics import VLLM

@@ -41,7 +41,8 @@ class LogInputs:
     kv_blocks: Figure | None = None
     refusal: Refusal | None = None
     generation: str | None = None  # vLLM "V0" / "V1"
-    enforce_eager: bool = False  # vLLM's enforce_eager argument as the log prints it
+    enforce_eager: bool = False  # no CUDA graphs, as the log's arguments print it (vLLM enforce_eager, SGLang
+    # disable_cuda_graph)
     flashinfer_sampler: bool | None = None  # the sampler line vLLM printed (FlashInfer, or the native fallback)
     log: EngineLog | None = None  # what was read, for the checks that it belongs to the plan (measure/belong.py)
 
