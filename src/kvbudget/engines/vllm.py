@@ -208,6 +208,7 @@ class Rules(EngineRules):
                 spec, tp=site.tp, batched=site.batched, batched_basis=site.batched_basis, graphs=graphs
             )
         seqs, seqs_basis = vllm_memory.running_limit(site.max_num_seqs, site.gpu_memory, site.gpu_label)
+        flashinfer = flashinfer_runs(site.gpu_label)  # FlashInfer's kernels can run here (not ROCm, SM 7.5+)
         default_seqs = vllm_memory.max_num_seqs(site.gpu_memory, site.gpu_label)[0]
         profiled = profiled_overhead(
             spec,
@@ -221,7 +222,7 @@ class Rules(EngineRules):
                 self.version,
                 spec,
                 site.quantized,
-                chosen_sampler(self.version, site.flashinfer_sampler, flashinfer_runs(site.gpu_label)),
+                chosen_sampler(self.version, site.flashinfer_sampler, flashinfer),
             ),
             default_seqs=default_seqs,
             capability=compute_capability(site.gpu_label),
@@ -236,7 +237,7 @@ class Rules(EngineRules):
             ),
             pp=site.pp,
         )
-        if not flashinfer_runs(site.gpu_label) and sampler_path(self.version) != chosen_sampler(self.version, False):
+        if not flashinfer and sampler_path(self.version) in ("flashinfer", "flashinfer if installed"):
             profiled = replace(
                 profiled,
                 basis=f"{profiled.basis}; FlashInfer does not run on this GPU (an AMD GPU on ROCm, or below SM 7.5), "
